@@ -1,0 +1,58 @@
+// Math kernels the model code calls: matmul over quantized weights, norms, activations, RoPE, softmax.
+// Kernels know nothing of layers or sessions. This header declares the reference (scalar) versions;
+// SIMD variants must match them (tests compare on odd sizes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace gemlet {
+
+// A weight matrix as GGUF stores it: n_out rows of n_in values each (GGUF ne = [n_in, n_out]),
+// rows contiguous in `type`. Points into the mapped file; never owns data.
+struct WeightMatrix {
+  DType type = DType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_bytes = 0;
+
+  const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+// y[t, o] = sum_i w[o, i] * x[t, i] for t < n_tokens. x: [n_tokens, n_in], y: [n_tokens, n_out].
+// Rows of w are split across the pool; each row is decoded once and reused for every token.
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Copies row `r` of w (e.g. a token embedding) into dst as floats, scaled.
+void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst);
+
+// out = x / sqrt(mean(x^2) + eps) * w  (w may be nullptr: no weight). out may alias x.
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out);
+
+// gate[i] = gelu_tanh(gate[i]) * up[i]  (GeGLU with PyTorch's tanh approximation).
+void GeluTanhMul(float* gate, const float* up, int64_t n);
+float GeluTanh(float x);
+
+// Rotates each of n_heads vectors of head_dim in place, "rotate half" pairing (i, i + head_dim/2),
+// angle_i = pos * inv_freq[i] computed in float as PyTorch does. inv_freq has head_dim/2 entries
+// (0 means the pair is not rotated).
+void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
+
+float DotF32(const float* a, const float* b, int64_t n);
+float DotF16(const float* a, const uint16_t* b, int64_t n);  // b in IEEE half
+// y += a * x
+void AxpyF32(float a, const float* x, float* y, int64_t n);
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
+
+// In-place softmax (max-subtracted, float accumulation).
+void Softmax(float* x, int64_t n);
+
+// x = cap * tanh(x / cap), in place.
+void SoftCap(float* x, int64_t n, float cap);
+
+}  // namespace gemlet

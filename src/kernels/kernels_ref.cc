@@ -1,0 +1,112 @@
+// Reference (scalar) kernels: the specification every faster path is tested against.
+#include <cmath>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/kernels.h"
+
+namespace gemlet {
+
+namespace {
+// One decode buffer per thread, grown once: the matmul loop itself never allocates.
+float* ThreadRowBuffer(int64_t n) {
+  thread_local std::vector<float> buffer;
+  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
+    float* row = ThreadRowBuffer(w.n_in);
+    for (size_t o = begin; o < end; ++o) {
+      const float* wrow;
+      if (w.type == DType::kF32) {
+        wrow = reinterpret_cast<const float*>(w.Row(static_cast<int64_t>(o)));
+      } else {
+        DequantizeRow(w.type, w.Row(static_cast<int64_t>(o)), row, w.n_in);
+        wrow = row;
+      }
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        y[t * w.n_out + static_cast<int64_t>(o)] = DotF32(wrow, x + t * w.n_in, w.n_in);
+      }
+    }
+  });
+}
+
+void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
+  DequantizeRow(w.type, w.Row(r), dst, w.n_in);
+  if (scale != 1.0f) {
+    for (int64_t i = 0; i < w.n_in; ++i) dst[i] *= scale;
+  }
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = w ? x[i] * inv * w[i] : x[i] * inv;
+}
+
+float GeluTanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void GeluTanhMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
+}
+
+void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
+  const int half = head_dim / 2;
+  const float p = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    const float angle = p * inv_freq[i];
+    const float c = std::cos(angle), s = std::sin(angle);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<size_t>(h) * head_dim;
+      const float a = v[i], b = v[i + half];
+      v[i] = a * c - b * s;
+      v[i + half] = b * c + a * s;
+    }
+  }
+}
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+float DotF16(const float* a, const uint16_t* b, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * F16ToF32(b[i]);
+  return sum;
+}
+
+void AxpyF32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * F16ToF32(x[i]);
+}
+
+void Softmax(float* x, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+}  // namespace gemlet

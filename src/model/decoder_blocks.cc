@@ -1,0 +1,310 @@
+// Shared Gemma building blocks: metadata reading, weight binding, attention, MLP, output head.
+#include "model/decoder_blocks.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gemlet {
+
+std::string LayerTensor(int layer, const char* suffix) {
+  return "blk." + std::to_string(layer) + "." + suffix;
+}
+
+Result<WeightMatrix> WeightBinder::Matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
+  const GgufTensor* t = file_.FindTensor(name);
+  if (t == nullptr) return Status::Error("missing tensor '" + name + "'");
+  if (t->n_dims > 2 || t->ne[0] != n_in || t->ne[1] != n_out) {
+    return Status::Error("tensor '" + name + "' has shape " + t->ShapeString() + ", expected [" +
+                         std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
+  }
+  if (!GetDTypeInfo(t->type).can_compute) {
+    return Status::Error("tensor '" + name + "' has type " + DTypeName(t->type) + ", which gemlet cannot compute yet");
+  }
+  WeightMatrix m;
+  m.type = t->type;
+  m.data = t->data;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  m.row_bytes = RowBytes(t->type, n_in);
+  return m;
+}
+
+Result<std::vector<float>> WeightBinder::Vector(const std::string& name, int64_t n) const {
+  const GgufTensor* t = file_.FindTensor(name);
+  if (t == nullptr) return Status::Error("missing tensor '" + name + "'");
+  if (t->n_elements() != n) {
+    return Status::Error("tensor '" + name + "' has shape " + t->ShapeString() + ", expected " + std::to_string(n) +
+                         " values");
+  }
+  if (!GetDTypeInfo(t->type).can_compute) {
+    return Status::Error("tensor '" + name + "' has type " + DTypeName(t->type) + ", which gemlet cannot compute yet");
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  DequantizeRow(t->type, t->data, out.data(), n);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+Status ReadCommonConfig(const GgufFile& f, const std::string& arch, ModelConfig* c, RopeKeys* rope) {
+  c->arch = arch;
+  if (f.Has("general.name")) {
+    ASSIGN_OR_RETURN(c->name, f.GetString("general.name"));
+  }
+  ASSIGN_OR_RETURN(uint32_t n_layers, f.GetU32(arch + ".block_count"));
+  ASSIGN_OR_RETURN(uint32_t d_model, f.GetU32(arch + ".embedding_length"));
+  if (n_layers == 0 || n_layers > 4096) return Status::Error(arch + ".block_count = " + std::to_string(n_layers) + " is out of range");
+  if (d_model == 0 || d_model > (1u << 20)) return Status::Error(arch + ".embedding_length = " + std::to_string(d_model) + " is out of range");
+  c->n_layers = static_cast<int>(n_layers);
+  c->d_model = static_cast<int>(d_model);
+  ASSIGN_OR_RETURN(uint32_t n_ctx, f.GetU32Or(arch + ".context_length", 8192));
+  c->n_ctx_train = static_cast<int>(std::min<uint32_t>(n_ctx, 1u << 30));
+  ASSIGN_OR_RETURN(c->norm_eps, f.GetF32(arch + ".attention.layer_norm_rms_epsilon"));
+
+  const GgufTensor* embd = f.FindTensor("token_embd.weight");
+  if (embd == nullptr) return Status::Error("missing tensor 'token_embd.weight'");
+  if (embd->n_dims != 2 || embd->ne[0] != d_model) {
+    return Status::Error("tensor 'token_embd.weight' has shape " + embd->ShapeString() + ", expected [" +
+                         std::to_string(d_model) + ", n_vocab]");
+  }
+  c->n_vocab = static_cast<int>(embd->ne[1]);
+  // Gemma scales embeddings by sqrt(d_model) (HF: normalizer; llama.cpp: inp_scaled).
+  c->embed_scale = std::sqrt(static_cast<float>(d_model));
+
+  ASSIGN_OR_RETURN(auto n_heads, f.GetU32PerLayer(arch + ".attention.head_count", n_layers));
+  auto n_kv_heads = n_heads;
+  if (f.Has(arch + ".attention.head_count_kv")) {
+    ASSIGN_OR_RETURN(n_kv_heads, f.GetU32PerLayer(arch + ".attention.head_count_kv", n_layers));
+  }
+  ASSIGN_OR_RETURN(auto ffn, f.GetU32PerLayer(arch + ".feed_forward_length", n_layers));
+  if (n_heads[0] == 0) return Status::Error(arch + ".attention.head_count is 0");
+  ASSIGN_OR_RETURN(uint32_t head_dim, f.GetU32Or(arch + ".attention.key_length", d_model / n_heads[0]));
+  ASSIGN_OR_RETURN(uint32_t head_dim_v, f.GetU32Or(arch + ".attention.value_length", d_model / n_heads[0]));
+  ASSIGN_OR_RETURN(float rope_base, f.GetF32Or(arch + ".rope.freq_base", 10000.0f));
+  ASSIGN_OR_RETURN(float rope_base_swa, f.GetF32Or(arch + ".rope.freq_base_swa", rope_base));
+  ASSIGN_OR_RETURN(uint32_t window, f.GetU32Or(arch + ".attention.sliding_window", 0));
+  c->sliding_window = static_cast<int>(window);
+
+  float freq_scale = 1.0f;
+  if (f.Has(arch + ".rope.scaling.type")) {
+    ASSIGN_OR_RETURN(std::string type, f.GetString(arch + ".rope.scaling.type"));
+    if (type != "linear" && type != "none") {
+      return Status::Error(arch + ".rope.scaling.type '" + type + "' is not supported (linear or none)");
+    }
+  }
+  ASSIGN_OR_RETURN(float factor, f.GetF32Or(arch + ".rope.scaling.factor", 0.0f));
+  if (factor < 0 || !std::isfinite(factor)) return Status::Error(arch + ".rope.scaling.factor is invalid");
+  if (factor != 0.0f) freq_scale = 1.0f / factor;
+
+  c->layers.resize(n_layers);
+  for (uint32_t i = 0; i < n_layers; ++i) {
+    LayerConfig& l = c->layers[i];
+    l.n_heads = static_cast<int>(n_heads[i]);
+    l.n_kv_heads = static_cast<int>(n_kv_heads[i]);
+    l.head_dim = static_cast<int>(head_dim);
+    l.head_dim_v = static_cast<int>(head_dim_v);
+    l.ffn_dim = static_cast<int>(ffn[i]);
+    if (l.n_heads <= 0 || l.n_kv_heads <= 0 || l.n_heads % l.n_kv_heads != 0) {
+      return Status::Error("layer " + std::to_string(i) + ": " + std::to_string(l.n_heads) + " heads cannot share " +
+                           std::to_string(l.n_kv_heads) + " KV heads");
+    }
+    if (l.head_dim <= 0 || l.head_dim % 2 != 0 || l.head_dim > 4096 || l.head_dim_v <= 0 || l.head_dim_v > 4096) {
+      return Status::Error("layer " + std::to_string(i) + ": invalid head size " + std::to_string(l.head_dim));
+    }
+    if (l.ffn_dim <= 0) return Status::Error("layer " + std::to_string(i) + ": feed_forward_length is 0");
+  }
+  rope->base = rope_base;
+  rope->base_swa = rope_base_swa;
+  rope->freq_scale = freq_scale;
+  return Status::Ok();
+}
+
+void ApplyRope(const RopeKeys& rope, bool scale_sliding_layers, ModelConfig* c) {
+  for (LayerConfig& l : c->layers) {
+    l.rope_base = l.sliding ? rope.base_swa : rope.base;
+    l.rope_freq_scale = (!l.sliding || scale_sliding_layers) ? rope.freq_scale : 1.0f;
+  }
+}
+
+Status ReadAttentionScale(const GgufFile& f, const std::string& arch, int n_layers_27b, ModelConfig* c) {
+  const std::string key = arch + ".attention.scale";
+  if (f.Has(key)) {
+    ASSIGN_OR_RETURN(c->attn_scale, f.GetF32(key));
+    if (!(c->attn_scale > 0) || !std::isfinite(c->attn_scale)) return Status::Error(key + " must be positive");
+    return Status::Ok();
+  }
+  const LayerConfig& l0 = c->layers[0];
+  const float denom = c->n_layers == n_layers_27b ? static_cast<float>(c->d_model / l0.n_heads)
+                                                  : static_cast<float>(l0.head_dim);
+  c->attn_scale = 1.0f / std::sqrt(denom);
+  return Status::Ok();
+}
+
+Status ReadSlidingPattern(const GgufFile& f, const std::string& arch, int default_period, ModelConfig* c) {
+  const std::string key = arch + ".attention.sliding_window_pattern";
+  const GgufValue* v = f.Find(key);
+  std::vector<bool> sliding(c->n_layers);
+  if (v != nullptr && v->type == GgufType::kArray) {
+    ASSIGN_OR_RETURN(sliding, f.GetBoolArray(key));
+    if (static_cast<int>(sliding.size()) != c->n_layers) {
+      return Status::Error(key + " has " + std::to_string(sliding.size()) + " entries, expected " +
+                           std::to_string(c->n_layers));
+    }
+  } else {
+    int period = default_period;
+    if (v != nullptr) {
+      ASSIGN_OR_RETURN(uint32_t p, f.GetU32(key));
+      period = static_cast<int>(p);
+    }
+    for (int i = 0; i < c->n_layers; ++i) sliding[i] = period == 0 || (i % period < period - 1);
+  }
+  for (int i = 0; i < c->n_layers; ++i) c->layers[i].sliding = sliding[i];
+  return Status::Ok();
+}
+
+Status BindAttention(const WeightBinder& w, const ModelConfig& c, int i, AttentionWeights* out) {
+  const LayerConfig& l = c.layers[i];
+  ASSIGN_OR_RETURN(out->q, w.Matrix(LayerTensor(i, "attn_q.weight"), c.d_model, l.n_heads * l.head_dim));
+  ASSIGN_OR_RETURN(out->k, w.Matrix(LayerTensor(i, "attn_k.weight"), c.d_model, l.n_kv_heads * l.head_dim));
+  ASSIGN_OR_RETURN(out->v, w.Matrix(LayerTensor(i, "attn_v.weight"), c.d_model, l.n_kv_heads * l.head_dim_v));
+  ASSIGN_OR_RETURN(out->o, w.Matrix(LayerTensor(i, "attn_output.weight"), l.n_heads * l.head_dim_v, c.d_model));
+  return Status::Ok();
+}
+
+Status BindMlp(const WeightBinder& w, const ModelConfig& c, int i, MlpWeights* out) {
+  const LayerConfig& l = c.layers[i];
+  ASSIGN_OR_RETURN(out->gate, w.Matrix(LayerTensor(i, "ffn_gate.weight"), c.d_model, l.ffn_dim));
+  ASSIGN_OR_RETURN(out->up, w.Matrix(LayerTensor(i, "ffn_up.weight"), c.d_model, l.ffn_dim));
+  ASSIGN_OR_RETURN(out->down, w.Matrix(LayerTensor(i, "ffn_down.weight"), l.ffn_dim, c.d_model));
+  return Status::Ok();
+}
+
+std::vector<float> RopeInvFreq(const LayerConfig& l) {
+  std::vector<float> inv(static_cast<size_t>(l.head_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(l.head_dim);
+    inv[i] = 1.0f / std::pow(l.rope_base, exponent) * l.rope_freq_scale;
+  }
+  return inv;
+}
+
+// ---------------------------------------------------------------------------------------------
+void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x) {
+  for (int t = 0; t < n; ++t) GetRow(embedding, tokens[t], scale, x + static_cast<size_t>(t) * embedding.n_in);
+}
+
+void NormRows(const float* x, const std::vector<float>& w, int n, int d, float eps, float* out) {
+  for (int t = 0; t < n; ++t) {
+    RmsNorm(x + static_cast<size_t>(t) * d, w.empty() ? nullptr : w.data(), d, eps, out + static_cast<size_t>(t) * d);
+  }
+}
+
+void AddRows(float* x, const float* y, int n, int d) {
+  const size_t total = static_cast<size_t>(n) * d;
+  for (size_t i = 0; i < total; ++i) x[i] += y[i];
+}
+
+void NormHeads(float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
+  for (int r = 0; r < n * n_heads; ++r) {
+    float* h = x + static_cast<size_t>(r) * head_dim;
+    RmsNorm(h, w.empty() ? nullptr : w.data(), head_dim, eps, h);
+  }
+}
+
+void RopeRows(float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq, int64_t pos0) {
+  for (int t = 0; t < n; ++t) {
+    RopeRotateHalf(x + static_cast<size_t>(t) * n_heads * head_dim, n_heads, head_dim, inv_freq.data(), pos0 + t);
+  }
+}
+
+void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool& pool) {
+  const LayerConfig& l = *a.layer;
+  const int hd = l.head_dim, hdv = l.head_dim_v;
+  const int q_width = l.n_heads * hd, kv_width = l.n_kv_heads * hd, v_width = l.n_kv_heads * hdv;
+  const int group = l.n_heads / l.n_kv_heads;
+  const bool f16 = cache.type() == KvType::kF16;
+  pool.ParallelFor(static_cast<size_t>(a.n) * l.n_heads, [&](size_t begin, size_t end, int thread) {
+    float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_stride;
+    for (size_t item = begin; item < end; ++item) {
+      const int t = static_cast<int>(item / l.n_heads), h = static_cast<int>(item % l.n_heads);
+      const int kvh = h / group;
+      const int64_t pos = a.pos0 + t;
+      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+      const float* q = a.q + static_cast<size_t>(t) * q_width + static_cast<size_t>(h) * hd;
+      // Keys lo..pos: those before the batch come from the cache, the rest from the batch itself.
+      int n_keys = 0;
+      for (int64_t j = lo; j <= pos; ++j, ++n_keys) {
+        float s;
+        if (j < a.pos0) {
+          const void* row = cache.KeyRow(a.cache_layer, j);
+          s = f16 ? DotF16(q, static_cast<const uint16_t*>(row) + static_cast<size_t>(kvh) * hd, hd)
+                  : DotF32(q, static_cast<const float*>(row) + static_cast<size_t>(kvh) * hd, hd);
+        } else {
+          s = DotF32(q, a.k_new + static_cast<size_t>(j - a.pos0) * kv_width + static_cast<size_t>(kvh) * hd, hd);
+        }
+        scores[n_keys] = s * a.scale;
+      }
+      // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
+      if (a.softcap > 0) SoftCap(scores, n_keys, a.softcap);
+      Softmax(scores, n_keys);
+      float* out = a.out + static_cast<size_t>(t) * l.n_heads * hdv + static_cast<size_t>(h) * hdv;
+      std::fill(out, out + hdv, 0.0f);
+      int k = 0;
+      for (int64_t j = lo; j <= pos; ++j, ++k) {
+        if (j < a.pos0) {
+          const void* row = cache.ValueRow(a.cache_layer, j);
+          if (f16) AxpyF16(scores[k], static_cast<const uint16_t*>(row) + static_cast<size_t>(kvh) * hdv, out, hdv);
+          else AxpyF32(scores[k], static_cast<const float*>(row) + static_cast<size_t>(kvh) * hdv, out, hdv);
+        } else {
+          AxpyF32(scores[k], a.v_new + static_cast<size_t>(j - a.pos0) * v_width + static_cast<size_t>(kvh) * hdv, out, hdv);
+        }
+      }
+    }
+  });
+}
+
+void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0) {
+  const KvLayerSpec& s = cache.spec(layer);
+  const size_t kw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_k, vw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_v;
+  const int first = std::max(0, n - cache.capacity(layer));
+  for (int t = first; t < n; ++t) cache.Store(layer, pos0 + t, k + t * kw, v + t * vw);
+}
+
+void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
+                       KvCache& cache, Workspace& ws, ThreadPool& pool, int n) {
+  const LayerConfig& l = c.layers[i];
+  const int64_t pos0 = cache.n_past();
+  MatMul(w.q, ws.xn.data(), n, ws.q.data(), pool);
+  MatMul(w.k, ws.xn.data(), n, ws.k.data(), pool);
+  MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
+  // Gemma 3 normalises each query/key head before RoPE (HF: q_norm / k_norm).
+  if (!w.q_norm.empty()) NormHeads(ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
+  if (!w.k_norm.empty()) NormHeads(ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
+  RopeRows(ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  RopeRows(ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+  AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
+               c.attn_scale, c.attn_softcap, ws.attn.data()};
+  Attend(a, cache, ws, pool);
+  CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
+  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), pool);
+}
+
+void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n) {
+  MatMul(w.gate, ws.xn.data(), n, ws.gate.data(), pool);
+  MatMul(w.up, ws.xn.data(), n, ws.up.data(), pool);
+  const int64_t ffn = w.gate.n_out;
+  for (int t = 0; t < n; ++t) GeluTanhMul(ws.gate.data() + t * ffn, ws.up.data() + t * ffn, ffn);
+  MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), pool);
+}
+
+void OutputLogits(const ModelConfig& c, const std::vector<float>& final_norm, const WeightMatrix& output,
+                  Workspace& ws, ThreadPool& pool, int n, float* logits, bool all_logits) {
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  const float* x = ws.x.data() + static_cast<size_t>(first) * c.d_model;
+  NormRows(x, final_norm, rows, c.d_model, c.norm_eps, ws.xn.data());
+  MatMul(output, ws.xn.data(), rows, logits, pool);
+  // Gemma 2 and 4 soft-cap the final logits (HF: final_logit_softcapping).
+  if (c.final_softcap > 0) SoftCap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
+}
+
+}  // namespace gemlet

@@ -1,0 +1,108 @@
+// Building blocks shared by the Gemma family files: weight binding with shape checks, and the
+// attention / MLP / output sub-layers expressed over the kernel functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_reader.h"
+#include "kernels/kernels.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/model_config.h"
+
+namespace gemlet {
+
+// Looks tensors up by llama.cpp name and checks shape and type before anything is computed.
+class WeightBinder {
+ public:
+  explicit WeightBinder(const GgufFile& file) : file_(file) {}
+  bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+  // A [n_out, n_in] matrix (GGUF ne = [n_in, n_out]), read in place from the map.
+  Result<WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // A small vector (norm weights), converted to float and owned.
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n) const;
+
+ private:
+  const GgufFile& file_;
+};
+
+std::string LayerTensor(int layer, const char* suffix);  // "blk.<layer>.<suffix>"
+
+// Reads the metadata every Gemma family shares: sizes, heads, head dims, norm eps, RoPE base and
+// linear scaling, context length. Family files fill in the rest.
+struct RopeKeys {
+  float base = 10000.0f;      // <arch>.rope.freq_base (global layers)
+  float base_swa = 10000.0f;  // <arch>.rope.freq_base_swa (sliding layers; defaults to base)
+  float freq_scale = 1.0f;    // 1 / <arch>.rope.scaling.factor (linear)
+};
+Status ReadCommonConfig(const GgufFile& file, const std::string& arch, ModelConfig* config, RopeKeys* rope);
+// Sets each layer's RoPE base and linear scale once the sliding layers are known. Gemma 3 scales
+// global layers only (llama.cpp keeps freq_scale_swa = 1); Gemma 2 scales both.
+void ApplyRope(const RopeKeys& rope, bool scale_sliding_layers, ModelConfig* config);
+// llama.cpp's rule for Gemma 2/3 files without `<arch>.attention.scale`: 1/sqrt(key_length), except
+// the 27B sizes (gemma_pytorch uses d_model/n_heads there). gemlet's converter writes the key.
+Status ReadAttentionScale(const GgufFile& file, const std::string& arch, int n_layers_27b, ModelConfig* config);
+// Sliding-window layers from `<arch>.attention.sliding_window_pattern` (bool array or period), else
+// the given period: layer l is sliding unless l % period == period - 1.
+Status ReadSlidingPattern(const GgufFile& file, const std::string& arch, int default_period, ModelConfig* config);
+
+struct AttentionWeights {
+  WeightMatrix q, k, v, o;
+  std::vector<float> q_norm, k_norm;  // Gemma 3 QK-norm; empty when absent
+};
+Status BindAttention(const WeightBinder& w, const ModelConfig& c, int layer, AttentionWeights* out);
+
+struct MlpWeights {
+  WeightMatrix gate, up, down;
+};
+Status BindMlp(const WeightBinder& w, const ModelConfig& c, int layer, MlpWeights* out);
+
+// inv_freq[i] = rope_freq_scale / base^(2i/head_dim), in float as PyTorch computes it.
+std::vector<float> RopeInvFreq(const LayerConfig& layer);
+
+// x[t] = embedding row of tokens[t] * scale.
+void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x);
+// out[t] = RmsNorm(x[t]) * w for n rows of width d.
+void NormRows(const float* x, const std::vector<float>& w, int n, int d, float eps, float* out);
+// x[t] += y[t]
+void AddRows(float* x, const float* y, int n, int d);
+
+// Per-head RmsNorm (QK-norm) over n rows of n_heads * head_dim values.
+void NormHeads(float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps);
+// Rotates n rows of n_heads heads, row t at position pos0 + t.
+void RopeRows(float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq, int64_t pos0);
+
+// Scaled dot-product attention of n new queries against the cached past of `cache_layer` and the
+// batch's own new keys/values (k_new, v_new), causal and window-limited. out: [n, n_heads*head_dim_v].
+struct AttendArgs {
+  const LayerConfig* layer;
+  int cache_layer;
+  int window;             // 0: global
+  const float* q;         // [n, n_heads * head_dim], roped
+  const float* k_new;     // [n, n_kv_heads * head_dim], roped
+  const float* v_new;     // [n, n_kv_heads * head_dim_v]
+  int n;
+  int64_t pos0;
+  float scale;
+  float softcap;          // 0: none
+  float* out;
+};
+void Attend(const AttendArgs& args, const KvCache& cache, Workspace& ws, ThreadPool& pool);
+
+// Writes the batch's K/V rows into the cache (only those a ring of this capacity keeps).
+void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0);
+
+// The standard Gemma 1/2/3 attention sub-layer over ws.xn: projections, optional QK-norm, RoPE,
+// attention, KV commit, output projection into ws.tmp.
+void AttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w, const std::vector<float>& inv_freq,
+                       KvCache& cache, Workspace& ws, ThreadPool& pool, int n);
+
+// GeGLU MLP over ws.xn into ws.tmp: down(gelu_tanh(gate(x)) * up(x)).
+void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n);
+
+// Final norm, tied or separate output projection, optional soft-cap. Writes all rows or the last.
+void OutputLogits(const ModelConfig& c, const std::vector<float>& final_norm, const WeightMatrix& output,
+                  Workspace& ws, ThreadPool& pool, int n, float* logits, bool all_logits);
+
+}  // namespace gemlet

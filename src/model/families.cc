@@ -1,0 +1,15 @@
+// The family table: adding a model family is one file under gemma/ and one line here.
+#include "model/families.h"
+
+namespace gemlet {
+
+const std::vector<ModelFamily>& ModelFamilies() {
+  static const std::vector<ModelFamily> families = {
+      {"gemma", LoadGemma},
+      {"gemma2", LoadGemma2},
+      {"gemma3", LoadGemma3},
+  };
+  return families;
+}
+
+}  // namespace gemlet

@@ -1,0 +1,25 @@
+// The registry of model families: one line per general.architecture value.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+
+namespace gemlet {
+
+using ModelLoader = Result<std::unique_ptr<Model>> (*)(std::shared_ptr<const GgufFile>);
+
+struct ModelFamily {
+  const char* arch;
+  ModelLoader load;
+};
+
+const std::vector<ModelFamily>& ModelFamilies();
+
+// One per family file under model/gemma/.
+Result<std::unique_ptr<Model>> LoadGemma(std::shared_ptr<const GgufFile> gguf);
+Result<std::unique_ptr<Model>> LoadGemma2(std::shared_ptr<const GgufFile> gguf);
+Result<std::unique_ptr<Model>> LoadGemma3(std::shared_ptr<const GgufFile> gguf);
+
+}  // namespace gemlet

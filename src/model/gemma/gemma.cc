@@ -1,0 +1,77 @@
+// Gemma 1 (general.architecture "gemma"): pre-norm decoder with GeGLU, MQA (2B) or MHA (7B),
+// one RoPE base, no soft-capping. HF: GemmaForCausalLM.
+#include "model/decoder_blocks.h"
+#include "model/families.h"
+
+namespace gemlet {
+namespace {
+
+class Gemma final : public Model {
+ public:
+  using Model::Model;
+
+  Status Load() {
+    const GgufFile& f = *gguf_;
+    RopeKeys rope;
+    RETURN_IF_ERROR(ReadCommonConfig(f, "gemma", &config_, &rope));
+    ApplyRope(rope, /*scale_sliding_layers=*/true, &config_);
+    RETURN_IF_ERROR(ReadAttentionScale(f, "gemma", /*n_layers_27b=*/-1, &config_));  // head_dim^-0.5
+
+    WeightBinder w(f);
+    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", config_.d_model, config_.n_vocab));
+    output_ = embedding_;  // tied LM head unless the file carries its own
+    if (w.Has("output.weight")) {
+      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", config_.d_model, config_.n_vocab));
+    }
+    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", config_.d_model));
+    layers_.resize(config_.n_layers);
+    for (int i = 0; i < config_.n_layers; ++i) {
+      Layer& l = layers_[i];
+      // llama.cpp's converter stores Gemma's RMSNorm weight as (1 + w): every norm is a plain multiply.
+      ASSIGN_OR_RETURN(l.attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), config_.d_model));
+      ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), config_.d_model));
+      RETURN_IF_ERROR(BindAttention(w, config_, i, &l.attn));
+      RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
+      l.inv_freq = RopeInvFreq(config_.layers[i]);
+    }
+    return Status::Ok();
+  }
+
+ protected:
+  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+                    bool all_logits) const override {
+    const ModelConfig& c = config_;
+    EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
+    for (int i = 0; i < c.n_layers; ++i) {
+      const Layer& l = layers_[i];
+      NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+      AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
+      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+      NormRows(ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+      MlpSublayer(l.mlp, ws, pool, n);
+      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+    }
+    if (logits) OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+  }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;  // [d_model]
+    AttentionWeights attn;
+    MlpWeights mlp;
+    std::vector<float> inv_freq;  // [head_dim / 2]
+  };
+  WeightMatrix embedding_, output_;  // [n_vocab, d_model]
+  std::vector<float> output_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadGemma(std::shared_ptr<const GgufFile> gguf) {
+  auto model = std::make_unique<Gemma>(std::move(gguf));
+  RETURN_IF_ERROR(model->Load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace gemlet

@@ -1,0 +1,70 @@
+// KvCache: per-layer key/value storage sized for small devices. Global layers hold n_ctx positions;
+// sliding-window layers hold only their window in a ring buffer; KV-shared layers hold nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace gemlet {
+
+enum class KvType { kF32, kF16 };  // room for an 8-bit type: rows are addressed by byte stride
+const char* KvTypeName(KvType type);
+bool ParseKvType(const std::string& name, KvType* out);
+
+struct KvLayerSpec {
+  int n_kv_heads = 0;
+  int head_dim_k = 0;
+  int head_dim_v = 0;
+  int window = 0;       // 0: global layer (keeps every position)
+  int source = -1;      // >= 0: shares that layer's cache and stores nothing itself
+};
+
+class KvCache {
+ public:
+  // Bytes Create() will allocate; callers report it before allocating.
+  static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
+  static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
+
+  int n_ctx() const { return n_ctx_; }
+  int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
+  KvType type() const { return type_; }
+  size_t bytes() const { return storage_.size(); }
+  const KvLayerSpec& spec(int layer) const { return layers_[layer].spec; }
+  int capacity(int layer) const { return layers_[layer].capacity; }
+
+  // Error (not a crash) when n more positions do not fit in n_ctx.
+  Status CheckRoom(int n) const;
+  // Marks n more positions as stored (after every layer has written them).
+  void Advance(int n) { n_past_ += n; }
+  void Clear() { n_past_ = 0; }
+
+  // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
+  // Rows are n_kv_heads * head_dim elements of type(): float or uint16_t (f16).
+  void* KeyRow(int layer, int64_t pos) { return RowPtr(layer, pos, false); }
+  void* ValueRow(int layer, int64_t pos) { return RowPtr(layer, pos, true); }
+  const void* KeyRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, false); }
+  const void* ValueRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, true); }
+  // Stores a float row (converted to the cache type).
+  void Store(int layer, int64_t pos, const float* k, const float* v);
+
+ private:
+  struct Layer {
+    KvLayerSpec spec;
+    int capacity = 0;  // positions held
+    size_t k_offset = 0, v_offset = 0, k_row_bytes = 0, v_row_bytes = 0;
+  };
+  void* RowPtr(int layer, int64_t pos, bool value);
+
+  std::vector<Layer> layers_;
+  std::vector<uint8_t> storage_;
+  int n_ctx_ = 0;
+  int n_past_ = 0;
+  KvType type_ = KvType::kF32;
+};
+
+}  // namespace gemlet

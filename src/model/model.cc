@@ -1,0 +1,101 @@
+// Model base: chunking of long inputs, KV layout, and the family registry.
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "model/families.h"
+
+namespace gemlet {
+
+int ModelConfig::MaxHeadDim() const {
+  int m = 0;
+  for (const auto& l : layers) m = std::max({m, l.head_dim, l.head_dim_v});
+  return m;
+}
+int ModelConfig::MaxFfnDim() const {
+  int m = 0;
+  for (const auto& l : layers) m = std::max(m, l.ffn_dim);
+  return m;
+}
+int ModelConfig::MaxQueryWidth() const {
+  int m = 0;
+  for (const auto& l : layers) m = std::max({m, l.n_heads * l.head_dim, l.n_heads * l.head_dim_v});
+  return m;
+}
+int ModelConfig::MaxKvWidth() const {
+  int m = 0;
+  for (const auto& l : layers) m = std::max({m, l.n_kv_heads * l.head_dim, l.n_kv_heads * l.head_dim_v});
+  return m;
+}
+
+Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads) : max_batch(batch) {
+  const size_t b = static_cast<size_t>(batch);
+  x.resize(b * c.d_model);
+  xn.resize(b * c.d_model);
+  tmp.resize(b * c.d_model);
+  q.resize(b * c.MaxQueryWidth());
+  attn.resize(b * c.MaxQueryWidth());
+  k.resize(b * c.MaxKvWidth());
+  v.resize(b * c.MaxKvWidth());
+  gate.resize(b * c.MaxFfnDim());
+  up.resize(b * c.MaxFfnDim());
+  scores_stride = n_ctx + batch;
+  scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_stride);
+}
+
+std::vector<KvLayerSpec> Model::KvLayout() const {
+  std::vector<KvLayerSpec> specs;
+  for (const LayerConfig& l : config_.layers) {
+    KvLayerSpec s;
+    s.n_kv_heads = l.n_kv_heads;
+    s.head_dim_k = l.head_dim;
+    s.head_dim_v = l.head_dim_v;
+    s.window = l.sliding ? config_.sliding_window : 0;
+    s.source = l.kv_source;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+                      float* logits, bool all_logits) const {
+  if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
+  for (int i = 0; i < n_tokens; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
+      return Status::Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
+                           std::to_string(config_.n_vocab - 1) + ")");
+    }
+  }
+  RETURN_IF_ERROR(cache.CheckRoom(n_tokens));
+  for (int start = 0; start < n_tokens; start += ws.max_batch) {
+    const int n = std::min(ws.max_batch, n_tokens - start);
+    const bool last_chunk = start + n == n_tokens;
+    float* out = nullptr;
+    if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
+    else if (last_chunk) out = logits;
+    ForwardChunk(tokens + start, n, cache, ws, pool, out, all_logits);
+    cache.Advance(n);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Model>> LoadModel(std::shared_ptr<const GgufFile> gguf) {
+  ASSIGN_OR_RETURN(std::string arch, gguf->GetString("general.architecture"));
+  for (const ModelFamily& family : ModelFamilies()) {
+    if (arch == family.arch) {
+      auto model = family.load(gguf);
+      if (!model.ok()) return model.status().WithContext("loading " + arch + " model '" + gguf->path() + "'");
+      return model;
+    }
+  }
+  std::string known;
+  for (const ModelFamily& family : ModelFamilies()) known += std::string(known.empty() ? "" : ", ") + family.arch;
+  return Status::Error("'" + gguf->path() + "': architecture '" + arch + "' is not supported (supported: " + known + ")");
+}
+
+Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  return LoadModel(std::shared_ptr<const GgufFile>(std::move(file)));
+}
+
+}  // namespace gemlet

@@ -1,0 +1,64 @@
+// Model: an immutable, shareable Gemma network bound to a mapped GGUF file, and the registry that
+// picks the family implementation from general.architecture.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "gguf/gguf_reader.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+
+namespace gemlet {
+
+// Preallocated activations for batches of up to max_batch tokens: the forward pass never allocates.
+struct Workspace {
+  Workspace(const ModelConfig& config, int max_batch, int n_ctx, int n_threads);
+
+  int max_batch;
+  std::vector<float> x;        // [B, d_model] residual stream
+  std::vector<float> xn;       // [B, d_model] normed input of a sub-layer
+  std::vector<float> tmp;      // [B, d_model] sub-layer output
+  std::vector<float> q;        // [B, max query width]
+  std::vector<float> k;        // [B, max kv width]
+  std::vector<float> v;        // [B, max kv width]
+  std::vector<float> attn;     // [B, max query width]
+  std::vector<float> gate;     // [B, max ffn]
+  std::vector<float> up;       // [B, max ffn]
+  std::vector<float> scores;   // [n_threads, n_ctx + B] attention scores, one row per thread
+  int scores_stride;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  std::vector<KvLayerSpec> KvLayout() const;
+
+  // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache.
+  // logits: [n_tokens, n_vocab] when all_logits, else [n_vocab] for the last token only.
+  Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+                 float* logits, bool all_logits) const;
+
+  explicit Model(std::shared_ptr<const GgufFile> gguf) : gguf_(std::move(gguf)) {}
+
+ protected:
+  // One chunk of at most ws.max_batch tokens; positions start at cache.n_past().
+  virtual void ForwardChunk(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+                            float* logits, bool all_logits) const = 0;
+
+  ModelConfig config_;
+  std::shared_ptr<const GgufFile> gguf_;
+};
+
+// Loads the family named by general.architecture; errors name the missing key or tensor.
+Result<std::unique_ptr<Model>> LoadModel(std::shared_ptr<const GgufFile> gguf);
+Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path);
+
+}  // namespace gemlet
