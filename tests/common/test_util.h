@@ -1,0 +1,97 @@
+// Helpers shared by the test suites: reference data paths, raw f32 files, temp dirs, running the CLI.
+#pragma once
+
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <sys/wait.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gemlet::test {
+
+inline std::string TestdataDir() { return GEMLET_TESTDATA_DIR; }
+inline std::string GemletBinary() { return std::string(GEMLET_BINARY_DIR) + "/apps/gemlet/gemlet"; }
+
+inline std::vector<float> ReadF32File(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+inline nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// A fresh directory under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gemlet-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+};
+
+// Runs a shell command, capturing stdout (stderr goes to the given file if any).
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Largest |a-b| over two equal-length arrays.
+inline float MaxAbsDiff(const float* a, const float* b, size_t n) {
+  float m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = std::abs(a[i] - b[i]);
+    m = d > m ? d : m;
+  }
+  return m;
+}
+
+inline int ArgMax(const float* row, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i) best = row[i] > row[best] ? i : best;
+  return best;
+}
+
+}  // namespace gemlet::test
