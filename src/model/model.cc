@@ -41,6 +41,15 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads) 
   up.resize(b * c.MaxFfnDim());
   scores_stride = n_ctx + batch;
   scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_stride);
+  hold_slot.assign(c.layers.size(), -1);
+  for (const LayerConfig& l : c.layers) {
+    if (l.kv_source >= 0 && hold_slot[l.kv_source] < 0) {
+      const LayerConfig& src = c.layers[l.kv_source];
+      hold_slot[l.kv_source] = static_cast<int>(hold_k.size());
+      hold_k.emplace_back(b * src.n_kv_heads * src.head_dim);
+      hold_v.emplace_back(b * src.n_kv_heads * src.head_dim_v);
+    }
+  }
 }
 
 std::vector<KvLayerSpec> Model::KvLayout() const {

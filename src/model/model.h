@@ -31,6 +31,12 @@ struct Workspace {
   std::vector<float> up;       // [B, max ffn]
   std::vector<float> scores;   // [n_threads, n_ctx + B] attention scores, one row per thread
   int scores_stride;
+
+  // KV sharing (Gemma 3n/4): a layer whose K/V later layers reuse keeps its batch K/V here until the
+  // end of the chunk, so that committing to a ring buffer cannot evict keys the sharers still need.
+  std::vector<int> hold_slot;                // per layer: index into hold_k/hold_v, or -1
+  std::vector<std::vector<float>> hold_k;    // [B, kv width] per source layer
+  std::vector<std::vector<float>> hold_v;
 };
 
 class Model {

@@ -1,0 +1,388 @@
+// Gemma 4 (general.architecture "gemma4"): direct-weight RMSNorm, q/k norms and a weightless v norm,
+// attention scale 1, separate head size and KV heads on global layers, K=V on global layers of the
+// large models, proportional RoPE on global layers, per-layer embeddings (E2B/E4B), KV sharing in
+// the last layers, dense + routed-expert MoE (26B-A4B), per-layer output scale, final soft-cap.
+// HF: Gemma4ForCausalLM (gemma4_text) and Gemma4UnifiedForCausalLM (gemma4_unified_text).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "model/decoder_blocks.h"
+#include "model/families.h"
+
+namespace gemlet {
+namespace {
+
+// The experts of one MoE layer: a [n_in, n_out, n_expert] GGUF tensor viewed as n_expert matrices.
+struct ExpertMatrices {
+  WeightMatrix first;      // expert 0
+  size_t expert_bytes = 0;
+  WeightMatrix Expert(int e) const {
+    WeightMatrix m = first;
+    m.data += static_cast<size_t>(e) * expert_bytes;
+    return m;
+  }
+};
+
+Result<ExpertMatrices> BindExperts(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, int n_expert) {
+  const GgufTensor* t = f.FindTensor(name);
+  if (t == nullptr) return Status::Error("missing tensor '" + name + "'");
+  if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1) {
+    return Status::Error("tensor '" + name + "' has shape " + t->ShapeString() + ", expected [" + std::to_string(n_in) +
+                         ", " + std::to_string(n_out) + ", " + std::to_string(n_expert) + "]");
+  }
+  if (!GetDTypeInfo(t->type).can_compute) {
+    return Status::Error("tensor '" + name + "' has type " + DTypeName(t->type) + ", which gemlet cannot compute yet");
+  }
+  ExpertMatrices m;
+  m.first = {t->type, t->data, n_in, n_out, RowBytes(t->type, n_in)};
+  m.expert_bytes = m.first.row_bytes * static_cast<size_t>(n_out);
+  return m;
+}
+
+class Gemma4 final : public Model {
+ public:
+  using Model::Model;
+
+  Status Load() {
+    const GgufFile& f = *gguf_;
+    const std::string arch = "gemma4";
+    RopeKeys rope;
+    RETURN_IF_ERROR(ReadCommonConfig(f, arch, &config_, &rope));
+    if (!f.Has(arch + ".attention.sliding_window_pattern")) {
+      return Status::Error("missing metadata key '" + arch + ".attention.sliding_window_pattern'");
+    }
+    RETURN_IF_ERROR(ReadSlidingPattern(f, arch, 0, &config_));
+    ApplyRope(rope, /*scale_sliding_layers=*/false, &config_);
+    config_.attn_scale = 1.0f;  // Gemma 4 relies on q/k norms instead of 1/sqrt(head_dim) (HF: scaling = 1.0)
+    ASSIGN_OR_RETURN(config_.final_softcap, f.GetF32Or(arch + ".final_logit_softcapping", 0.0f));
+
+    // Sliding layers have their own head size (256 vs 512 on the real models).
+    ASSIGN_OR_RETURN(uint32_t hd_swa, f.GetU32Or(arch + ".attention.key_length_swa", config_.layers[0].head_dim));
+    ASSIGN_OR_RETURN(uint32_t hdv_swa, f.GetU32Or(arch + ".attention.value_length_swa", hd_swa));
+    for (LayerConfig& l : config_.layers) {
+      if (l.sliding) {
+        l.head_dim = static_cast<int>(hd_swa);
+        l.head_dim_v = static_cast<int>(hdv_swa);
+      }
+      if (l.head_dim != l.head_dim_v) return Status::Error("Gemma 4 needs equal key and value head sizes");
+    }
+    for (const char* key : {".rope.dimension_count", ".rope.dimension_count_swa"}) {
+      ASSIGN_OR_RETURN(uint32_t n_rot, f.GetU32Or(arch + key, 0));
+      const bool swa = std::string(key).find("swa") != std::string::npos;
+      const uint32_t hd = swa ? hd_swa : static_cast<uint32_t>(config_.layers.back().head_dim);
+      for (const LayerConfig& l : config_.layers) {
+        if (n_rot != 0 && l.sliding == swa && n_rot != static_cast<uint32_t>(l.head_dim)) {
+          return Status::Error(arch + key + " = " + std::to_string(n_rot) + " (partial rotation) is not supported; head size is " +
+                               std::to_string(hd));
+        }
+      }
+    }
+
+    // KV sharing: the last n_shared layers reuse the K/V of the last earlier layer of the same type
+    // (HF's rule; llama.cpp's "n-2 / n-1" shortcut agrees on the real E2B/E4B layouts only).
+    ASSIGN_OR_RETURN(uint32_t n_shared, f.GetU32Or(arch + ".attention.shared_kv_layers", 0));
+    if (n_shared >= static_cast<uint32_t>(config_.n_layers)) return Status::Error(arch + ".attention.shared_kv_layers is too large");
+    const int first_shared = config_.n_layers - static_cast<int>(n_shared);
+    for (int i = first_shared; i < config_.n_layers; ++i) {
+      LayerConfig& l = config_.layers[i];
+      for (int j = first_shared - 1; j >= 0; --j) {
+        if (config_.layers[j].sliding == l.sliding) {
+          l.kv_source = j;
+          break;
+        }
+      }
+      if (l.kv_source < 0) return Status::Error("KV-shared layer " + std::to_string(i) + " has no earlier layer of its type");
+      const LayerConfig& src = config_.layers[l.kv_source];
+      if (src.n_kv_heads != l.n_kv_heads || src.head_dim != l.head_dim) {
+        return Status::Error("KV-shared layer " + std::to_string(i) + " does not match the shape of layer " +
+                             std::to_string(l.kv_source));
+      }
+    }
+
+    ASSIGN_OR_RETURN(uint32_t ple, f.GetU32Or(arch + ".embedding_length_per_layer_input", 0));
+    ple_dim_ = static_cast<int>(ple);
+    ASSIGN_OR_RETURN(uint32_t n_expert, f.GetU32Or(arch + ".expert_count", 0));
+    ASSIGN_OR_RETURN(uint32_t n_used, f.GetU32Or(arch + ".expert_used_count", 0));
+    n_expert_ = static_cast<int>(n_expert);
+    n_expert_used_ = static_cast<int>(n_used);
+    if (n_expert_ > 0 && (n_expert_used_ <= 0 || n_expert_used_ > n_expert_)) {
+      return Status::Error(arch + ".expert_used_count must be between 1 and expert_count");
+    }
+    std::vector<uint32_t> expert_ffn(config_.n_layers, 0);
+    if (n_expert_ > 0) {
+      ASSIGN_OR_RETURN(expert_ffn, f.GetU32PerLayer(arch + ".expert_feed_forward_length", config_.n_layers));
+    }
+
+    const int d = config_.d_model;
+    WeightBinder w(f);
+    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", d, config_.n_vocab));
+    output_ = embedding_;
+    if (w.Has("output.weight")) {
+      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", d, config_.n_vocab));
+    }
+    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", d));
+    if (ple_dim_ > 0) {
+      const int width = ple_dim_ * config_.n_layers;
+      // [n_vocab, n_layers * ple]: stays in the map; only the rows of the tokens in flight are read.
+      ASSIGN_OR_RETURN(ple_table_, w.Matrix("per_layer_token_embd.weight", width, config_.n_vocab));
+      ASSIGN_OR_RETURN(ple_model_proj_, w.Matrix("per_layer_model_proj.weight", d, width));
+      ASSIGN_OR_RETURN(ple_proj_norm_, w.Vector("per_layer_proj_norm.weight", ple_dim_));
+    }
+    std::vector<float> rope_factors;
+    if (w.Has("rope_freqs.weight")) {
+      ASSIGN_OR_RETURN(rope_factors, w.Vector("rope_freqs.weight", config_.layers.back().head_dim / 2));
+    }
+
+    layers_.resize(config_.n_layers);
+    for (int i = 0; i < config_.n_layers; ++i) {
+      Layer& l = layers_[i];
+      const LayerConfig& lc = config_.layers[i];
+      ASSIGN_OR_RETURN(l.attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), d));
+      ASSIGN_OR_RETURN(l.post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
+      ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
+      ASSIGN_OR_RETURN(l.post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
+      ASSIGN_OR_RETURN(l.attn.q, w.Matrix(LayerTensor(i, "attn_q.weight"), d, lc.n_heads * lc.head_dim));
+      ASSIGN_OR_RETURN(l.attn.o, w.Matrix(LayerTensor(i, "attn_output.weight"), lc.n_heads * lc.head_dim_v, d));
+      ASSIGN_OR_RETURN(l.attn.q_norm, w.Vector(LayerTensor(i, "attn_q_norm.weight"), lc.head_dim));
+      if (lc.kv_source < 0) {
+        ASSIGN_OR_RETURN(l.attn.k, w.Matrix(LayerTensor(i, "attn_k.weight"), d, lc.n_kv_heads * lc.head_dim));
+        ASSIGN_OR_RETURN(l.attn.k_norm, w.Vector(LayerTensor(i, "attn_k_norm.weight"), lc.head_dim));
+        // K=V layers (26B/31B/12B global layers) have no v projection: V is the raw K projection.
+        if (w.Has(LayerTensor(i, "attn_v.weight"))) {
+          ASSIGN_OR_RETURN(l.attn.v, w.Matrix(LayerTensor(i, "attn_v.weight"), d, lc.n_kv_heads * lc.head_dim_v));
+        }
+      }
+      RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
+      if (w.Has(LayerTensor(i, "layer_output_scale.weight"))) {
+        ASSIGN_OR_RETURN(auto scale, w.Vector(LayerTensor(i, "layer_output_scale.weight"), 1));
+        l.output_scale = scale[0];
+      }
+      if (n_expert_ > 0 && w.Has(LayerTensor(i, "ffn_gate_inp.weight"))) {
+        RETURN_IF_ERROR(BindMoe(w, i, static_cast<int>(expert_ffn[i]), &l.moe));
+      }
+      if (ple_dim_ > 0) {
+        ASSIGN_OR_RETURN(l.ple_gate, w.Matrix(LayerTensor(i, "inp_gate.weight"), d, ple_dim_));
+        ASSIGN_OR_RETURN(l.ple_proj, w.Matrix(LayerTensor(i, "proj.weight"), ple_dim_, d));
+        ASSIGN_OR_RETURN(l.ple_post_norm, w.Vector(LayerTensor(i, "post_norm.weight"), d));
+      }
+      l.inv_freq = RopeInvFreq(lc);
+      // Proportional RoPE on global layers: llama.cpp divides by rope_freqs (1 rotates, 1e30 freezes);
+      // HF zeroes the frequencies past partial_rotary_factor. Both leave those pairs unrotated.
+      if (!lc.sliding && !rope_factors.empty()) {
+        for (size_t k = 0; k < l.inv_freq.size(); ++k) l.inv_freq[k] /= rope_factors[k];
+      }
+    }
+    for (int i = 0; i < config_.n_layers; ++i) max_moe_ffn_ = std::max(max_moe_ffn_, layers_[i].moe.ffn);
+    return Status::Ok();
+  }
+
+ protected:
+  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+                    bool all_logits) const override;
+
+ private:
+  struct MoeWeights {
+    int ffn = 0;                          // expert intermediate size; 0 = no MoE in this layer
+    WeightMatrix router;                  // [n_expert, d_model]
+    std::vector<float> router_scale;      // [d_model]
+    std::vector<float> expert_scale;      // [n_expert]
+    ExpertMatrices gate_up, down;         // per expert [2*ffn, d] and [d, ffn]
+    std::vector<float> pre_norm, post_norm_dense, post_norm_moe;
+  };
+  struct Layer {
+    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+    AttentionWeights attn;  // v empty: K=V; k empty: KV shared from an earlier layer
+    MlpWeights mlp;
+    MoeWeights moe;
+    WeightMatrix ple_gate, ple_proj;  // [ple, d], [d, ple]
+    std::vector<float> ple_post_norm;
+    float output_scale = 1.0f;
+    std::vector<float> inv_freq;
+  };
+
+  Status BindMoe(const WeightBinder& w, int i, int ffn, MoeWeights* m) {
+    const int d = config_.d_model;
+    m->ffn = ffn;
+    ASSIGN_OR_RETURN(m->router, w.Matrix(LayerTensor(i, "ffn_gate_inp.weight"), d, n_expert_));
+    ASSIGN_OR_RETURN(m->router_scale, w.Vector(LayerTensor(i, "ffn_gate_inp.scale"), d));
+    ASSIGN_OR_RETURN(m->expert_scale, w.Vector(LayerTensor(i, "ffn_down_exps.scale"), n_expert_));
+    ASSIGN_OR_RETURN(m->gate_up, BindExperts(*gguf_, LayerTensor(i, "ffn_gate_up_exps.weight"), d, 2 * ffn, n_expert_));
+    ASSIGN_OR_RETURN(m->down, BindExperts(*gguf_, LayerTensor(i, "ffn_down_exps.weight"), ffn, d, n_expert_));
+    ASSIGN_OR_RETURN(m->pre_norm, w.Vector(LayerTensor(i, "pre_ffw_norm_2.weight"), d));
+    ASSIGN_OR_RETURN(m->post_norm_dense, w.Vector(LayerTensor(i, "post_ffw_norm_1.weight"), d));
+    ASSIGN_OR_RETURN(m->post_norm_moe, w.Vector(LayerTensor(i, "post_ffw_norm_2.weight"), d));
+    return Status::Ok();
+  }
+
+  void PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, float* out) const;
+  void Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const;
+  void MoeBlock(const MoeWeights& m, const float* residual, int n, Workspace& ws, ThreadPool& pool, float* out) const;
+
+  WeightMatrix embedding_, output_;
+  std::vector<float> output_norm_;
+  int ple_dim_ = 0;
+  WeightMatrix ple_table_, ple_model_proj_;
+  std::vector<float> ple_proj_norm_;
+  int n_expert_ = 0, n_expert_used_ = 0, max_moe_ffn_ = 0;
+  std::vector<Layer> layers_;
+};
+
+// Per-layer embeddings: (norm(proj(embedding) / sqrt(d)) + table[token] * sqrt(ple)) / sqrt(2),
+// out: [n, n_layers, ple]. Reads only the table rows of these tokens (HF: get/project_per_layer_inputs).
+void Gemma4::PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, float* out) const {
+  const int width = ple_dim_ * config_.n_layers;
+  MatMul(ple_model_proj_, ws.x.data(), n, out, pool);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(config_.d_model));
+  const float table_scale = std::sqrt(static_cast<float>(ple_dim_));
+  const float mix = 1.0f / std::sqrt(2.0f);
+  std::vector<float>& row = ws.gate;  // scratch: the table row of one token
+  for (int t = 0; t < n; ++t) {
+    float* o = out + static_cast<size_t>(t) * width;
+    for (int k = 0; k < width; ++k) o[k] *= proj_scale;
+    NormRows(o, ple_proj_norm_, config_.n_layers, ple_dim_, config_.norm_eps, o);
+    GetRow(ple_table_, tokens[t], table_scale, row.data());
+    for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
+  }
+}
+
+void Gemma4::Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const {
+  const Layer& l = layers_[i];
+  const LayerConfig& lc = config_.layers[i];
+  const int64_t pos0 = cache.n_past();
+  const float eps = config_.norm_eps;
+  MatMul(l.attn.q, ws.xn.data(), n, ws.q.data(), pool);
+  NormHeads(ws.q.data(), n, lc.n_heads, lc.head_dim, l.attn.q_norm, eps);
+  RopeRows(ws.q.data(), n, lc.n_heads, lc.head_dim, l.inv_freq, pos0);
+  AttendArgs a{&lc, i, lc.sliding ? config_.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
+               config_.attn_scale, 0.0f, ws.attn.data()};
+  if (lc.kv_source >= 0) {
+    // A KV-shared layer reads the source layer's cache and the source's K/V of this very batch.
+    const int slot = ws.hold_slot[lc.kv_source];
+    a.cache_layer = lc.kv_source;
+    a.k_new = ws.hold_k[slot].data();
+    a.v_new = ws.hold_v[slot].data();
+    Attend(a, cache, ws, pool);
+  } else {
+    const size_t kv_values = static_cast<size_t>(n) * lc.n_kv_heads * lc.head_dim;
+    MatMul(l.attn.k, ws.xn.data(), n, ws.k.data(), pool);
+    if (l.attn.v) MatMul(l.attn.v, ws.xn.data(), n, ws.v.data(), pool);
+    else std::copy(ws.k.begin(), ws.k.begin() + kv_values, ws.v.begin());  // K=V: raw K before norm/rope
+    NormHeads(ws.k.data(), n, lc.n_kv_heads, lc.head_dim, l.attn.k_norm, eps);
+    NormHeads(ws.v.data(), n, lc.n_kv_heads, lc.head_dim_v, {}, eps);  // v_norm has no weight
+    RopeRows(ws.k.data(), n, lc.n_kv_heads, lc.head_dim, l.inv_freq, pos0);
+    Attend(a, cache, ws, pool);
+    const int slot = ws.hold_slot[i];
+    if (slot >= 0) {
+      std::copy(ws.k.begin(), ws.k.begin() + kv_values, ws.hold_k[slot].begin());
+      std::copy(ws.v.begin(), ws.v.begin() + kv_values, ws.hold_v[slot].begin());
+    } else {
+      CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
+    }
+  }
+  MatMul(l.attn.o, ws.attn.data(), n, ws.tmp.data(), pool);
+}
+
+// Routed experts (26B-A4B): router on rmsnorm(residual) * scale / sqrt(d), softmax, top-k,
+// renormalised, times a per-expert scale; each chosen expert is a GeGLU MLP on pre_norm(residual).
+void Gemma4::MoeBlock(const MoeWeights& m, const float* residual, int n, Workspace& ws, ThreadPool& pool,
+                      float* out) const {
+  const int d = config_.d_model;
+  std::vector<float> probs(n_expert_), x(d), xn(d), gate_up(2 * m.ffn), acc(d), expert_out(d);
+  std::vector<int> order(n_expert_);
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int t = 0; t < n; ++t) {
+    const float* r = residual + static_cast<size_t>(t) * d;
+    RmsNorm(r, nullptr, d, config_.norm_eps, x.data());
+    for (int k = 0; k < d; ++k) x[k] *= m.router_scale[k] * inv_sqrt_d;
+    MatMul(m.router, x.data(), 1, probs.data(), pool);
+    Softmax(probs.data(), n_expert_);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + n_expert_used_, order.end(),
+                      [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+    float total = 0;
+    for (int k = 0; k < n_expert_used_; ++k) total += probs[order[k]];
+    RmsNorm(r, m.pre_norm.data(), d, config_.norm_eps, xn.data());
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int k = 0; k < n_expert_used_; ++k) {
+      const int e = order[k];
+      const float weight = probs[e] / total * m.expert_scale[e];
+      MatMul(m.gate_up.Expert(e), xn.data(), 1, gate_up.data(), pool);
+      GeluTanhMul(gate_up.data(), gate_up.data() + m.ffn, m.ffn);  // first half gate, second half up
+      MatMul(m.down.Expert(e), gate_up.data(), 1, expert_out.data(), pool);
+      AxpyF32(weight, expert_out.data(), acc.data(), d);
+    }
+    RmsNorm(acc.data(), m.post_norm_moe.data(), d, config_.norm_eps, out + static_cast<size_t>(t) * d);
+  }
+  (void)ws;
+}
+
+void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+                          bool all_logits) const {
+  const ModelConfig& c = config_;
+  const int d = c.d_model;
+  const float eps = c.norm_eps;
+  EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
+  std::vector<float> per_layer, residual, moe_out, ple_act, ple_out;
+  if (ple_dim_ > 0) {
+    per_layer.resize(static_cast<size_t>(n) * c.n_layers * ple_dim_);
+    PerLayerInputs(tokens, n, ws, pool, per_layer.data());
+    ple_act.resize(static_cast<size_t>(n) * ple_dim_);
+    ple_out.resize(static_cast<size_t>(n) * d);
+  }
+  if (max_moe_ffn_ > 0) {
+    residual.resize(static_cast<size_t>(n) * d);
+    moe_out.resize(static_cast<size_t>(n) * d);
+  }
+  for (int i = 0; i < c.n_layers; ++i) {
+    const Layer& l = layers_[i];
+    NormRows(ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
+    Attention(i, cache, ws, pool, n);
+    NormRows(ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
+    AddRows(ws.x.data(), ws.tmp.data(), n, d);
+
+    NormRows(ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
+    MlpSublayer(l.mlp, ws, pool, n);
+    if (l.moe.ffn > 0) {
+      // Dense MLP and routed experts side by side, each with its own post-norm, both on the residual.
+      NormRows(ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
+      std::copy(ws.x.begin(), ws.x.begin() + static_cast<size_t>(n) * d, residual.begin());
+      MoeBlock(l.moe, residual.data(), n, ws, pool, moe_out.data());
+      AddRows(ws.tmp.data(), moe_out.data(), n, d);
+    }
+    NormRows(ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
+    AddRows(ws.x.data(), ws.tmp.data(), n, d);
+
+    if (ple_dim_ > 0) {
+      // h += post_norm(proj(gelu(gate(h)) * per_layer_input[i]))
+      MatMul(l.ple_gate, ws.x.data(), n, ple_act.data(), pool);
+      for (int t = 0; t < n; ++t) {
+        const float* pin = per_layer.data() + (static_cast<size_t>(t) * c.n_layers + i) * ple_dim_;
+        float* a = ple_act.data() + static_cast<size_t>(t) * ple_dim_;
+        for (int k = 0; k < ple_dim_; ++k) a[k] = GeluTanh(a[k]) * pin[k];
+      }
+      MatMul(l.ple_proj, ple_act.data(), n, ple_out.data(), pool);
+      NormRows(ple_out.data(), l.ple_post_norm, n, d, eps, ple_out.data());
+      AddRows(ws.x.data(), ple_out.data(), n, d);
+    }
+    if (l.output_scale != 1.0f) {
+      for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
+    }
+  }
+  // K/V that KV-shared layers read during this chunk go into the cache only now.
+  for (int i = 0; i < c.n_layers; ++i) {
+    const int slot = ws.hold_slot[i];
+    if (slot >= 0) CommitKv(cache, i, ws.hold_k[slot].data(), ws.hold_v[slot].data(), n, cache.n_past());
+  }
+  if (logits) OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadGemma4(std::shared_ptr<const GgufFile> gguf) {
+  auto model = std::make_unique<Gemma4>(std::move(gguf));
+  RETURN_IF_ERROR(model->Load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace gemlet
