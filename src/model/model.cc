@@ -28,7 +28,8 @@ int ModelConfig::MaxKvWidth() const {
   return m;
 }
 
-Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads) : max_batch(batch) {
+Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats)
+    : max_batch(batch), extra(extra_floats) {
   const size_t b = static_cast<size_t>(batch);
   x.resize(b * c.d_model);
   xn.resize(b * c.d_model);

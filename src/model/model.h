@@ -17,7 +17,8 @@ namespace gemlet {
 
 // Preallocated activations for batches of up to max_batch tokens: the forward pass never allocates.
 struct Workspace {
-  Workspace(const ModelConfig& config, int max_batch, int n_ctx, int n_threads);
+  // extra_floats: family-specific scratch (Model::ExtraScratchFloats), carved up by the family.
+  Workspace(const ModelConfig& config, int max_batch, int n_ctx, int n_threads, size_t extra_floats = 0);
 
   int max_batch;
   std::vector<float> x;        // [B, d_model] residual stream
@@ -37,6 +38,8 @@ struct Workspace {
   std::vector<int> hold_slot;                // per layer: index into hold_k/hold_v, or -1
   std::vector<std::vector<float>> hold_k;    // [B, kv width] per source layer
   std::vector<std::vector<float>> hold_v;
+
+  std::vector<float> extra;
 };
 
 class Model {
@@ -46,6 +49,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
   std::vector<KvLayerSpec> KvLayout() const;
+  // Floats of family-specific scratch a Workspace for batches of max_batch tokens must provide.
+  virtual size_t ExtraScratchFloats(int max_batch) const { (void)max_batch; return 0; }
 
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache.
   // logits: [n_tokens, n_vocab] when all_logits, else [n_vocab] for the last token only.

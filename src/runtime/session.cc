@@ -29,7 +29,8 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
   const SessionOptions o = Resolve(*engine, options);
   std::unique_ptr<Session> s(new Session());
   ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, o.kv_type));
-  s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads);
+  s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
+                                                engine->model().ExtraScratchFloats(o.max_batch));
   s->pool_ = std::make_unique<ThreadPool>(o.n_threads);
   s->engine_ = std::move(engine);
   return s;

@@ -5,7 +5,6 @@
 // HF: Gemma4ForCausalLM (gemma4_text) and Gemma4UnifiedForCausalLM (gemma4_unified_text).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "model/decoder_blocks.h"
 #include "model/families.h"
@@ -177,6 +176,8 @@ class Gemma4 final : public Model {
     return Status::Ok();
   }
 
+  size_t ExtraScratchFloats(int max_batch) const override { return Scratch::Floats(*this, max_batch); }
+
  protected:
   void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
                     bool all_logits) const override;
@@ -215,9 +216,53 @@ class Gemma4 final : public Model {
     return Status::Ok();
   }
 
-  void PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, float* out) const;
+  // Views into Workspace::extra, laid out once per chunk; nothing is allocated while layers run.
+  struct Scratch {
+    float* per_layer;   // [B, n_layers, ple]
+    float* ple_row;     // [n_layers * ple]
+    float* ple_act;     // [B, ple]
+    float* ple_out;     // [B, d]
+    float* residual;    // [B, d]
+    float* moe_out;     // [B, d]
+    float* probs;       // [n_expert]
+    float* order;       // [n_expert] expert ids, stored as floats
+    float* moe_x;       // [d]
+    float* moe_xn;      // [d]
+    float* gate_up;     // [2 * max expert ffn]
+    float* acc;         // [d]
+    float* expert_out;  // [d]
+
+    static size_t Floats(const Gemma4& m, int b) { return Carve(m, b, nullptr, nullptr); }
+    static size_t Carve(const Gemma4& m, int b, float* base, Scratch* s) {
+      const size_t d = m.config_.d_model, width = static_cast<size_t>(m.ple_dim_) * m.config_.n_layers;
+      const size_t e = m.n_expert_, B = b;
+      size_t used = 0;
+      auto take = [&](float** slot, size_t n) {
+        if (s) *slot = base + used;
+        used += n;
+      };
+      Scratch dummy{};
+      Scratch* t = s ? s : &dummy;
+      take(&t->per_layer, B * width);
+      take(&t->ple_row, width);
+      take(&t->ple_act, B * m.ple_dim_);
+      take(&t->ple_out, B * d);
+      take(&t->residual, B * d);
+      take(&t->moe_out, B * d);
+      take(&t->probs, e);
+      take(&t->order, e);
+      take(&t->moe_x, d);
+      take(&t->moe_xn, d);
+      take(&t->gate_up, 2 * static_cast<size_t>(m.max_moe_ffn_));
+      take(&t->acc, d);
+      take(&t->expert_out, d);
+      return used;
+    }
+  };
+
+  void PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, const Scratch& s) const;
   void Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const;
-  void MoeBlock(const MoeWeights& m, const float* residual, int n, Workspace& ws, ThreadPool& pool, float* out) const;
+  void MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const;
 
   WeightMatrix embedding_, output_;
   std::vector<float> output_norm_;
@@ -230,18 +275,19 @@ class Gemma4 final : public Model {
 
 // Per-layer embeddings: (norm(proj(embedding) / sqrt(d)) + table[token] * sqrt(ple)) / sqrt(2),
 // out: [n, n_layers, ple]. Reads only the table rows of these tokens (HF: get/project_per_layer_inputs).
-void Gemma4::PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, float* out) const {
+void Gemma4::PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, const Scratch& s) const {
   const int width = ple_dim_ * config_.n_layers;
+  float* out = s.per_layer;
   MatMul(ple_model_proj_, ws.x.data(), n, out, pool);
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(config_.d_model));
   const float table_scale = std::sqrt(static_cast<float>(ple_dim_));
   const float mix = 1.0f / std::sqrt(2.0f);
-  std::vector<float>& row = ws.gate;  // scratch: the table row of one token
+  float* row = s.ple_row;
   for (int t = 0; t < n; ++t) {
     float* o = out + static_cast<size_t>(t) * width;
     for (int k = 0; k < width; ++k) o[k] *= proj_scale;
     NormRows(o, ple_proj_norm_, config_.n_layers, ple_dim_, config_.norm_eps, o);
-    GetRow(ple_table_, tokens[t], table_scale, row.data());
+    GetRow(ple_table_, tokens[t], table_scale, row);
     for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
   }
 }
@@ -285,36 +331,36 @@ void Gemma4::Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, i
 
 // Routed experts (26B-A4B): router on rmsnorm(residual) * scale / sqrt(d), softmax, top-k,
 // renormalised, times a per-expert scale; each chosen expert is a GeGLU MLP on pre_norm(residual).
-void Gemma4::MoeBlock(const MoeWeights& m, const float* residual, int n, Workspace& ws, ThreadPool& pool,
-                      float* out) const {
+void Gemma4::MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const {
   const int d = config_.d_model;
-  std::vector<float> probs(n_expert_), x(d), xn(d), gate_up(2 * m.ffn), acc(d), expert_out(d);
-  std::vector<int> order(n_expert_);
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  float* probs = s.probs;
   for (int t = 0; t < n; ++t) {
-    const float* r = residual + static_cast<size_t>(t) * d;
-    RmsNorm(r, nullptr, d, config_.norm_eps, x.data());
-    for (int k = 0; k < d; ++k) x[k] *= m.router_scale[k] * inv_sqrt_d;
-    MatMul(m.router, x.data(), 1, probs.data(), pool);
-    Softmax(probs.data(), n_expert_);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + n_expert_used_, order.end(),
-                      [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+    const float* r = s.residual + static_cast<size_t>(t) * d;
+    RmsNorm(r, nullptr, d, config_.norm_eps, s.moe_x);
+    for (int k = 0; k < d; ++k) s.moe_x[k] *= m.router_scale[k] * inv_sqrt_d;
+    MatMul(m.router, s.moe_x, 1, probs, pool);
+    Softmax(probs, n_expert_);
+    // Top-k by probability, ties to the lower expert id (as torch.topk on CPU).
+    for (int e = 0; e < n_expert_; ++e) s.order[e] = static_cast<float>(e);
+    std::partial_sort(s.order, s.order + n_expert_used_, s.order + n_expert_, [&](float a, float b) {
+      const int ia = static_cast<int>(a), ib = static_cast<int>(b);
+      return probs[ia] > probs[ib] || (probs[ia] == probs[ib] && ia < ib);
+    });
     float total = 0;
-    for (int k = 0; k < n_expert_used_; ++k) total += probs[order[k]];
-    RmsNorm(r, m.pre_norm.data(), d, config_.norm_eps, xn.data());
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int k = 0; k < n_expert_used_; ++k) total += probs[static_cast<int>(s.order[k])];
+    RmsNorm(r, m.pre_norm.data(), d, config_.norm_eps, s.moe_xn);
+    std::fill(s.acc, s.acc + d, 0.0f);
     for (int k = 0; k < n_expert_used_; ++k) {
-      const int e = order[k];
+      const int e = static_cast<int>(s.order[k]);
       const float weight = probs[e] / total * m.expert_scale[e];
-      MatMul(m.gate_up.Expert(e), xn.data(), 1, gate_up.data(), pool);
-      GeluTanhMul(gate_up.data(), gate_up.data() + m.ffn, m.ffn);  // first half gate, second half up
-      MatMul(m.down.Expert(e), gate_up.data(), 1, expert_out.data(), pool);
-      AxpyF32(weight, expert_out.data(), acc.data(), d);
+      MatMul(m.gate_up.Expert(e), s.moe_xn, 1, s.gate_up, pool);
+      GeluTanhMul(s.gate_up, s.gate_up + m.ffn, m.ffn);  // first half gate, second half up
+      MatMul(m.down.Expert(e), s.gate_up, 1, s.expert_out, pool);
+      AxpyF32(weight, s.expert_out, s.acc, d);
     }
-    RmsNorm(acc.data(), m.post_norm_moe.data(), d, config_.norm_eps, out + static_cast<size_t>(t) * d);
+    RmsNorm(s.acc, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + static_cast<size_t>(t) * d);
   }
-  (void)ws;
 }
 
 void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
@@ -323,17 +369,9 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   const int d = c.d_model;
   const float eps = c.norm_eps;
   EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
-  std::vector<float> per_layer, residual, moe_out, ple_act, ple_out;
-  if (ple_dim_ > 0) {
-    per_layer.resize(static_cast<size_t>(n) * c.n_layers * ple_dim_);
-    PerLayerInputs(tokens, n, ws, pool, per_layer.data());
-    ple_act.resize(static_cast<size_t>(n) * ple_dim_);
-    ple_out.resize(static_cast<size_t>(n) * d);
-  }
-  if (max_moe_ffn_ > 0) {
-    residual.resize(static_cast<size_t>(n) * d);
-    moe_out.resize(static_cast<size_t>(n) * d);
-  }
+  Scratch s;
+  Scratch::Carve(*this, ws.max_batch, ws.extra.data(), &s);
+  if (ple_dim_ > 0) PerLayerInputs(tokens, n, ws, pool, s);
   for (int i = 0; i < c.n_layers; ++i) {
     const Layer& l = layers_[i];
     NormRows(ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
@@ -346,24 +384,24 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
     if (l.moe.ffn > 0) {
       // Dense MLP and routed experts side by side, each with its own post-norm, both on the residual.
       NormRows(ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
-      std::copy(ws.x.begin(), ws.x.begin() + static_cast<size_t>(n) * d, residual.begin());
-      MoeBlock(l.moe, residual.data(), n, ws, pool, moe_out.data());
-      AddRows(ws.tmp.data(), moe_out.data(), n, d);
+      std::copy(ws.x.begin(), ws.x.begin() + static_cast<size_t>(n) * d, s.residual);
+      MoeBlock(l.moe, n, pool, s);
+      AddRows(ws.tmp.data(), s.moe_out, n, d);
     }
     NormRows(ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
     AddRows(ws.x.data(), ws.tmp.data(), n, d);
 
     if (ple_dim_ > 0) {
       // h += post_norm(proj(gelu(gate(h)) * per_layer_input[i]))
-      MatMul(l.ple_gate, ws.x.data(), n, ple_act.data(), pool);
+      MatMul(l.ple_gate, ws.x.data(), n, s.ple_act, pool);
       for (int t = 0; t < n; ++t) {
-        const float* pin = per_layer.data() + (static_cast<size_t>(t) * c.n_layers + i) * ple_dim_;
-        float* a = ple_act.data() + static_cast<size_t>(t) * ple_dim_;
+        const float* pin = s.per_layer + (static_cast<size_t>(t) * c.n_layers + i) * ple_dim_;
+        float* a = s.ple_act + static_cast<size_t>(t) * ple_dim_;
         for (int k = 0; k < ple_dim_; ++k) a[k] = GeluTanh(a[k]) * pin[k];
       }
-      MatMul(l.ple_proj, ple_act.data(), n, ple_out.data(), pool);
-      NormRows(ple_out.data(), l.ple_post_norm, n, d, eps, ple_out.data());
-      AddRows(ws.x.data(), ple_out.data(), n, d);
+      MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
+      NormRows(s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
+      AddRows(ws.x.data(), s.ple_out, n, d);
     }
     if (l.output_scale != 1.0f) {
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
