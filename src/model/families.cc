@@ -8,6 +8,7 @@ const std::vector<ModelFamily>& ModelFamilies() {
       {"gemma", LoadGemma},
       {"gemma2", LoadGemma2},
       {"gemma3", LoadGemma3},
+      {"gemma3n", LoadGemma3n},
       {"gemma4", LoadGemma4},
   };
   return families;

@@ -21,6 +21,7 @@ const std::vector<ModelFamily>& ModelFamilies();
 Result<std::unique_ptr<Model>> LoadGemma(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma2(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma3(std::shared_ptr<const GgufFile> gguf);
+Result<std::unique_ptr<Model>> LoadGemma3n(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma4(std::shared_ptr<const GgufFile> gguf);
 
 }  // namespace gemlet
