@@ -178,6 +178,44 @@ Status BindMlp(const WeightBinder& w, const ModelConfig& c, int i, MlpWeights* o
   return Status::Ok();
 }
 
+Status BindOutputHead(const WeightBinder& w, const ModelConfig& c, OutputHead* out) {
+  ASSIGN_OR_RETURN(out->embedding, w.Matrix("token_embd.weight", c.d_model, c.n_vocab));
+  out->output = out->embedding;  // Gemma ties the LM head to the embedding
+  if (w.Has("output.weight")) {
+    ASSIGN_OR_RETURN(out->output, w.Matrix("output.weight", c.d_model, c.n_vocab));
+  }
+  ASSIGN_OR_RETURN(out->norm, w.Vector("output_norm.weight", c.d_model));
+  return Status::Ok();
+}
+
+Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int i, bool qk_norm, SandwichLayer* l) {
+  const int d = c.d_model, hd = c.layers[i].head_dim;
+  ASSIGN_OR_RETURN(l->attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), d));
+  ASSIGN_OR_RETURN(l->post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
+  ASSIGN_OR_RETURN(l->ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
+  ASSIGN_OR_RETURN(l->post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
+  RETURN_IF_ERROR(BindAttention(w, c, i, &l->attn));
+  if (qk_norm) {
+    ASSIGN_OR_RETURN(l->attn.q_norm, w.Vector(LayerTensor(i, "attn_q_norm.weight"), hd));
+    ASSIGN_OR_RETURN(l->attn.k_norm, w.Vector(LayerTensor(i, "attn_k_norm.weight"), hd));
+  }
+  RETURN_IF_ERROR(BindMlp(w, c, i, &l->mlp));
+  l->inv_freq = RopeInvFreq(c.layers[i]);
+  return Status::Ok();
+}
+
+void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, KvCache& cache, Workspace& ws,
+                      ThreadPool& pool, int n) {
+  NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
+  NormRows(ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+  NormRows(ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  MlpSublayer(l.mlp, ws, pool, n);
+  NormRows(ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+}
+
 std::vector<float> RopeInvFreq(const LayerConfig& l) {
   std::vector<float> inv(static_cast<size_t>(l.head_dim / 2));
   for (size_t i = 0; i < inv.size(); ++i) {
@@ -296,13 +334,13 @@ void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n) {
   MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), pool);
 }
 
-void OutputLogits(const ModelConfig& c, const std::vector<float>& final_norm, const WeightMatrix& output,
-                  Workspace& ws, ThreadPool& pool, int n, float* logits, bool all_logits) {
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, ThreadPool& pool, int n, float* logits,
+                  bool all_logits) {
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
   const float* x = ws.x.data() + static_cast<size_t>(first) * c.d_model;
-  NormRows(x, final_norm, rows, c.d_model, c.norm_eps, ws.xn.data());
-  MatMul(output, ws.xn.data(), rows, logits, pool);
+  NormRows(x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
+  MatMul(head.output, ws.xn.data(), rows, logits, pool);
   // Gemma 2 and 4 soft-cap the final logits (HF: final_logit_softcapping).
   if (c.final_softcap > 0) SoftCap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
 }

@@ -58,6 +58,14 @@ struct MlpWeights {
 };
 Status BindMlp(const WeightBinder& w, const ModelConfig& c, int layer, MlpWeights* out);
 
+// Token embedding, final norm and LM head (tied to the embedding unless the file has output.weight).
+struct OutputHead {
+  WeightMatrix embedding;    // [n_vocab, d_model]
+  WeightMatrix output;       // [n_vocab, d_model]
+  std::vector<float> norm;   // [d_model]
+};
+Status BindOutputHead(const WeightBinder& w, const ModelConfig& c, OutputHead* out);
+
 // inv_freq[i] = rope_freq_scale / base^(2i/head_dim), in float as PyTorch computes it.
 std::vector<float> RopeInvFreq(const LayerConfig& layer);
 
@@ -102,7 +110,19 @@ void AttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& 
 void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n);
 
 // Final norm, tied or separate output projection, optional soft-cap. Writes all rows or the last.
-void OutputLogits(const ModelConfig& c, const std::vector<float>& final_norm, const WeightMatrix& output,
-                  Workspace& ws, ThreadPool& pool, int n, float* logits, bool all_logits);
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, ThreadPool& pool, int n, float* logits,
+                  bool all_logits);
+
+// The Gemma 2/3 decoder layer: RMSNorm before and after both attention and MLP ("sandwich").
+struct SandwichLayer {
+  std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [d_model], stored as (1 + w)
+  AttentionWeights attn;
+  MlpWeights mlp;
+  std::vector<float> inv_freq;  // [head_dim / 2]
+};
+Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int layer, bool qk_norm, SandwichLayer* out);
+// x += post_attn_norm(attn(attn_norm(x))); x += post_ffn_norm(mlp(ffn_norm(x)))
+void RunSandwichLayer(const ModelConfig& c, int layer, const SandwichLayer& l, KvCache& cache, Workspace& ws,
+                      ThreadPool& pool, int n);
 
 }  // namespace gemlet

@@ -18,12 +18,7 @@ class Gemma final : public Model {
     RETURN_IF_ERROR(ReadAttentionScale(f, "gemma", /*n_layers_27b=*/-1, &config_));  // head_dim^-0.5
 
     WeightBinder w(f);
-    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", config_.d_model, config_.n_vocab));
-    output_ = embedding_;  // tied LM head unless the file carries its own
-    if (w.Has("output.weight")) {
-      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", config_.d_model, config_.n_vocab));
-    }
-    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", config_.d_model));
+    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     layers_.resize(config_.n_layers);
     for (int i = 0; i < config_.n_layers; ++i) {
       Layer& l = layers_[i];
@@ -41,7 +36,7 @@ class Gemma final : public Model {
   void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
                     bool all_logits) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
+    EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
     for (int i = 0; i < c.n_layers; ++i) {
       const Layer& l = layers_[i];
       NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
@@ -51,7 +46,7 @@ class Gemma final : public Model {
       MlpSublayer(l.mlp, ws, pool, n);
       AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
     }
-    if (logits) OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+    if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
   }
 
  private:
@@ -61,8 +56,7 @@ class Gemma final : public Model {
     MlpWeights mlp;
     std::vector<float> inv_freq;  // [head_dim / 2]
   };
-  WeightMatrix embedding_, output_;  // [n_vocab, d_model]
-  std::vector<float> output_norm_;
+  OutputHead head_;
   std::vector<Layer> layers_;
 };
 

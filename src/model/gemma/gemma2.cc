@@ -24,24 +24,11 @@ class Gemma2 final : public Model {
     ASSIGN_OR_RETURN(config_.final_softcap, f.GetF32Or(arch + ".final_logit_softcapping", 30.0f));
 
     WeightBinder w(f);
-    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", config_.d_model, config_.n_vocab));
-    output_ = embedding_;
-    if (w.Has("output.weight")) {
-      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", config_.d_model, config_.n_vocab));
-    }
-    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", config_.d_model));
+    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     layers_.resize(config_.n_layers);
+    // Norm weights arrive as (1 + w) from llama.cpp's converter.
     for (int i = 0; i < config_.n_layers; ++i) {
-      Layer& l = layers_[i];
-      const int d = config_.d_model;
-      // Norm weights arrive as (1 + w) from llama.cpp's converter.
-      ASSIGN_OR_RETURN(l.attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
-      RETURN_IF_ERROR(BindAttention(w, config_, i, &l.attn));
-      RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
-      l.inv_freq = RopeInvFreq(config_.layers[i]);
+      RETURN_IF_ERROR(BindSandwichLayer(w, config_, i, /*qk_norm=*/false, &layers_[i]));
     }
     return Status::Ok();
   }
@@ -50,31 +37,14 @@ class Gemma2 final : public Model {
   void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
                     bool all_logits) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers; ++i) {
-      const Layer& l = layers_[i];
-      NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-      AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-      NormRows(ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
-      NormRows(ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-      MlpSublayer(l.mlp, ws, pool, n);
-      NormRows(ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
-    }
-    if (logits) OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+    EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
+    for (int i = 0; i < c.n_layers; ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, pool, n);
+    if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
   }
 
  private:
-  struct Layer {
-    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [d_model]
-    AttentionWeights attn;
-    MlpWeights mlp;
-    std::vector<float> inv_freq;
-  };
-  WeightMatrix embedding_, output_;
-  std::vector<float> output_norm_;
-  std::vector<Layer> layers_;
+  OutputHead head_;
+  std::vector<SandwichLayer> layers_;
 };
 
 }  // namespace

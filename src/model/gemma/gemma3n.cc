@@ -105,12 +105,7 @@ class Gemma3n final : public Model {
 
     const int d = config_.d_model, n = n_altup_;
     WeightBinder w(f);
-    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", d, config_.n_vocab));
-    output_ = embedding_;
-    if (w.Has("output.weight")) {
-      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", d, config_.n_vocab));
-    }
-    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", d));
+    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     ASSIGN_OR_RETURN(altup_proj_, BindStacked(f, "altup_proj.weight", d, n - 1));
     ASSIGN_OR_RETURN(altup_unembd_, BindStacked(f, "altup_unembd_proj.weight", d, n - 1));
     const int width = ple_dim_ * config_.n_layers;
@@ -197,8 +192,7 @@ class Gemma3n final : public Model {
   void Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const;
   void Mlp(const Layer& l, Workspace& ws, ThreadPool& pool, int n) const;
 
-  WeightMatrix embedding_, output_;
-  std::vector<float> output_norm_;
+  OutputHead head_;
   int n_altup_ = 0, active_ = 0, ple_dim_ = 0, laurel_rank_ = 0;
   std::vector<WeightMatrix> altup_proj_, altup_unembd_;  // n_altup - 1 each, [d, d]
   WeightMatrix ple_table_, ple_model_proj_;
@@ -313,7 +307,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   s.ple_out.resize(nd);
   s.table_row.resize(static_cast<size_t>(c.n_layers) * ple_dim_);
 
-  EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
+  EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
   PerLayerInputs(tokens, n, ws, pool, s.table_row.data(), s.per_layer.data());
 
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
@@ -421,7 +415,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   }
   const float inv_na = 1.0f / static_cast<float>(na);
   for (size_t k = off; k < nd; ++k) ws.x[k] *= inv_na;
-  OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+  OutputLogits(c, head_, ws, pool, n, logits, all_logits);
 }
 
 }  // namespace

@@ -115,12 +115,7 @@ class Gemma4 final : public Model {
 
     const int d = config_.d_model;
     WeightBinder w(f);
-    ASSIGN_OR_RETURN(embedding_, w.Matrix("token_embd.weight", d, config_.n_vocab));
-    output_ = embedding_;
-    if (w.Has("output.weight")) {
-      ASSIGN_OR_RETURN(output_, w.Matrix("output.weight", d, config_.n_vocab));
-    }
-    ASSIGN_OR_RETURN(output_norm_, w.Vector("output_norm.weight", d));
+    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     if (ple_dim_ > 0) {
       const int width = ple_dim_ * config_.n_layers;
       // [n_vocab, n_layers * ple]: stays in the map; only the rows of the tokens in flight are read.
@@ -264,8 +259,7 @@ class Gemma4 final : public Model {
   void Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const;
   void MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const;
 
-  WeightMatrix embedding_, output_;
-  std::vector<float> output_norm_;
+  OutputHead head_;
   int ple_dim_ = 0;
   WeightMatrix ple_table_, ple_model_proj_;
   std::vector<float> ple_proj_norm_;
@@ -368,7 +362,7 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   const ModelConfig& c = config_;
   const int d = c.d_model;
   const float eps = c.norm_eps;
-  EmbedTokens(embedding_, tokens, n, c.embed_scale, ws.x.data());
+  EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
   Scratch s;
   Scratch::Carve(*this, ws.max_batch, ws.extra.data(), &s);
   if (ple_dim_ > 0) PerLayerInputs(tokens, n, ws, pool, s);
@@ -412,7 +406,7 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
     const int slot = ws.hold_slot[i];
     if (slot >= 0) CommitKv(cache, i, ws.hold_k[slot].data(), ws.hold_v[slot].data(), n, cache.n_past());
   }
-  if (logits) OutputLogits(c, output_norm_, output_, ws, pool, n, logits, all_logits);
+  if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
 }
 
 }  // namespace
