@@ -345,4 +345,122 @@ void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, T
   if (c.final_softcap > 0) SoftCap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
 }
 
+// ---------------------------------------------------------------------------------------------
+Status AssignSharedKvSources(int n_shared, ModelConfig* c) {
+  if (n_shared < 0 || n_shared >= c->n_layers) return Status::Error("the number of KV-shared layers is out of range");
+  const int first_shared = c->n_layers - n_shared;
+  for (int i = first_shared; i < c->n_layers; ++i) {
+    LayerConfig& l = c->layers[i];
+    for (int j = first_shared - 1; j >= 0; --j) {
+      if (c->layers[j].sliding == l.sliding) {
+        l.kv_source = j;
+        break;
+      }
+    }
+    if (l.kv_source < 0) return Status::Error("KV-shared layer " + std::to_string(i) + " has no earlier layer of its type");
+    const LayerConfig& src = c->layers[l.kv_source];
+    if (src.n_kv_heads != l.n_kv_heads || src.head_dim != l.head_dim || src.head_dim_v != l.head_dim_v) {
+      return Status::Error("KV-shared layer " + std::to_string(i) + " does not match the shape of layer " +
+                           std::to_string(l.kv_source));
+    }
+  }
+  return Status::Ok();
+}
+
+Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int i, bool allow_k_eq_v, AttentionWeights* out) {
+  const LayerConfig& l = c.layers[i];
+  const int d = c.d_model;
+  ASSIGN_OR_RETURN(out->q, w.Matrix(LayerTensor(i, "attn_q.weight"), d, l.n_heads * l.head_dim));
+  ASSIGN_OR_RETURN(out->o, w.Matrix(LayerTensor(i, "attn_output.weight"), l.n_heads * l.head_dim_v, d));
+  ASSIGN_OR_RETURN(out->q_norm, w.Vector(LayerTensor(i, "attn_q_norm.weight"), l.head_dim));
+  if (l.kv_source >= 0) return Status::Ok();  // KV-shared layers carry no k/v tensors
+  ASSIGN_OR_RETURN(out->k, w.Matrix(LayerTensor(i, "attn_k.weight"), d, l.n_kv_heads * l.head_dim));
+  ASSIGN_OR_RETURN(out->k_norm, w.Vector(LayerTensor(i, "attn_k_norm.weight"), l.head_dim));
+  if (allow_k_eq_v && !w.Has(LayerTensor(i, "attn_v.weight"))) return Status::Ok();
+  ASSIGN_OR_RETURN(out->v, w.Matrix(LayerTensor(i, "attn_v.weight"), d, l.n_kv_heads * l.head_dim_v));
+  return Status::Ok();
+}
+
+void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
+                             KvCache& cache, Workspace& ws, ThreadPool& pool, int n) {
+  const LayerConfig& l = c.layers[i];
+  const int64_t pos0 = cache.n_past();
+  const float eps = c.norm_eps;
+  MatMul(w.q, ws.xn.data(), n, ws.q.data(), pool);
+  NormHeads(ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
+  RopeRows(ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
+               c.attn_scale, c.attn_softcap, ws.attn.data()};
+  if (l.kv_source >= 0) {
+    // A KV-shared layer reads the source layer's cache and the source's K/V of this very batch.
+    const int slot = ws.hold_slot[l.kv_source];
+    a.cache_layer = l.kv_source;
+    a.k_new = ws.hold_k[slot].data();
+    a.v_new = ws.hold_v[slot].data();
+    Attend(a, cache, ws, pool);
+  } else {
+    const size_t k_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim;
+    const size_t v_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim_v;
+    MatMul(w.k, ws.xn.data(), n, ws.k.data(), pool);
+    // K=V layers (Gemma 4 26B/31B/12B global layers) have no v projection: V is K before norm/RoPE.
+    if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
+    else std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.v.begin());
+    NormHeads(ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
+    NormHeads(ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
+    RopeRows(ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+    Attend(a, cache, ws, pool);
+    const int slot = ws.hold_slot[i];
+    if (slot >= 0) {
+      std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.hold_k[slot].begin());
+      std::copy(ws.v.begin(), ws.v.begin() + static_cast<std::ptrdiff_t>(v_values), ws.hold_v[slot].begin());
+    } else {
+      CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
+    }
+  }
+  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), pool);
+}
+
+void CommitHeldKv(KvCache& cache, Workspace& ws, int n) {
+  for (size_t i = 0; i < ws.hold_slot.size(); ++i) {
+    const int slot = ws.hold_slot[i];
+    if (slot >= 0) CommitKv(cache, static_cast<int>(i), ws.hold_k[slot].data(), ws.hold_v[slot].data(), n, cache.n_past());
+  }
+}
+
+Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim) {
+  dim = per_layer_dim;
+  const int width = dim * c.n_layers;
+  const GgufTensor* t = file.FindTensor("per_layer_token_embd.weight");
+  if (t == nullptr) return Status::Error("missing tensor 'per_layer_token_embd.weight'");
+  ASSIGN_OR_RETURN(table, w.Matrix("per_layer_token_embd.weight", width, t->ne[1]));
+  ASSIGN_OR_RETURN(model_proj, w.Matrix("per_layer_model_proj.weight", c.d_model, width));
+  ASSIGN_OR_RETURN(proj_norm, w.Vector("per_layer_proj_norm.weight", dim));
+  return Status::Ok();
+}
+
+void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, ThreadPool& pool,
+                                float* row, float* out) const {
+  const int width = dim * c.n_layers;
+  MatMul(model_proj, x, n, out, pool);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model));
+  const float table_scale = std::sqrt(static_cast<float>(dim));
+  const float mix = 1.0f / std::sqrt(2.0f);
+  for (int t = 0; t < n; ++t) {
+    float* o = out + static_cast<size_t>(t) * width;
+    for (int k = 0; k < width; ++k) o[k] *= proj_scale;
+    NormRows(o, proj_norm, c.n_layers, dim, c.norm_eps, o);
+    // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
+    GetRow(table, tokens[t] < table.n_out ? tokens[t] : 0, table_scale, row);
+    for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
+  }
+}
+
+void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const {
+  for (int t = 0; t < n; ++t) {
+    const float* input = per_layer + (static_cast<size_t>(t) * c.n_layers + layer) * dim;
+    float* g = gate + static_cast<size_t>(t) * dim;
+    for (int k = 0; k < dim; ++k) g[k] = GeluTanh(g[k]) * input[k];
+  }
+}
+
 }  // namespace gemlet

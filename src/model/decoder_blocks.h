@@ -125,4 +125,39 @@ Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int layer,
 void RunSandwichLayer(const ModelConfig& c, int layer, const SandwichLayer& l, KvCache& cache, Workspace& ws,
                       ThreadPool& pool, int n);
 
+// ---- Gemma 3n / Gemma 4 (on-device families) ----
+
+// KV sharing: the last n_shared layers reuse the K/V of the last earlier layer of the same type
+// (HF's kv_shared_layer_index rule). Errors when a shared layer has no such source.
+Status AssignSharedKvSources(int n_shared, ModelConfig* c);
+
+// q/k norms (weighted), weightless v norm, attention scale 1: binds q, o, q_norm and, on layers
+// that own their KV, k, k_norm and v (v may be absent when allow_k_eq_v: V is then the raw K).
+Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int layer, bool allow_k_eq_v,
+                           AttentionWeights* out);
+// The attention sub-layer of Gemma 3n/4 over ws.xn into ws.tmp. A layer whose K/V are shared keeps
+// its batch K/V in ws.hold_* (committed by CommitHeldKv); a shared layer reads them from there.
+void NormedAttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w,
+                             const std::vector<float>& inv_freq, KvCache& cache, Workspace& ws, ThreadPool& pool,
+                             int n);
+// Writes the held K/V of KV-source layers into the cache, at the end of a chunk.
+void CommitHeldKv(KvCache& cache, Workspace& ws, int n);
+
+// Per-layer embeddings (PLE). The [n_vocab, n_layers * dim] table stays in the map: only the rows
+// of the tokens in flight are read, so on E2B most of the file never becomes resident.
+struct PerLayerEmbedding {
+  int dim = 0;
+  WeightMatrix table;             // [n_vocab_ple, n_layers * dim]
+  WeightMatrix model_proj;        // [n_layers * dim, d_model]
+  std::vector<float> proj_norm;   // [dim]
+
+  Status Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim);
+  // out[t] = (norm(model_proj(x[t]) / sqrt(d)) + table[token] * sqrt(dim)) / sqrt(2), [n, n_layers, dim];
+  // x is the scaled token embedding. row: scratch of n_layers * dim floats.
+  void Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, ThreadPool& pool, float* row,
+               float* out) const;
+  // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
+  void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const;
+};
+
 }  // namespace gemlet

@@ -42,6 +42,8 @@ class KvCache {
   // Marks n more positions as stored (after every layer has written them).
   void Advance(int n) { n_past_ += n; }
   void Clear() { n_past_ = 0; }
+  // Forgets positions >= n (the caller re-fills ring layers when they need it; see Session::Truncate).
+  void SetPast(int n) { n_past_ = n; }
 
   // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
   // Rows are n_kv_heads * head_dim elements of type(): float or uint16_t (f16).

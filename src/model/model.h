@@ -42,6 +42,23 @@ struct Workspace {
   std::vector<float> extra;
 };
 
+// Hands out consecutive float buffers from one block (Workspace::extra). Run once with a null base
+// to size the block, then with the real base to point into it.
+class ScratchArena {
+ public:
+  explicit ScratchArena(float* base) : base_(base) {}
+  float* Take(size_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += n;
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  float* base_;
+  size_t used_ = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;

@@ -81,26 +81,9 @@ class Gemma4 final : public Model {
     // KV sharing: the last n_shared layers reuse the K/V of the last earlier layer of the same type
     // (HF's rule; llama.cpp's "n-2 / n-1" shortcut agrees on the real E2B/E4B layouts only).
     ASSIGN_OR_RETURN(uint32_t n_shared, f.GetU32Or(arch + ".attention.shared_kv_layers", 0));
-    if (n_shared >= static_cast<uint32_t>(config_.n_layers)) return Status::Error(arch + ".attention.shared_kv_layers is too large");
-    const int first_shared = config_.n_layers - static_cast<int>(n_shared);
-    for (int i = first_shared; i < config_.n_layers; ++i) {
-      LayerConfig& l = config_.layers[i];
-      for (int j = first_shared - 1; j >= 0; --j) {
-        if (config_.layers[j].sliding == l.sliding) {
-          l.kv_source = j;
-          break;
-        }
-      }
-      if (l.kv_source < 0) return Status::Error("KV-shared layer " + std::to_string(i) + " has no earlier layer of its type");
-      const LayerConfig& src = config_.layers[l.kv_source];
-      if (src.n_kv_heads != l.n_kv_heads || src.head_dim != l.head_dim) {
-        return Status::Error("KV-shared layer " + std::to_string(i) + " does not match the shape of layer " +
-                             std::to_string(l.kv_source));
-      }
-    }
+    RETURN_IF_ERROR(AssignSharedKvSources(static_cast<int>(std::min<uint32_t>(n_shared, 1u << 20)), &config_));
 
     ASSIGN_OR_RETURN(uint32_t ple, f.GetU32Or(arch + ".embedding_length_per_layer_input", 0));
-    ple_dim_ = static_cast<int>(ple);
     ASSIGN_OR_RETURN(uint32_t n_expert, f.GetU32Or(arch + ".expert_count", 0));
     ASSIGN_OR_RETURN(uint32_t n_used, f.GetU32Or(arch + ".expert_used_count", 0));
     n_expert_ = static_cast<int>(n_expert);
@@ -116,13 +99,7 @@ class Gemma4 final : public Model {
     const int d = config_.d_model;
     WeightBinder w(f);
     RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
-    if (ple_dim_ > 0) {
-      const int width = ple_dim_ * config_.n_layers;
-      // [n_vocab, n_layers * ple]: stays in the map; only the rows of the tokens in flight are read.
-      ASSIGN_OR_RETURN(ple_table_, w.Matrix("per_layer_token_embd.weight", width, config_.n_vocab));
-      ASSIGN_OR_RETURN(ple_model_proj_, w.Matrix("per_layer_model_proj.weight", d, width));
-      ASSIGN_OR_RETURN(ple_proj_norm_, w.Vector("per_layer_proj_norm.weight", ple_dim_));
-    }
+    if (ple > 0) RETURN_IF_ERROR(ple_.Bind(w, f, config_, static_cast<int>(ple)));
     std::vector<float> rope_factors;
     if (w.Has("rope_freqs.weight")) {
       ASSIGN_OR_RETURN(rope_factors, w.Vector("rope_freqs.weight", config_.layers.back().head_dim / 2));
@@ -136,17 +113,7 @@ class Gemma4 final : public Model {
       ASSIGN_OR_RETURN(l.post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
       ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
       ASSIGN_OR_RETURN(l.post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.attn.q, w.Matrix(LayerTensor(i, "attn_q.weight"), d, lc.n_heads * lc.head_dim));
-      ASSIGN_OR_RETURN(l.attn.o, w.Matrix(LayerTensor(i, "attn_output.weight"), lc.n_heads * lc.head_dim_v, d));
-      ASSIGN_OR_RETURN(l.attn.q_norm, w.Vector(LayerTensor(i, "attn_q_norm.weight"), lc.head_dim));
-      if (lc.kv_source < 0) {
-        ASSIGN_OR_RETURN(l.attn.k, w.Matrix(LayerTensor(i, "attn_k.weight"), d, lc.n_kv_heads * lc.head_dim));
-        ASSIGN_OR_RETURN(l.attn.k_norm, w.Vector(LayerTensor(i, "attn_k_norm.weight"), lc.head_dim));
-        // K=V layers (26B/31B/12B global layers) have no v projection: V is the raw K projection.
-        if (w.Has(LayerTensor(i, "attn_v.weight"))) {
-          ASSIGN_OR_RETURN(l.attn.v, w.Matrix(LayerTensor(i, "attn_v.weight"), d, lc.n_kv_heads * lc.head_dim_v));
-        }
-      }
+      RETURN_IF_ERROR(BindNormedAttention(w, config_, i, /*allow_k_eq_v=*/true, &l.attn));
       RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
       if (w.Has(LayerTensor(i, "layer_output_scale.weight"))) {
         ASSIGN_OR_RETURN(auto scale, w.Vector(LayerTensor(i, "layer_output_scale.weight"), 1));
@@ -155,9 +122,9 @@ class Gemma4 final : public Model {
       if (n_expert_ > 0 && w.Has(LayerTensor(i, "ffn_gate_inp.weight"))) {
         RETURN_IF_ERROR(BindMoe(w, i, static_cast<int>(expert_ffn[i]), &l.moe));
       }
-      if (ple_dim_ > 0) {
-        ASSIGN_OR_RETURN(l.ple_gate, w.Matrix(LayerTensor(i, "inp_gate.weight"), d, ple_dim_));
-        ASSIGN_OR_RETURN(l.ple_proj, w.Matrix(LayerTensor(i, "proj.weight"), ple_dim_, d));
+      if (ple_.dim > 0) {
+        ASSIGN_OR_RETURN(l.ple_gate, w.Matrix(LayerTensor(i, "inp_gate.weight"), d, ple_.dim));
+        ASSIGN_OR_RETURN(l.ple_proj, w.Matrix(LayerTensor(i, "proj.weight"), ple_.dim, d));
         ASSIGN_OR_RETURN(l.ple_post_norm, w.Vector(LayerTensor(i, "post_norm.weight"), d));
       }
       l.inv_freq = RopeInvFreq(lc);
@@ -171,7 +138,11 @@ class Gemma4 final : public Model {
     return Status::Ok();
   }
 
-  size_t ExtraScratchFloats(int max_batch) const override { return Scratch::Floats(*this, max_batch); }
+  size_t ExtraScratchFloats(int max_batch) const override {
+    ScratchArena sizing(nullptr);
+    Layout(max_batch, sizing);
+    return sizing.used();
+  }
 
  protected:
   void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
@@ -213,115 +184,37 @@ class Gemma4 final : public Model {
 
   // Views into Workspace::extra, laid out once per chunk; nothing is allocated while layers run.
   struct Scratch {
-    float* per_layer;   // [B, n_layers, ple]
-    float* ple_row;     // [n_layers * ple]
-    float* ple_act;     // [B, ple]
-    float* ple_out;     // [B, d]
-    float* residual;    // [B, d]
-    float* moe_out;     // [B, d]
-    float* probs;       // [n_expert]
-    float* order;       // [n_expert] expert ids, stored as floats
-    float* moe_x;       // [d]
-    float* moe_xn;      // [d]
-    float* gate_up;     // [2 * max expert ffn]
-    float* acc;         // [d]
-    float* expert_out;  // [d]
-
-    static size_t Floats(const Gemma4& m, int b) { return Carve(m, b, nullptr, nullptr); }
-    static size_t Carve(const Gemma4& m, int b, float* base, Scratch* s) {
-      const size_t d = m.config_.d_model, width = static_cast<size_t>(m.ple_dim_) * m.config_.n_layers;
-      const size_t e = m.n_expert_, B = b;
-      size_t used = 0;
-      auto take = [&](float** slot, size_t n) {
-        if (s) *slot = base + used;
-        used += n;
-      };
-      Scratch dummy{};
-      Scratch* t = s ? s : &dummy;
-      take(&t->per_layer, B * width);
-      take(&t->ple_row, width);
-      take(&t->ple_act, B * m.ple_dim_);
-      take(&t->ple_out, B * d);
-      take(&t->residual, B * d);
-      take(&t->moe_out, B * d);
-      take(&t->probs, e);
-      take(&t->order, e);
-      take(&t->moe_x, d);
-      take(&t->moe_xn, d);
-      take(&t->gate_up, 2 * static_cast<size_t>(m.max_moe_ffn_));
-      take(&t->acc, d);
-      take(&t->expert_out, d);
-      return used;
-    }
+    float *per_layer, *ple_row, *ple_act, *ple_out;  // [B, n_layers, ple], [n_layers * ple], [B, ple], [B, d]
+    float *residual, *moe_out;                       // [B, d] each
+    float *probs, *order, *moe_x, *moe_xn, *gate_up, *acc, *expert_out;  // one token's MoE work
   };
+  Scratch Layout(int max_batch, ScratchArena& arena) const {
+    const size_t d = config_.d_model, B = max_batch, e = n_expert_;
+    const size_t ple = ple_.dim, width = ple * config_.n_layers;
+    Scratch s;
+    s.per_layer = arena.Take(B * width);
+    s.ple_row = arena.Take(width);
+    s.ple_act = arena.Take(B * ple);
+    s.ple_out = arena.Take(B * d);
+    s.residual = arena.Take(B * d);
+    s.moe_out = arena.Take(B * d);
+    s.probs = arena.Take(e);
+    s.order = arena.Take(e);
+    s.moe_x = arena.Take(d);
+    s.moe_xn = arena.Take(d);
+    s.gate_up = arena.Take(2 * static_cast<size_t>(max_moe_ffn_));
+    s.acc = arena.Take(d);
+    s.expert_out = arena.Take(d);
+    return s;
+  }
 
-  void PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, const Scratch& s) const;
-  void Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const;
   void MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const;
 
   OutputHead head_;
-  int ple_dim_ = 0;
-  WeightMatrix ple_table_, ple_model_proj_;
-  std::vector<float> ple_proj_norm_;
+  PerLayerEmbedding ple_;  // dim 0: no per-layer embeddings (26B, 31B, 12B)
   int n_expert_ = 0, n_expert_used_ = 0, max_moe_ffn_ = 0;
   std::vector<Layer> layers_;
 };
-
-// Per-layer embeddings: (norm(proj(embedding) / sqrt(d)) + table[token] * sqrt(ple)) / sqrt(2),
-// out: [n, n_layers, ple]. Reads only the table rows of these tokens (HF: get/project_per_layer_inputs).
-void Gemma4::PerLayerInputs(const int32_t* tokens, int n, Workspace& ws, ThreadPool& pool, const Scratch& s) const {
-  const int width = ple_dim_ * config_.n_layers;
-  float* out = s.per_layer;
-  MatMul(ple_model_proj_, ws.x.data(), n, out, pool);
-  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(config_.d_model));
-  const float table_scale = std::sqrt(static_cast<float>(ple_dim_));
-  const float mix = 1.0f / std::sqrt(2.0f);
-  float* row = s.ple_row;
-  for (int t = 0; t < n; ++t) {
-    float* o = out + static_cast<size_t>(t) * width;
-    for (int k = 0; k < width; ++k) o[k] *= proj_scale;
-    NormRows(o, ple_proj_norm_, config_.n_layers, ple_dim_, config_.norm_eps, o);
-    GetRow(ple_table_, tokens[t], table_scale, row);
-    for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
-  }
-}
-
-void Gemma4::Attention(int i, KvCache& cache, Workspace& ws, ThreadPool& pool, int n) const {
-  const Layer& l = layers_[i];
-  const LayerConfig& lc = config_.layers[i];
-  const int64_t pos0 = cache.n_past();
-  const float eps = config_.norm_eps;
-  MatMul(l.attn.q, ws.xn.data(), n, ws.q.data(), pool);
-  NormHeads(ws.q.data(), n, lc.n_heads, lc.head_dim, l.attn.q_norm, eps);
-  RopeRows(ws.q.data(), n, lc.n_heads, lc.head_dim, l.inv_freq, pos0);
-  AttendArgs a{&lc, i, lc.sliding ? config_.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
-               config_.attn_scale, 0.0f, ws.attn.data()};
-  if (lc.kv_source >= 0) {
-    // A KV-shared layer reads the source layer's cache and the source's K/V of this very batch.
-    const int slot = ws.hold_slot[lc.kv_source];
-    a.cache_layer = lc.kv_source;
-    a.k_new = ws.hold_k[slot].data();
-    a.v_new = ws.hold_v[slot].data();
-    Attend(a, cache, ws, pool);
-  } else {
-    const size_t kv_values = static_cast<size_t>(n) * lc.n_kv_heads * lc.head_dim;
-    MatMul(l.attn.k, ws.xn.data(), n, ws.k.data(), pool);
-    if (l.attn.v) MatMul(l.attn.v, ws.xn.data(), n, ws.v.data(), pool);
-    else std::copy(ws.k.begin(), ws.k.begin() + kv_values, ws.v.begin());  // K=V: raw K before norm/rope
-    NormHeads(ws.k.data(), n, lc.n_kv_heads, lc.head_dim, l.attn.k_norm, eps);
-    NormHeads(ws.v.data(), n, lc.n_kv_heads, lc.head_dim_v, {}, eps);  // v_norm has no weight
-    RopeRows(ws.k.data(), n, lc.n_kv_heads, lc.head_dim, l.inv_freq, pos0);
-    Attend(a, cache, ws, pool);
-    const int slot = ws.hold_slot[i];
-    if (slot >= 0) {
-      std::copy(ws.k.begin(), ws.k.begin() + kv_values, ws.hold_k[slot].begin());
-      std::copy(ws.v.begin(), ws.v.begin() + kv_values, ws.hold_v[slot].begin());
-    } else {
-      CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
-    }
-  }
-  MatMul(l.attn.o, ws.attn.data(), n, ws.tmp.data(), pool);
-}
 
 // Routed experts (26B-A4B): router on rmsnorm(residual) * scale / sqrt(d), softmax, top-k,
 // renormalised, times a per-expert scale; each chosen expert is a GeGLU MLP on pre_norm(residual).
@@ -363,13 +256,13 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   const int d = c.d_model;
   const float eps = c.norm_eps;
   EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-  Scratch s;
-  Scratch::Carve(*this, ws.max_batch, ws.extra.data(), &s);
-  if (ple_dim_ > 0) PerLayerInputs(tokens, n, ws, pool, s);
+  ScratchArena arena(ws.extra.data());
+  const Scratch s = Layout(ws.max_batch, arena);
+  if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), pool, s.ple_row, s.per_layer);
   for (int i = 0; i < c.n_layers; ++i) {
     const Layer& l = layers_[i];
     NormRows(ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
-    Attention(i, cache, ws, pool, n);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
     NormRows(ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     AddRows(ws.x.data(), ws.tmp.data(), n, d);
 
@@ -385,14 +278,10 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
     NormRows(ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
     AddRows(ws.x.data(), ws.tmp.data(), n, d);
 
-    if (ple_dim_ > 0) {
+    if (ple_.dim > 0) {
       // h += post_norm(proj(gelu(gate(h)) * per_layer_input[i]))
       MatMul(l.ple_gate, ws.x.data(), n, s.ple_act, pool);
-      for (int t = 0; t < n; ++t) {
-        const float* pin = s.per_layer + (static_cast<size_t>(t) * c.n_layers + i) * ple_dim_;
-        float* a = s.ple_act + static_cast<size_t>(t) * ple_dim_;
-        for (int k = 0; k < ple_dim_; ++k) a[k] = GeluTanh(a[k]) * pin[k];
-      }
+      ple_.GateWithInput(c, i, s.per_layer, n, s.ple_act);
       MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
       NormRows(s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
       AddRows(ws.x.data(), s.ple_out, n, d);
@@ -401,11 +290,7 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
     }
   }
-  // K/V that KV-shared layers read during this chunk go into the cache only now.
-  for (int i = 0; i < c.n_layers; ++i) {
-    const int slot = ws.hold_slot[i];
-    if (slot >= 0) CommitKv(cache, i, ws.hold_k[slot].data(), ws.hold_v[slot].data(), n, cache.n_past());
-  }
+  CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
   if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
 }
 
