@@ -1,6 +1,7 @@
 // Math kernels the model code calls: matmul over quantized weights, norms, activations, RoPE, softmax.
-// Kernels know nothing of layers or sessions. This header declares the reference (scalar) versions;
-// SIMD variants must match them (tests compare on odd sizes).
+// Kernels know nothing of layers or sessions. Each function dispatches to the active KernelTable
+// (kernel_table.h): Highway SIMD code for the best CPU target, or the scalar reference that defines
+// the results (GEMLET_KERNELS=ref forces it; tests compare every SIMD kernel with it on odd sizes).
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,9 @@ struct WeightMatrix {
 
 // y[t, o] = sum_i w[o, i] * x[t, i] for t < n_tokens. x: [n_tokens, n_in], y: [n_tokens, n_out].
 // Rows of w are split across the pool; each row is decoded once and reused for every token.
+// F32/F16/BF16 weights compute in float. For quantized weights the SIMD kernels first quantize each
+// row of x to 8 bits (per 32 values, or per 256 for the K types, as llama.cpp does) and use integer
+// dot products: results differ from the reference by that rounding (bounded in the tests).
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 // Copies row `r` of w (e.g. a token embedding) into dst as floats, scaled.
@@ -54,5 +58,8 @@ void Softmax(float* x, int64_t n);
 
 // x = cap * tanh(x / cap), in place.
 void SoftCap(float* x, int64_t n, float cap);
+
+// Name of the kernels in use: "ref" or a Highway target ("AVX3_DL", "AVX2", "NEON", ...).
+const char* ActiveKernelsName();
 
 }  // namespace gemlet

@@ -3,9 +3,17 @@
 #include <vector>
 
 #include "base/half.h"
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 
 namespace gemlet {
+
+float GeluTanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+namespace ref {
+float DotF32(const float* a, const float* b, int64_t n);  // not the dispatching gemlet::DotF32
 
 namespace {
 // One decode buffer per thread, grown once: the matmul loop itself never allocates.
@@ -34,23 +42,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   });
 }
 
-void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
-  DequantizeRow(w.type, w.Row(r), dst, w.n_in);
-  if (scale != 1.0f) {
-    for (int64_t i = 0; i < w.n_in; ++i) dst[i] *= scale;
-  }
-}
-
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
   double sum_sq = 0;
   for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
   const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(n)) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = w ? x[i] * inv * w[i] : x[i] * inv;
-}
-
-float GeluTanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
 void GeluTanhMul(float* gate, const float* up, int64_t n) {
@@ -107,6 +103,23 @@ void Softmax(float* x, int64_t n) {
 void SoftCap(float* x, int64_t n, float cap) {
   const float inv = 1.0f / cap;
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+}  // namespace ref
+
+// An embedding lookup is one row per token: the reference is fast enough and defines the values.
+void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
+  DequantizeRow(w.type, w.Row(r), dst, w.n_in);
+  if (scale != 1.0f) {
+    for (int64_t i = 0; i < w.n_in; ++i) dst[i] *= scale;
+  }
+}
+
+const KernelTable& RefKernels() {
+  static const KernelTable table = {"ref",          ref::MatMul,  ref::RmsNorm,   ref::GeluTanhMul,
+                                    ref::RopeRotateHalf, ref::DotF32, ref::DotF16, ref::AxpyF32,
+                                    ref::AxpyF16,   ref::Softmax, ref::SoftCap};
+  return table;
 }
 
 }  // namespace gemlet

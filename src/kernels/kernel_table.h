@@ -1,0 +1,40 @@
+// KernelTable: one implementation of every kernel in kernels.h (the scalar reference, or the Highway
+// code compiled for one CPU target), and the choice of the table the public functions dispatch to.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace gemlet {
+
+struct KernelTable {
+  const char* name;  // "ref", or the Highway target: "AVX3_DL", "AVX3", "AVX2", "NEON", "EMU128"
+  void (*matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+  void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out);
+  void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
+  void (*rope_rotate_half)(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  float (*dot_f16)(const float* a, const uint16_t* b, int64_t n);
+  void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
+  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
+  void (*softmax)(float* x, int64_t n);
+  void (*soft_cap)(float* x, int64_t n, float cap);
+};
+
+// The scalar reference kernels (kernels_ref.cc): the specification, and the fallback.
+const KernelTable& RefKernels();
+
+// The table the public functions use, chosen once: GEMLET_KERNELS=ref forces the reference,
+// GEMLET_KERNELS=<target name> (e.g. AVX2) a compiled and supported Highway target; otherwise the
+// best Highway target this CPU supports.
+const KernelTable& ActiveKernels();
+
+// Highway targets compiled into gemlet that this CPU can run, best first (hwy target bits).
+std::vector<int64_t> SimdTargets();
+// The table compiled for one of SimdTargets(); nullptr for any other target. Not thread-safe
+// (it briefly redirects Highway's dispatch); for tests and start-up only.
+const KernelTable* SimdKernels(int64_t target);
+
+}  // namespace gemlet

@@ -1,0 +1,53 @@
+// The public kernel functions: each forwards to the KernelTable chosen once per process.
+#include <hwy/targets.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/kernel_table.h"
+
+namespace gemlet {
+
+namespace {
+const KernelTable& ChooseKernels() {
+  const char* env = std::getenv("GEMLET_KERNELS");
+  const std::vector<int64_t> targets = SimdTargets();
+  if (env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0) {
+    if (std::strcmp(env, "ref") == 0) return RefKernels();
+    for (int64_t t : targets) {
+      if (std::strcmp(env, hwy::TargetName(t)) == 0) return *SimdKernels(t);
+    }
+    std::fprintf(stderr, "gemlet: GEMLET_KERNELS=%s is not ref, auto or a supported target; using auto\n", env);
+  }
+  if (targets.empty()) return RefKernels();
+  const KernelTable* best = SimdKernels(targets.front());
+  return best != nullptr ? *best : RefKernels();
+}
+}  // namespace
+
+const KernelTable& ActiveKernels() {
+  static const KernelTable& table = ChooseKernels();
+  return table;
+}
+
+const char* ActiveKernelsName() { return ActiveKernels().name; }
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  ActiveKernels().matmul(w, x, n_tokens, y, pool);
+}
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  ActiveKernels().rms_norm(x, w, n, eps, out);
+}
+void GeluTanhMul(float* gate, const float* up, int64_t n) { ActiveKernels().gelu_tanh_mul(gate, up, n); }
+void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
+  ActiveKernels().rope_rotate_half(x, n_heads, head_dim, inv_freq, pos);
+}
+float DotF32(const float* a, const float* b, int64_t n) { return ActiveKernels().dot_f32(a, b, n); }
+float DotF16(const float* a, const uint16_t* b, int64_t n) { return ActiveKernels().dot_f16(a, b, n); }
+void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().axpy_f32(a, x, y, n); }
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) { ActiveKernels().axpy_f16(a, x, y, n); }
+void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
+void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
+
+}  // namespace gemlet

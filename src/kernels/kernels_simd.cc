@@ -1,0 +1,256 @@
+// Highway SIMD element-wise kernels (norms, activations, softmax, attention dots), one source compiled
+// for every CPU target, and the per-target KernelTable that the dispatcher picks from at runtime.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/kernels_simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "base/half.h"
+#include "kernels/kernel_table.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gemlet {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Defined per target in matmul_simd.cc.
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+namespace {
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+HWY_INLINE float ReduceSum(DF d, VF v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
+
+// f16 lanes from memory as floats (F16C on x86, fcvtl on NEON).
+HWY_INLINE VF LoadF16(DF df, const uint16_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
+float DotF32(const float* a, const float* b, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
+  }
+  if (i + N <= n) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    i += N;
+  }
+  float sum = ReduceSum(d, hn::Add(s0, s1));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+float DotF16(const float* a, const uint16_t* b, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), LoadF16(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), LoadF16(d, b + i + N), s1);
+  }
+  if (i + N <= n) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), LoadF16(d, b + i), s0);
+    i += N;
+  }
+  float sum = ReduceSum(d, hn::Add(s0, s1));
+  for (; i < n; ++i) sum += a[i] * F16ToF32(b[i]);
+  return sum;
+}
+
+void AxpyF32(float a, const float* x, float* y, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF va = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF va = hn::Set(d, a);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, LoadF16(d, x + i), hn::LoadU(d, y + i)), d, y + i);
+  for (; i < n; ++i) y[i] += a * F16ToF32(x[i]);
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  // Squares are positive, so float partial sums in four lanes-wide accumulators lose only
+  // ~n/(4N) ulps; the reference's double sum is the exact value they are tested against.
+  VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const VF a = hn::LoadU(d, x + i), b = hn::LoadU(d, x + i + N);
+    const VF c = hn::LoadU(d, x + i + 2 * N), e = hn::LoadU(d, x + i + 3 * N);
+    s0 = hn::MulAdd(a, a, s0);
+    s1 = hn::MulAdd(b, b, s1);
+    s2 = hn::MulAdd(c, c, s2);
+    s3 = hn::MulAdd(e, e, s3);
+  }
+  for (; i + N <= n; i += N) {
+    const VF a = hn::LoadU(d, x + i);
+    s0 = hn::MulAdd(a, a, s0);
+  }
+  double sum_sq = ReduceSum(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+  for (; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(n)) + eps);
+  const VF vinv = hn::Set(d, inv);
+  i = 0;
+  if (w != nullptr) {
+    for (; i + N <= n; i += N) {
+      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), vinv), hn::LoadU(d, w + i)), d, out + i);
+    }
+    for (; i < n; ++i) out[i] = x[i] * inv * w[i];
+  } else {
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, out + i);
+    for (; i < n; ++i) out[i] = x[i] * inv;
+  }
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), written as the reference writes it; Highway's
+// Tanh is within 4 ulp of std::tanh.
+HWY_INLINE VF GeluTanhV(DF d, VF x) {
+  const VF k = hn::Set(d, 0.7978845608028654f);
+  const VF c = hn::Set(d, 0.044715f);
+  const VF half = hn::Set(d, 0.5f);
+  const VF one = hn::Set(d, 1.0f);
+  const VF inner = hn::Mul(k, hn::Add(x, hn::Mul(hn::Mul(hn::Mul(c, x), x), x)));
+  return hn::Mul(hn::Mul(half, x), hn::Add(one, hn::Tanh(d, inner)));
+}
+
+void GeluTanhMul(float* gate, const float* up, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(GeluTanhV(d, hn::LoadU(d, gate + i)), hn::LoadU(d, up + i)), d, gate + i);
+  }
+  for (; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
+}
+
+// Angles and their sin/cos stay scalar (as in the reference, so positions far into the context
+// rotate identically); the rotation of every head is vectorised over the pair index.
+void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
+  const DF d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  const int half = head_dim / 2;
+  const float p = static_cast<float>(pos);
+  constexpr int kMaxHalf = 2048;  // head_dim <= 4096 (model config checks)
+  HWY_ALIGN float cos_buf[kMaxHalf], sin_buf[kMaxHalf];
+  for (int i = 0; i < half; ++i) {
+    const float angle = p * inv_freq[i];
+    cos_buf[i] = std::cos(angle);
+    sin_buf[i] = std::sin(angle);
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<size_t>(h) * head_dim;
+    int i = 0;
+    for (; i + N <= half; i += N) {
+      const VF a = hn::LoadU(d, v + i), b = hn::LoadU(d, v + i + half);
+      const VF c = hn::Load(d, cos_buf + i), s = hn::Load(d, sin_buf + i);
+      hn::StoreU(hn::Sub(hn::Mul(a, c), hn::Mul(b, s)), d, v + i);
+      hn::StoreU(hn::Add(hn::Mul(b, c), hn::Mul(a, s)), d, v + i + half);
+    }
+    for (; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos_buf[i] - b * sin_buf[i];
+      v[i + half] = b * cos_buf[i] + a * sin_buf[i];
+    }
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  float max = x[0];
+  int64_t i = 0;
+  if (n >= N) {
+    VF vmax = hn::LoadU(d, x);
+    for (i = N; i + N <= n; i += N) vmax = hn::Max(vmax, hn::LoadU(d, x + i));
+    max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  }
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const VF vmax = hn::Set(d, max);
+  VF vsum = hn::Zero(d);
+  i = 0;
+  for (; i + N <= n; i += N) {
+    const VF e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax));
+    vsum = hn::Add(vsum, e);
+    hn::StoreU(e, d, x + i);
+  }
+  float sum = ReduceSum(d, vsum);
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  const VF vinv = hn::Set(d, inv);
+  i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float inv = 1.0f / cap;
+  const VF vcap = hn::Set(d, cap), vinv = hn::Set(d, inv);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(vcap, hn::Tanh(d, hn::Mul(hn::LoadU(d, x + i), vinv))), d, x + i);
+  }
+  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+}  // namespace
+
+const KernelTable* GetKernelTable() {
+  static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, RmsNorm, GeluTanhMul,
+                                    RopeRotateHalf, DotF32, DotF16, AxpyF32, AxpyF16, Softmax, SoftCap};
+  return &table;
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace gemlet
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace gemlet {
+
+HWY_EXPORT(GetKernelTable);
+
+std::vector<int64_t> SimdTargets() { return hwy::SupportedAndGeneratedTargets(); }
+
+const KernelTable* SimdKernels(int64_t target) {
+  bool found = false;
+  for (int64_t t : SimdTargets()) found |= t == target;
+  if (!found) return nullptr;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  // Highway's own way to reach one target's code: pretend the CPU supports only it, dispatch, undo.
+  hwy::SetSupportedTargetsForTest(target);
+  const KernelTable* table = HWY_DYNAMIC_DISPATCH(GetKernelTable)();
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+  return table;
+}
+
+}  // namespace gemlet
+#endif  // HWY_ONCE

@@ -1,0 +1,263 @@
+// Highway SIMD matmul over stored weights: float types in float (FMA), quantized types as integer
+// dot products against activations quantized once per call. Decode (one token: GEMV, rows split
+// across threads) and prefill (many tokens: GEMM, row blocks x token tiles so that each weight block
+// is decoded once per tile) are separate paths.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul_simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/act_quant.h"
+#include "kernels/kernel_table.h"
+#include "kernels/quant_dot-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace gemlet {
+namespace HWY_NAMESPACE {
+#if HWY_TARGET == HWY_SCALAR
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  RefKernels().matmul(w, x, n_tokens, y, pool);  // one-lane vectors: see quant_dot-inl.h
+}
+#else
+namespace {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Tokens per GEMM tile: each decoded weight block is used this many times while in registers.
+constexpr int kTileTokens = 4;
+// Weight bytes per GEMM row block: small enough to stay in L1/L2 while every token tile passes.
+constexpr size_t kRowBlockBytes = 32 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Float weights.
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr size_t kMaxLanes = hn::MaxLanes(DF());
+
+HWY_INLINE VF LoadWeights(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadWeights(DF d, const hwy::float16_t* p) {
+  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+HWY_INLINE VF LoadWeights(DF d, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+HWY_INLINE float WeightToFloat(float v) { return v; }
+HWY_INLINE float WeightToFloat(hwy::float16_t v) {
+  uint16_t bits;
+  std::memcpy(&bits, &v, 2);
+  return F16ToF32(bits);
+}
+HWY_INLINE float WeightToFloat(hwy::bfloat16_t v) {
+  uint16_t bits;
+  std::memcpy(&bits, &v, 2);
+  return Bf16ToF32(bits);
+}
+
+template <typename WT>
+struct KFloat {
+  using Act = float;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const float* const* x, float* out) {
+    const DF d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    const WT* w = reinterpret_cast<const WT*>(row);
+    VF acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = hn::Zero(d);
+    int64_t i = 0;
+    for (; i + N <= n_in; i += N) {
+      const VF wv = LoadWeights(d, w + i);
+      for (int t = 0; t < NT; ++t) acc[t] = hn::MulAdd(wv, hn::LoadU(d, x[t] + i), acc[t]);
+    }
+    if (i < n_in) {
+      // The tail as one more zero-padded vector: the same operations whatever NT is, so that a
+      // token's result does not depend on the tile it was computed in.
+      HWY_ALIGN float wt[kMaxLanes] = {}, xt[kMaxLanes] = {};
+      for (int64_t j = i; j < n_in; ++j) wt[j - i] = WeightToFloat(w[j]);
+      const VF wv = hn::Load(d, wt);
+      for (int t = 0; t < NT; ++t) {
+        for (int64_t j = i; j < n_in; ++j) xt[j - i] = x[t][j];
+        acc[t] = hn::MulAdd(wv, hn::Load(d, xt), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = hn::GetLane(hn::SumOfLanes(d, acc[t]));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantization (act_quant.h), vectorised over at most 16 lanes so that a lane group
+// never straddles two 16-value sums.
+
+using DQ = hn::CappedTag<float, 16>;
+
+// Quantizes n values (a multiple of 16) with scale 1/id into q; returns the sum of q, and when
+// group_sums is set, the sum of each 16 values.
+HWY_INLINE int QuantizeSpan(const float* x, int n, float id, int8_t* q, int16_t* group_sums) {
+  const DQ d;
+  const hn::RebindToSigned<DQ> di;
+  const hn::Rebind<int8_t, DQ> d8;
+  const int N = static_cast<int>(hn::Lanes(d));
+  const auto vid = hn::Set(d, id);
+  auto total = hn::Zero(di);
+  for (int g = 0; g < n; g += 16) {
+    auto group = hn::Zero(di);
+    for (int i = g; i < g + 16; i += N) {
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(d, x + i), vid));
+      group = hn::Add(group, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, q + i);
+    }
+    if (group_sums != nullptr) group_sums[g / 16] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(di, group)));
+    total = hn::Add(total, group);
+  }
+  return hn::GetLane(hn::SumOfLanes(di, total));
+}
+
+HWY_INLINE float AbsMax(const float* x, int n) {
+  const DQ d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  auto m = hn::Zero(d);
+  for (int i = 0; i < n; i += N) m = hn::Max(m, hn::Abs(hn::LoadU(d, x + i)));
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
+
+void QuantizeRow32(const float* x, int64_t n, BlockQ8x32* out) {
+  for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
+    const float amax = AbsMax(x, kBlock32);
+    BlockQ8x32& o = out[b];
+    o.d = ActScale(amax);
+    const int sum = QuantizeSpan(x, kBlock32, amax > 0 ? 127.0f / amax : 0.0f, o.qs, nullptr);
+    o.s = o.d * static_cast<float>(sum);
+  }
+}
+
+void QuantizeRowK(const float* x, int64_t n, BlockQ8_K* out) {
+  for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
+    const float amax = AbsMax(x, kBlockK);
+    BlockQ8_K& o = out[b];
+    o.d = ActScale(amax);
+    QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, o.qs, o.bsums);
+  }
+}
+
+// The calling thread's activation buffer, grown once to the largest size seen: a matmul never
+// allocates in steady state.
+template <class Act>
+Act* ActScratch(size_t n) {
+  thread_local std::vector<Act> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+template <class Act>
+const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
+  constexpr int64_t kBlock = sizeof(Act) == sizeof(BlockQ8x32) ? kBlock32 : kBlockK;
+  const int64_t nb = n_in / kBlock;
+  Act* out = ActScratch<Act>(static_cast<size_t>(n_tokens * nb));
+  auto run = [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      const float* row = x + static_cast<int64_t>(t) * n_in;
+      if constexpr (kBlock == kBlock32) QuantizeRow32(row, n_in, out + static_cast<int64_t>(t) * nb);
+      else QuantizeRowK(row, n_in, out + static_cast<int64_t>(t) * nb);
+    }
+  };
+  if (n_tokens == 1) run(0, 1, 0);
+  else pool.ParallelFor(static_cast<size_t>(n_tokens), run);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Drivers. act[t * act_stride] is token t's activation row (floats, or its quantized blocks).
+
+// Decode: one token, rows split across the pool.
+template <class K>
+void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, ThreadPool& pool) {
+  pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
+    const typename K::Act* x[1] = {act};
+    for (size_t o = begin; o < end; ++o) K::template Tile<1>(w.Row(static_cast<int64_t>(o)), w.n_in, x, y + o);
+  });
+}
+
+template <class K, int NT>
+HWY_INLINE void GemmTile(const WeightMatrix& w, int64_t r0, int64_t r1, const typename K::Act* const* x,
+                         int64_t t0, float* y) {
+  float out[NT];
+  for (int64_t o = r0; o < r1; ++o) {
+    K::template Tile<NT>(w.Row(o), w.n_in, x, out);
+    for (int t = 0; t < NT; ++t) y[(t0 + t) * w.n_out + o] = out[t];
+  }
+}
+
+// Prefill: blocks of rows (kRowBlockBytes) split across the pool; within a block, every tile of
+// kTileTokens tokens runs over the block's rows while they are hot in cache.
+template <class K>
+void Gemm(const WeightMatrix& w, const typename K::Act* act, int64_t act_stride, int64_t n_tokens, float* y,
+          ThreadPool& pool) {
+  const int64_t rows_per_block =
+      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<size_t>(w.row_bytes, 1)), 1, 64);
+  const int64_t n_blocks = (w.n_out + rows_per_block - 1) / rows_per_block;
+  pool.ParallelFor(static_cast<size_t>(n_blocks), [&](size_t begin, size_t end, int) {
+    for (size_t blk = begin; blk < end; ++blk) {
+      const int64_t r0 = static_cast<int64_t>(blk) * rows_per_block;
+      const int64_t r1 = std::min(w.n_out, r0 + rows_per_block);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+        const typename K::Act* x[kTileTokens];
+        const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
+        for (int t = 0; t < nt; ++t) x[t] = act + (t0 + t) * act_stride;
+        switch (nt) {
+          case 4: GemmTile<K, 4>(w, r0, r1, x, t0, y); break;
+          case 3: GemmTile<K, 3>(w, r0, r1, x, t0, y); break;
+          case 2: GemmTile<K, 2>(w, r0, r1, x, t0, y); break;
+          default: GemmTile<K, 1>(w, r0, r1, x, t0, y); break;
+        }
+      }
+    }
+  });
+}
+static_assert(kTileTokens == 4, "Gemm's switch lists the tile sizes");
+
+template <class K>
+void Run(const WeightMatrix& w, const typename K::Act* act, int64_t act_stride, int64_t n_tokens, float* y,
+         ThreadPool& pool) {
+  if (n_tokens == 1) Gemv<K>(w, act, y, pool);
+  else Gemm<K>(w, act, act_stride, n_tokens, y, pool);
+}
+
+template <class K>
+void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  using Act = typename K::Act;
+  constexpr int64_t kBlock = sizeof(Act) == sizeof(BlockQ8x32) ? kBlock32 : kBlockK;
+  const Act* act = QuantizeActivations<Act>(x, n_tokens, w.n_in, pool);
+  Run<K>(w, act, w.n_in / kBlock, n_tokens, y, pool);
+}
+
+}  // namespace
+
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (n_tokens <= 0 || w.n_out <= 0) return;
+  switch (w.type) {
+    case DType::kF32: return Run<KFloat<float>>(w, x, w.n_in, n_tokens, y, pool);
+    case DType::kF16: return Run<KFloat<hwy::float16_t>>(w, x, w.n_in, n_tokens, y, pool);
+    case DType::kBF16: return Run<KFloat<hwy::bfloat16_t>>(w, x, w.n_in, n_tokens, y, pool);
+    case DType::kQ4_0: return RunQuantized<qd::KQ4_0>(w, x, n_tokens, y, pool);
+    case DType::kQ4_1: return RunQuantized<qd::KQ4_1>(w, x, n_tokens, y, pool);
+    case DType::kQ5_0: return RunQuantized<qd::KQ5_0>(w, x, n_tokens, y, pool);
+    case DType::kQ5_1: return RunQuantized<qd::KQ5_1>(w, x, n_tokens, y, pool);
+    case DType::kQ8_0: return RunQuantized<qd::KQ8_0>(w, x, n_tokens, y, pool);
+    case DType::kQ2_K: return RunQuantized<qd::KQ2_K>(w, x, n_tokens, y, pool);
+    case DType::kQ3_K: return RunQuantized<qd::KQ3_K>(w, x, n_tokens, y, pool);
+    case DType::kQ4_K: return RunQuantized<qd::KQ4_K>(w, x, n_tokens, y, pool);
+    case DType::kQ5_K: return RunQuantized<qd::KQ5_K>(w, x, n_tokens, y, pool);
+    case DType::kQ6_K: return RunQuantized<qd::KQ6_K>(w, x, n_tokens, y, pool);
+    default: return RefKernels().matmul(w, x, n_tokens, y, pool);  // types without a SIMD path
+  }
+}
+#endif  // HWY_TARGET == HWY_SCALAR
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace gemlet
+HWY_AFTER_NAMESPACE();

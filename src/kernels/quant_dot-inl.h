@@ -1,0 +1,468 @@
+// Per-target integer dot products of quantized weight blocks with 8-bit activations (act_quant.h):
+// one weight row against a tile of NT tokens, each block decoded once for the whole tile.
+// Included by matmul_simd.cc inside its foreach_target loop (Highway's -inl.h convention).
+#if defined(GEMLET_KERNELS_QUANT_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GEMLET_KERNELS_QUANT_DOT_INL_H_
+#undef GEMLET_KERNELS_QUANT_DOT_INL_H_
+#else
+#define GEMLET_KERNELS_QUANT_DOT_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstring>
+
+#include "base/half.h"
+#include "kernels/act_quant.h"
+#include "tensor/quant_blocks.h"
+
+// HWY_SCALAR (the fallback target where GCC < 12.3 cannot build EMU128) has one-lane vectors only:
+// its matmul is the reference one.
+#if HWY_TARGET != HWY_SCALAR
+HWY_BEFORE_NAMESPACE();
+namespace gemlet {
+namespace HWY_NAMESPACE {
+namespace qd {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The 32 quantized values of a block (or of a 32-value slice of a K block) travel as a B32: one
+// 256-bit vector on x86 (AVX2 and AVX-512 use 256-bit ops here: a block is 32 bytes, and maddubs /
+// dpbusd exist at that width), two 128-bit vectors elsewhere (NEON, EMU128).
+#undef GEMLET_X86_256
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define GEMLET_X86_256 1
+using DU8 = hn::Full256<uint8_t>;
+constexpr int kParts = 1;
+#else
+#define GEMLET_X86_256 0
+using DU8 = hn::Full128<uint8_t>;
+constexpr int kParts = 2;
+#endif
+constexpr int kPartBytes = 32 / kParts;
+using DI8 = hn::RebindToSigned<DU8>;
+using DI16 = hn::Repartition<int16_t, DU8>;
+using DI32 = hn::Repartition<int32_t, DU8>;
+using DF32 = hn::Repartition<float, DU8>;
+using VU8 = hn::Vec<DU8>;
+using VI16 = hn::Vec<DI16>;
+using VI32 = hn::Vec<DI32>;
+using VF32 = hn::Vec<DF32>;
+
+struct B32 {
+  VU8 p[kParts];
+};
+// Per-16-byte i16 multipliers for DotScaled: p[k] applies to bytes 16k..16k+15 of a B32 (on x86 the
+// low 128 bits of the one vector carry the first multiplier, the high 128 bits the second).
+struct S16 {
+  VI16 p[kParts];
+};
+
+HWY_INLINE float HalfToFloat(uint16_t h) {
+#if GEMLET_X86_256
+  return _cvtsh_ss(h);
+#else
+  return F16ToF32(h);
+#endif
+}
+
+HWY_INLINE B32 Load(const void* ptr) {
+  const uint8_t* p = static_cast<const uint8_t*>(ptr);
+  B32 r;
+  for (int k = 0; k < kParts; ++k) r.p[k] = hn::LoadU(DU8(), p + k * kPartBytes);
+  return r;
+}
+HWY_INLINE B32 And(B32 a, uint8_t mask) {
+  for (int k = 0; k < kParts; ++k) a.p[k] = hn::And(a.p[k], hn::Set(DU8(), mask));
+  return a;
+}
+HWY_INLINE B32 Or(B32 a, B32 b) {
+  for (int k = 0; k < kParts; ++k) a.p[k] = hn::Or(a.p[k], b.p[k]);
+  return a;
+}
+template <int kBits>
+HWY_INLINE B32 Shr(B32 a) {
+  for (int k = 0; k < kParts; ++k) a.p[k] = hn::ShiftRight<kBits>(a.p[k]);
+  return a;
+}
+template <int kBits>
+HWY_INLINE B32 Shl(B32 a) {
+  for (int k = 0; k < kParts; ++k) a.p[k] = hn::ShiftLeft<kBits>(a.p[k]);
+  return a;
+}
+
+// 16 bytes of nibbles as 32 values, the 32-value types' order: low nibbles first, then high ones.
+HWY_INLINE B32 Nibbles16(const uint8_t* p) {
+  const hn::Full128<uint8_t> d16;
+  const auto x = hn::LoadU(d16, p);
+  const auto low = hn::And(x, hn::Set(d16, 0x0F));
+#if GEMLET_X86_256
+  return B32{{hn::Combine(DU8(), hn::ShiftRight<4>(x), low)}};
+#else
+  return B32{{low, hn::ShiftRight<4>(x)}};
+#endif
+}
+
+// Byte j = value where bit j of the 32 little-endian bits at p is set, else 0.
+HWY_INLINE B32 BitsToBytes(const uint8_t* bits, uint8_t value) {
+  B32 r;
+  for (int k = 0; k < kParts; ++k) {
+    r.p[k] = hn::IfThenElseZero(hn::LoadMaskBits(DU8(), bits + k * kPartBytes / 8), hn::Set(DU8(), value));
+  }
+  return r;
+}
+
+HWY_INLINE S16 Scales(int first16, int second16) {
+#if GEMLET_X86_256
+  return S16{{VI16{_mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(second16)),
+                                    _mm_set1_epi16(static_cast<int16_t>(first16)))}}};
+#else
+  return S16{{hn::Set(DI16(), static_cast<int16_t>(first16)), hn::Set(DI16(), static_cast<int16_t>(second16))}};
+#endif
+}
+
+#if !GEMLET_X86_256
+// sum over bytes of w * x * scale (w, x as signed bytes), partial sums spread over i32 lanes. The
+// products fit i16 (|w| <= 128, |x| <= 127) and the pair sums with a scale <= 128 fit i32.
+HWY_INLINE VI32 DotScaledGeneric(B32 w, B32 x, S16 s) {
+  const DI8 d8;
+  const hn::Half<DI8> h8;
+  const DI16 d16;
+  VI32 s0 = hn::Zero(DI32()), s1 = hn::Zero(DI32());
+  for (int k = 0; k < kParts; ++k) {
+    const auto wi = hn::BitCast(d8, w.p[k]), xi = hn::BitCast(d8, x.p[k]);
+    const VI16 lo = hn::Mul(hn::PromoteTo(d16, hn::LowerHalf(h8, wi)), hn::PromoteTo(d16, hn::LowerHalf(h8, xi)));
+    const VI16 hi = hn::Mul(hn::PromoteTo(d16, hn::UpperHalf(h8, wi)), hn::PromoteTo(d16, hn::UpperHalf(h8, xi)));
+    s0 = hn::ReorderWidenMulAccumulate(DI32(), lo, s.p[k], s0, s1);
+    s0 = hn::ReorderWidenMulAccumulate(DI32(), hi, s.p[k], s0, s1);
+  }
+  return hn::Add(s0, s1);
+}
+#endif
+
+// sum_j w_j * x_j * scale(j) for unsigned w_j <= 63 and signed x_j in -127..127 (no saturation:
+// maddubs pair sums stay below 2 * 63 * 128).
+HWY_INLINE VI32 DotScaled(B32 w, B32 x, S16 s) {
+#if GEMLET_X86_256
+  return VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(w.p[0].raw, x.p[0].raw), s.p[0].raw)};
+#else
+  return DotScaledGeneric(w, x, s);
+#endif
+}
+
+// acc + sum_j w_j * x_j for unsigned w_j <= 63, signed x_j (dpbusd on AVX-512 VNNI).
+HWY_INLINE VI32 DotAcc(VI32 acc, B32 w, B32 x) {
+#if GEMLET_X86_256 && HWY_TARGET == HWY_AVX3_DL
+  return VI32{_mm256_dpbusd_epi32(acc.raw, w.p[0].raw, x.p[0].raw)};
+#elif GEMLET_X86_256
+  return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(w.p[0].raw, x.p[0].raw), _mm256_set1_epi16(1))});
+#else
+  return hn::Add(acc, DotScaledGeneric(w, x, Scales(1, 1)));
+#endif
+}
+
+// acc + sum_j w_j * x_j for signed w_j (Q8_0): x86 moves w's sign onto x so that maddubs / dpbusd
+// see |w| <= 128 unsigned.
+HWY_INLINE VI32 DotSignedAcc(VI32 acc, B32 w, B32 x) {
+#if GEMLET_X86_256
+  B32 aw, sx;
+  aw.p[0] = VU8{_mm256_sign_epi8(w.p[0].raw, w.p[0].raw)};
+  sx.p[0] = VU8{_mm256_sign_epi8(x.p[0].raw, w.p[0].raw)};
+  return DotAcc(acc, aw, sx);
+#else
+  return hn::Add(acc, DotScaledGeneric(w, x, Scales(1, 1)));
+#endif
+}
+
+HWY_INLINE VF32 MulAddInt(VI32 isum, float scale, VF32 acc) {
+  return hn::MulAdd(hn::ConvertTo(DF32(), isum), hn::Set(DF32(), scale), acc);
+}
+HWY_INLINE float Sum(VF32 v) { return hn::GetLane(hn::SumOfLanes(DF32(), v)); }
+
+// ---------------------------------------------------------------------------------------------
+// Each weight type: Tile<NT>(row, n_in, x, out) sets out[t] = dot(row, activations x[t]) for t < NT.
+// Offsets (Q4_0's -8, Q5_0's -16, the K types' mins and fixed offsets) are kept out of the byte
+// products and applied through the activations' sums, so every weight byte is an unsigned value.
+
+template <int NT, class Block, class Decode, class Offset>
+HWY_INLINE void Tile32(const uint8_t* row, int64_t n_in, const BlockQ8x32* const* x, float* out, Decode decode,
+                       Offset offset) {
+  const Block* w = reinterpret_cast<const Block*>(row);
+  const int64_t nb = n_in / kBlock32;
+  VF32 acc[NT];
+  float off[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = hn::Zero(DF32());
+    off[t] = 0.0f;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    float d, m;
+    const B32 q = decode(w[i], &d, &m);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8x32& a = x[t][i];
+      acc[t] = MulAddInt(offset.kSigned ? DotSignedAcc(hn::Zero(DI32()), q, Load(a.qs))
+                                        : DotAcc(hn::Zero(DI32()), q, Load(a.qs)),
+                         d * a.d, acc[t]);
+      off[t] += m * a.s;
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) + off[t];
+}
+
+struct Unsigned {
+  static constexpr bool kSigned = false;
+};
+struct Signed {
+  static constexpr bool kSigned = true;
+};
+
+struct KQ4_0 {
+  using Act = BlockQ8x32;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    Tile32<NT, BlockQ4_0>(row, n_in, x, out, [](const BlockQ4_0& b, float* d, float* m) {
+      *d = HalfToFloat(b.d);
+      *m = -8.0f * *d;
+      return Nibbles16(b.qs);
+    }, Unsigned());
+  }
+};
+
+struct KQ4_1 {
+  using Act = BlockQ8x32;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    Tile32<NT, BlockQ4_1>(row, n_in, x, out, [](const BlockQ4_1& b, float* d, float* m) {
+      *d = HalfToFloat(b.d);
+      *m = HalfToFloat(b.m);
+      return Nibbles16(b.qs);
+    }, Unsigned());
+  }
+};
+
+struct KQ5_0 {
+  using Act = BlockQ8x32;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    Tile32<NT, BlockQ5_0>(row, n_in, x, out, [](const BlockQ5_0& b, float* d, float* m) {
+      *d = HalfToFloat(b.d);
+      *m = -16.0f * *d;
+      return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
+    }, Unsigned());
+  }
+};
+
+struct KQ5_1 {
+  using Act = BlockQ8x32;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    Tile32<NT, BlockQ5_1>(row, n_in, x, out, [](const BlockQ5_1& b, float* d, float* m) {
+      *d = HalfToFloat(b.d);
+      *m = HalfToFloat(b.m);
+      return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
+    }, Unsigned());
+  }
+};
+
+struct KQ8_0 {
+  using Act = BlockQ8x32;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    Tile32<NT, BlockQ8_0>(row, n_in, x, out, [](const BlockQ8_0& b, float* d, float* m) {
+      *d = HalfToFloat(b.d);
+      *m = 0.0f;
+      return Load(b.qs);
+    }, Signed());
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// K types: a 256-value super-block is 8 B32 slices; slice k holds values 32k..32k+31.
+
+// The 6-bit scales and mins of a Q4_K / Q5_K block (UnpackScaleMinK4), all eight at once as
+// llama.cpp does it: sc[0..7] then m[0..7].
+HWY_INLINE void UnpackScaleMinK4All(const uint8_t* scales, uint8_t* out16) {
+  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  u[3] = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
+  const uint32_t mins_low = u[1] & kMask1;
+  u[1] = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
+  u[2] = mins_low;
+  u[0] &= kMask1;
+  std::memcpy(out16, u, 16);
+}
+
+// out[t] = d * a.d * sum_k DotScaled(q[k], a, s[k]) - a.d * offset(a), per token.
+template <int NT, class OffsetFn>
+HWY_INLINE void AccumulateK(const B32* q, const S16* s, float d, const BlockQ8_K* const* x, int64_t i, VF32* acc,
+                            float* off, OffsetFn offset) {
+  for (int t = 0; t < NT; ++t) {
+    const BlockQ8_K& a = x[t][i];
+    VI32 sum = DotScaled(q[0], Load(a.qs), s[0]);
+    for (int k = 1; k < 8; ++k) sum = hn::Add(sum, DotScaled(q[k], Load(a.qs + 32 * k), s[k]));
+    acc[t] = MulAddInt(sum, d * a.d, acc[t]);
+    off[t] += a.d * offset(a);
+  }
+}
+
+template <int NT, class Block, class DecodeFn>
+HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* x, float* out, DecodeFn decode) {
+  const Block* w = reinterpret_cast<const Block*>(row);
+  const int64_t nb = n_in / kBlockK;
+  VF32 acc[NT];
+  float off[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = hn::Zero(DF32());
+    off[t] = 0.0f;
+  }
+  for (int64_t i = 0; i < nb; ++i) decode(w[i], x, i, acc, off);
+  for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) - off[t];
+}
+
+struct KQ4_K {
+  using Act = BlockQ8_K;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    TileK<NT, BlockQ4_K>(row, n_in, x, out, [](const BlockQ4_K& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                float* off) {
+      uint8_t sm[16];
+      UnpackScaleMinK4All(b.scales, sm);
+      B32 q[8];
+      S16 s[8];
+      for (int c = 0; c < 4; ++c) {
+        const B32 raw = Load(b.qs + 32 * c);
+        q[2 * c] = And(raw, 0x0F);
+        q[2 * c + 1] = Shr<4>(raw);
+      }
+      for (int k = 0; k < 8; ++k) s[k] = Scales(sm[k], sm[k]);
+      const float dmin = HalfToFloat(b.dmin);
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
+        int sum = 0;
+        for (int g = 0; g < 8; ++g) sum += sm[8 + g] * (a.bsums[2 * g] + a.bsums[2 * g + 1]);
+        return dmin * static_cast<float>(sum);
+      });
+    });
+  }
+};
+
+struct KQ5_K {
+  using Act = BlockQ8_K;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    TileK<NT, BlockQ5_K>(row, n_in, x, out, [](const BlockQ5_K& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                float* off) {
+      uint8_t sm[16];
+      UnpackScaleMinK4All(b.scales, sm);
+      B32 q[8];
+      S16 s[8];
+      B32 high = Load(b.qh);
+      for (int c = 0; c < 4; ++c) {
+        const B32 raw = Load(b.qs + 32 * c);
+        q[2 * c] = Or(And(raw, 0x0F), Shl<4>(And(high, 1)));
+        q[2 * c + 1] = Or(Shr<4>(raw), Shl<3>(And(high, 2)));
+        high = Shr<2>(high);
+      }
+      for (int k = 0; k < 8; ++k) s[k] = Scales(sm[k], sm[k]);
+      const float dmin = HalfToFloat(b.dmin);
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
+        int sum = 0;
+        for (int g = 0; g < 8; ++g) sum += sm[8 + g] * (a.bsums[2 * g] + a.bsums[2 * g + 1]);
+        return dmin * static_cast<float>(sum);
+      });
+    });
+  }
+};
+
+struct KQ6_K {
+  using Act = BlockQ8_K;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    TileK<NT, BlockQ6_K>(row, n_in, x, out, [](const BlockQ6_K& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                float* off) {
+      B32 q[8];
+      S16 s[8];
+      for (int h = 0; h < 2; ++h) {
+        const B32 l0 = Load(b.ql + 64 * h), l1 = Load(b.ql + 64 * h + 32), hb = Load(b.qh + 32 * h);
+        q[4 * h + 0] = Or(And(l0, 0x0F), Shl<4>(And(hb, 0x03)));
+        q[4 * h + 1] = Or(And(l1, 0x0F), Shl<2>(And(hb, 0x0C)));
+        q[4 * h + 2] = Or(Shr<4>(l0), And(hb, 0x30));
+        q[4 * h + 3] = Or(Shr<4>(l1), Shr<2>(And(hb, 0xC0)));
+      }
+      for (int k = 0; k < 8; ++k) s[k] = Scales(b.scales[2 * k], b.scales[2 * k + 1]);
+      const float d = HalfToFloat(b.d);
+      // x = d * sc * (q - 32): the -32 goes through the group sums.
+      AccumulateK<NT>(q, s, d, xs, i, acc, off, [&](const Act& a) {
+        int sum = 0;
+        for (int g = 0; g < 16; ++g) sum += b.scales[g] * a.bsums[g];
+        return 32.0f * d * static_cast<float>(sum);
+      });
+    });
+  }
+};
+
+struct KQ3_K {
+  using Act = BlockQ8_K;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    TileK<NT, BlockQ3_K>(row, n_in, x, out, [](const BlockQ3_K& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                float* off) {
+      int8_t sc[16];
+      UnpackQ3KScales(b.scales, sc);
+      B32 q[8];
+      S16 s[8];
+      B32 high = Load(b.hmask);
+      for (int h = 0; h < 2; ++h) {
+        B32 raw = Load(b.qs + 32 * h);
+        for (int j = 0; j < 4; ++j) {
+          // q = low 2 bits + 4 * high bit, in 0..7; x = d * sc * (q - 4).
+          q[4 * h + j] = Or(And(raw, 0x03), Shl<2>(And(high, 0x01)));
+          raw = Shr<2>(raw);
+          high = Shr<1>(high);
+        }
+      }
+      for (int k = 0; k < 8; ++k) s[k] = Scales(sc[2 * k], sc[2 * k + 1]);
+      const float d = HalfToFloat(b.d);
+      AccumulateK<NT>(q, s, d, xs, i, acc, off, [&](const Act& a) {
+        int sum = 0;
+        for (int g = 0; g < 16; ++g) sum += sc[g] * a.bsums[g];
+        return 4.0f * d * static_cast<float>(sum);
+      });
+    });
+  }
+};
+
+struct KQ2_K {
+  using Act = BlockQ8_K;
+  template <int NT>
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
+    TileK<NT, BlockQ2_K>(row, n_in, x, out, [](const BlockQ2_K& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                float* off) {
+      B32 q[8];
+      S16 s[8];
+      for (int h = 0; h < 2; ++h) {
+        B32 raw = Load(b.qs + 32 * h);
+        for (int j = 0; j < 4; ++j) {
+          q[4 * h + j] = And(raw, 0x03);
+          raw = Shr<2>(raw);
+        }
+      }
+      for (int k = 0; k < 8; ++k) s[k] = Scales(b.scales[2 * k] & 15, b.scales[2 * k + 1] & 15);
+      const float dmin = HalfToFloat(b.dmin);
+      // x = d * (sc & 15) * q - dmin * (sc >> 4).
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
+        int sum = 0;
+        for (int g = 0; g < 16; ++g) sum += (b.scales[g] >> 4) * a.bsums[g];
+        return dmin * static_cast<float>(sum);
+      });
+    });
+  }
+};
+
+}  // namespace qd
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace gemlet
+HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET != HWY_SCALAR
+
+#endif  // include guard

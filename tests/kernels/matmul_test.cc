@@ -1,0 +1,208 @@
+// MatMul of every table (reference and each compiled Highway target) for every computable weight
+// type, on odd row lengths, odd row counts and odd token counts (GEMV and GEMM paths, token tails),
+// with one thread and with three.
+//
+// Expected values are exact (double) dot products of the dequantized weights with x. A SIMD result
+// may differ by
+//   (1) float rounding: every path computes a sum of n terms whose pieces are bounded by
+//       |x_i| * A_i, A_i = 3 max|w| over i's 32-block (a block's scale * q and its offset/min term
+//       are each below 2 max|w| for blocks the quantizers produce) or |w_i| for float weights; any
+//       evaluation order errs by at most (n + 16) u sum_i |x_i| A_i, and we allow twice that;
+//   (2) the 8-bit activation rounding of the integer paths: each x_i moves by at most half a step
+//       d_b = max|x| / 127 over its activation block b (32 values, 256 for the K types), so the
+//       result moves by at most sum_b d_b / 2 * sum_{i in b} |w_i|.
+// With activations that are exact multiples of their block's step, (2) vanishes and the bound is
+// float rounding alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "tensor/dtype.h"
+
+namespace gemlet {
+namespace {
+
+using test::kU;
+
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                        DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+bool IsFloat(DType t) { return GetDTypeInfo(t).block_size == 1; }
+int ActBlock(DType t) { return IsFloat(t) ? 1 : GetDTypeInfo(t).block_size == 256 ? 256 : 32; }
+
+struct Matrix {
+  DType type;
+  int64_t n_in, n_out;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // [n_out, n_in] dequantized
+  WeightMatrix view() const {
+    WeightMatrix w;
+    w.type = type;
+    w.data = bytes.data();
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = RowBytes(type, n_in);
+    return w;
+  }
+};
+
+Matrix MakeMatrix(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  Matrix m{type, n_in, n_out, {}, {}};
+  const size_t row_bytes = RowBytes(type, n_in);
+  m.bytes.resize(row_bytes * n_out);
+  m.deq.resize(static_cast<size_t>(n_in * n_out));
+  const auto w = test::RandomFloats(static_cast<size_t>(n_in * n_out), seed, 0.05f);
+  for (int64_t r = 0; r < n_out; ++r) {
+    QuantizeRow(type, &w[r * n_in], &m.bytes[r * row_bytes], n_in);
+    DequantizeRow(type, &m.bytes[r * row_bytes], &m.deq[r * n_in], n_in);
+  }
+  return m;
+}
+
+// Activations that 8-bit quantization represents exactly: k * 2^-7 with |k| <= 127 and a +-127 in
+// every block of 32, so each block's step is exactly 2^-7.
+std::vector<float> ExactActivations(int64_t n_tokens, int64_t n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> k(-127, 127);
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int v = (i % n_in) % 32 == 0 ? ((rng() & 1) ? 127 : -127) : k(rng);
+    x[i] = static_cast<float>(v) / 128.0f;
+  }
+  return x;
+}
+
+// The allowed |got - exact| for output (token t, row o), per the file comment.
+double Bound(const Matrix& m, const float* x, int64_t o, bool with_act_rounding) {
+  const int64_t n = m.n_in;
+  const float* w = &m.deq[o * n];
+  double magnitude = 0, act_rounding = 0;
+  const int ab = ActBlock(m.type);
+  for (int64_t b0 = 0; b0 < n; b0 += std::max(ab, 32)) {
+    const int64_t b1 = std::min(n, b0 + std::max(ab, 32));
+    double wmax = 0;
+    for (int64_t i = b0; i < b1; ++i) wmax = std::max(wmax, std::fabs(static_cast<double>(w[i])));
+    for (int64_t i = b0; i < b1; ++i) magnitude += std::fabs(x[i]) * (IsFloat(m.type) ? std::fabs(w[i]) : 3 * wmax);
+  }
+  if (with_act_rounding && !IsFloat(m.type)) {
+    for (int64_t b0 = 0; b0 < n; b0 += ab) {
+      double xmax = 0, wsum = 0;
+      for (int64_t i = b0; i < b0 + ab; ++i) {
+        xmax = std::max(xmax, std::fabs(static_cast<double>(x[i])));
+        wsum += std::fabs(w[i]);
+      }
+      act_rounding += (xmax / 127.0) * (0.5 + 1e-4) * wsum;
+    }
+  }
+  return 2 * (n + 16) * kU * magnitude + act_rounding + 1e-30;
+}
+
+void CheckMatMul(const KernelTable& k, const Matrix& m, const std::vector<float>& x, int64_t n_tokens,
+                 ThreadPool& pool, bool exact_acts) {
+  std::vector<float> y(static_cast<size_t>(n_tokens * m.n_out), NAN);
+  k.matmul(m.view(), x.data(), n_tokens, y.data(), pool);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = &x[t * m.n_in];
+    for (int64_t o = 0; o < m.n_out; ++o) {
+      double exact = 0;
+      for (int64_t i = 0; i < m.n_in; ++i) exact += static_cast<double>(m.deq[o * m.n_in + i]) * xt[i];
+      ASSERT_NEAR(y[t * m.n_out + o], exact, Bound(m, xt, o, !exact_acts))
+          << k.name << " " << DTypeName(m.type) << " n_in=" << m.n_in << " n_out=" << m.n_out
+          << " n_tokens=" << n_tokens << " t=" << t << " o=" << o << (exact_acts ? " exact acts" : "");
+    }
+  }
+}
+
+std::vector<int64_t> RowLengths(DType type) {
+  if (IsFloat(type)) return {1, 7, 31, 33, 255, 257, 1000};
+  const int bs = GetDTypeInfo(type).block_size;
+  if (bs == 256) return {256, 3 * 256, 5 * 256};
+  return {32, 3 * 32, 7 * 32, 33 * 32};
+}
+
+class MatMulTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  ThreadPool one(1), three(3);
+  uint32_t seed = 1;
+  for (int64_t n_in : RowLengths(type)) {
+    for (int64_t n_out : {1, 7, 33}) {
+      const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
+      for (int64_t n_tokens : {1, 2, 3, 5, 9}) {
+        ThreadPool& pool = (n_out + n_tokens) % 2 ? three : one;
+        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, pool, false);
+        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, pool, true);
+      }
+    }
+  }
+}
+
+// Prefill (GEMM over a batch) and token-by-token decode (GEMV) give the same bits: each output is the
+// same sequence of operations whichever tile its token lands in.
+TEST_P(MatMulTest, BatchEqualsOneTokenAtATime) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  ThreadPool pool(2);
+  const int64_t n_in = IsFloat(type) ? 1000 : 2 * 256, n_out = 37, n_tokens = 11;
+  const Matrix m = MakeMatrix(type, n_in, n_out, 99);
+  const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 98);
+  std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
+  k->matmul(m.view(), x.data(), n_tokens, batch.data(), pool);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    k->matmul(m.view(), &x[t * n_in], 1, single.data(), pool);
+    for (int64_t o = 0; o < n_out; ++o) {
+      ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+    }
+  }
+}
+
+// Large activations and weights near the edges of their ranges must not saturate the 16-bit pair
+// sums of maddubs: all weights at their format's extreme with activations at +-127 steps.
+TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  const int64_t n_in = IsFloat(type) ? 64 : GetDTypeInfo(type).block_size == 256 ? 256 : 64;
+  ThreadPool pool(1);
+  for (float sign : {1.0f, -1.0f}) {
+    Matrix m{type, n_in, 2, {}, {}};
+    const size_t row_bytes = RowBytes(type, n_in);
+    m.bytes.resize(2 * row_bytes);
+    m.deq.resize(2 * n_in);
+    std::vector<float> w(2 * n_in);
+    for (int64_t i = 0; i < n_in; ++i) {
+      w[i] = sign * 1.0f;                    // row 0: constant: q at the top of the range
+      w[n_in + i] = i % 2 ? 1.0f : -1.0f;     // row 1: alternating extremes
+    }
+    for (int r = 0; r < 2; ++r) {
+      QuantizeRow(type, &w[r * n_in], &m.bytes[r * row_bytes], n_in);
+      DequantizeRow(type, &m.bytes[r * row_bytes], &m.deq[r * n_in], n_in);
+    }
+    std::vector<float> x(static_cast<size_t>(n_in));
+    for (int64_t i = 0; i < n_in; ++i) x[i] = sign * (i % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
+    CheckMatMul(*k, m, x, 1, pool, true);
+    for (int64_t i = 0; i < n_in; ++i) x[i] = i % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
+    CheckMatMul(*k, m, x, 1, pool, true);
+  }
+}
+
+std::string TypeParamName(const ::testing::TestParamInfo<std::tuple<std::string, DType>>& info) {
+  return std::get<0>(info.param) + "_" + DTypeName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, MatMulTest,
+                         ::testing::Combine(::testing::ValuesIn(test::TableNames()), ::testing::ValuesIn(kTypes)),
+                         TypeParamName);
+
+}  // namespace
+}  // namespace gemlet
