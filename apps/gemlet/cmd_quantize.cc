@@ -1,0 +1,117 @@
+// `gemlet quantize`: re-encode a GGUF model's weights in one of llama-quantize's file types.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "command.h"
+#include "quantize/quantize.h"
+
+namespace gemlet::cli {
+namespace {
+
+double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// A one-line bar redrawn in place; only used when stderr is a terminal.
+class ProgressBar {
+ public:
+  void Update(uint64_t done, uint64_t total) {
+    const int percent = total ? static_cast<int>(done * 100 / total) : 100;
+    if (percent == last_) return;
+    last_ = percent;
+    const int filled = percent * kWidth / 100;
+    std::fprintf(stderr, "\r[%.*s%*s] %3d%%", filled, "########################################", kWidth - filled, "",
+                 percent);
+    std::fflush(stderr);
+  }
+  void Finish() {
+    if (last_ >= 0) std::fprintf(stderr, "\r%*s\r", kWidth + 8, "");
+  }
+
+ private:
+  static constexpr int kWidth = 40;
+  int last_ = -1;
+};
+
+std::string ShapeText(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+int RunQuantize(int argc, char** argv) {
+  std::string types_help = "file type:";
+  for (const FileTypeInfo& info : FileTypes()) types_help += std::string("\n  ") + info.name + ": " + info.description;
+  types_help += "\n  (Q3_K, Q4_K, Q5_K are aliases of the _M mixes)";
+
+  CLI::App app{"Quantize a GGUF model (F32/F16/BF16 weights) with llama-quantize's per-tensor type mixes"};
+  app.name("gemlet quantize");
+  std::string input, output, type_name;
+  int threads = 0;
+  bool pure = false, allow_requantize = false, dry_run = false, verbose = false;
+  app.add_option("input", input, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
+  app.add_option("output", output, "the GGUF file to write")->required();
+  app.add_option("type", type_name, types_help)->required();
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
+  app.add_flag("--allow-requantize", allow_requantize, "accept already-quantized tensors in the input");
+  app.add_flag("--dry-run", dry_run, "print the type each tensor would get and the sizes, write nothing");
+  app.add_flag("-v,--verbose", verbose, "print one line per tensor");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  QuantizeOptions options;
+  if (!ParseFileType(type_name, &options.ftype)) {
+    return Fail("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
+  }
+  options.input_path = input;
+  options.output_path = output;
+  options.n_threads = threads;
+  options.pure = pure;
+  options.allow_requantize = allow_requantize;
+  options.dry_run = dry_run;
+  if (verbose) {
+    options.warn = [](const std::string& line) { std::fprintf(stderr, "gemlet: warning: %s\n", line.c_str()); };
+  }
+  ProgressBar bar;
+  if (::isatty(::fileno(stderr)) && !dry_run) {
+    options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
+  }
+
+  auto report = QuantizeGguf(options);
+  bar.Finish();
+  if (!report.ok()) return Fail(report.message());
+  const QuantizeReport& r = *report;
+
+  std::map<std::string, std::pair<int, uint64_t>> by_type;  // type -> (tensors, bytes)
+  for (const QuantizedTensor& t : r.tensors) {
+    auto& entry = by_type[DTypeName(t.to)];
+    entry.first += 1;
+    entry.second += t.bytes_out;
+    if (verbose || dry_run) {
+      std::printf("%-40s %-22s %5s -> %-5s %9.3f MiB%s\n", t.name.c_str(), ShapeText(t.ne).c_str(), DTypeName(t.from),
+                  DTypeName(t.to), MiB(t.bytes_out), t.fallback ? "  (fallback)" : "");
+    }
+  }
+  const double n = static_cast<double>(r.n_elements);
+  std::printf("%s %s: %zu tensors, %.2f MiB (%.2f bpw) -> %.2f MiB (%.2f bpw)", dry_run ? "would write" : "wrote",
+              output.c_str(), r.tensors.size(), MiB(r.bytes_in), n ? r.bytes_in * 8.0 / n : 0.0, MiB(r.bytes_out),
+              n ? r.bytes_out * 8.0 / n : 0.0);
+  if (!dry_run) std::printf(" in %.2f s (%.1f MiB/s of input)", r.seconds, r.seconds > 0 ? MiB(r.bytes_in) / r.seconds : 0.0);
+  std::printf("\n  types:");
+  for (const auto& [name, entry] : by_type) std::printf(" %s %d (%.2f MiB)", name.c_str(), entry.first, MiB(entry.second));
+  std::printf("\n");
+  if (r.n_fallback > 0) std::printf("  %d tensor(s) needed a fallback type for their row length\n", r.n_fallback);
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("quantize", "quantize a GGUF model (Q8_0, Q4_K_M, ... with llama.cpp's per-tensor mixes)", RunQuantize);
+
+}  // namespace gemlet::cli
