@@ -1,0 +1,72 @@
+// `gemlet synth`: a GGUF with a released Gemma's real shapes, metadata and vocabulary, random weights.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "command.h"
+#include "quantize/synth.h"
+
+namespace gemlet::cli {
+namespace {
+
+int RunSynth(int argc, char** argv) {
+  std::string presets_help = "model to imitate:";
+  for (const SynthPreset& p : SynthPresets()) presets_help += std::string("\n  ") + p.name + ": " + p.description;
+
+  CLI::App app{"Write a GGUF with the dimensions, metadata and vocabulary of a released Gemma and random weights\n"
+               "(N(0,1)/sqrt(fan_in) matrices, norms near 1), generated row by row and quantized on the fly"};
+  app.name("gemlet synth");
+  std::string preset, type_name = "F16", tokenizer, output;
+  uint64_t seed = 0;
+  int layers = 0, threads = 0;
+  app.add_option("--preset", preset, presets_help)->required();
+  app.add_option("--type", type_name, "F32, F16 (default), BF16, or a quantize type such as Q4_K_M");
+  app.add_option("--tokenizer", tokenizer,
+                 "tokenizer.json[.xz], a GGUF to copy tokenizer.* from, or 'none' for placeholder tokens "
+                 "(default: Gemma 3's tokenizer; Gemma 4's vocabulary for gemma4 presets; none for tiny presets)");
+  app.add_option("--seed", seed, "random seed (the same seed gives the same weights at any thread count)");
+  app.add_option("--layers", layers, "keep only the first N layers (KV-shared layers scale along)")->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-o,--output", output, "the GGUF file to write")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  SynthOptions options;
+  if (!ParseFileType(type_name, &options.ftype)) {
+    return Fail("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
+  }
+  options.preset = preset;
+  options.output_path = output;
+  options.tokenizer = tokenizer;
+  options.default_tokenizer_dir = GEMLET_DEFAULT_TOKENIZER_DIR;
+  options.seed = seed;
+  options.n_layers = layers;
+  options.n_threads = threads;
+  int last = -1;
+  if (::isatty(::fileno(stderr))) {
+    options.progress = [&last](uint64_t done, uint64_t total) {
+      const int percent = total ? static_cast<int>(done * 100 / total) : 100;
+      if (percent != last) std::fprintf(stderr, "\rgenerating %3d%%", percent);
+      last = percent;
+    };
+  }
+  auto report = WriteSynthModel(options);
+  if (last >= 0) std::fprintf(stderr, "\r%20s\r", "");
+  if (!report.ok()) return Fail(report.message());
+  const SynthReport& r = *report;
+  std::printf("wrote %s: %s (%s), %zu tensors, %.1fM parameters, vocab %d, %.2f MiB in %.2f s\n", output.c_str(),
+              preset.c_str(), r.arch.c_str(), r.n_tensors, static_cast<double>(r.n_elements) / 1e6, r.n_vocab,
+              static_cast<double>(r.bytes) / (1024.0 * 1024.0), r.seconds);
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("synth", "write a random-weight GGUF with a released Gemma's real shapes and vocabulary", RunSynth);
+
+}  // namespace gemlet::cli

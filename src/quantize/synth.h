@@ -1,0 +1,58 @@
+// Synthetic models: a released Gemma's real dimensions, metadata and vocabulary with random weights,
+// streamed row by row from a counter-based RNG (and quantized on the fly) into a GGUF file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "quantize/quant_mix.h"
+
+namespace gemlet {
+
+struct SynthPreset {
+  const char* name;         // "gemma3-4b"
+  const char* description;  // one line for --help
+  const char* config_json;  // the HF config.json (text decoder) the GGUF metadata is derived from
+  bool tiny;                // a test-sized model: placeholder vocabulary unless a tokenizer is given
+};
+
+const std::vector<SynthPreset>& SynthPresets();
+const SynthPreset* FindSynthPreset(const std::string& name);
+
+struct SynthOptions {
+  std::string preset;
+  std::string output_path;  // written through a temporary file: nothing appears here on failure
+  FileType ftype = FileType::kF16;
+  // tokenizer.json (or .json.xz, with tokenizer_config.json[.xz] beside it), or a GGUF whose
+  // tokenizer.* keys are copied, or "none" for the placeholder vocabulary (<t4>, <t5>, ...).
+  // Empty: the preset's default (Gemma 3's tokenizer for Gemma 2/3, Gemma 4's for Gemma 4, none for
+  // the tiny presets) from `default_tokenizer_dir`.
+  std::string tokenizer;
+  std::string default_tokenizer_dir;  // holds gemma3_tokenizer.json.xz and gemma4/ggml-vocab-gemma-4.gguf.xz
+  uint64_t seed = 0;
+  int n_layers = 0;  // > 0: keep only this many layers (KV-shared layers scale along)
+  int n_threads = 0;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // elements generated
+};
+
+struct SynthReport {
+  std::string arch;
+  size_t n_tensors = 0;
+  uint64_t n_elements = 0;
+  uint64_t bytes = 0;  // tensor data
+  int n_vocab = 0;
+  double seconds = 0;
+};
+
+Result<SynthReport> WriteSynthModel(const SynthOptions& options);
+
+// The config.json of a preset with num_hidden_layers cut to n_layers (0: unchanged).
+Result<std::string> SynthConfigJson(const SynthPreset& preset, int n_layers);
+
+// The tensors a preset's file holds, GGUF names and shapes (ne order), in the order written.
+Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> SynthTensorShapes(const SynthPreset& preset, int n_layers);
+
+}  // namespace gemlet
