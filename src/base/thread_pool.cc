@@ -1,5 +1,8 @@
-// ThreadPool implementation: one job at a time, split into one contiguous chunk per thread.
+// ThreadPool implementation: one job at a time, split into one contiguous chunk per thread; threads
+// spin briefly between jobs and sleep when none comes.
 #include "base/thread_pool.h"
+
+#include <chrono>
 
 namespace gemlet {
 
@@ -10,6 +13,28 @@ void ChunkBounds(size_t n, int parts, int index, size_t* begin, size_t* end) {
   *begin = i * base + (i < extra ? i : extra);
   *end = *begin + base + (i < extra ? 1 : 0);
 }
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a thread polls before it sleeps: longer than the serial work between two loops of a
+// decode step (norms, RoPE, a small matmul's tail), far shorter than a pause between requests.
+constexpr auto kSpinTime = std::chrono::microseconds(50);
+constexpr auto kPreemptedGap = std::chrono::microseconds(20);
+// A spun-on job that a worker starts later than this after it was published means the threads are
+// being time-sliced: stop spinning for kSpinBackoffJobs jobs.
+constexpr int64_t kSlowStartNs = 20000;
+constexpr int kSpinBackoffJobs = 500;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -17,12 +42,39 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
 }
 
 ThreadPool::~ThreadPool() {
+  stopping_.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
   }
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+// The sleeping side registers in `sleepers` before it re-checks `done` under the mutex; the waking
+// side changes the state before it reads `sleepers` (all sequentially consistent), so either the
+// sleeper sees the new state or the waker sees the sleeper and notifies under the mutex.
+template <class Done>
+void ThreadPool::Wait(Done done, std::atomic<int>& sleepers, std::condition_variable& cv) {
+  // Spinning only pays while this thread keeps its core: a gap between two polls means the OS is
+  // sharing the core with other work, and then a sleeping thread (woken with priority) is served
+  // sooner than a preempted spinning one.
+  if (spin_pause_.load(std::memory_order_relaxed) == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    auto last = start;
+    for (unsigned i = 1;; ++i) {
+      if (done()) return;
+      CpuRelax();
+      if (i % 16 == 0) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - start > kSpinTime || now - last > kPreemptedGap) break;
+        last = now;
+      }
+    }
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  sleepers.fetch_add(1);
+  cv.wait(lock, done);
+  sleepers.fetch_sub(1);
 }
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
@@ -31,41 +83,57 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, 
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_size_ = n;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+  job_ = &fn;
+  job_size_ = n;
+  pending_.store(n_threads_ - 1);
+  const int64_t publish_ns = NowNs();
+  last_start_ns_.store(publish_ns, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // publishes job_ and job_size_
+  if (workers_asleep_.load() > 0) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+    }
+    work_ready_.notify_all();
   }
-  work_ready_.notify_all();
   size_t begin, end;
   ChunkBounds(n, n_threads_, 0, &begin, &end);
   if (begin < end) fn(begin, end, 0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [this] { return pending_ == 0; });
+  Wait([this] { return pending_.load() == 0; }, caller_asleep_, work_done_);
   job_ = nullptr;
+  UpdateSpinPolicy(publish_ns);
+}
+
+void ThreadPool::UpdateSpinPolicy(int64_t publish_ns) {
+  const int pause = spin_pause_.load(std::memory_order_relaxed);
+  if (pause > 0) {
+    spin_pause_.store(pause - 1, std::memory_order_relaxed);
+  } else if (last_start_ns_.load(std::memory_order_relaxed) - publish_ns > kSlowStartNs) {
+    spin_pause_.store(kSpinBackoffJobs, std::memory_order_relaxed);
+  }
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  unsigned long seen = 0;
+  uint64_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t, int)>* job;
-    size_t n;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      job = job_;
-      n = job_size_;
+    Wait([&] { return stopping_.load() || generation_.load() != seen; }, workers_asleep_, work_ready_);
+    if (stopping_.load()) return;
+    // The caller waits for every worker before it publishes the next job, so this is seen + 1.
+    seen = generation_.load();
+    const auto* job = job_;
+    const size_t n = job_size_;
+    // Keep the latest start time (all workers race to write; the maximum is what matters).
+    const int64_t start_ns = NowNs();
+    int64_t prev = last_start_ns_.load(std::memory_order_relaxed);
+    while (prev < start_ns && !last_start_ns_.compare_exchange_weak(prev, start_ns, std::memory_order_relaxed)) {
     }
     size_t begin, end;
     ChunkBounds(n, n_threads_, index, &begin, &end);
     if (begin < end) (*job)(begin, end, index);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) work_done_.notify_one();
+    if (pending_.fetch_sub(1) == 1 && caller_asleep_.load() > 0) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+      }
+      work_done_.notify_one();
     }
   }
 }

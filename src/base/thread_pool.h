@@ -1,8 +1,10 @@
 // ThreadPool: persistent worker threads for data-parallel loops (no thread creation per op).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,21 +24,40 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) on disjoint chunks covering [0, n); returns when all are done.
   // Chunks are contiguous and balanced so that each thread streams its own slice of a weight matrix.
+  // Not reentrant: fn must not call ParallelFor on the same pool.
   void ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn);
 
  private:
   void WorkerLoop(int index);
+  // Spins (while spinning pays) then sleeps until `done()`; `sleepers` counts threads asleep on cv.
+  template <class Done>
+  void Wait(Done done, std::atomic<int>& sleepers, std::condition_variable& cv);
+  // After a job: whether the workers picked it up quickly enough for spinning to be worth its CPU.
+  void UpdateSpinPolicy(int64_t publish_ns);
 
   int n_threads_;
   std::vector<std::thread> workers_;
+
+  // A decode step issues hundreds of small loops: waking sleeping threads through a mutex and a
+  // condition variable for each costs more than the loop. So a new job is published by bumping
+  // generation_; workers spin on it for a short while after each job before they sleep, and the
+  // caller spins on pending_. The mutex and condition variables serve only threads that did sleep.
+  const std::function<void(size_t, size_t, int)>* job_ = nullptr;
+  size_t job_size_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
+  // Spinning pays only while every thread has a core to itself. On a machine loaded with other
+  // work a spinning thread waits for its next time slice, while a sleeping one is woken with
+  // priority; so when a spun-on job is picked up slowly, spinning stops for a while (then is tried
+  // again). spin_pause_ counts the jobs left before the next try.
+  std::atomic<int> spin_pause_{0};
+  std::atomic<int64_t> last_start_ns_{0};  // latest time a worker started the current job
+  std::atomic<int> workers_asleep_{0};
+  std::atomic<int> caller_asleep_{0};
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  const std::function<void(size_t, size_t, int)>* job_ = nullptr;
-  size_t job_size_ = 0;
-  unsigned long generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
 };
 
 }  // namespace gemlet
