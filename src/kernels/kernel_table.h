@@ -2,6 +2,7 @@
 // code compiled for one CPU target), and the choice of the table the public functions dispatch to.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -36,5 +37,9 @@ std::vector<int64_t> SimdTargets();
 // The table compiled for one of SimdTargets(); nullptr for any other target. Not thread-safe
 // (it briefly redirects Highway's dispatch); for tests and start-up only.
 const KernelTable* SimdKernels(int64_t target);
+
+// Reads n bytes with the widest loads this CPU has, in several streams, and returns a checksum so
+// that the reads cannot be optimised away: the loop memory bandwidth benchmarks time.
+uint32_t ReadForBandwidth(const void* data, size_t n);
 
 }  // namespace gemlet

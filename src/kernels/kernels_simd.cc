@@ -220,6 +220,26 @@ void SoftCap(float* x, int64_t n, float cap) {
 
 }  // namespace
 
+// Sums n bytes as 32-bit lanes in four independent streams (n a multiple of 64; the caller keeps
+// the tail): a read loop that the memory system, not the core, limits.
+uint32_t ReadAll(const void* data, size_t n) {
+  const hn::ScalableTag<uint32_t> d;
+  const size_t N = hn::Lanes(d);
+  const uint32_t* p = static_cast<const uint32_t*>(data);
+  const size_t words = n / 4;
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= words; i += 4 * N) {
+    s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    s1 = hn::Add(s1, hn::LoadU(d, p + i + N));
+    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
+  }
+  uint32_t sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  for (; i < words; ++i) sum += p[i];
+  return sum;
+}
+
 const KernelTable* GetKernelTable() {
   static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotF32, DotF16, AxpyF32, AxpyF16, Softmax, SoftCap};
@@ -235,6 +255,9 @@ HWY_AFTER_NAMESPACE();
 namespace gemlet {
 
 HWY_EXPORT(GetKernelTable);
+HWY_EXPORT(ReadAll);
+
+uint32_t ReadForBandwidth(const void* data, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadAll)(data, n); }
 
 std::vector<int64_t> SimdTargets() { return hwy::SupportedAndGeneratedTargets(); }
 

@@ -1,0 +1,271 @@
+// Kernel speed of every table (the reference and each compiled Highway target) at Gemma 3 1B shapes:
+// GEMV (decode) in weight GB/s, from cache and from DRAM; GEMM (prefill) in GFLOP/s; element-wise
+// kernels in ns per call; ThreadPool dispatch overhead; this machine's memory read bandwidth.
+//
+//   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
+//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth]
+//
+// Each figure is the median of --reps runs of at least 0.2 s each (alternate configurations and
+// repeat: this machine is shared and noisy).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/kernel_table.h"
+#include "tensor/dtype.h"
+
+namespace gemlet {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Median over `reps` runs of the mean time per call, each run calling fn until min_seconds pass.
+double TimePerCall(const std::function<void()>& fn, int reps, double min_seconds = 0.2) {
+  fn();  // warm up: page faults, scratch growth
+  std::vector<double> runs;
+  for (int r = 0; r < reps; ++r) {
+    int calls = 0;
+    const double t0 = Now();
+    double t1;
+    do {
+      fn();
+      ++calls;
+      t1 = Now();
+    } while (t1 - t0 < min_seconds);
+    runs.push_back((t1 - t0) / calls);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string::npos ? s.size() : comma;
+    if (end > start) out.push_back(s.substr(start, end - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// A weight matrix of realistic blocks: 64 random rows quantized with the reference quantizer, tiled.
+std::vector<uint8_t> MakeWeights(DType type, int64_t n_in, int64_t n_out) {
+  const size_t row_bytes = RowBytes(type, n_in);
+  const int distinct = 64;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  std::vector<uint8_t> rows(row_bytes * distinct);
+  for (int r = 0; r < distinct; ++r) {
+    for (float& v : row) v = normal(rng);
+    QuantizeRow(type, row.data(), rows.data() + r * row_bytes, n_in);
+  }
+  std::vector<uint8_t> out(row_bytes * n_out);
+  for (int64_t r = 0; r < n_out; ++r) std::memcpy(&out[r * row_bytes], &rows[(r % distinct) * row_bytes], row_bytes);
+  return out;
+}
+
+WeightMatrix View(DType type, const uint8_t* data, int64_t n_in, int64_t n_out) {
+  WeightMatrix w;
+  w.type = type;
+  w.data = data;
+  w.n_in = n_in;
+  w.n_out = n_out;
+  w.row_bytes = RowBytes(type, n_in);
+  return w;
+}
+
+double MeasureReadBandwidth(int threads, size_t bytes, int reps) {
+  std::vector<uint8_t> buffer(bytes, 1);
+  std::vector<double> runs;
+  volatile uint32_t sink = 0;
+  for (int r = 0; r < reps + 1; ++r) {
+    std::vector<std::thread> workers;
+    std::vector<uint32_t> sums(threads);
+    const size_t chunk = bytes / threads / 64 * 64;
+    const double t0 = Now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { sums[t] = ReadForBandwidth(buffer.data() + t * chunk, chunk); });
+    }
+    for (auto& w : workers) w.join();
+    const double dt = Now() - t0;
+    for (uint32_t s : sums) sink = sink + s;
+    if (r > 0) runs.push_back(static_cast<double>(chunk) * threads / dt / 1e9);  // run 0 warms up
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+struct Options {
+  int threads = 2;
+  int tokens = 128;
+  int reps = 5;
+  std::vector<std::string> kernels;
+  std::vector<std::string> types = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+                                    "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+  std::string only;
+};
+
+std::vector<const KernelTable*> Tables(const Options& o) {
+  std::vector<const KernelTable*> all = {&RefKernels()};
+  for (int64_t t : SimdTargets()) all.push_back(SimdKernels(t));
+  if (o.kernels.empty()) return all;
+  std::vector<const KernelTable*> chosen;
+  for (const std::string& name : o.kernels) {
+    for (const KernelTable* t : all) {
+      if (name == t->name) chosen.push_back(t);
+    }
+  }
+  return chosen;
+}
+
+void BenchMatMul(const Options& o, bool gemm) {
+  ThreadPool pool(o.threads);
+  struct Shape {
+    const char* name;
+    int64_t n_in, n_out;
+  };
+  const Shape shapes[] = {{"ffn_up 1152x6912", 1152, 6912}, {"ffn_down 6912x1152", 6912, 1152}};
+  if (gemm) {
+    std::printf("\nGEMM (prefill), %d tokens, %d threads: GFLOP/s (2 n_in n_out tokens / time), weights in cache\n",
+                o.tokens, o.threads);
+  } else {
+    std::printf("\nGEMV (decode), %d threads: weight GB/s; hot = one matrix (cache), dram = cycling through >= 1 GiB\n",
+                o.threads);
+  }
+  std::printf("%-6s %-20s %-8s %10s %10s %10s\n", "type", "shape", "kernels", "ms/call", gemm ? "GFLOP/s" : "hot GB/s",
+              gemm ? "tok/s" : "dram GB/s");
+  for (const std::string& type_name : o.types) {
+    DType type;
+    if (!ParseDTypeName(type_name, &type)) {
+      std::fprintf(stderr, "unknown type %s\n", type_name.c_str());
+      continue;
+    }
+    for (const Shape& s : shapes) {
+      const std::vector<uint8_t> weights = MakeWeights(type, s.n_in, s.n_out);
+      const size_t bytes = weights.size();
+      // Enough copies to go well past the last-level cache.
+      const size_t copies = gemm ? 1 : std::max<size_t>(2, (size_t{1} << 30) / bytes + 1);
+      std::vector<uint8_t> cold;
+      if (!gemm) {
+        cold.resize(bytes * copies);
+        for (size_t c = 0; c < copies; ++c) std::memcpy(&cold[c * bytes], weights.data(), bytes);
+      }
+      for (const KernelTable* k : Tables(o)) {
+        const bool is_ref = std::strcmp(k->name, "ref") == 0;
+        const int n_tokens = gemm ? (is_ref ? std::min(o.tokens, 8) : o.tokens) : 1;
+        std::vector<float> x(static_cast<size_t>(n_tokens * s.n_in)), y(static_cast<size_t>(n_tokens * s.n_out));
+        std::mt19937 rng(3);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (float& v : x) v = normal(rng);
+        const WeightMatrix hot = View(type, weights.data(), s.n_in, s.n_out);
+        const double t_hot = TimePerCall([&] { k->matmul(hot, x.data(), n_tokens, y.data(), pool); }, o.reps);
+        if (gemm) {
+          const double flops = 2.0 * static_cast<double>(s.n_in) * s.n_out * n_tokens;
+          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.1f%s\n", type_name.c_str(), s.name, k->name, t_hot * 1e3,
+                      flops / t_hot / 1e9, n_tokens / t_hot, is_ref ? "  (ref: 8 tokens)" : "");
+        } else {
+          size_t next = 0;
+          const double t_cold = TimePerCall(
+              [&] {
+                const WeightMatrix w = View(type, cold.data() + (next++ % copies) * bytes, s.n_in, s.n_out);
+                k->matmul(w, x.data(), 1, y.data(), pool);
+              },
+              o.reps);
+          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.2f\n", type_name.c_str(), s.name, k->name, t_cold * 1e3,
+                      bytes / t_hot / 1e9, bytes / t_cold / 1e9);
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+void BenchElementwise(const Options& o) {
+  std::printf("\nElement-wise kernels: ns per call (Gemma 3 1B sizes)\n");
+  std::printf("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "kernels", "rms1152", "gelu6912", "softmax512", "dotf16_256",
+              "axpyf16", "rope4x256", "softcap");
+  std::vector<float> a(8192, 0.5f), b(8192, 0.25f), inv(128, 0.01f);
+  std::vector<uint16_t> h(8192, F32ToF16(0.3f));
+  for (const KernelTable* k : Tables(o)) {
+    const double rms = TimePerCall([&] { k->rms_norm(a.data(), b.data(), 1152, 1e-6f, a.data()); }, o.reps, 0.05);
+    const double gelu = TimePerCall([&] { k->gelu_tanh_mul(a.data(), b.data(), 6912); }, o.reps, 0.05);
+    const double soft = TimePerCall([&] { k->softmax(a.data(), 512); }, o.reps, 0.05);
+    volatile float sink = 0;
+    const double dot = TimePerCall([&] { sink = sink + k->dot_f16(a.data(), h.data(), 256); }, o.reps, 0.05);
+    const double axpy = TimePerCall([&] { k->axpy_f16(0.001f, h.data(), a.data(), 256); }, o.reps, 0.05);
+    const double rope = TimePerCall([&] { k->rope_rotate_half(a.data(), 4, 256, inv.data(), 1000); }, o.reps, 0.05);
+    const double cap = TimePerCall([&] { k->soft_cap(b.data(), 4096, 30.0f); }, o.reps, 0.05);
+    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n", k->name, rms * 1e9, gelu * 1e9, soft * 1e9,
+                dot * 1e9, axpy * 1e9, rope * 1e9, cap * 1e9);
+  }
+}
+
+void BenchPool(const Options& o) {
+  std::printf("\nThreadPool: us per ParallelFor (empty body and a 2x1152-float touch), %d threads\n", o.threads);
+  ThreadPool pool(o.threads);
+  std::vector<float> data(2304);
+  const double empty = TimePerCall([&] { pool.ParallelFor(64, [](size_t, size_t, int) {}); }, o.reps);
+  const double touch = TimePerCall(
+      [&] {
+        pool.ParallelFor(data.size(), [&](size_t begin, size_t end, int) {
+          for (size_t i = begin; i < end; ++i) data[i] += 1.0f;
+        });
+      },
+      o.reps);
+  std::printf("empty %.2f us, touch %.2f us\n", empty * 1e6, touch * 1e6);
+}
+
+}  // namespace
+}  // namespace gemlet
+
+int main(int argc, char** argv) {
+  using namespace gemlet;
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "-t") o.threads = std::atoi(next().c_str());
+    else if (arg == "--tokens") o.tokens = std::atoi(next().c_str());
+    else if (arg == "--reps") o.reps = std::atoi(next().c_str());
+    else if (arg == "--kernels") o.kernels = Split(next());
+    else if (arg == "--types") o.types = Split(next());
+    else if (arg == "--only") o.only = next();
+    else {
+      std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
+                   "[--only gemv|gemm|elementwise|pool|bandwidth]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::printf("active kernels: %s\n", ActiveKernelsName());
+  if (o.only.empty() || o.only == "bandwidth") {
+    for (int t = 1; t <= o.threads; ++t) {
+      std::printf("memory read bandwidth, %d thread%s, 1 GiB: %.2f GB/s\n", t, t > 1 ? "s" : "",
+                  MeasureReadBandwidth(t, size_t{1} << 30, o.reps));
+    }
+  }
+  if (o.only.empty() || o.only == "pool") BenchPool(o);
+  if (o.only.empty() || o.only == "elementwise") BenchElementwise(o);
+  if (o.only.empty() || o.only == "gemv") BenchMatMul(o, false);
+  if (o.only.empty() || o.only == "gemm") BenchMatMul(o, true);
+  return 0;
+}
