@@ -1,6 +1,9 @@
 // GGUF parsing with bounds checks on every read; nothing in the file is trusted before it is checked.
 #include "gguf/gguf_reader.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -8,8 +11,10 @@ namespace gemlet {
 
 namespace {
 
-// Deepest array nesting we accept; real files use at most 2, hostile ones could recurse forever.
-constexpr int kMaxArrayDepth = 8;
+// Reservations driven by counts read from the file stay this small; vectors grow as entries parse,
+// so a hostile count costs nothing before the bytes behind it are seen.
+constexpr uint64_t kMaxReserve = 4096;
+size_t CappedReserve(uint64_t n) { return static_cast<size_t>(n < kMaxReserve ? n : kMaxReserve); }
 
 // A cursor over the file bytes; every read checks the remaining length first.
 class Cursor {
@@ -85,7 +90,9 @@ Status ReadScalar(Cursor& c, GgufType type, GgufValue* v, const std::string& wha
 Status ReadValue(Cursor& c, GgufType type, GgufValue* v, const std::string& what, int depth);
 
 Status ReadArray(Cursor& c, GgufValue* v, const std::string& what, int depth) {
-  if (depth > kMaxArrayDepth) return Status::Error(what + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+  if (depth > kGgufMaxArrayDepth) {
+    return Status::Error(what + ": arrays nested deeper than " + std::to_string(kGgufMaxArrayDepth) + " levels" + At(c));
+  }
   uint32_t elem_type = 0;
   uint64_t count = 0;
   if (!c.Read(&elem_type) || !c.Read(&count)) return Status::Error("truncated file: array header of " + what + At(c));
@@ -117,17 +124,27 @@ Status ReadArray(Cursor& c, GgufValue* v, const std::string& what, int depth) {
                          " cannot fit in the " + std::to_string(c.remaining()) + " bytes left" + At(c));
   }
   if (v->elem_type == GgufType::kString) {
+    // Up to min_elem bytes each, so a full reservation is at most twice the bytes behind it.
     v->strings.reserve(static_cast<size_t>(count));
     for (uint64_t i = 0; i < count; ++i) {
-      std::string_view s;
-      RETURN_IF_ERROR(ReadString(c, &s, what + "[" + std::to_string(i) + "]"));
-      v->strings.push_back(s);
+      // Inlined ReadString: token arrays hold 256k strings; the element's name is built only on error.
+      const Cursor before = c;
+      uint64_t len = 0;
+      if (!c.Read(&len) || len > c.remaining()) {
+        Cursor again = before;  // re-read through ReadString for its exact message
+        std::string_view unused;
+        return ReadString(again, &unused, what + "[" + std::to_string(i) + "]");
+      }
+      v->strings.emplace_back(reinterpret_cast<const char*>(c.here()), static_cast<size_t>(len));
+      c.Skip(static_cast<size_t>(len));
     }
     return Status::Ok();
   }
-  v->arrays.resize(static_cast<size_t>(count));
+  if (v->elem_type != GgufType::kArray) return Status::Error(what + ": internal: unexpected element type");
+  v->arrays.reserve(CappedReserve(count));
   for (uint64_t i = 0; i < count; ++i) {
-    RETURN_IF_ERROR(ReadArray(c, &v->arrays[i], what + "[" + std::to_string(i) + "]", depth + 1));
+    v->arrays.emplace_back();
+    RETURN_IF_ERROR(ReadArray(c, &v->arrays.back(), what + "[" + std::to_string(i) + "]", depth + 1));
   }
   return Status::Ok();
 }
@@ -141,12 +158,35 @@ Status ReadValue(Cursor& c, GgufType type, GgufValue* v, const std::string& what
   return ReadScalar(c, type, v, what);
 }
 
-std::string Quoted(std::string_view s) {
-  std::string out(1, '\'');  // built by append: GCC 12 warns falsely on "'" + std::string(s)
-  out.append(s);
-  out.push_back('\'');
+// A string from the file, quoted for a terminal: control bytes escaped (a hostile file must not
+// drive the terminal or break a one-line error), cut after `max_bytes` without splitting a UTF-8 sequence.
+std::string Printable(std::string_view s, size_t max_bytes, char quote = '"') {
+  size_t n = s.size();
+  bool cut = false;
+  if (n > max_bytes) {
+    n = max_bytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a sequence
+    cut = true;
+  }
+  std::string out(1, quote);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch == '\n') out += "\\n";
+    else if (ch == '\t') out += "\\t";
+    else if (ch == static_cast<unsigned char>(quote) || ch == '\\') { out += '\\'; out += static_cast<char>(ch); }
+    else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    } else out += static_cast<char>(ch);
+  }
+  if (cut) out += "...";
+  out.push_back(quote);
   return out;
 }
+
+// A key or tensor name inside an error message.
+std::string Quoted(std::string_view s) { return Printable(s, 120, '\''); }
 
 }  // namespace
 
@@ -201,8 +241,14 @@ int64_t GgufValue::IntAt(uint64_t i) const {
     case GgufType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
     case GgufType::kUint64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<int64_t>(x); }
     case GgufType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return x; }
-    case GgufType::kFloat32: return static_cast<int64_t>(FloatAt(i));
-    case GgufType::kFloat64: return static_cast<int64_t>(FloatAt(i));
+    case GgufType::kFloat32: case GgufType::kFloat64: {
+      // Casting NaN or an out-of-range double to an integer is undefined: saturate instead.
+      const double x = FloatAt(i);
+      if (std::isnan(x)) return 0;
+      if (x >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+      if (x <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+      return static_cast<int64_t>(x);
+    }
     default: return 0;
   }
 }
@@ -221,23 +267,28 @@ std::string GgufValue::ToString(size_t max_elems) const {
     if (type == GgufType::kUint64) return std::to_string(u64);
     return std::to_string(i64);
   };
-  if (type == GgufType::kString) {
-    std::string s(str.substr(0, 200));
-    for (char& ch : s) if (ch == '\n') ch = ' ';
-    return "\"" + s + (str.size() > 200 ? "...\"" : "\"");
-  }
+  if (type == GgufType::kString) return Printable(str, 200);
   if (type != GgufType::kArray) return scalar();
   std::string out = "[";
-  const size_t n = static_cast<size_t>(count);
+  // Elements actually held: a hand-built value may claim more than it has.
+  size_t n = static_cast<size_t>(count);
+  if (elem_type == GgufType::kString) n = std::min(n, strings.size());
+  else if (elem_type == GgufType::kArray) n = std::min(n, arrays.size());
+  else if (raw == nullptr) n = 0;
   for (size_t i = 0; i < n && i < max_elems; ++i) {
     if (i) out += ", ";
-    if (elem_type == GgufType::kString) out += "\"" + std::string(strings[i].substr(0, 40)) + "\"";
+    if (elem_type == GgufType::kString) out += Printable(strings[i], 40);
     else if (elem_type == GgufType::kArray) out += arrays[i].ToString(max_elems);
-    else if (elem_type == GgufType::kFloat32 || elem_type == GgufType::kFloat64) {
+    else if (elem_type == GgufType::kBool) out += raw[i] ? "true" : "false";
+    else if (elem_type == GgufType::kUint64) {
+      uint64_t x; std::memcpy(&x, raw + i * 8, 8); out += std::to_string(x);
+    } else if (elem_type == GgufType::kFloat32 || elem_type == GgufType::kFloat64) {
       char buf[64]; std::snprintf(buf, sizeof buf, "%g", FloatAt(i)); out += buf;
     } else out += std::to_string(IntAt(i));
   }
-  if (n > max_elems) out += ", ... (" + std::to_string(n) + " " + GgufTypeName(elem_type) + ")";
+  if (count > max_elems) {
+    out += std::string(max_elems > 0 ? ", " : "") + "... (" + std::to_string(count) + " " + GgufTypeName(elem_type) + ")";
+  }
   return out + "]";
 }
 
@@ -286,7 +337,7 @@ Status GgufFile::ParseAll() {
     return Status::Error("header claims " + std::to_string(n_tensors) + " tensors, more than the file can hold");
   }
 
-  kv_.reserve(static_cast<size_t>(n_kv));
+  kv_.reserve(CappedReserve(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string_view key;
     RETURN_IF_ERROR(ReadString(c, &key, "key of metadata entry " + std::to_string(i)));
@@ -307,9 +358,9 @@ Status GgufFile::ParseAll() {
     alignment_ = static_cast<uint32_t>(a->u64);
   }
 
-  tensors_.resize(static_cast<size_t>(n_tensors));
+  tensors_.reserve(CappedReserve(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    GgufTensor& t = tensors_[i];
+    GgufTensor& t = tensors_.emplace_back();
     RETURN_IF_ERROR(ReadString(c, &t.name, "name of tensor " + std::to_string(i)));
     const std::string what = "tensor " + Quoted(t.name);
     uint32_t n_dims = 0;

@@ -1,6 +1,7 @@
 // GGUF on-disk value types and the in-memory view of a metadata value (zero-copy into the map).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@ namespace gemlet {
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint32_t kGgufDefaultAlignment = 32;
 constexpr int kGgufMaxDims = 4;
+// Deepest array nesting read or written; real files use at most 2, hostile ones could recurse forever.
+constexpr int kGgufMaxArrayDepth = 8;
+// ggml's GGML_MAX_NAME is 64 including the terminating NUL: longer tensor names break llama.cpp.
+constexpr size_t kGgufMaxTensorName = 63;
 
 enum class GgufType : uint32_t {
   kUint8 = 0,
