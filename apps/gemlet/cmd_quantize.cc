@@ -48,7 +48,7 @@ int RunQuantize(int argc, char** argv) {
 
   CLI::App app{"Quantize a GGUF model (F32/F16/BF16 weights) with llama-quantize's per-tensor type mixes"};
   app.name("gemlet quantize");
-  std::string input, output, type_name;
+  std::string input, output, type_name, embd_type_name;
   int threads = 0;
   bool pure = false, allow_requantize = false, dry_run = false, verbose = false;
   app.add_option("input", input, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
@@ -57,6 +57,8 @@ int RunQuantize(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
   app.add_flag("--allow-requantize", allow_requantize, "accept already-quantized tensors in the input");
+  app.add_option("--token-embedding-type", embd_type_name,
+                 "type of token_embd and per_layer_token_embd (default: the mix's, Q6_K for most types)");
   app.add_flag("--dry-run", dry_run, "print the type each tensor would get and the sizes, write nothing");
   app.add_flag("-v,--verbose", verbose, "print one line per tensor");
   try {
@@ -68,6 +70,11 @@ int RunQuantize(int argc, char** argv) {
   QuantizeOptions options;
   if (!ParseFileType(type_name, &options.ftype)) {
     return Fail("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
+  }
+  if (!embd_type_name.empty()) {
+    DType t;
+    if (!ParseDTypeName(embd_type_name, &t)) return Fail("unknown tensor type '" + embd_type_name + "'");
+    options.token_embedding_type = t;
   }
   options.input_path = input;
   options.output_path = output;

@@ -275,6 +275,10 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
       d.type = t.type;
       continue;
     }
+    if (options.token_embedding_type && IsTokenEmbd(t.name)) {
+      d.type = Fallback(t, *options.token_embedding_type, &d);
+      continue;
+    }
     DType type = base;
     if (IsQuantized(base)) {
       if (!options.pure) type = RuleType(qs, model, type, t, options.ftype, CategoryOf(t.name));

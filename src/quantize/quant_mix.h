@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,9 @@ struct MixTensor {
 struct MixOptions {
   FileType ftype = FileType::kQ8_0;
   bool pure = false;  // every quantizable tensor gets the base type (shape fallbacks still apply)
+  // llama-quantize's --token-embedding-type: the type of token_embd and per_layer_token_embd (Gemma
+  // 3n/4's per-layer table is as large as the rest of an E2B model; llama.cpp's mix gives it Q6_K).
+  std::optional<DType> token_embedding_type;
 };
 
 struct MixDecision {

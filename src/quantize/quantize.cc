@@ -105,6 +105,13 @@ Result<QuantizeReport> QuantizeGguf(const QuantizeOptions& o) {
   MixOptions mix_options;
   mix_options.ftype = o.ftype;
   mix_options.pure = o.pure;
+  mix_options.token_embedding_type = o.token_embedding_type;
+  if (o.token_embedding_type) {
+    const DTypeInfo& info = GetDTypeInfo(*o.token_embedding_type);
+    const DType t = info.type;
+    const bool encodable = info.can_compute && t != DType::kQ8_K && t != DType::kQ8_1;
+    if (!encodable) return Status::Error(std::string("cannot write token embeddings as ") + info.name);
+  }
   const std::vector<MixDecision> decisions = ChooseTensorTypes(model, mix_tensors, mix_options);
 
   QuantizeReport report;

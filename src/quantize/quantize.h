@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct QuantizeOptions {
   bool pure = false;              // no mix: every quantizable tensor gets the base type
   bool allow_requantize = false;  // accept already-quantized input tensors (quality suffers)
   bool dry_run = false;           // choose the types and report sizes, write nothing
+  std::optional<DType> token_embedding_type;  // override for token_embd / per_layer_token_embd
   int n_threads = 0;              // 0: all hardware threads
   // Elements converted so far and in all; called from the writing thread only.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -246,6 +246,26 @@ TEST(QuantMixTest, Gemma4_E2B_Q4_K_M) {
   }
 }
 
+TEST(QuantMixTest, TokenEmbeddingTypeOverride) {
+  const std::vector<MixTensor> t = Tensors(kGemma4_E2B);
+  MixOptions o;
+  o.ftype = FileType::kQ4_K_M;
+  o.token_embedding_type = DType::kQ4_K;
+  const auto d = ChooseTensorTypes(ModelOf(kGemma4_E2B), t, o);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].name == "token_embd.weight" || t[i].name == "per_layer_token_embd.weight") {
+      EXPECT_EQ(d[i].type, DType::kQ4_K);
+    }
+    if (t[i].name == "blk.0.ffn_down.weight") {
+      EXPECT_EQ(d[i].type, DType::kQ6_K);  // the rest of the mix is unchanged
+    }
+  }
+  // Rows that do not fit still fall back (Gemma 3 1B: 1152 wide).
+  const std::vector<MixTensor> small = Tensors(kGemma3_1B);
+  const auto d1 = ChooseTensorTypes(ModelOf(kGemma3_1B), small, o);
+  EXPECT_EQ(d1[0].type, DType::kQ5_0);
+}
+
 TEST(QuantMixTest, PureAndFloatTypes) {
   auto pure = Choose(kGemma3_4B, FileType::kQ4_K_M, /*pure=*/true);
   auto f16 = Choose(kGemma3_4B, FileType::kF16);
