@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gemlet builds with; does nothing when they are already present.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libgtest-dev libgmock-dev
           libbenchmark-dev xz-utils python3)
 missing=()
 for p in "${packages[@]}"; do

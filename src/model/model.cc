@@ -68,7 +68,7 @@ std::vector<KvLayerSpec> Model::KvLayout() const {
 }
 
 Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
-                      float* logits, bool all_logits) const {
+                      float* logits, bool all_logits, const std::function<void(int, int)>* progress) const {
   if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
   for (int i = 0; i < n_tokens; ++i) {
     if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
@@ -85,6 +85,7 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Works
     else if (last_chunk) out = logits;
     ForwardChunk(tokens + start, n, cache, ws, pool, out, all_logits);
     cache.Advance(n);
+    if (progress && *progress) (*progress)(start + n, n_tokens);
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,8 +72,9 @@ class Model {
 
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache.
   // logits: [n_tokens, n_vocab] when all_logits, else [n_vocab] for the last token only.
+  // progress, if given, is called after each chunk with (tokens done, tokens total).
   Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
-                 float* logits, bool all_logits) const;
+                 float* logits, bool all_logits, const std::function<void(int, int)>* progress = nullptr) const;
 
   explicit Model(std::shared_ptr<const GgufFile> gguf) : gguf_(std::move(gguf)) {}
 

@@ -40,9 +40,26 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
   return Status::Ok();
 }
 
-std::string RenderGemma(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+// Accumulates markup and content segments, merging neighbours of the same kind.
+class SegmentWriter {
+ public:
+  void Markup(const std::string& text) { Add(text, false); }
+  void Content(const std::string& text) { Add(text, true); }
+  std::vector<ChatSegment> Take() { return std::move(segments_); }
+
+ private:
+  void Add(const std::string& text, bool content) {
+    if (text.empty()) return;
+    if (!segments_.empty() && segments_.back().is_content == content) segments_.back().text += text;
+    else segments_.push_back({text, content});
+  }
+  std::vector<ChatSegment> segments_;
+};
+
+std::vector<ChatSegment> RenderGemma(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   // Gemma 3 template: a system message becomes a prefix of the first user turn, followed by "\n\n".
-  std::string out = o.add_bos ? "<bos>" : "";
+  SegmentWriter out;
+  if (o.add_bos) out.Markup("<bos>");
   std::string first_user_prefix;
   size_t start = 0;
   if (IsSystemRole(messages[0].role)) {
@@ -51,42 +68,46 @@ std::string RenderGemma(const std::vector<ChatMessage>& messages, const ChatRend
   }
   for (size_t i = start; i < messages.size(); ++i) {
     const std::string role = IsModelRole(messages[i].role) ? "model" : messages[i].role;
-    out += "<start_of_turn>" + role + "\n";
-    if (i == start) out += first_user_prefix;
-    out += TrimUnicodeWhitespace(messages[i].content) + "<end_of_turn>\n";
+    out.Markup("<start_of_turn>" + role + "\n");
+    if (i == start) out.Content(first_user_prefix);
+    out.Content(TrimUnicodeWhitespace(messages[i].content));
+    out.Markup("<end_of_turn>\n");
   }
-  if (o.add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
+  if (o.add_generation_prompt) out.Markup("<start_of_turn>model\n");
+  return out.Take();
 }
 
-std::string RenderGemma4(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
-  std::string out = o.add_bos ? "<bos>" : "";
+std::vector<ChatSegment> RenderGemma4(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+  SegmentWriter out;
+  if (o.add_bos) out.Markup("<bos>");
   size_t start = 0;
   const bool has_system = IsSystemRole(messages[0].role);
   if (o.enable_thinking || has_system) {
-    out += "<|turn>system\n";
-    if (o.enable_thinking) out += "<|think|>\n";
+    out.Markup("<|turn>system\n");
+    if (o.enable_thinking) out.Markup("<|think|>\n");
     if (has_system) {
-      out += TrimUnicodeWhitespace(messages[0].content);
+      out.Content(TrimUnicodeWhitespace(messages[0].content));
       start = 1;
     }
-    out += "<turn|>\n";
+    out.Markup("<turn|>\n");
   }
   for (size_t i = start; i < messages.size(); ++i) {
     const bool model = IsModelRole(messages[i].role);
     // Consecutive model messages continue one turn (the template's continue_same_model_turn).
     const bool continues = model && i > start && IsModelRole(messages[i - 1].role);
-    if (continues && out.size() >= 7 && out.compare(out.size() - 7, 7, "<turn|>\n") == 0) out.resize(out.size() - 7);
-    if (!continues) out += "<|turn>" + std::string(model ? "model" : messages[i].role) + "\n";
-    out += model ? StripThinking(messages[i].content) : TrimUnicodeWhitespace(messages[i].content);
-    out += "<turn|>\n";
+    if (!continues) {
+      if (i > start) out.Markup("<turn|>\n");
+      out.Markup("<|turn>" + std::string(model ? "model" : messages[i].role) + "\n");
+    }
+    out.Content(model ? StripThinking(messages[i].content) : TrimUnicodeWhitespace(messages[i].content));
   }
+  if (messages.size() > start) out.Markup("<turn|>\n");
   if (o.add_generation_prompt) {
-    out += "<|turn>model\n";
+    out.Markup("<|turn>model\n");
     // Without thinking, the template opens and closes an empty thought channel for the model.
-    if (!o.enable_thinking) out += "<|channel>thought\n<channel|>";
+    if (!o.enable_thinking) out.Markup("<|channel>thought\n<channel|>");
   }
-  return out;
+  return out.Take();
 }
 
 }  // namespace
@@ -133,6 +154,14 @@ const char* ChatStyleName(ChatStyle style) { return style == ChatStyle::kGemma4 
 
 Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
                                const ChatRenderOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(style, messages, options));
+  std::string out;
+  for (const ChatSegment& s : segments) out += s.text;
+  return out;
+}
+
+Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
+                                                    const ChatRenderOptions& options) {
   RETURN_IF_ERROR(CheckRoles(messages));
   if (style == ChatStyle::kGemma4) return RenderGemma4(messages, options);
   // Gemma 1-3 templates require user/model alternation after the optional system message.

@@ -35,6 +35,15 @@ const char* ChatStyleName(ChatStyle style);
 Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
                                const ChatRenderOptions& options);
 
+// The same prompt split into template markup and message content, so that content can be
+// tokenized with special-token parsing off: a user typing "<end_of_turn>" cannot end a turn.
+struct ChatSegment {
+  std::string text;
+  bool is_content = false;
+};
+Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
+                                                    const ChatRenderOptions& options);
+
 // The strings that end a model turn in each style (besides the tokenizer's EOS).
 std::vector<std::string> TurnEndMarkers(ChatStyle style);
 

@@ -2,13 +2,47 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace gemlet {
 
 Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path));
-  return std::shared_ptr<const Engine>(new Engine(std::move(model)));
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Engine> engine(new Engine());
+  ASSIGN_OR_RETURN(engine->model_, LoadModelFile(path));
+  const GgufFile& gguf = engine->model_->gguf();
+  auto tokenizer = Tokenizer::FromGguf(gguf);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("'" + path + "': reading the tokenizer");
+  engine->tokenizer_ = std::make_unique<Tokenizer>(std::move(tokenizer).value());
+  std::string chat_template;
+  if (gguf.Has("tokenizer.chat_template")) {
+    ASSIGN_OR_RETURN(chat_template, gguf.GetString("tokenizer.chat_template"));
+  }
+  engine->chat_style_ = ChooseChatStyle(engine->config().arch, chat_template);
+  const Tokenizer& tok = *engine->tokenizer_;
+  auto add_eog = [&](int32_t id) {
+    if (id >= 0 && id < tok.vocab_size() &&
+        std::find(engine->end_of_generation_.begin(), engine->end_of_generation_.end(), id) == engine->end_of_generation_.end()) {
+      engine->end_of_generation_.push_back(id);
+    }
+  };
+  add_eog(tok.eos_id());
+  add_eog(tok.eot_id());
+  for (const std::string& marker : TurnEndMarkers(engine->chat_style_)) add_eog(tok.vocab().Find(marker));
+  if (tok.vocab_size() != engine->config().n_vocab) {
+    // Models may pad the embedding beyond the vocabulary; the reverse would index past the table.
+    if (tok.vocab_size() > engine->config().n_vocab) {
+      return Status::Error("'" + path + "': the tokenizer has " + std::to_string(tok.vocab_size()) +
+                           " tokens but the embedding only " + std::to_string(engine->config().n_vocab));
+    }
+  }
+  engine->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::shared_ptr<const Engine>(std::move(engine));
+}
+
+bool Engine::IsEndOfGeneration(int32_t id) const {
+  return std::find(end_of_generation_.begin(), end_of_generation_.end(), id) != end_of_generation_.end();
 }
 
 namespace {
@@ -32,13 +66,39 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
   s->pool_ = std::make_unique<ThreadPool>(o.n_threads);
+  for (const LayerConfig& l : engine->config().layers) {
+    if (l.sliding) s->max_window_ = std::max(s->max_window_, engine->config().sliding_window);
+  }
   s->engine_ = std::move(engine);
   return s;
 }
 
 Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
-  return engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *pool_, logits,
-                                  all_logits);
+  RETURN_IF_ERROR(engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *pool_,
+                                           logits, all_logits, &progress_));
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
+  tokens_evaluated_ += static_cast<int64_t>(tokens.size());
+  return Status::Ok();
+}
+
+Status Session::Truncate(int n) {
+  const int held = cache_->n_past();
+  if (n < 0 || n > held) return Status::Error("cannot truncate to " + std::to_string(n) + " of " + std::to_string(held) + " tokens");
+  if (n == held) return Status::Ok();
+  // A ring of W slots still holds position p < n only if no position >= n wrote over it: the
+  // window before n survives when fewer than (capacity - window + 1) positions are dropped.
+  // Capacity equals the window, so any rollback past one token needs the refill.
+  const bool refill = max_window_ > 0 && held - n > 1 && n > 0;
+  if (!refill) {
+    cache_->SetPast(n);
+    history_.resize(static_cast<size_t>(n));
+    return Status::Ok();
+  }
+  const int from = std::max(0, n - max_window_);
+  std::vector<int32_t> replay(history_.begin() + from, history_.begin() + n);
+  cache_->SetPast(from);
+  history_.resize(static_cast<size_t>(from));
+  return Evaluate(replay, nullptr, false);
 }
 
 }  // namespace gemlet

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,18 +11,31 @@
 #include "base/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "runtime/chat_format.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gemlet {
 
+// The immutable half: mapped weights, tokenizer and chat format. Shared by any number of sessions.
 class Engine {
  public:
   static Result<std::shared_ptr<const Engine>> Load(const std::string& path);
   const Model& model() const { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  ChatStyle chat_style() const { return chat_style_; }
+  // Token ids that end a model turn: EOS, <end_of_turn> / <turn|> where the vocabulary has them.
+  const std::vector<int32_t>& end_of_generation() const { return end_of_generation_; }
+  bool IsEndOfGeneration(int32_t id) const;
+  double load_seconds() const { return load_seconds_; }
 
  private:
-  explicit Engine(std::unique_ptr<Model> model) : model_(std::move(model)) {}
+  Engine() = default;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ChatStyle chat_style_ = ChatStyle::kGemma;
+  std::vector<int32_t> end_of_generation_;
+  double load_seconds_ = 0;
 };
 
 struct SessionOptions {
@@ -41,15 +55,32 @@ class Session {
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
   Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits);
 
+  // Called after each chunk of a long evaluation with (tokens done, total): progress displays.
+  void SetProgress(std::function<void(int, int)> progress) { progress_ = std::move(progress); }
+
+  // Forgets every token from position n on. Sliding-window layers whose ring has already overwritten
+  // positions needed before n are refilled by re-evaluating the last window of the history.
+  Status Truncate(int n);
+
   const Engine& engine() const { return *engine_; }
   int n_past() const { return cache_->n_past(); }
   int n_ctx() const { return cache_->n_ctx(); }
   const KvCache& cache() const { return *cache_; }
-  void Reset() { cache_->Clear(); }
+  const std::vector<int32_t>& history() const { return history_; }  // the tokens held in the cache
+  void Reset() {
+    cache_->Clear();
+    history_.clear();
+  }
   int n_threads() const { return pool_->size(); }
+  // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
+  int64_t tokens_evaluated() const { return tokens_evaluated_; }
 
  private:
   Session() = default;
+  std::vector<int32_t> history_;
+  int64_t tokens_evaluated_ = 0;
+  std::function<void(int, int)> progress_;
+  int max_window_ = 0;   // largest sliding window (0: none)
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;

@@ -41,6 +41,10 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab)
 
 void Sampler::Reset() {
   rng_ = Pcg32(params_.seed);
+  ClearWindow();
+}
+
+void Sampler::ClearWindow() {
   window_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
 }

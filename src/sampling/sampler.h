@@ -44,7 +44,8 @@ class Sampler {
   int Sample(const float* logits);
   // Records a token (prompt or generated) in the penalty window.
   void Accept(int32_t token);
-  void Reset();
+  void Reset();        // window and random stream back to the start
+  void ClearWindow();  // forget the penalty window only
   const SamplingParams& params() const { return params_; }
 
  private:

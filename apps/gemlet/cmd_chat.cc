@@ -1,0 +1,179 @@
+// `gemlet chat`: an interactive multi-turn conversation. The KV cache carries the conversation, so
+// each turn only evaluates its new tokens. Line editing and history come from libedit.
+#include <editline/readline.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "cli_common.h"
+#include "command.h"
+#include "runtime/chat.h"
+
+namespace gemlet::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSigint(int) { g_interrupted.store(true); }
+
+const char* kHelp =
+    "commands:\n"
+    "  /reset          start a new conversation (keeps the system message)\n"
+    "  /system TEXT    set the system message (empty TEXT removes it)\n"
+    "  /think on|off   Gemma 4: thinking before answering\n"
+    "  /save FILE      save the conversation as JSON\n"
+    "  /load FILE      load a saved conversation\n"
+    "  /stats          speeds and memory of the last answer\n"
+    "  /help           this list\n"
+    "  /exit           leave (or Ctrl-D)\n"
+    "Ctrl-C stops the answer being written; a line ending in \\ continues on the next line.\n";
+
+// Reads one (possibly continued) line; false at end of input.
+bool ReadInput(bool interactive, std::string* out) {
+  out->clear();
+  for (bool first = true;; first = false) {
+    std::string line;
+    if (interactive) {
+      g_interrupted.store(false);
+      char* raw = readline(first ? "> " : ". ");
+      if (raw == nullptr) {
+        if (g_interrupted.load()) {  // Ctrl-C at the prompt: drop the line, stay in the chat
+          std::fputs("\n", stdout);
+          out->clear();
+          first = true;
+          continue;
+        }
+        return false;
+      }
+      line = raw;
+      std::free(raw);
+    } else if (!std::getline(std::cin, line)) {
+      return !out->empty();
+    }
+    const bool continued = !line.empty() && line.back() == '\\';
+    if (continued) line.pop_back();
+    *out += line;
+    if (!continued) break;
+    *out += "\n";
+  }
+  if (interactive && !out->empty()) add_history(out->c_str());
+  return true;
+}
+
+int RunChat(int argc, char** argv) {
+  CLI::App app{"Chat with a model, turn by turn"};
+  app.name("gemlet chat");
+  ModelOptions mo;
+  GenerationFlags gf;
+  std::string system;
+  AddModelOptions(app, &mo);
+  AddGenerationOptions(app, &gf);
+  app.add_option("--system", system, "system message");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (std::string err = gf.sampling.Validate(); !err.empty()) return Fail(err);
+  const bool interactive = ::isatty(STDIN_FILENO) == 1;
+  auto loaded = LoadForGeneration(mo, gf.stats);
+  if (!loaded.ok()) return Fail(loaded.message());
+  LoadedModel& m = loaded.value();
+  ChatSession chat(std::move(m.session), gf.sampling);
+  chat.SetSystem(system);
+  chat.SetThinking(gf.think);
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns so the prompt can recover
+  sigaction(SIGINT, &sa, nullptr);
+
+  if (interactive) {
+    std::fprintf(stderr, "gemlet chat: %s (%s format). /help for commands, Ctrl-D to leave.\n",
+                 m.engine->config().name.empty() ? m.engine->config().arch.c_str() : m.engine->config().name.c_str(),
+                 ChatStyleName(m.engine->chat_style()));
+  }
+  const bool color = StdoutIsTerminal();
+  GenerateOptions go = MakeGenerateOptions(gf);
+  go.cancel = &g_interrupted;
+  GenerateResult last;
+  bool have_last = false;
+  std::string input;
+  while (ReadInput(interactive, &input)) {
+    if (input.empty()) continue;
+    if (input[0] == '/') {
+      const size_t space = input.find(' ');
+      const std::string cmd = input.substr(0, space);
+      const std::string arg = space == std::string::npos ? "" : input.substr(space + 1);
+      if (cmd == "/exit" || cmd == "/quit") break;
+      if (cmd == "/help") {
+        std::fputs(kHelp, stderr);
+      } else if (cmd == "/reset") {
+        chat.Reset();
+        std::fputs("(new conversation)\n", stderr);
+      } else if (cmd == "/system") {
+        chat.SetSystem(arg);
+        std::fprintf(stderr, "(system message %s)\n", arg.empty() ? "removed" : "set");
+      } else if (cmd == "/think") {
+        if (arg != "on" && arg != "off") {
+          std::fputs("usage: /think on|off\n", stderr);
+        } else {
+          chat.SetThinking(arg == "on");
+          std::fprintf(stderr, "(thinking %s)\n", arg.c_str());
+        }
+      } else if (cmd == "/save" || cmd == "/load") {
+        if (arg.empty()) {
+          std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
+          continue;
+        }
+        Status s = cmd == "/save" ? chat.Save(arg) : chat.Load(arg);
+        if (s.ok()) std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "/save" ? "saved to" : "loaded", arg.c_str(), chat.messages().size());
+        else std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+      } else if (cmd == "/stats") {
+        if (!have_last) {
+          std::fputs("(no answer yet)\n", stderr);
+        } else {
+          std::fprintf(stderr, "last turn: %d prompt tokens evaluated, %d reused from the cache; context %d/%d\n",
+                       chat.last_turn().tokens_evaluated, chat.last_turn().tokens_reused, chat.session().n_past(),
+                       chat.session().n_ctx());
+          PrintStats(m, last);
+        }
+      } else {
+        std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
+      }
+      continue;
+    }
+    g_interrupted.store(false);
+    auto result = chat.Send(input, go, [&](std::string_view text, bool thought) {
+      if (thought && !gf.show_thinking) return true;
+      if (thought && color) std::fputs("\033[2m", stdout);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (thought && color) std::fputs("\033[0m", stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    if (!result.ok()) {
+      std::fprintf(stderr, "gemlet: %s\n", result.message().c_str());
+      continue;
+    }
+    last = std::move(result).value();
+    have_last = true;
+    if (last.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
+    if (gf.stats) PrintStats(m, last);
+  }
+  if (interactive) std::fputs("\n", stdout);
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("chat", "talk with a model turn by turn (reuses the KV cache across turns)", RunChat);
+
+}  // namespace gemlet::cli

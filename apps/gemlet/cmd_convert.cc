@@ -1,0 +1,66 @@
+// `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16]`: a HuggingFace Gemma checkpoint to GGUF.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "command.h"
+#include "convert/convert.h"
+
+namespace gemlet::cli {
+namespace {
+
+int RunConvert(int argc, char** argv) {
+  CLI::App app{"Convert a HuggingFace Gemma checkpoint folder (config.json + safetensors) to GGUF, with\n"
+               "llama.cpp's tensor names and metadata keys.",
+               "gemlet convert"};
+  ConvertOptions options;
+  std::string outtype;
+  app.add_option("hf_dir", options.hf_dir, "the checkpoint folder")->required();
+  app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
+  app.add_option("--outtype", outtype,
+                 "f32, f16 or bf16 for the weight matrices (default: the checkpoint's own type); "
+                 "norms and other small tensors stay f32");
+  app.add_option("--weights", options.weights_path,
+                 "a .safetensors file or model.safetensors.index.json to use instead of the folder's");
+  app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Fail(std::string("convert: ") + e.what() + " (see 'gemlet convert --help')");
+  }
+  if (!outtype.empty()) {
+    Result<DType> type = ParseOutType(outtype);
+    if (!type.ok()) return Fail(type.message());
+    options.outtype = *type;
+  }
+
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  bool progress_shown = false;
+  if (tty) {
+    options.progress = [&](size_t i, size_t n, const std::string& name) {
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s", i + 1, n, name.c_str());
+      std::fflush(stderr);
+      progress_shown = true;
+    };
+  }
+  options.warn = [&](const std::string& message) { std::fprintf(stderr, "gemlet: warning: %s\n", message.c_str()); };
+
+  Result<ConvertResult> result = ConvertHfToGguf(options);
+  if (progress_shown) std::fprintf(stderr, "\r\033[K");
+  if (!result.ok()) return Fail(result.message());
+  if (tty) {
+    std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s\n", options.output_path.c_str(), result->arch.c_str(),
+                 result->n_tensors, DTypeName(result->outtype));
+  }
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("convert", "convert a HuggingFace Gemma checkpoint folder to GGUF", RunConvert);
+
+}  // namespace gemlet::cli

@@ -1,0 +1,54 @@
+// ChatSession: a multi-turn conversation over one Session. Each turn re-renders the conversation
+// with the model's chat format and evaluates only the tokens that differ from what the KV cache
+// already holds, so earlier turns are not processed again.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/chat_format.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+#include "sampling/sampler.h"
+
+namespace gemlet {
+
+struct ChatTurnStats {
+  int tokens_evaluated = 0;  // prompt tokens actually run through the model this turn
+  int tokens_reused = 0;     // prompt tokens whose K/V were already cached
+};
+
+class ChatSession {
+ public:
+  ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling);
+
+  // Sends a user message and streams the model's answer. The answer (without its thought channel)
+  // joins the conversation; on error or cancellation the conversation stays usable.
+  Result<GenerateResult> Send(const std::string& user_text, const GenerateOptions& options, const TextSink& sink);
+
+  void SetSystem(const std::string& system);  // empty: no system message
+  void SetThinking(bool on) { thinking_ = on; }
+  bool thinking() const { return thinking_; }
+  void Reset();  // forget the conversation (keeps the system message)
+
+  const std::vector<ChatMessage>& messages() const { return messages_; }
+  Status Save(const std::string& path) const;  // JSON: {"system": ..., "messages": [...]}
+  Status Load(const std::string& path);        // replaces the conversation; evaluated on the next Send
+
+  // The tokens the whole conversation renders to (with the generation prompt).
+  Result<std::vector<int32_t>> RenderTokens(bool add_generation_prompt) const;
+
+  Session& session() { return *session_; }
+  const ChatTurnStats& last_turn() const { return last_turn_; }
+
+ private:
+  std::unique_ptr<Session> session_;
+  Sampler sampler_;
+  std::string system_;
+  std::vector<ChatMessage> messages_;  // user / assistant turns
+  bool thinking_ = false;
+  ChatTurnStats last_turn_;
+};
+
+}  // namespace gemlet

@@ -1,0 +1,109 @@
+// MemoryReport: classify tensors by how the forward pass reads them; size the KV cache.
+#include "runtime/memory_report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace gemlet {
+
+namespace {
+bool ReadByRows(const std::string& name, bool tied_output) {
+  // Token embeddings are gathered row by row, unless the same matrix is the LM head (tied), which
+  // reads all of it for every token. Per-layer embedding tables (Gemma 3n/4) are only gathered.
+  if (name == "per_layer_token_embd.weight") return true;
+  if (name == "token_embd.weight") return !tied_output;
+  return false;
+}
+
+size_t ProcStatusBytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line)) {
+    if (line.rfind(prefix, 0) == 0) return static_cast<size_t>(std::strtoull(line.c_str() + prefix.size(), nullptr, 10)) * 1024;
+  }
+  return 0;
+}
+
+std::string Mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+}  // namespace
+
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type) {
+  MemoryReport r;
+  const GgufFile& f = model.gguf();
+  r.file_bytes = f.file_size();
+  const bool tied = f.FindTensor("output.weight") == nullptr;
+  for (const GgufTensor& t : f.tensors()) {
+    (ReadByRows(std::string(t.name), tied) ? r.weights_on_demand : r.weights_resident) += t.nbytes;
+  }
+  const size_t element = kv_type == KvType::kF16 ? 2 : 4;
+  for (const KvLayerSpec& s : model.KvLayout()) {
+    const size_t per_token = static_cast<size_t>(s.n_kv_heads) * (s.head_dim_k + s.head_dim_v) * element;
+    if (s.source >= 0) {
+      ++r.kv_layers_shared;
+    } else if (s.window > 0) {
+      ++r.kv_layers_local;
+      r.kv_bytes_per_token_local += per_token;
+      r.window = s.window;
+    } else {
+      ++r.kv_layers_global;
+      r.kv_bytes_per_token_global += per_token;
+    }
+  }
+  r.n_ctx = n_ctx;
+  r.kv_type = kv_type;
+  r.kv_total = KvCache::PlanBytes(model.KvLayout(), n_ctx, kv_type);
+  return r;
+}
+
+std::string MemoryReport::ToString() const {
+  std::ostringstream o;
+  o << "memory plan (n_ctx " << n_ctx << ", KV " << KvTypeName(kv_type) << ")\n"
+    << "  file                      " << Mib(file_bytes) << "\n"
+    << "  weights resident          " << Mib(weights_resident) << "  (read for every token)\n"
+    << "  weights on demand         " << Mib(weights_on_demand) << "  (embedding rows, mapped, paged in per token)\n"
+    << "  KV layers                 " << kv_layers_global << " global, " << kv_layers_local << " local (window "
+    << window << "), " << kv_layers_shared << " shared\n"
+    << "  KV per token              " << kv_bytes_per_token_global << " B global + " << kv_bytes_per_token_local
+    << " B local\n"
+    << "  KV total                  " << Mib(kv_total) << "\n"
+    << "  expected resident         " << Mib(weights_resident + kv_total) << "  (weights + KV, before activations)\n";
+  return o.str();
+}
+
+size_t CurrentRssBytes() { return ProcStatusBytes("VmRSS"); }
+size_t PeakRssBytes() { return ProcStatusBytes("VmHWM"); }
+
+size_t ResidentBytesInRange(const void* begin, size_t size) {
+  // /proc/self/pagemap has one 64-bit entry per virtual page; bit 63 says the page is present in
+  // this process's page tables — touched by us, not merely sitting in the page cache.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(begin) / page, hi = (reinterpret_cast<uintptr_t>(begin) + size + page - 1) / page;
+  std::FILE* f = std::fopen("/proc/self/pagemap", "rb");
+  if (f == nullptr) return 0;
+  size_t present = 0;
+  if (std::fseek(f, static_cast<long>(lo * 8), SEEK_SET) == 0) {
+    uint64_t entries[512];
+    for (uintptr_t p = lo; p < hi;) {
+      const size_t want = static_cast<size_t>(std::min<uintptr_t>(512, hi - p));
+      const size_t got = std::fread(entries, 8, want, f);
+      for (size_t i = 0; i < got; ++i) present += (entries[i] >> 63) & 1;
+      if (got < want) break;
+      p += got;
+    }
+  }
+  std::fclose(f);
+  return present * page;
+}
+
+}  // namespace gemlet

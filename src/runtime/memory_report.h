@@ -1,0 +1,40 @@
+// MemoryReport: what a model costs in RAM before it runs — weights that become resident, weights
+// that stay on disk (read by rows), KV bytes per token for local and global layers, and the total
+// for a context size — plus what the process actually holds, for comparison.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace gemlet {
+
+struct MemoryReport {
+  size_t file_bytes = 0;
+  size_t weights_resident = 0;   // read in full for every token: they end up in RAM
+  size_t weights_on_demand = 0;  // read by rows (embedding tables): only touched rows get paged in
+  int kv_layers_global = 0;      // layers that own a global (full-context) cache
+  int kv_layers_local = 0;       // layers that own a sliding-window ring
+  int kv_layers_shared = 0;      // layers reusing another layer's cache (no memory)
+  int window = 0;
+  size_t kv_bytes_per_token_global = 0;  // summed over the global layers
+  size_t kv_bytes_per_token_local = 0;   // summed over the local layers (times min(window, n_ctx) in total)
+  size_t kv_total = 0;                   // for n_ctx
+  int n_ctx = 0;
+  KvType kv_type = KvType::kF16;
+
+  std::string ToString() const;
+};
+
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type);
+
+// Resident bytes of this process (VmRSS) and its peak (VmHWM), from /proc/self/status; 0 if unknown.
+size_t CurrentRssBytes();
+size_t PeakRssBytes();
+// Bytes of [begin, begin + size) that are present in this process's page tables (from
+// /proc/self/pagemap), i.e. what those pages add to RSS. The page cache alone does not count.
+size_t ResidentBytesInRange(const void* begin, size_t size);
+
+}  // namespace gemlet
