@@ -63,11 +63,13 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o, bool verbose) {
   so.max_batch = o.batch;
   ParseKvType(o.kv_type, &so.kv_type);
   m.kv_bytes = Session::PlanKvBytes(*m.engine, so);
+  ASSIGN_OR_RETURN(m.session, Session::Create(m.engine, so));
   if (verbose) {
     if (tty) std::fprintf(stderr, "\r\033[K");
-    std::fputs(ComputeMemoryReport(m.engine->model(), o.ctx, so.kv_type).ToString().c_str(), stderr);
+    MemoryReport plan = ComputeMemoryReport(m.engine->model(), m.session->n_ctx(), so.kv_type);
+    plan.activations = m.session->activation_bytes();
+    std::fputs(plan.ToString().c_str(), stderr);
   }
-  ASSIGN_OR_RETURN(m.session, Session::Create(m.engine, so));
   if (tty) {
     std::fprintf(stderr, "\r\033[K");
     // Long prompts show their progress on a terminal; piped output stays clean.
@@ -97,6 +99,7 @@ void PrintStats(const LoadedModel& m, const GenerateResult& r) {
                m.load_seconds, r.prompt_tokens, r.prefill_seconds, prefill_tps, generated, decode_tps,
                static_cast<double>(m.kv_bytes) / (1 << 20), static_cast<double>(PeakRssBytes()) / (1 << 20),
                StopReasonName(r.stop));
+  std::fputs(MeasureMemory(m.engine->model()).ToString().c_str(), stderr);
 }
 
 }  // namespace gemlet::cli

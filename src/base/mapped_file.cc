@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -54,6 +55,34 @@ size_t MappedFile::ResidentBytes() const {
   size_t resident = 0;
   for (unsigned char c : in_core) resident += (c & 1) ? page : 0;
   return resident < size_ ? resident : size_;
+}
+
+namespace {
+
+// The whole pages that hold [begin, begin + size), clipped to [map_begin, map_end); false if empty.
+bool PageSpan(const uint8_t* begin, size_t size, const uint8_t* map_begin, size_t map_size, uintptr_t* lo, uintptr_t* hi) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t b = std::max(reinterpret_cast<uintptr_t>(begin), reinterpret_cast<uintptr_t>(map_begin));
+  const uintptr_t e = std::min(reinterpret_cast<uintptr_t>(begin) + size, reinterpret_cast<uintptr_t>(map_begin) + map_size);
+  if (e <= b) return false;
+  *lo = b / page * page;  // the mapping starts on a page boundary, so these stay inside it
+  *hi = (e + page - 1) / page * page;
+  return true;
+}
+
+}  // namespace
+
+// Both are advice: if the kernel refuses, reads stay correct and only memory use differs.
+void MappedFile::AdviseRandomAccess(const uint8_t* begin, size_t size) const {
+  uintptr_t lo = 0, hi = 0;
+  if (PageSpan(begin, size, data_, size_, &lo, &hi)) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_RANDOM);
+}
+
+void MappedFile::ReleasePages(const uint8_t* begin, size_t size) const {
+  // MADV_DONTNEED on a read-only shared file mapping drops only our page-table entries: the data
+  // is re-read from the page cache (or the file) on the next access, never lost.
+  uintptr_t lo = 0, hi = 0;
+  if (PageSpan(begin, size, data_, size_, &lo, &hi)) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 }  // namespace gemlet

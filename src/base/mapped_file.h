@@ -24,6 +24,14 @@ class MappedFile {
   // Bytes of this mapping currently resident in RAM (mincore), for memory reports.
   size_t ResidentBytes() const;
 
+  // For a part of the file read a few rows at a time, at random (Gemma 4's per-layer embedding
+  // table): no readahead around the rows that are read.
+  void AdviseRandomAccess(const uint8_t* begin, size_t size) const;
+  // Unmaps the pages holding [begin, begin + size) from this process; they stay in the page cache
+  // and fault back in when read again. Keeps a rarely read region out of the resident set even
+  // where the kernel maps whole large folios around a fault. Ranges outside the mapping are ignored.
+  void ReleasePages(const uint8_t* begin, size_t size) const;
+
  private:
   MappedFile() = default;
   std::string path_;

@@ -433,6 +433,9 @@ Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, cons
   const GgufTensor* t = file.FindTensor("per_layer_token_embd.weight");
   if (t == nullptr) return Status::Error("missing tensor 'per_layer_token_embd.weight'");
   ASSIGN_OR_RETURN(table, w.Matrix("per_layer_token_embd.weight", width, t->ne[1]));
+  // Most of an E2B file, read a few rows per token: it stays on disk (see Compute).
+  source = file.mapping();
+  if (source != nullptr) source->AdviseRandomAccess(table.data, t->nbytes);
   ASSIGN_OR_RETURN(model_proj, w.Matrix("per_layer_model_proj.weight", c.d_model, width));
   ASSIGN_OR_RETURN(proj_norm, w.Vector("per_layer_proj_norm.weight", dim));
   return Status::Ok();
@@ -450,9 +453,24 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
     for (int k = 0; k < width; ++k) o[k] *= proj_scale;
     NormRows(o, proj_norm, c.n_layers, dim, c.norm_eps, o);
     // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
-    GetRow(table, tokens[t] < table.n_out ? tokens[t] : 0, table_scale, row);
+    const int64_t id = tokens[t] < table.n_out ? tokens[t] : 0;
+    GetRow(table, id, table_scale, row);
+    if (source != nullptr) ReleaseTableRow(id);
     for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
   }
+}
+
+void PerLayerEmbedding::ReleaseTableRow(int64_t id) const {
+  // Unmap the row again at once. A page fault maps a whole large folio around the row (up to 2 MiB
+  // for a file that was just written or downloaded), not just the row's pages, so the span released
+  // is the row widened to 2 MiB boundaries, kept inside the table.
+  constexpr uintptr_t kLargestFolio = uintptr_t{2} << 20;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(table.data);
+  const uintptr_t end = begin + static_cast<uintptr_t>(table.n_out) * table.row_bytes;
+  const uintptr_t row = reinterpret_cast<uintptr_t>(table.Row(id));
+  const uintptr_t lo = std::max(begin, row / kLargestFolio * kLargestFolio);
+  const uintptr_t hi = std::min(end, (row + table.row_bytes + kLargestFolio - 1) / kLargestFolio * kLargestFolio);
+  source->ReleasePages(reinterpret_cast<const uint8_t*>(lo), hi - lo);
 }
 
 void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const {

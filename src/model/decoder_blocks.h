@@ -150,6 +150,7 @@ struct PerLayerEmbedding {
   WeightMatrix table;             // [n_vocab_ple, n_layers * dim]
   WeightMatrix model_proj;        // [n_layers * dim, d_model]
   std::vector<float> proj_norm;   // [dim]
+  const MappedFile* source = nullptr;  // the table's file mapping; null for in-memory files
 
   Status Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim);
   // out[t] = (norm(model_proj(x[t]) / sqrt(d)) + table[token] * sqrt(dim)) / sqrt(2), [n, n_layers, dim];
@@ -158,6 +159,9 @@ struct PerLayerEmbedding {
                float* out) const;
   // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
   void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const;
+
+ private:
+  void ReleaseTableRow(int64_t id) const;  // keeps the table out of RSS after a row is read
 };
 
 }  // namespace gemlet

@@ -53,6 +53,14 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   }
 }
 
+size_t Workspace::Bytes() const {
+  size_t floats = x.size() + xn.size() + tmp.size() + q.size() + k.size() + v.size() + attn.size() + gate.size() +
+                  up.size() + scores.size() + extra.size();
+  for (const auto& h : hold_k) floats += h.size();
+  for (const auto& h : hold_v) floats += h.size();
+  return floats * sizeof(float);
+}
+
 std::vector<KvLayerSpec> Model::KvLayout() const {
   std::vector<KvLayerSpec> specs;
   for (const LayerConfig& l : config_.layers) {

@@ -41,6 +41,8 @@ struct Workspace {
   std::vector<std::vector<float>> hold_v;
 
   std::vector<float> extra;
+
+  size_t Bytes() const;  // all of the above: what a session holds for activations
 };
 
 // Hands out consecutive float buffers from one block (Workspace::extra). Run once with a null base

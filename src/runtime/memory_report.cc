@@ -71,13 +71,35 @@ std::string MemoryReport::ToString() const {
   o << "memory plan (n_ctx " << n_ctx << ", KV " << KvTypeName(kv_type) << ")\n"
     << "  file                      " << Mib(file_bytes) << "\n"
     << "  weights resident          " << Mib(weights_resident) << "  (read for every token)\n"
-    << "  weights on demand         " << Mib(weights_on_demand) << "  (embedding rows, mapped, paged in per token)\n"
+    << "  weights on demand         " << Mib(weights_on_demand) << "  (embedding rows: mapped, read per token, not kept resident)\n"
     << "  KV layers                 " << kv_layers_global << " global, " << kv_layers_local << " local (window "
     << window << "), " << kv_layers_shared << " shared\n"
     << "  KV per token              " << kv_bytes_per_token_global << " B global + " << kv_bytes_per_token_local
     << " B local\n"
-    << "  KV total                  " << Mib(kv_total) << "\n"
-    << "  expected resident         " << Mib(weights_resident + kv_total) << "  (weights + KV, before activations)\n";
+    << "  KV total                  " << Mib(kv_total) << "\n";
+  if (activations > 0) o << "  activations               " << Mib(activations) << "\n";
+  o << "  expected resident         " << Mib(weights_resident + kv_total + activations) << "  (weights + KV"
+    << (activations > 0 ? " + activations" : "") << "; code and the vocabulary come on top)\n";
+  return o.str();
+}
+
+MeasuredMemory MeasureMemory(const Model& model) {
+  MeasuredMemory m;
+  m.rss = CurrentRssBytes();
+  m.peak_rss = PeakRssBytes();
+  const GgufFile& f = model.gguf();
+  if (f.mapping() != nullptr) m.file_resident = ResidentBytesInRange(f.mapping()->data(), f.mapping()->size());
+  const bool tied = f.FindTensor("output.weight") == nullptr;
+  for (const GgufTensor& t : f.tensors()) {
+    if (ReadByRows(std::string(t.name), tied)) m.on_demand_resident += ResidentBytesInRange(t.data, t.nbytes);
+  }
+  return m;
+}
+
+std::string MeasuredMemory::ToString() const {
+  std::ostringstream o;
+  o << "memory now: RSS " << Mib(rss) << " (peak " << Mib(peak_rss) << "), of it model file " << Mib(file_resident)
+    << ", of that embedding tables read by rows " << Mib(on_demand_resident) << "\n";
   return o.str();
 }
 

@@ -22,6 +22,8 @@ struct MemoryReport {
   size_t kv_bytes_per_token_global = 0;  // summed over the global layers
   size_t kv_bytes_per_token_local = 0;   // summed over the local layers (times min(window, n_ctx) in total)
   size_t kv_total = 0;                   // for n_ctx
+  size_t activations = 0;                // a session's preallocated buffers (set by the caller: they
+                                         // depend on batch size and threads, not on the model alone)
   int n_ctx = 0;
   KvType kv_type = KvType::kF16;
 
@@ -29,6 +31,18 @@ struct MemoryReport {
 };
 
 MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type);
+
+// What the process holds now, to set beside the plan: its RSS and peak, and how much of the model
+// file is mapped into it — in total and of the tensors read by rows (weights_on_demand).
+struct MeasuredMemory {
+  size_t rss = 0;
+  size_t peak_rss = 0;
+  size_t file_resident = 0;
+  size_t on_demand_resident = 0;
+
+  std::string ToString() const;
+};
+MeasuredMemory MeasureMemory(const Model& model);
 
 // Resident bytes of this process (VmRSS) and its peak (VmHWM), from /proc/self/status; 0 if unknown.
 size_t CurrentRssBytes();

@@ -74,6 +74,7 @@ class Session {
   int n_threads() const { return pool_->size(); }
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
+  size_t activation_bytes() const { return workspace_->Bytes(); }  // preallocated, for memory reports
 
  private:
   Session() = default;
