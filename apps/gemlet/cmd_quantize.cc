@@ -59,6 +59,12 @@ int RunQuantize(int argc, char** argv) {
   app.add_flag("--allow-requantize", allow_requantize, "accept already-quantized tensors in the input");
   app.add_option("--token-embedding-type", embd_type_name,
                  "type of token_embd and per_layer_token_embd (default: the mix's, Q6_K for most types)");
+  std::vector<std::string> override_specs;
+  app.add_option("--override-kv", override_specs,
+                 "set a metadata key in the output, as llama-quantize: KEY=TYPE:VALUE, TYPE int, float, bool or "
+                 "str (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--dry-run", dry_run, "print the type each tensor would get and the sizes, write nothing");
   app.add_flag("-v,--verbose", verbose, "print one line per tensor");
   try {
@@ -75,6 +81,11 @@ int RunQuantize(int argc, char** argv) {
     DType t;
     if (!ParseDTypeName(embd_type_name, &t)) return Fail("unknown tensor type '" + embd_type_name + "'");
     options.token_embedding_type = t;
+  }
+  for (const std::string& spec : override_specs) {
+    Result<MetadataOverride> m = ParseMetadataOverride(spec);
+    if (!m.ok()) return Fail(m.message());
+    options.overrides.push_back(*m);
   }
   options.input_path = input;
   options.output_path = output;

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -89,6 +92,43 @@ Status EncodeRows(DType type, int64_t ne0, int64_t n_rows, const RowSource& sour
   return Status::Ok();
 }
 
+Result<MetadataOverride> ParseMetadataOverride(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  const size_t colon = eq == std::string::npos ? std::string::npos : spec.find(':', eq);
+  if (eq == 0 || colon == std::string::npos) {
+    return Status::Error("metadata override '" + spec + "' should look like KEY=TYPE:VALUE (TYPE: int, float, bool, str)");
+  }
+  MetadataOverride m;
+  m.key = spec.substr(0, eq);
+  const std::string type = spec.substr(eq + 1, colon - eq - 1), value = spec.substr(colon + 1);
+  if (m.key == "general.file_type" || m.key == "general.quantization_version" || m.key == "general.architecture") {
+    return Status::Error("metadata override: '" + m.key + "' is set by the quantizer or the model, not by hand");
+  }
+  const auto bad_value = [&] { return Status::Error("metadata override '" + spec + "': '" + value + "' is not a valid " + type); };
+  if (type == "str") {
+    m.type = GgufType::kString;
+    m.text = value;
+  } else if (type == "int") {
+    m.type = GgufType::kInt64;
+    char* end = nullptr;
+    errno = 0;
+    m.i = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || errno == ERANGE) return bad_value();
+  } else if (type == "float") {
+    m.type = GgufType::kFloat64;
+    char* end = nullptr;
+    m.f = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || !std::isfinite(m.f)) return bad_value();
+  } else if (type == "bool") {
+    m.type = GgufType::kBool;
+    if (value != "true" && value != "false") return bad_value();
+    m.b = value == "true";
+  } else {
+    return Status::Error("metadata override '" + spec + "': unknown type '" + type + "' (int, float, bool or str)");
+  }
+  return m;
+}
+
 Result<QuantizeReport> QuantizeGguf(const QuantizeOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> owned, GgufFile::Open(o.input_path));
@@ -155,6 +195,14 @@ Result<QuantizeReport> QuantizeGguf(const QuantizeOptions& o) {
   for (const auto& [key, value] : in->metadata()) {
     if (SkipCopy(key)) continue;
     RETURN_IF_ERROR(writer.SetValue(std::string(key), value).WithContext("copying metadata key '" + std::string(key) + "'"));
+  }
+  for (const MetadataOverride& m : o.overrides) {
+    switch (m.type) {
+      case GgufType::kInt64: writer.SetI64(m.key, m.i); break;
+      case GgufType::kFloat64: writer.SetF64(m.key, m.f); break;
+      case GgufType::kBool: writer.SetBool(m.key, m.b); break;
+      default: writer.SetString(m.key, m.text); break;
+    }
   }
   writer.SetU32("general.quantization_version", kQuantizationVersion);
   writer.SetU32("general.file_type", static_cast<uint32_t>(o.ftype));

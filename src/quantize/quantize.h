@@ -19,6 +19,18 @@ namespace gemlet {
 // GGML_QNT_VERSION: the block layouts' version, written as general.quantization_version.
 constexpr uint32_t kQuantizationVersion = 2;
 
+// A metadata key set in the output, as llama-quantize's --override-kv KEY=TYPE:VALUE
+// (TYPE: int, float, bool or str; e.g. general.description=str:A tiny demo model).
+struct MetadataOverride {
+  std::string key;
+  GgufType type = GgufType::kString;
+  std::string text;  // str
+  int64_t i = 0;     // int
+  double f = 0;      // float
+  bool b = false;    // bool
+};
+Result<MetadataOverride> ParseMetadataOverride(const std::string& spec);
+
 struct QuantizeOptions {
   std::string input_path;
   std::string output_path;  // written through a temporary file: nothing appears here on failure
@@ -27,6 +39,7 @@ struct QuantizeOptions {
   bool allow_requantize = false;  // accept already-quantized input tensors (quality suffers)
   bool dry_run = false;           // choose the types and report sizes, write nothing
   std::optional<DType> token_embedding_type;  // override for token_embd / per_layer_token_embd
+  std::vector<MetadataOverride> overrides;  // set after the input's metadata is copied
   int n_threads = 0;              // 0: all hardware threads
   // Elements converted so far and in all; called from the writing thread only.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -248,5 +248,42 @@ TEST(QuantizeCliTest, QuantizesAndReports) {
   EXPECT_NE(bad.out.find("unknown type"), std::string::npos) << bad.out;
 }
 
+TEST(QuantizeCliTest, OverridesMetadataLikeLlamaQuantize) {
+  test::TempDir tmp;
+  const std::string gemlet = test::GemletBinary();
+  const std::string out = tmp.File("meta.gguf");
+  auto r = test::RunCommand(gemlet + " quantize " + QuantDir() + "/source_f32.gguf " + out +
+                            " Q8_0 -t 1 --override-kv 'general.description=str:A demo: 小模型' --override-kv "
+                            "general.answer=int:-42 --override-kv demo.scale=float:0.5 --override-kv demo.on=bool:true 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto f = GgufFile::Open(out);
+  ASSERT_TRUE(f.ok()) << f.message();
+  auto description = f.value()->GetString("general.description");
+  ASSERT_TRUE(description.ok()) << description.message();
+  EXPECT_EQ(*description, "A demo: 小模型");
+  const GgufValue* answer = f.value()->Find("general.answer");
+  ASSERT_NE(answer, nullptr);
+  EXPECT_EQ(answer->type, GgufType::kInt64);
+  EXPECT_EQ(answer->i64, -42);
+  ASSERT_NE(f.value()->Find("demo.scale"), nullptr);
+  EXPECT_EQ(f.value()->Find("demo.scale")->type, GgufType::kFloat64);
+  EXPECT_EQ(f.value()->Find("demo.scale")->f64, 0.5);
+  ASSERT_NE(f.value()->Find("demo.on"), nullptr);
+  EXPECT_EQ(f.value()->Find("demo.on")->type, GgufType::kBool);
+  EXPECT_EQ(f.value()->Find("demo.on")->u64, 1u);
+  auto file_type = f.value()->GetU32("general.file_type");
+  ASSERT_TRUE(file_type.ok());
+  EXPECT_EQ(*file_type, 7u);  // still the quantizer's
+
+  for (const char* bad : {"general.x=int:12abc", "general.x=float:", "general.x=bool:yes", "general.x=u8:3", "no-type",
+                          "general.file_type=int:1"}) {
+    auto b = test::RunCommand(gemlet + " quantize " + QuantDir() + "/source_f32.gguf " + tmp.File("bad.gguf") +
+                              " Q8_0 --override-kv '" + bad + "' 2>&1");
+    EXPECT_NE(b.exit_code, 0) << bad;
+    EXPECT_NE(b.out.find("metadata override"), std::string::npos) << bad << ": " << b.out;
+    EXPECT_FALSE(std::filesystem::exists(tmp.File("bad.gguf"))) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace gemlet
