@@ -1,4 +1,5 @@
-// `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16]`: a HuggingFace Gemma checkpoint to GGUF.
+// `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16] [--tokenizer FILE]`: a HuggingFace Gemma
+// checkpoint to GGUF.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -24,6 +25,9 @@ int RunConvert(int argc, char** argv) {
                  "norms and other small tensors stay f32");
   app.add_option("--weights", options.weights_path,
                  "a .safetensors file or model.safetensors.index.json to use instead of the folder's");
+  app.add_option("--tokenizer", options.tokenizer_path,
+                 "a tokenizer.json or SentencePiece tokenizer.model to take the vocabulary from (default: the "
+                 "folder's tokenizer.json, else its tokenizer.model); tokenizer_config.json still comes from the folder");
   app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
   try {
     app.parse(argc, argv);

@@ -1,4 +1,4 @@
-// `gemlet tokenize (-m MODEL.gguf | --tokenizer tokenizer.json)`: text on stdin -> token ids as JSON.
+// `gemlet tokenize (-m MODEL.gguf | --tokenizer tokenizer.json|tokenizer.model)`: text on stdin -> token ids as JSON.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -52,8 +52,8 @@ int RunTokenize(int argc, char** argv) {
   bool jsonl = false, no_parse_special = false;
   auto* model_opt = app.add_option("-m,--model", model_path, "a GGUF model (its tokenizer.ggml.* metadata)");
   auto* tok_opt = app.add_option("--tokenizer", tokenizer_path,
-                                 "a Hugging Face tokenizer.json (tokenizer_config.json and config.json are read "
-                                 "from the same folder when present)");
+                                 "a Hugging Face tokenizer.json or a SentencePiece tokenizer.model (Gemma 1-3); "
+                                 "tokenizer_config.json and config.json are read from the same folder when present");
   model_opt->excludes(tok_opt);
   app.add_flag("--add-special", flags.add_special, "add BOS (and EOS) as the model's tokenizer does");
   app.add_flag("--pieces", flags.pieces, "print {\"ids\": [...], \"pieces\": [...]}");
@@ -68,7 +68,7 @@ int RunTokenize(int argc, char** argv) {
     return Fail(std::string("tokenize: ") + e.what() + " (see 'gemlet tokenize --help')");
   }
   flags.parse_special = !no_parse_special;
-  if (model_path.empty() && tokenizer_path.empty()) return Fail("tokenize: give -m MODEL.gguf or --tokenizer tokenizer.json");
+  if (model_path.empty() && tokenizer_path.empty()) return Fail("tokenize: give -m MODEL.gguf or --tokenizer tokenizer.json|tokenizer.model");
 
   std::unique_ptr<GgufFile> file;
   std::unique_ptr<Tokenizer> tok;
@@ -108,6 +108,7 @@ int RunTokenize(int argc, char** argv) {
 
 }  // namespace
 
-GEMLET_COMMAND("tokenize", "tokenize stdin text with a model's (or a tokenizer.json's) tokenizer", RunTokenize);
+GEMLET_COMMAND("tokenize", "tokenize stdin text with a model's (or a tokenizer.json's / tokenizer.model's) tokenizer",
+               RunTokenize);
 
 }  // namespace gemlet::cli

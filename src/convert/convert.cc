@@ -137,17 +137,22 @@ Result<ConvertResult> ConvertHfToGguf(const ConvertOptions& o) {
   RETURN_IF_ERROR(WriteModelMetadata(config, writer).WithContext(o.hf_dir + "/config.json"));
 
   std::error_code ec;
-  if (fs::is_regular_file(fs::path(o.hf_dir) / "tokenizer.json", ec)) {
+  std::string tokenizer = o.tokenizer_path;
+  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    if (tokenizer.empty() && fs::is_regular_file(fs::path(o.hf_dir) / name, ec)) tokenizer = (fs::path(o.hf_dir) / name).string();
+  }
+  if (!tokenizer.empty()) {
 #if defined(GEMLET_CONVERT_HAS_HF_TOKENIZER)
-    RETURN_IF_ERROR(AddHfTokenizerMetadata(o.hf_dir, config.arch, writer));
+    RETURN_IF_ERROR(AddTokenizerMetadata(tokenizer, o.hf_dir, config.arch, writer));
+    result.tokenizer_source = tokenizer;
 #else
-    return Status::Error("'" + o.hf_dir + "' has a tokenizer.json, but this gemlet was built without the HF tokenizer reader");
+    return Status::Error("'" + tokenizer + "' gives the vocabulary, but this gemlet was built without the tokenizer reader");
 #endif
   } else {
     WritePlaceholderVocab(config, writer);
     result.placeholder_vocab = true;
     if (o.warn) {
-      o.warn("no tokenizer.json in '" + o.hf_dir + "': writing a placeholder vocabulary of " +
+      o.warn("no tokenizer.json or tokenizer.model in '" + o.hf_dir + "': writing a placeholder vocabulary of " +
              std::to_string(config.vocab_size) + " pieces (<pad> <eos> <bos> <unk> <t4>...)");
     }
   }

@@ -12,7 +12,7 @@
 namespace gemlet {
 
 struct ConvertOptions {
-  std::string hf_dir;       // config.json + *.safetensors (+ tokenizer.json)
+  std::string hf_dir;       // config.json + *.safetensors (+ tokenizer.json or tokenizer.model)
   std::string output_path;  // written through a temporary file: nothing appears here on failure
   // F32, F16 or BF16 for the large matrices (norms and other small tensors stay F32, as in llama.cpp).
   // Default: the checkpoint's own float type (f32 stays f32, bf16 stays bf16, f16 stays f16), so the
@@ -20,6 +20,9 @@ struct ConvertOptions {
   std::optional<DType> outtype;
   // A .safetensors file or model.safetensors.index.json to read instead of the folder's own weights.
   std::string weights_path;
+  // A tokenizer.json or SentencePiece tokenizer.model to use instead of the folder's own (whose
+  // tokenizer.json is preferred, then tokenizer.model); hf_dir still supplies tokenizer_config.json.
+  std::string tokenizer_path;
   std::string model_name;  // general.name; default: the folder's name
   // Called before each tensor is produced: (index, count, GGUF name).
   std::function<void(size_t, size_t, const std::string&)> progress;
@@ -31,7 +34,8 @@ struct ConvertResult {
   std::string arch;
   DType outtype = DType::kF32;
   size_t n_tensors = 0;
-  bool placeholder_vocab = false;  // no tokenizer.json: the stand-in vocabulary was written
+  bool placeholder_vocab = false;  // no tokenizer.json or tokenizer.model: the stand-in vocabulary was written
+  std::string tokenizer_source;    // the file the vocabulary came from; empty with the placeholder
 };
 
 Result<ConvertResult> ConvertHfToGguf(const ConvertOptions& options);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_writer.h"
+#include "tokenizer/spm_model.h"
 
 namespace gemlet {
 
@@ -145,7 +146,8 @@ std::optional<int64_t> HparamInt(const std::optional<json>& config, const char* 
   return std::nullopt;
 }
 
-std::string ArchFromConfig(const std::optional<json>& config, const HfTokenizerJson& tok) {
+// `gemma4_vocab`: whether the vocabulary has Gemma 4's turn markers, for a folder without config.json.
+std::string ArchFromConfig(const std::optional<json>& config, bool gemma4_vocab) {
   std::string type;
   if (config) {
     if (config->contains("model_type") && (*config)["model_type"].is_string()) {
@@ -159,7 +161,7 @@ std::string ArchFromConfig(const std::optional<json>& config, const HfTokenizerJ
   if (type.size() > 5 && type.substr(type.size() - 5) == "_text") type.resize(type.size() - 5);  // gemma3_text
   if (type == "gemma" || type == "gemma2" || type == "gemma3" || type == "gemma3n" || type == "gemma4") return type;
   // No usable config.json: Gemma 4's vocabulary has its turn markers, Gemma 1-3's has <start_of_turn>.
-  return tok.index.count("<|turn>") ? "gemma4" : "gemma3";
+  return gemma4_vocab ? "gemma4" : "gemma3";
 }
 
 // gguf-py SpecialVocab: special ids and add_* flags from tokenizer.json's post-processor,
@@ -300,17 +302,78 @@ Status ReadChatTemplate(const fs::path& dir, const std::optional<json>& tconfig,
   return Status::Ok();
 }
 
+// llama.cpp sizes a SentencePiece vocabulary from the model's hparams (Gemma 3: 262208, padded
+// with [PADn]); nullopt when config.json does not say.
+std::optional<size_t> HparamVocabSize(const std::string& arch, const std::optional<json>& config) {
+  std::optional<int64_t> hp = arch == "gemma3n" ? std::nullopt : HparamInt(config, "vocab_size_per_layer_input");
+  if (!hp) hp = HparamInt(config, "vocab_size");
+  if (hp && *hp > 0) return static_cast<size_t>(*hp);
+  return std::nullopt;
+}
+
+// added_tokens.json, then tokenizer_config.json's added_tokens_decoder (else `fallback`, the
+// tokenizer.json list, when given) re-type and re-score pieces, as _create_vocab_sentencepiece does.
+Status ApplyAddedTokens(const fs::path& dir, const std::optional<json>& tconfig, const std::vector<AddedToken>* fallback,
+                        TokenizerMetadata* meta) {
+  const size_t n_vocab = meta->tokens.size();
+  ASSIGN_OR_RETURN(std::optional<json> added_json, ReadJsonIfExists(dir / "added_tokens.json"));
+  if (added_json && added_json->is_object()) {
+    for (auto it = added_json->begin(); it != added_json->end(); ++it) {
+      if (!it.value().is_number_integer()) continue;
+      const int64_t id = it.value().get<int64_t>();
+      if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
+      meta->tokens[id] = it.key();
+      meta->scores[id] = -1000.0f;
+      meta->types[id] = kUserDefined;
+    }
+  }
+
+  // Added tokens: tokenizer_config.json's added_tokens_decoder, or tokenizer.json's list.
+  std::vector<AddedToken> added;
+  if (tconfig && tconfig->contains("added_tokens_decoder") && (*tconfig)["added_tokens_decoder"].is_object()) {
+    for (auto it = (*tconfig)["added_tokens_decoder"].begin(); it != (*tconfig)["added_tokens_decoder"].end(); ++it) {
+      added.push_back(AddedToken{std::stoll(it.key()), it.value().at("content").get<std::string>(),
+                                 it.value().value("special", false)});
+    }
+  } else if (fallback) {
+    added = *fallback;
+  }
+  for (const AddedToken& a : added) {
+    if (a.id < 0 || static_cast<size_t>(a.id) >= n_vocab) continue;
+    if (a.special || LooksSpecial(a.content)) {
+      meta->types[a.id] = kControl;
+      meta->tokens[a.id] = a.content;
+    } else {
+      // llama.cpp pre-normalises user-defined spaces: "▁▁" is stored as two spaces.
+      meta->types[a.id] = kUserDefined;
+      meta->tokens[a.id] = ReplaceAll(a.content, kSpaceEscape, " ");
+    }
+    meta->scores[a.id] = -1000.0f;
+  }
+  return Status::Ok();
+}
+
+// The end of _set_vocab_sentencepiece and GemmaModel/Gemma2Model/Gemma3Model.set_vocab: special
+// ids and flags (gguf-py SpecialVocab), chat template, Gemma 1's EOT, no space prefix.
+Status FinishSentencePieceVocab(const fs::path& dir, const std::string& arch, const HfTokenizerJson& tok,
+                                const std::optional<json>& tconfig, const std::optional<json>& config,
+                                TokenizerMetadata* meta) {
+  ReadSpecialVocab(tok, tconfig, config, meta->tokens.size(), meta);
+  RETURN_IF_ERROR(ReadChatTemplate(dir, tconfig, meta));
+  // Gemma 1 (CodeGemma): llama.cpp hard-codes <end_of_turn> = 107 as EOT.
+  if (arch == "gemma") meta->eot = 107;
+  meta->add_space_prefix = false;
+  return Status::Ok();
+}
+
 // Gemma 1/2/3: llama.cpp's _set_vocab_sentencepiece, with scores rebuilt from the merge ranks.
 Status BuildSentencePieceVocab(const fs::path& dir, const std::string& arch, const HfTokenizerJson& tok,
                                const std::optional<json>& tconfig, const std::optional<json>& config,
                                TokenizerMetadata* meta) {
   const size_t n_base = tok.vocab.size();
-  // llama.cpp sizes the vocabulary from the model's hparams (Gemma 3: 262208, padded with [PADn]).
-  std::optional<int64_t> hp = arch == "gemma3n" ? std::nullopt : HparamInt(config, "vocab_size_per_layer_input");
-  if (!hp) hp = HparamInt(config, "vocab_size");
   size_t n_vocab = n_base;
-  if (hp && *hp > 0) {
-    n_vocab = static_cast<size_t>(*hp);
+  if (std::optional<size_t> hp = HparamVocabSize(arch, config)) {
+    n_vocab = *hp;
   } else {
     for (const AddedToken& a : tok.added) n_vocab = std::max(n_vocab, static_cast<size_t>(a.id + 1));
   }
@@ -350,46 +413,67 @@ Status BuildSentencePieceVocab(const fs::path& dir, const std::string& arch, con
     }
   }
 
-  ASSIGN_OR_RETURN(std::optional<json> added_json, ReadJsonIfExists(dir / "added_tokens.json"));
-  if (added_json && added_json->is_object()) {
-    for (auto it = added_json->begin(); it != added_json->end(); ++it) {
-      if (!it.value().is_number_integer()) continue;
-      const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
-      meta->tokens[id] = it.key();
-      meta->scores[id] = -1000.0f;
-      meta->types[id] = kUserDefined;
-    }
-  }
+  RETURN_IF_ERROR(ApplyAddedTokens(dir, tconfig, &tok.added, meta));
+  return FinishSentencePieceVocab(dir, arch, tok, tconfig, config, meta);
+}
 
-  // Added tokens: tokenizer_config.json's added_tokens_decoder, or tokenizer.json's list.
-  std::vector<AddedToken> added;
-  if (tconfig && tconfig->contains("added_tokens_decoder") && (*tconfig)["added_tokens_decoder"].is_object()) {
-    for (auto it = (*tconfig)["added_tokens_decoder"].begin(); it != (*tconfig)["added_tokens_decoder"].end(); ++it) {
-      added.push_back(AddedToken{std::stoll(it.key()), it.value().at("content").get<std::string>(),
-                                 it.value().value("special", false)});
-    }
-  } else {
-    added = tok.added;
+// Gemma 1/2/3 from SentencePiece's tokenizer.model: _set_vocab_sentencepiece with the pieces,
+// scores and types of the ModelProto. Three choices differ from llama.cpp, none for Google's Gemma
+// files: a USER_DEFINED piece stays USER_DEFINED (llama.cpp makes it NORMAL and relies on
+// tokenizer_config.json to re-type it; SentencePiece matches it whole before BPE, and so do we),
+// special ids no HF file names fall back to the trainer_spec's, and add_space_prefix is the model's
+// add_dummy_prefix (llama.cpp writes false for every Gemma; Gemma's models have it off).
+Status BuildVocabFromSpmModel(const SpmModel& spm, const fs::path& dir, const std::string& arch,
+                              const HfTokenizerJson& tok, const std::optional<json>& tconfig,
+                              const std::optional<json>& config, TokenizerMetadata* meta) {
+  const size_t n_pieces = spm.pieces.size();
+  const size_t n_vocab = HparamVocabSize(arch, config).value_or(n_pieces);
+  if (n_pieces > n_vocab) {
+    // llama.cpp drops the extra pieces with a warning; BPE could still produce them.
+    return Status::Error("it has " + std::to_string(n_pieces) + " pieces, more than config.json's vocab_size " +
+                         std::to_string(n_vocab));
   }
-  for (const AddedToken& a : added) {
-    if (a.id < 0 || static_cast<size_t>(a.id) >= n_vocab) continue;
-    if (a.special || LooksSpecial(a.content)) {
-      meta->types[a.id] = kControl;
-      meta->tokens[a.id] = a.content;
-    } else {
-      // llama.cpp pre-normalises user-defined spaces: "▁▁" is stored as two spaces.
-      meta->types[a.id] = kUserDefined;
-      meta->tokens[a.id] = ReplaceAll(a.content, kSpaceEscape, " ");
+  meta->model = "llama";
+  meta->pre = "default";
+  meta->tokens.resize(n_vocab);
+  meta->scores.assign(n_vocab, -10000.0f);
+  meta->types.assign(n_vocab, kUnused);
+  for (size_t i = 0; i < n_vocab; ++i) {
+    if (i >= n_pieces) {
+      meta->tokens[i] = "[PAD" + std::to_string(i) + "]";
+      continue;
     }
-    meta->scores[a.id] = -1000.0f;
+    const SpmPiece& p = spm.pieces[i];
+    meta->scores[i] = p.score;
+    meta->types[i] = p.type;  // SentencePiece's type numbers are llama.cpp's
+    // llama.cpp pre-normalises user-defined spaces, as for added tokens.
+    meta->tokens[i] = p.type == kUserDefined ? ReplaceAll(p.text, kSpaceEscape, " ") : p.text;
   }
+  RETURN_IF_ERROR(ApplyAddedTokens(dir, tconfig, /*fallback=*/nullptr, meta));
 
-  ReadSpecialVocab(tok, tconfig, config, n_vocab, meta);
-  RETURN_IF_ERROR(ReadChatTemplate(dir, tconfig, meta));
-  // Gemma 1 (CodeGemma): llama.cpp hard-codes <end_of_turn> = 107 as EOT.
-  if (arch == "gemma") meta->eot = 107;
-  meta->add_space_prefix = false;
+  // gguf-py resolves tokenizer_config.json's token names among tokenizer.json's added tokens; with
+  // no tokenizer.json, among the pieces a converted tokenizer.json would list there.
+  const HfTokenizerJson* special_source = &tok;
+  HfTokenizerJson from_pieces;
+  if (!tok.root.is_object()) {
+    from_pieces.root = json::object();
+    for (size_t i = 0; i < n_vocab; ++i) {
+      const int32_t t = meta->types[i];
+      if (t == kControl || t == kUnknown || t == kUserDefined) {
+        from_pieces.added.push_back(AddedToken{static_cast<int64_t>(i), meta->tokens[i], t != kUserDefined});
+      }
+    }
+    special_source = &from_pieces;
+  }
+  RETURN_IF_ERROR(FinishSentencePieceVocab(dir, arch, *special_source, tconfig, config, meta));
+  auto fallback = [&](std::optional<uint32_t>* slot, int32_t id) {
+    if (!*slot && id >= 0 && static_cast<size_t>(id) < n_pieces) *slot = static_cast<uint32_t>(id);
+  };
+  fallback(&meta->bos, spm.bos_id);
+  fallback(&meta->eos, spm.eos_id);
+  fallback(&meta->unk, spm.unk_id);
+  fallback(&meta->pad, spm.pad_id);
+  meta->add_space_prefix = spm.add_dummy_prefix;
   return Status::Ok();
 }
 
@@ -489,7 +573,7 @@ Result<TokenizerMetadata> ReadFromPaths(const fs::path& tokenizer_json, const fs
   try {
     HfTokenizerJson tok;
     RETURN_IF_ERROR(ParseTokenizerJson(std::move(*root), &tok).WithContext(tokenizer_json.string()));
-    if (arch.empty()) arch = ArchFromConfig(config, tok);
+    if (arch.empty()) arch = ArchFromConfig(config, tok.index.count("<|turn>") > 0);
     if (arch == "gemma4") {
       RETURN_IF_ERROR(BuildGemma4Vocab(dir, tok, tconfig, config, &meta));
     } else if (arch == "gemma" || arch == "gemma2" || arch == "gemma3" || arch == "gemma3n") {
@@ -507,17 +591,88 @@ Result<TokenizerMetadata> ReadFromPaths(const fs::path& tokenizer_json, const fs
   return meta;
 }
 
+// tokenizer.json's post-processor and added tokens, which SpecialVocab reads even when the pieces
+// come from tokenizer.model; an empty HfTokenizerJson (root not an object) when there is none.
+Result<HfTokenizerJson> ReadTokenizerJsonSpecials(const fs::path& path) {
+  HfTokenizerJson tok;
+  ASSIGN_OR_RETURN(std::optional<json> root, ReadJsonIfExists(path));
+  if (!root) return tok;
+  if (!root->is_object()) return Status::Error(path.string() + ": not a JSON object");
+  tok.root = std::move(*root);
+  if (tok.root.contains("added_tokens") && tok.root["added_tokens"].is_array()) {
+    for (const json& a : tok.root["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string()) {
+        return Status::Error(path.string() + ": an added_tokens entry lacks an integer id or a string content");
+      }
+      tok.added.push_back(AddedToken{a["id"].get<int64_t>(), a["content"].get<std::string>(),
+                                     a.value("special", false)});
+    }
+  }
+  return tok;
+}
+
+Result<TokenizerMetadata> ReadFromSpmModel(const fs::path& model_path, const fs::path& dir, std::string arch) {
+  ASSIGN_OR_RETURN(SpmModel spm, ReadSpmModelFile(model_path.string()));
+  if (Status st = CheckSpmModelSupported(spm); !st.ok()) {
+    return Status::Error(model_path.string() + ": unsupported SentencePiece model: " + st.message());
+  }
+  TokenizerMetadata meta;
+  try {
+    ASSIGN_OR_RETURN(std::optional<json> tconfig, ReadJsonIfExists(dir / "tokenizer_config.json"));
+    ASSIGN_OR_RETURN(std::optional<json> config, ReadJsonIfExists(dir / "config.json"));
+    if (arch.empty()) arch = ArchFromConfig(config, /*gemma4_vocab=*/false);
+    if (arch == "gemma4") {
+      return Status::Error(model_path.string() +
+                           ": Gemma 4's tokenizer is BPE with ranked merges, which tokenizer.model does not hold; "
+                           "convert it from tokenizer.json");
+    }
+    if (arch != "gemma" && arch != "gemma2" && arch != "gemma3" && arch != "gemma3n") {
+      return Status::Error("no tokenizer conversion for architecture '" + arch + "' (Gemma 1-4 only)");
+    }
+    ASSIGN_OR_RETURN(HfTokenizerJson tok, ReadTokenizerJsonSpecials(dir / "tokenizer.json"));
+    RETURN_IF_ERROR(BuildVocabFromSpmModel(spm, dir, arch, tok, tconfig, config, &meta).WithContext(model_path.string()));
+  } catch (const std::exception& e) {  // nlohmann's type errors, std::stoll on a bad id
+    return Status::Error(dir.string() + ": unexpected JSON structure: " + e.what());
+  }
+  return meta;
+}
+
+// tokenizer.json opens with '{' (after whitespace or a BOM); a ModelProto with its field-1 tag 0x0A.
+Result<bool> IsJsonFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("cannot open " + path.string());
+  char head[64] = {};
+  in.read(head, sizeof(head));
+  std::string_view h(head, static_cast<size_t>(in.gcount()));
+  if (h.substr(0, 3) == "\xEF\xBB\xBF") h.remove_prefix(3);
+  while (!h.empty() && (h[0] == ' ' || h[0] == '\t' || h[0] == '\r' || h[0] == '\n')) h.remove_prefix(1);
+  return !h.empty() && h[0] == '{';
+}
+
 }  // namespace
+
+Result<TokenizerMetadata> ReadSpmTokenizer(const std::string& model_path, const std::string& hf_dir,
+                                           const std::string& arch) {
+  return ReadFromSpmModel(fs::path(model_path), fs::path(hf_dir.empty() ? "." : hf_dir), arch);
+}
+
+Result<TokenizerMetadata> ReadTokenizerFile(const std::string& path, const std::string& hf_dir, const std::string& arch,
+                                            bool keep_merges) {
+  fs::path dir(hf_dir);
+  if (hf_dir.empty()) dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  ASSIGN_OR_RETURN(bool is_json, IsJsonFile(path));
+  if (is_json) return ReadFromPaths(path, dir, arch, keep_merges);
+  return ReadFromSpmModel(path, dir, arch);
+}
 
 Result<TokenizerMetadata> ReadHfTokenizer(const std::string& hf_dir, const std::string& arch, bool keep_merges) {
   return ReadFromPaths(fs::path(hf_dir) / "tokenizer.json", fs::path(hf_dir), arch, keep_merges);
 }
 
-Result<TokenizerMetadata> ReadHfTokenizerFile(const std::string& tokenizer_json_path, bool keep_merges) {
-  const fs::path path(tokenizer_json_path);
-  fs::path dir = path.parent_path();
-  if (dir.empty()) dir = ".";
-  return ReadFromPaths(path, dir, "", keep_merges);
+Result<TokenizerMetadata> ReadHfTokenizerFile(const std::string& path, bool keep_merges) {
+  return ReadTokenizerFile(path, "", "", keep_merges);
 }
 
 void WriteTokenizerMetadata(const TokenizerMetadata& meta, GgufWriter& writer) {
@@ -552,6 +707,13 @@ void WriteTokenizerMetadata(const TokenizerMetadata& meta, GgufWriter& writer) {
 
 Status AddHfTokenizerMetadata(const std::string& hf_dir, const std::string& arch, GgufWriter& writer) {
   ASSIGN_OR_RETURN(TokenizerMetadata meta, ReadHfTokenizer(hf_dir, arch));
+  WriteTokenizerMetadata(meta, writer);
+  return Status::Ok();
+}
+
+Status AddTokenizerMetadata(const std::string& path, const std::string& hf_dir, const std::string& arch,
+                            GgufWriter& writer) {
+  ASSIGN_OR_RETURN(TokenizerMetadata meta, ReadTokenizerFile(path, hf_dir, arch));
   WriteTokenizerMetadata(meta, writer);
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// Hugging Face tokenizer.json (+ tokenizer_config.json, config.json) -> the tokenizer.ggml.* keys
-// that llama.cpp's convert_hf_to_gguf.py writes for Gemma 1/2/3 ("llama") and Gemma 4 ("gemma4").
+// Hugging Face tokenizer.json or SentencePiece tokenizer.model (+ tokenizer_config.json, config.json)
+// -> the tokenizer.ggml.* keys that llama.cpp's convert_hf_to_gguf.py writes for Gemma 1/2/3
+// ("llama") and Gemma 4 ("gemma4").
 #pragma once
 
 #include <cstdint>
@@ -40,13 +41,27 @@ struct TokenizerMetadata {
 // orders merges exactly as tokenizer.json does.
 Result<TokenizerMetadata> ReadHfTokenizer(const std::string& hf_dir, const std::string& arch,
                                           bool keep_merges = false);
-// Same, for a tokenizer.json given by path; its folder supplies the other files.
-Result<TokenizerMetadata> ReadHfTokenizerFile(const std::string& tokenizer_json_path, bool keep_merges = false);
+// Gemma 1/2/3 from SentencePiece's tokenizer.model, as llama.cpp's _set_vocab_sentencepiece: the
+// ModelProto's pieces, scores and types; hf_dir's tokenizer_config.json (added_tokens_decoder,
+// special tokens, chat template), config.json (vocabulary size, special ids), added_tokens.json and
+// tokenizer.json (post-processor and added tokens, for special ids only) when present. Refuses a
+// corrupt file, a unigram/word/char model, a normalizer beyond ' ' -> U+2581, and Gemma 4.
+Result<TokenizerMetadata> ReadSpmTokenizer(const std::string& model_path, const std::string& hf_dir,
+                                           const std::string& arch);
+// A tokenizer.json or a tokenizer.model, told apart by content; hf_dir (default: the file's
+// folder) supplies the other files; `arch` as for ReadHfTokenizer.
+Result<TokenizerMetadata> ReadTokenizerFile(const std::string& path, const std::string& hf_dir, const std::string& arch,
+                                            bool keep_merges = false);
+// ReadTokenizerFile(path, its folder, arch from config.json).
+Result<TokenizerMetadata> ReadHfTokenizerFile(const std::string& path, bool keep_merges = false);
 
 void WriteTokenizerMetadata(const TokenizerMetadata& meta, GgufWriter& writer);
 
-// ReadHfTokenizer + WriteTokenizerMetadata: what `gemlet convert` calls.
+// ReadHfTokenizer + WriteTokenizerMetadata.
 Status AddHfTokenizerMetadata(const std::string& hf_dir, const std::string& arch, GgufWriter& writer);
+// ReadTokenizerFile + WriteTokenizerMetadata: what `gemlet convert` calls.
+Status AddTokenizerMetadata(const std::string& path, const std::string& hf_dir, const std::string& arch,
+                            GgufWriter& writer);
 
 // A vocabulary straight from metadata, as if written to GGUF and loaded back.
 Result<Vocab> VocabFromMetadata(const TokenizerMetadata& meta);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/half.h"
+#include "common/spm_proto.h"
 #include "convert/gguf_metadata.h"
 #include "convert/hf_config.h"
 #include "convert/safetensors.h"
@@ -440,6 +441,90 @@ TEST(Convert, UsesTokenizerJsonWhenPresent) {
 #endif
 }
 
+// Without tokenizer.json, a SentencePiece tokenizer.model gives the vocabulary; --tokenizer picks a file.
+TEST(Convert, UsesTokenizerModelWithoutTokenizerJson) {
+  std::vector<std::string> normal = {"\xE2\x96\x81"};
+  for (char c = 'a'; c <= 'z'; ++c) normal.push_back(std::string(1, c));
+  gemlet::test::SpmTestModel spm = gemlet::test::GemmaLikeSpmModel(normal);
+  ScratchDir dir;
+  fs::create_directories(dir / "m");
+  fs::copy_file(kHfDir + "/gemma1_2b_like_mqa/config.json", dir / "m/config.json");
+  fs::create_symlink(kHfDir + "/gemma1_2b_like_mqa/model.safetensors", dir / "m/model.safetensors");
+  testing::WriteText(dir / "m/tokenizer.model", gemlet::test::SpmModelBytes(spm));
+  ConvertOptions o;
+  o.hf_dir = dir / "m";
+  o.output_path = dir / "out.gguf";
+  Result<ConvertResult> r = ConvertHfToGguf(o);
+#if defined(GEMLET_CONVERT_HAS_HF_TOKENIZER)
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->placeholder_vocab);
+  EXPECT_EQ(r->tokenizer_source, dir / "m/tokenizer.model");
+  auto file = GgufFile::Open(o.output_path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(*(*file)->GetString("tokenizer.ggml.pre"), "default");
+  const auto* tokens = (*file)->GetStringArray("tokenizer.ggml.tokens");
+  ASSERT_NE(tokens, nullptr);
+  ASSERT_EQ(tokens->size(), 512u);  // config.json's vocab_size; the rest [PADn]
+  EXPECT_EQ((*tokens)[4], "<start_of_turn>");
+  EXPECT_EQ((*tokens)[264], "a");
+  EXPECT_EQ((*tokens)[511], "[PAD511]");
+  auto types = (*file)->GetI32Array("tokenizer.ggml.token_type");
+  ASSERT_TRUE(types.ok());
+  EXPECT_EQ((*types)[0], 3);
+  EXPECT_EQ((*types)[3], 2);
+  EXPECT_EQ((*types)[4], 4);
+  EXPECT_EQ((*types)[7], 6);
+  EXPECT_EQ((*types)[264], 1);
+  EXPECT_EQ((*types)[511], 5);
+  auto scores = (*file)->GetF32Array("tokenizer.ggml.scores");
+  ASSERT_TRUE(scores.ok());
+  EXPECT_EQ((*scores)[264], -1.0f);
+  EXPECT_EQ((*scores)[511], -10000.0f);
+  EXPECT_EQ(*(*file)->GetU32("tokenizer.ggml.bos_token_id"), 2u);
+  EXPECT_EQ(*(*file)->GetU32("tokenizer.ggml.unknown_token_id"), 3u);  // from the trainer_spec
+  EXPECT_EQ(*(*file)->GetU32("tokenizer.ggml.eot_token_id"), 107u);    // Gemma 1, as llama.cpp
+  EXPECT_EQ(*(*file)->GetBool("tokenizer.ggml.add_space_prefix"), false);
+  EXPECT_EQ((*file)->tensors().size(), 38u);
+
+  // A tokenizer.json beside it wins unless --tokenizer names the model.
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int i = 0; i < 512; ++i) vocab["tok" + std::to_string(i)] = i;
+  testing::WriteText(dir / "m/tokenizer.json",
+                     nlohmann::json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}}.dump());
+  auto first_piece = [&](const std::string& tokenizer) -> std::string {
+    fs::remove(o.output_path);
+    o.tokenizer_path = tokenizer;
+    Result<ConvertResult> c = ConvertHfToGguf(o);
+    EXPECT_TRUE(c.ok()) << c.message();
+    auto f = GgufFile::Open(o.output_path);
+    if (!c.ok() || !f.ok()) return "";
+    return std::string((*(*f)->GetStringArray("tokenizer.ggml.tokens"))[4]);
+  };
+  EXPECT_EQ(first_piece(""), "tok4");
+  EXPECT_EQ(first_piece(dir / "m/tokenizer.model"), "<start_of_turn>");
+  EXPECT_EQ(first_piece(dir / "m/tokenizer.json"), "tok4");
+
+  // A corrupt or unsupported model is refused, by name, and nothing is written.
+  fs::remove(o.output_path);
+  testing::WriteText(dir / "cut.model", gemlet::test::SpmModelBytes(spm).substr(0, 700));
+  o.tokenizer_path = dir / "cut.model";
+  r = ConvertHfToGguf(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cut.model: not a valid SentencePiece model"), std::string::npos) << r.message();
+  EXPECT_FALSE(fs::exists(o.output_path));
+  spm.model_type = 1;
+  testing::WriteText(dir / "unigram.model", gemlet::test::SpmModelBytes(spm));
+  o.tokenizer_path = dir / "unigram.model";
+  r = ConvertHfToGguf(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("unigram"), std::string::npos) << r.message();
+  EXPECT_FALSE(fs::exists(o.output_path));
+#else
+  ASSERT_FALSE(r.ok());
+#endif
+}
+
 TEST(Convert, NormalQuantileIsExactInF32) {
   EXPECT_EQ(static_cast<float>(NormalQuantile(0.95)), 1.6448535919189453f);
   EXPECT_EQ(NormalQuantile(0.0), -INFINITY);
@@ -576,7 +661,10 @@ TEST(ConvertCli, ConvertsAndReportsBadInputOnOneLine) {
   EXPECT_EQ((*file)->FindTensor("blk.0.attn_q.weight")->type, DType::kF16);
   fs::remove(out);
 
+  testing::WriteText(dir / "cut.model", std::string("\x0A\x10\x0A\x05", 4));
   for (const std::string& args : {kHfDir + "/missing -o " + out, kHfDir + " -o " + out,
+                                  kHfDir + "/gemma1_2b_like_mqa -o " + out + " --tokenizer " + (dir / "cut.model"),
+                                  kHfDir + "/gemma1_2b_like_mqa -o " + out + " --tokenizer " + (dir / "none.model"),
                                   kHfDir + "/gemma1_2b_like_mqa -o " + out + " --outtype q4_0",
                                   kHfDir + "/gemma1_2b_like_mqa"}) {
     SCOPED_TRACE(args);

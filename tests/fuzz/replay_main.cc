@@ -39,6 +39,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("replayed %d inputs through the GGUF fuzz target\n", ran);
+  std::printf("replayed %d inputs through the fuzz target\n", ran);
   return ran > 0 ? 0 : 1;
 }

@@ -1,8 +1,9 @@
-// `gemlet tokenize` end to end: the built binary on Chinese + English input, with a GGUF model and
-// with a tokenizer.json, in its output modes and its error paths.
+// `gemlet tokenize` end to end: the built binary on Chinese + English input, with a GGUF model, a
+// tokenizer.json and a tokenizer.model, in its output modes and its error paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -81,6 +82,42 @@ TEST(TokenizeCli, Gemma4ModelModes) {
   EXPECT_FALSE(std::getline(ss, l3));
   EXPECT_EQ(l1, "[9259,1902]");
   EXPECT_EQ(json::parse(l2).back(), 107);  // "\n"
+}
+
+// A SentencePiece tokenizer.model gives the same output as the tokenizer.json of the same vocabulary
+// (the demo model's), in every mode; a corrupt one is one error line.
+TEST(TokenizeCli, SentencePieceModelEqualsTokenizerJson) {
+  const std::string demo = GEMLET_DEMO_TOKENIZER_DIR;
+  test::TempDir spm_dir, json_dir;
+  for (const char* f : {"tokenizer_config.json", "config.json"}) {
+    std::filesystem::copy_file(demo + "/" + f, spm_dir.File(f));
+    std::filesystem::copy_file(demo + "/" + f, json_dir.File(f));
+  }
+  std::filesystem::copy_file(demo + "/tokenizer.model", spm_dir.File("tokenizer.model"));
+  std::filesystem::copy_file(std::string(GEMLET_TOKDATA_DIR) + "/demo/tokenizer.json", json_dir.File("tokenizer.json"));
+  const std::string text = "<start_of_turn>user\n你好，  world   😀 龘\n\n<end_of_turn>\n";
+  for (const std::string& flags : {std::string(), std::string(" --add-special --pieces"), std::string(" --no-parse-special")}) {
+    const CliRun spm = Tokenize("--tokenizer " + spm_dir.File("tokenizer.model") + flags, text);
+    const CliRun hf = Tokenize("--tokenizer " + json_dir.File("tokenizer.json") + flags, text);
+    ASSERT_EQ(spm.exit_code, 0) << spm.err;
+    ASSERT_EQ(hf.exit_code, 0) << hf.err;
+    EXPECT_EQ(spm.out, hf.out) << flags;
+  }
+  const CliRun turn = Tokenize("--tokenizer " + spm_dir.File("tokenizer.model") + " --add-special", text);
+  const json ids = json::parse(turn.out);
+  EXPECT_EQ(ids[0], 2);  // <bos>
+  EXPECT_EQ(ids[1], 4);  // <start_of_turn>
+  const CliRun lines = Tokenize("--tokenizer " + spm_dir.File("tokenizer.model") + " --jsonl", "\"a\\n\\nb\"\n\"\"\n");
+  ASSERT_EQ(lines.exit_code, 0) << lines.err;
+  EXPECT_EQ(json::parse(lines.out.substr(0, lines.out.find('\n')))[1], 7);  // "\n\n"
+
+  std::ofstream(spm_dir.File("cut.model"), std::ios::binary)
+      << test::ReadTextFile(demo + "/tokenizer.model").substr(0, 5000);
+  const CliRun cut = Tokenize("--tokenizer " + spm_dir.File("cut.model"), "x");
+  EXPECT_EQ(cut.exit_code, 1);
+  EXPECT_EQ(cut.err.rfind("gemlet: ", 0), 0u) << cut.err;
+  EXPECT_EQ(std::count(cut.err.begin(), cut.err.end(), '\n'), 1) << cut.err;
+  EXPECT_NE(cut.err.find("not a valid SentencePiece model"), std::string::npos) << cut.err;
 }
 
 TEST(TokenizeCli, Errors) {
