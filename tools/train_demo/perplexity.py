@@ -4,8 +4,8 @@
 Usage: perplexity.py GEMLET_BINARY EVAL_BIN MODEL.gguf [MODEL.gguf ...]
 EVAL_BIN is prepare_data.sh's device/eval.bin (held-out documents as <bos> ids <eos>, uint16). It is
 cut into non-overlapping 1024-token windows and every next token is scored, exactly as train.py's
-"eval loss" is computed, so the F32 line can be compared with the training log. (A stand-in until
-gemlet has an `eval` command.) Needs numpy (Debian: python3-numpy).
+"eval loss" is computed, so the F32 line can be compared with the training log. (`gemlet eval`
+measures text files the way llama-perplexity does; this script keeps the training loss's procedure.)
 """
 import math
 import os
