@@ -6,6 +6,7 @@ EVAL_BIN is prepare_data.sh's device/eval.bin (held-out documents as <bos> ids <
 cut into non-overlapping 1024-token windows and every next token is scored, exactly as train.py's
 "eval loss" is computed, so the F32 line can be compared with the training log. (`gemlet eval`
 measures text files the way llama-perplexity does; this script keeps the training loss's procedure.)
+Needs numpy (Debian: python3-numpy).
 """
 import math
 import os
