@@ -1,10 +1,12 @@
 # gemlet: the two entry points of the README. `make run` builds and runs the demo; `make test` builds
-# and runs every test, then again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# and runs every test, then again under AddressSanitizer + UndefinedBehaviorSanitizer, then the NEON
+# kernels and one golden model test cross-compiled for arm64 and run under qemu-aarch64.
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+ARM64_BUILD ?= build-arm64
 
-.PHONY: all deps build run test test-release test-asan clean
+.PHONY: all deps build run test test-release test-asan test-arm64 clean
 
 all: build
 
@@ -18,7 +20,7 @@ build: deps
 run: build
 	./scripts/run-demo.sh $(BUILD)/apps/gemlet/gemlet
 
-test: test-release test-asan
+test: test-release test-asan test-arm64
 
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -28,5 +30,9 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
+test-arm64:
+	./scripts/install-deps.sh --arm64
+	JOBS=$(JOBS) ./scripts/test-arm64.sh $(ARM64_BUILD)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(ARM64_BUILD)

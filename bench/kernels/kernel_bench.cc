@@ -3,7 +3,7 @@
 // kernels in ns per call; ThreadPool dispatch overhead; this machine's memory read bandwidth.
 //
 //   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
-//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth]
+//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N]
 //
 // Each figure is the median of --reps runs of at least 0.2 s each (alternate configurations and
 // repeat: this machine is shared and noisy).
@@ -29,9 +29,18 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// --calls N: call every kernel exactly N times (after one warm-up call) instead of timing runs, for
+// instruction counts under callgrind.
+int g_fixed_calls = 0;
+
 // Median over `reps` runs of the mean time per call, each run calling fn until min_seconds pass.
 double TimePerCall(const std::function<void()>& fn, int reps, double min_seconds = 0.2) {
   fn();  // warm up: page faults, scratch growth
+  if (g_fixed_calls > 0) {
+    const double t0 = Now();
+    for (int i = 0; i < g_fixed_calls; ++i) fn();
+    return (Now() - t0) / g_fixed_calls;
+  }
   std::vector<double> runs;
   for (int r = 0; r < reps; ++r) {
     int calls = 0;
@@ -158,7 +167,7 @@ void BenchMatMul(const Options& o, bool gemm) {
       const std::vector<uint8_t> weights = MakeWeights(type, s.n_in, s.n_out);
       const size_t bytes = weights.size();
       // Enough copies to go well past the last-level cache.
-      const size_t copies = gemm ? 1 : std::max<size_t>(2, (size_t{1} << 30) / bytes + 1);
+      const size_t copies = gemm ? 1 : g_fixed_calls > 0 ? 1 : std::max<size_t>(2, (size_t{1} << 30) / bytes + 1);
       std::vector<uint8_t> cold;
       if (!gemm) {
         cold.resize(bytes * copies);
@@ -250,9 +259,10 @@ int main(int argc, char** argv) {
     else if (arg == "--kernels") o.kernels = Split(next());
     else if (arg == "--types") o.types = Split(next());
     else if (arg == "--only") o.only = next();
+    else if (arg == "--calls") g_fixed_calls = std::atoi(next().c_str());
     else {
       std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
-                   "[--only gemv|gemm|elementwise|pool|bandwidth]\n", argv[0]);
+                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N]\n", argv[0]);
       return 2;
     }
   }

@@ -3,6 +3,8 @@
 #include "base/thread_pool.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 namespace gemlet {
 
@@ -31,6 +33,16 @@ constexpr auto kPreemptedGap = std::chrono::microseconds(20);
 constexpr int64_t kSlowStartNs = 20000;
 constexpr int kSpinBackoffJobs = 500;
 
+// GEMLET_POOL_SPIN=0 turns spinning off: every hand-off sleeps (for A/B measurements, and for
+// machines shared with other busy processes).
+bool SpinEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("GEMLET_POOL_SPIN");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return enabled;
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -58,7 +70,7 @@ void ThreadPool::Wait(Done done, std::atomic<int>& sleepers, std::condition_vari
   // Spinning only pays while this thread keeps its core: a gap between two polls means the OS is
   // sharing the core with other work, and then a sleeping thread (woken with priority) is served
   // sooner than a preempted spinning one.
-  if (spin_pause_.load(std::memory_order_relaxed) == 0) {
+  if (spin_pause_.load(std::memory_order_relaxed) == 0 && SpinEnabled()) {
     const auto start = std::chrono::steady_clock::now();
     auto last = start;
     for (unsigned i = 1;; ++i) {

@@ -8,13 +8,17 @@
 
 #include <hwy/highway.h>
 
+#include <hwy/cache_control.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "base/half.h"
 #include "kernels/act_quant.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant_dot-inl.h"
+#include "kernels/gemm_vnni-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gemlet {
@@ -172,12 +176,29 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, T
 // ---------------------------------------------------------------------------------------------
 // Drivers. act[t * act_stride] is token t's activation row (floats, or its quantized blocks).
 
+// How far ahead of the row being computed decode prefetches (bytes): a single core does not keep
+// enough DRAM reads in flight on its own while it also decodes.
+size_t PrefetchDistance() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("GEMLET_PREFETCH");  // experiments only
+    return env != nullptr ? static_cast<size_t>(std::atol(env)) : size_t{0};
+  }();
+  return bytes;
+}
+
 // Decode: one token, rows split across the pool.
 template <class K>
 void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, ThreadPool& pool) {
   pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
     const typename K::Act* x[1] = {act};
-    for (size_t o = begin; o < end; ++o) K::template Tile<1>(w.Row(static_cast<int64_t>(o)), w.n_in, x, y + o);
+    const size_t ahead = PrefetchDistance();
+    for (size_t o = begin; o < end; ++o) {
+      const uint8_t* row = w.Row(static_cast<int64_t>(o));
+      if (ahead > 0) {
+        for (size_t b = 0; b < w.row_bytes; b += 64) hwy::Prefetch(row + ahead + b);
+      }
+      K::template Tile<1>(row, w.n_in, x, y + o);
+    }
   });
 }
 
@@ -238,6 +259,23 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
+#if HWY_TARGET == HWY_AVX3_DL
+  if (n_tokens > 1 && vnni::Enabled()) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+    switch (w.type) {
+      case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, pool);
+      case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, pool);
+      case DType::kQ5_0: return vnni::Gemm<vnni::DQ5_0>(w, x, n_tokens, y, pool);
+      case DType::kQ5_1: return vnni::Gemm<vnni::DQ5_1>(w, x, n_tokens, y, pool);
+      case DType::kQ8_0: return vnni::Gemm<vnni::DQ8_0>(w, x, n_tokens, y, pool);
+      case DType::kQ2_K: return vnni::Gemm<vnni::DQ2_K>(w, x, n_tokens, y, pool);
+      case DType::kQ3_K: return vnni::Gemm<vnni::DQ3_K>(w, x, n_tokens, y, pool);
+      case DType::kQ4_K: return vnni::Gemm<vnni::DQ4_K>(w, x, n_tokens, y, pool);
+      case DType::kQ5_K: return vnni::Gemm<vnni::DQ5_K>(w, x, n_tokens, y, pool);
+      case DType::kQ6_K: return vnni::Gemm<vnni::DQ6_K>(w, x, n_tokens, y, pool);
+      default: break;
+    }
+  }
+#endif
   switch (w.type) {
     // F32 weights are the reference format (converted checkpoints, goldens): they keep the scalar
     // reference's summation order so results are bit-identical to it. Gemma 3n's test model is

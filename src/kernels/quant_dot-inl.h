@@ -48,12 +48,25 @@ using VI16 = hn::Vec<DI16>;
 using VI32 = hn::Vec<DI32>;
 using VF32 = hn::Vec<DF32>;
 
+// (Explicit constructors: GCC gives implicit ones no target attributes, which fails on NEON.)
 struct B32 {
+  HWY_INLINE B32() {}
+#if GEMLET_X86_256
+  HWY_INLINE explicit B32(VU8 v0) : p{v0} {}
+#else
+  HWY_INLINE B32(VU8 v0, VU8 v1) : p{v0, v1} {}
+#endif
   VU8 p[kParts];
 };
 // Per-16-byte i16 multipliers for DotScaled: p[k] applies to bytes 16k..16k+15 of a B32 (on x86 the
 // low 128 bits of the one vector carry the first multiplier, the high 128 bits the second).
 struct S16 {
+  HWY_INLINE S16() {}
+#if GEMLET_X86_256
+  HWY_INLINE explicit S16(VI16 v0) : p{v0} {}
+#else
+  HWY_INLINE S16(VI16 v0, VI16 v1) : p{v0, v1} {}
+#endif
   VI16 p[kParts];
 };
 
@@ -96,9 +109,9 @@ HWY_INLINE B32 Nibbles16(const uint8_t* p) {
   const auto x = hn::LoadU(d16, p);
   const auto low = hn::And(x, hn::Set(d16, 0x0F));
 #if GEMLET_X86_256
-  return B32{{hn::Combine(DU8(), hn::ShiftRight<4>(x), low)}};
+  return B32(hn::Combine(DU8(), hn::ShiftRight<4>(x), low));
 #else
-  return B32{{low, hn::ShiftRight<4>(x)}};
+  return B32(low, hn::ShiftRight<4>(x));
 #endif
 }
 
@@ -113,10 +126,10 @@ HWY_INLINE B32 BitsToBytes(const uint8_t* bits, uint8_t value) {
 
 HWY_INLINE S16 Scales(int first16, int second16) {
 #if GEMLET_X86_256
-  return S16{{VI16{_mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(second16)),
-                                    _mm_set1_epi16(static_cast<int16_t>(first16)))}}};
+  return S16(VI16{_mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(second16)),
+                                   _mm_set1_epi16(static_cast<int16_t>(first16)))});
 #else
-  return S16{{hn::Set(DI16(), static_cast<int16_t>(first16)), hn::Set(DI16(), static_cast<int16_t>(second16))}};
+  return S16(hn::Set(DI16(), static_cast<int16_t>(first16)), hn::Set(DI16(), static_cast<int16_t>(second16)));
 #endif
 }
 
@@ -149,10 +162,25 @@ HWY_INLINE VI32 DotScaled(B32 w, B32 x, S16 s) {
 #endif
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// acc += the dot products of unsigned bytes of a with signed bytes of b, per 4-byte lane. Written as
+// EVEX (AVX-512 VNNI) assembly: Highway 1.0's AVX3_DL target enables "avxvnni" rather than
+// "avx512vnni", so the intrinsic would compile to the VEX (AVX-VNNI) encoding, which CPUs with
+// AVX-512 VNNI but without AVX-VNNI (Ice Lake, Zen 4) do not have.
+HWY_INLINE __m256i DpbusdEvex(__m256i acc, __m256i a, __m256i b) {
+  asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+HWY_INLINE __m512i DpbusdEvex(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+#endif
+
 // acc + sum_j w_j * x_j for unsigned w_j <= 63, signed x_j (dpbusd on AVX-512 VNNI).
 HWY_INLINE VI32 DotAcc(VI32 acc, B32 w, B32 x) {
 #if GEMLET_X86_256 && HWY_TARGET == HWY_AVX3_DL
-  return VI32{_mm256_dpbusd_epi32(acc.raw, w.p[0].raw, x.p[0].raw)};
+  return VI32{DpbusdEvex(acc.raw, w.p[0].raw, x.p[0].raw)};
 #elif GEMLET_X86_256
   return hn::Add(acc, VI32{_mm256_madd_epi16(_mm256_maddubs_epi16(w.p[0].raw, x.p[0].raw), _mm256_set1_epi16(1))});
 #else
@@ -183,9 +211,23 @@ HWY_INLINE float Sum(VF32 v) { return hn::GetLane(hn::SumOfLanes(DF32(), v)); }
 // Offsets (Q4_0's -8, Q5_0's -16, the K types' mins and fixed offsets) are kept out of the byte
 // products and applied through the activations' sums, so every weight byte is an unsigned value.
 
-template <int NT, class Block, class Decode, class Offset>
-HWY_INLINE void Tile32(const uint8_t* row, int64_t n_in, const BlockQ8x32* const* x, float* out, Decode decode,
-                       Offset offset) {
+// The block's f16 scale d, broadcast to every float lane (on x86 one vpbroadcastw + vcvtph2ps from
+// memory, instead of a scalar conversion, a multiply and a broadcast).
+HWY_INLINE VF32 HalfToFloats(const uint16_t* h) {
+#if GEMLET_X86_256
+  return VF32{_mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(*h)))};
+#else
+  return hn::Set(DF32(), F16ToF32(*h));
+#endif
+}
+
+// The 32-value types: w = d * (q - kZeroPoint), or w = d * q + m when the block has a min (Q4_1,
+// Q5_1). decode(block) returns q. The zero point / min go through the activations' sums:
+// sum (d q + m) x = d * d_x * sum(q x_q) + m * s_x.
+enum class Offset { kZeroPoint, kMin, kNone };
+
+template <int NT, class Block, Offset kOffset, int kZeroPoint, bool kSigned, class Decode>
+HWY_INLINE void Tile32(const uint8_t* row, int64_t n_in, const BlockQ8x32* const* x, float* out, Decode decode) {
   const Block* w = reinterpret_cast<const Block*>(row);
   const int64_t nb = n_in / kBlock32;
   VF32 acc[NT];
@@ -195,35 +237,27 @@ HWY_INLINE void Tile32(const uint8_t* row, int64_t n_in, const BlockQ8x32* const
     off[t] = 0.0f;
   }
   for (int64_t i = 0; i < nb; ++i) {
-    float d, m;
-    const B32 q = decode(w[i], &d, &m);
+    const B32 q = decode(w[i]);
+    const VF32 d = HalfToFloats(&w[i].d);
+    float m = 0.0f;
+    if constexpr (kOffset == Offset::kZeroPoint) m = -static_cast<float>(kZeroPoint) * hn::GetLane(d);
+    if constexpr (kOffset == Offset::kMin) m = HalfToFloat(w[i].m);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8x32& a = x[t][i];
-      acc[t] = MulAddInt(offset.kSigned ? DotSignedAcc(hn::Zero(DI32()), q, Load(a.qs))
-                                        : DotAcc(hn::Zero(DI32()), q, Load(a.qs)),
-                         d * a.d, acc[t]);
-      off[t] += m * a.s;
+      const VI32 isum = kSigned ? DotSignedAcc(hn::Zero(DI32()), q, Load(a.qs)) : DotAcc(hn::Zero(DI32()), q, Load(a.qs));
+      acc[t] = hn::MulAdd(hn::ConvertTo(DF32(), isum), hn::Mul(d, hn::Set(DF32(), a.d)), acc[t]);
+      if constexpr (kOffset != Offset::kNone) off[t] += m * a.s;
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) + off[t];
 }
 
-struct Unsigned {
-  static constexpr bool kSigned = false;
-};
-struct Signed {
-  static constexpr bool kSigned = true;
-};
-
 struct KQ4_0 {
   using Act = BlockQ8x32;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ4_0>(row, n_in, x, out, [](const BlockQ4_0& b, float* d, float* m) {
-      *d = HalfToFloat(b.d);
-      *m = -8.0f * *d;
-      return Nibbles16(b.qs);
-    }, Unsigned());
+    Tile32<NT, BlockQ4_0, Offset::kZeroPoint, 8, false>(row, n_in, x, out,
+                                                         [](const BlockQ4_0& b) { return Nibbles16(b.qs); });
   }
 };
 
@@ -231,11 +265,7 @@ struct KQ4_1 {
   using Act = BlockQ8x32;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ4_1>(row, n_in, x, out, [](const BlockQ4_1& b, float* d, float* m) {
-      *d = HalfToFloat(b.d);
-      *m = HalfToFloat(b.m);
-      return Nibbles16(b.qs);
-    }, Unsigned());
+    Tile32<NT, BlockQ4_1, Offset::kMin, 0, false>(row, n_in, x, out, [](const BlockQ4_1& b) { return Nibbles16(b.qs); });
   }
 };
 
@@ -243,11 +273,9 @@ struct KQ5_0 {
   using Act = BlockQ8x32;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ5_0>(row, n_in, x, out, [](const BlockQ5_0& b, float* d, float* m) {
-      *d = HalfToFloat(b.d);
-      *m = -16.0f * *d;
+    Tile32<NT, BlockQ5_0, Offset::kZeroPoint, 16, false>(row, n_in, x, out, [](const BlockQ5_0& b) {
       return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
-    }, Unsigned());
+    });
   }
 };
 
@@ -255,11 +283,9 @@ struct KQ5_1 {
   using Act = BlockQ8x32;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ5_1>(row, n_in, x, out, [](const BlockQ5_1& b, float* d, float* m) {
-      *d = HalfToFloat(b.d);
-      *m = HalfToFloat(b.m);
+    Tile32<NT, BlockQ5_1, Offset::kMin, 0, false>(row, n_in, x, out, [](const BlockQ5_1& b) {
       return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
-    }, Unsigned());
+    });
   }
 };
 
@@ -267,11 +293,7 @@ struct KQ8_0 {
   using Act = BlockQ8x32;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ8_0>(row, n_in, x, out, [](const BlockQ8_0& b, float* d, float* m) {
-      *d = HalfToFloat(b.d);
-      *m = 0.0f;
-      return Load(b.qs);
-    }, Signed());
+    Tile32<NT, BlockQ8_0, Offset::kNone, 0, true>(row, n_in, x, out, [](const BlockQ8_0& b) { return Load(b.qs); });
   }
 };
 

@@ -146,9 +146,10 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
   }
 }
 
-// Prefill (GEMM over a batch) and token-by-token decode (GEMV) give the same bits: each output is the
-// same sequence of operations whichever tile its token lands in.
-TEST_P(MatMulTest, BatchEqualsOneTokenAtATime) {
+// Prefill (GEMM over a batch) and token-by-token decode (GEMV) agree: bit for bit where both run the
+// same per-row code (float weights, and every type on targets without a separate GEMM), within the
+// two results' bounds otherwise (the VNNI GEMM quantizes activations per 32 values, not per 256).
+TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
@@ -158,10 +159,16 @@ TEST_P(MatMulTest, BatchEqualsOneTokenAtATime) {
   const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 98);
   std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
   k->matmul(m.view(), x.data(), n_tokens, batch.data(), pool);
+  const bool same_code = IsFloat(type) || std::string(k->name) != "AVX3_DL";
   for (int64_t t = 0; t < n_tokens; ++t) {
     k->matmul(m.view(), &x[t * n_in], 1, single.data(), pool);
     for (int64_t o = 0; o < n_out; ++o) {
-      ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+      if (same_code) {
+        ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+      } else {
+        ASSERT_NEAR(batch[t * n_out + o], single[o], 2 * Bound(m, &x[t * n_in], o, true))
+            << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+      }
     }
   }
 }
@@ -188,11 +195,14 @@ TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
       QuantizeRow(type, &w[r * n_in], &m.bytes[r * row_bytes], n_in);
       DequantizeRow(type, &m.bytes[r * row_bytes], &m.deq[r * n_in], n_in);
     }
-    std::vector<float> x(static_cast<size_t>(n_in));
-    for (int64_t i = 0; i < n_in; ++i) x[i] = sign * (i % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
-    CheckMatMul(*k, m, x, 1, pool, true);
-    for (int64_t i = 0; i < n_in; ++i) x[i] = i % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
-    CheckMatMul(*k, m, x, 1, pool, true);
+    // One token (GEMV) and three (GEMM), the same activations in each.
+    for (int64_t n_tokens : {1, 3}) {
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = sign * (i % n_in % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
+      CheckMatMul(*k, m, x, n_tokens, pool, true);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = i % n_in % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
+      CheckMatMul(*k, m, x, n_tokens, pool, true);
+    }
   }
 }
 

@@ -1,0 +1,438 @@
+// `gemlet bench`: llama-bench-style prompt (ppN) and generation (tgN) speeds, plus time to first
+// token, peak RSS, bytes read per decoded token, this machine's memory read bandwidth and how close
+// decoding comes to the bound that bandwidth sets.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "kernels/kernel_table.h"
+#include "runtime/chat_format.h"
+#include "runtime/session.h"
+
+namespace gemlet::cli {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Stats {
+  double mean = 0, stddev = 0;
+};
+Stats MeanStd(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.stddev = std::sqrt(ss / static_cast<double>(v.size() - 1));  // sample stddev, as llama-bench
+  }
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// VmHWM: the process's peak resident set, in bytes.
+size_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return static_cast<size_t>(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
+  }
+  return 0;
+}
+
+std::string CpuInfo() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+// Streaming read of a buffer far larger than the caches, split across `threads` threads: the median
+// of `reps` runs after a warm-up, in GB/s.
+double ReadBandwidthGBs(int threads, size_t bytes, int reps) {
+  std::vector<uint8_t> buffer(bytes, 1);
+  std::vector<double> runs;
+  volatile uint32_t sink = 0;
+  for (int r = 0; r <= reps; ++r) {
+    const size_t chunk = bytes / threads / 64 * 64;
+    std::vector<uint32_t> sums(threads);
+    std::vector<std::thread> workers;
+    const double t0 = Now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { sums[t] = ReadForBandwidth(buffer.data() + t * chunk, chunk); });
+    }
+    for (auto& w : workers) w.join();
+    const double dt = Now() - t0;
+    for (uint32_t s : sums) sink = sink + s;
+    if (r > 0) runs.push_back(static_cast<double>(chunk) * threads / dt / 1e9);
+  }
+  return Median(runs);
+}
+
+// llama.cpp's file type names (general.file_type), for the model column.
+std::string FileTypeName(const GgufFile& f) {
+  auto t = f.GetU32Or("general.file_type", 1000);
+  if (!t.ok()) return "?";
+  switch (t.value()) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return "?";
+  }
+}
+
+std::string ParamsShort(double n) {
+  char buf[32];
+  if (n >= 0.95e9) std::snprintf(buf, sizeof buf, "%.0fB", n / 1e9);
+  else if (n >= 1e7) std::snprintf(buf, sizeof buf, "%.0fM", n / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
+  return buf;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// Weight bytes one decoded token reads: every matrix once, except lookup tables (token and
+// per-layer embeddings: one row each) and MoE experts (the used fraction). With tied embeddings the
+// token table is also the output head, read whole.
+double WeightBytesPerToken(const GgufFile& f, const std::string& arch) {
+  bool has_output = false;
+  for (const GgufTensor& t : f.tensors()) has_output |= t.name == "output.weight";
+  auto u32_or_zero = [&](const std::string& key) {
+    auto v = f.GetU32Or(key, 0);
+    return v.ok() ? static_cast<double>(v.value()) : 0.0;
+  };
+  const double n_expert = u32_or_zero(arch + ".expert_count"), n_used = u32_or_zero(arch + ".expert_used_count");
+  double bytes = 0;
+  for (const GgufTensor& t : f.tensors()) {
+    const bool lookup = StartsWith(t.name, "token_embd") || StartsWith(t.name, "per_layer_token_embd");
+    if (lookup) {
+      bytes += static_cast<double>(t.nbytes) / static_cast<double>(std::max<int64_t>(1, t.n_rows()));
+      if (t.name == "token_embd.weight" && !has_output) bytes += static_cast<double>(t.nbytes);
+    } else if (t.name.find("_exps") != std::string_view::npos && n_expert > 0) {
+      bytes += static_cast<double>(t.nbytes) * n_used / n_expert;
+    } else {
+      bytes += static_cast<double>(t.nbytes);
+    }
+  }
+  return bytes;
+}
+
+// KV bytes read to decode the token at position pos: every layer's keys and values in its window.
+double KvBytesAt(const Model& model, KvType type, int64_t pos) {
+  const double elem = type == KvType::kF16 ? 2 : 4;
+  double bytes = 0;
+  for (const KvLayerSpec& s : model.KvLayout()) {
+    const int64_t n = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
+    bytes += static_cast<double>(n) * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * elem;
+  }
+  return bytes;
+}
+
+struct TestResult {
+  int n_prompt = 0, n_gen = 0, n_threads = 0;
+  std::vector<uint64_t> samples_ns;
+  std::vector<double> samples_ts;
+};
+
+// A chat prompt of at least `n` tokens (one user turn, rendered with the model's chat template),
+// or nothing when the vocabulary cannot spell it (placeholder tokenizers).
+std::string ChatPromptText(const Engine& engine, int n) {
+  const std::string sentence = "Summarise the following notes on memory bandwidth and caches in two sentences. ";
+  std::string body;
+  for (int i = 0; i < 64; ++i) {
+    body += sentence;
+    auto text = RenderChat(engine.chat_style(), {{"user", body}}, ChatRenderOptions{true, false, false});
+    if (!text.ok()) return "";
+    if (static_cast<int>(engine.tokenizer().Encode(text.value(), EncodeOptions{true}).size()) >= n) return text.value();
+  }
+  return "";
+}
+
+int RunBench(int argc, char** argv) {
+  CLI::App app{"Measure prompt processing (ppN) and generation (tgN) speed like llama-bench, plus time to first token,\n"
+               "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached"};
+  app.name("gemlet bench");
+  std::string model_path, kv_type_name = "f16", kernels;
+  std::vector<int> prompts = {512}, gens = {128}, threads_list;
+  int reps = 5, batch = 512, ttft_prompt = 200;
+  bool json = false;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-p,--n-prompt", prompts, "prompt lengths (comma separated; 0 skips)")
+      ->delimiter(',')->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-gen", gens, "generation lengths (comma separated; 0 skips)")
+      ->delimiter(',')->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads_list, "thread counts (comma separated; default: all cores)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("-r,--repetitions", reps, "repetitions of each test")->check(CLI::PositiveNumber);
+  app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(CLI::PositiveNumber);
+  app.add_option("--ttft-prompt", ttft_prompt, "chat prompt length for the time to first token (0 skips)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--kernels", kernels, "kernels to use: ref, auto, or a target (AVX2, AVX3, ...); sets GEMLET_KERNELS");
+  app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return Fail(e.what());
+  }
+  if (!kernels.empty()) ::setenv("GEMLET_KERNELS", kernels.c_str(), 1);
+  if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  const int max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
+  const int max_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
+  if (max_prompt == 0 && max_gen == 0) return Fail("nothing to measure: every -p and -n is 0");
+
+  // Model ready: wall time (what a user waits) and this thread's CPU time (what a busy, shared
+  // machine does not inflate).
+  timespec cpu0{}, cpu1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+  auto loaded = Engine::Load(model_path);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+  const double load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
+  if (!loaded.ok()) return Fail(loaded.message());
+  std::shared_ptr<const Engine> engine = loaded.value();
+  const ModelConfig& config = engine->config();
+  const GgufFile& gguf = engine->model().gguf();
+  KvType kv_type = KvType::kF16;
+  ParseKvType(kv_type_name, &kv_type);
+
+  double model_size = 0, n_params = 0;
+  for (const GgufTensor& t : gguf.tensors()) {
+    model_size += static_cast<double>(t.nbytes);
+    n_params += static_cast<double>(t.n_elements());
+  }
+  const std::string model_type = config.arch + " " + ParamsShort(n_params) + " " + FileTypeName(gguf);
+  const double weight_bytes = WeightBytesPerToken(gguf, config.arch);
+
+  std::mt19937 rng(1234);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    std::uniform_int_distribution<int32_t> id(4, std::max(5, config.n_vocab - 1));
+    for (int32_t& t : tokens) t = id(rng);
+    if (n > 0) tokens[0] = 2;  // <bos>
+    return tokens;
+  };
+  const std::string ttft_text = ttft_prompt > 0 ? ChatPromptText(*engine, ttft_prompt) : "";
+  const int ttft_tokens = ttft_text.empty()
+                              ? ttft_prompt
+                              : static_cast<int>(engine->tokenizer().Encode(ttft_text, EncodeOptions{true}).size());
+  // Like llama-bench, each test starts from an empty cache; one context fits the longest of them.
+  const int n_ctx = std::max({max_prompt, max_gen, ttft_tokens, 16}) + 1;
+  std::vector<float> logits(static_cast<size_t>(config.n_vocab));
+
+  std::vector<TestResult> results;
+  std::vector<double> ttft_by_threads;
+  for (int n_threads : threads_list) {
+    SessionOptions options;
+    options.n_ctx = n_ctx;
+    options.n_threads = n_threads;
+    options.max_batch = batch;
+    options.kv_type = kv_type;
+    auto created = Session::Create(engine, options);
+    if (!created.ok()) return Fail(created.message());
+    Session& session = *created.value();
+    Status status;
+    auto evaluate = [&](const std::vector<int32_t>& tokens) {
+      if (status.ok()) status = session.Evaluate(tokens, logits.data(), /*all_logits=*/false);
+    };
+    // Warm-up: page in the weights, grow every scratch buffer, settle the thread pool.
+    session.Reset();
+    evaluate(random_tokens(16));
+    evaluate({17});
+
+    for (int p : prompts) {
+      if (p <= 0) continue;
+      TestResult r{p, 0, n_threads, {}, {}};
+      for (int i = 0; i < reps; ++i) {
+        const auto tokens = random_tokens(p);
+        session.Reset();
+        const double t0 = Now();
+        evaluate(tokens);
+        const double dt = Now() - t0;
+        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+        r.samples_ts.push_back(p / dt);
+      }
+      results.push_back(r);
+    }
+    for (int n : gens) {
+      if (n <= 0) continue;
+      TestResult r{0, n, n_threads, {}, {}};
+      for (int i = 0; i < reps; ++i) {
+        const auto tokens = random_tokens(n);
+        session.Reset();
+        const double t0 = Now();
+        for (int j = 0; j < n; ++j) evaluate({tokens[j]});
+        const double dt = Now() - t0;
+        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+        r.samples_ts.push_back(n / dt);
+      }
+      results.push_back(r);
+    }
+    // Time to first token: from the chat prompt's text to the first (here: argmax) token, i.e.
+    // tokenizing and the prefill.
+    if (ttft_prompt > 0) {
+      std::vector<double> t;
+      for (int i = 0; i < reps; ++i) {
+        session.Reset();
+        const double t0 = Now();
+        evaluate(ttft_text.empty() ? random_tokens(ttft_prompt) : engine->tokenizer().Encode(ttft_text, EncodeOptions{true}));
+        volatile int first = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        (void)first;
+        t.push_back(Now() - t0);
+      }
+      ttft_by_threads.push_back(Median(t));
+    }
+    if (!status.ok()) return Fail(status.message());
+  }
+  const size_t peak_rss = PeakRssBytes();  // before the bandwidth test's buffer
+  const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
+  const double bandwidth = ReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
+
+  auto kv_bytes_mean = [&](int n_gen) {
+    double sum = 0;
+    for (int j = 0; j < n_gen; ++j) sum += KvBytesAt(engine->model(), kv_type, j);
+    return n_gen > 0 ? sum / n_gen : 0.0;
+  };
+
+  const std::string backend = std::string("CPU (") + ActiveKernelsName() + ")";
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    char time_buf[64];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(time_buf, sizeof time_buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    for (size_t i = 0; i < results.size(); ++i) {
+      const TestResult& r = results[i];
+      const Stats ns = MeanStd(std::vector<double>(r.samples_ns.begin(), r.samples_ns.end()));
+      const Stats ts = MeanStd(r.samples_ts);
+      const size_t ti = static_cast<size_t>(std::find(threads_list.begin(), threads_list.end(), r.n_threads) -
+                                            threads_list.begin());
+      nlohmann::json o = {
+          {"build_commit", "unknown"},
+          {"build_number", 0},
+          {"cpu_info", CpuInfo()},
+          {"gpu_info", ""},
+          {"backends", "CPU"},
+          {"model_filename", model_path},
+          {"model_type", model_type},
+          {"model_size", static_cast<uint64_t>(model_size)},
+          {"model_n_params", static_cast<uint64_t>(n_params)},
+          {"n_batch", batch},
+          {"n_ubatch", batch},
+          {"n_threads", r.n_threads},
+          {"type_k", kv_type_name},
+          {"type_v", kv_type_name},
+          {"n_gpu_layers", 0},
+          {"use_mmap", true},
+          {"embeddings", false},
+          {"n_prompt", r.n_prompt},
+          {"n_gen", r.n_gen},
+          {"n_depth", 0},
+          {"test_time", time_buf},
+          {"avg_ns", static_cast<uint64_t>(ns.mean)},
+          {"stddev_ns", static_cast<uint64_t>(ns.stddev)},
+          {"avg_ts", ts.mean},
+          {"stddev_ts", ts.stddev},
+          {"samples_ns", r.samples_ns},
+          {"samples_ts", r.samples_ts},
+          // gemlet's own fields
+          {"kernels", ActiveKernelsName()},
+          {"n_ctx", n_ctx},
+          {"load_ms", engine->load_seconds() * 1e3},
+          {"load_cpu_ms", load_cpu_ms},
+          {"peak_rss_bytes", peak_rss},
+          {"mem_read_bw_gbs", bandwidth / 1e9},
+          {"ttft_prompt_tokens", ttft_prompt > 0 ? ttft_tokens : 0},
+          {"ttft_ms", ti < ttft_by_threads.size() ? ttft_by_threads[ti] * 1e3 : 0.0},
+      };
+      if (r.n_gen > 0) {
+        const double kv = kv_bytes_mean(r.n_gen), per_token = weight_bytes + kv;
+        o["weight_bytes_per_token"] = static_cast<uint64_t>(weight_bytes);
+        o["kv_bytes_per_token"] = static_cast<uint64_t>(kv);
+        o["read_gbs"] = ts.mean * per_token / 1e9;
+        o["bw_bound_ts"] = bandwidth / per_token;
+        o["bw_fraction"] = ts.mean * per_token / bandwidth;
+      }
+      out.push_back(o);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+
+  std::printf("| %-30s | %10s | %9s | %-16s | %7s | %13s | %20s |\n", "model", "size", "params", "backend", "threads",
+              "test", "t/s");
+  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(30, '-').c_str(), "---------:", "--------:",
+              std::string(16, '-').c_str(), "------:", "------------:", "-------------------:");
+  for (const TestResult& r : results) {
+    const Stats ts = MeanStd(r.samples_ts);
+    char size[32], params[32], test[32], speed[48];
+    std::snprintf(size, sizeof size, "%.2f MiB", model_size / (1024.0 * 1024.0));
+    std::snprintf(params, sizeof params, "%.2f M", n_params / 1e6);
+    std::snprintf(test, sizeof test, "%s%d", r.n_prompt > 0 ? "pp" : "tg", r.n_prompt > 0 ? r.n_prompt : r.n_gen);
+    std::snprintf(speed, sizeof speed, "%.2f ± %.2f", ts.mean, ts.stddev);
+    std::printf("| %-30s | %10s | %9s | %-16s | %7d | %13s | %20s |\n", model_type.c_str(), size, params,
+                backend.c_str(), r.n_threads, test, speed);
+  }
+  std::printf("\n");
+  std::printf("model ready (mmap + checks + tokenizer): %.1f ms (%.1f ms CPU)\n", engine->load_seconds() * 1e3,
+              load_cpu_ms);
+  for (size_t i = 0; i < ttft_by_threads.size(); ++i) {
+    std::printf("time to first token (%d-token chat prompt, %d threads): %.1f ms (median of %d)\n", ttft_tokens,
+                threads_list[i], ttft_by_threads[i] * 1e3, reps);
+  }
+  std::printf("peak RSS: %.1f MiB (n_ctx %d)\n", static_cast<double>(peak_rss) / (1024.0 * 1024.0), n_ctx);
+  std::printf("memory read bandwidth (%d threads, 1 GiB streaming read): %.2f GB/s\n", bw_threads, bandwidth / 1e9);
+  for (const TestResult& r : results) {
+    if (r.n_gen <= 0) continue;
+    const double kv = kv_bytes_mean(r.n_gen), per_token = weight_bytes + kv;
+    const double ts = MeanStd(r.samples_ts).mean;
+    std::printf("tg%d, %d threads: reads %.1f MiB weights + %.2f MiB KV per token (mean over the run) -> %.2f GB/s, "
+                "%.0f%% of the bandwidth bound (%.2f t/s)\n",
+                r.n_gen, r.n_threads, weight_bytes / (1024.0 * 1024.0), kv / (1024.0 * 1024.0), ts * per_token / 1e9,
+                100.0 * ts * per_token / bandwidth, bandwidth / per_token);
+  }
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("bench", "measure prompt and generation speed (llama-bench style), TTFT, RSS and bandwidth use", RunBench);
+
+}  // namespace gemlet::cli

@@ -1,0 +1,118 @@
+// `gemlet bench` on the demo model: llama-bench's JSON fields with consistent statistics, our
+// roofline figures recomputed from the file, the table form, and clean failures on bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "runtime/session.h"
+
+namespace gemlet {
+namespace {
+
+const char* kModel = GEMLET_DEMO_MODEL;
+
+std::string Bench(const std::string& args) { return test::GemletBinary() + " bench -m " + kModel + " " + args; }
+
+TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
+  auto r = test::RunCommand(Bench("-p 16 -n 8 -t 2 -r 3 --ttft-prompt 40 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["n_prompt"], 16);
+  EXPECT_EQ(j[0]["n_gen"], 0);
+  EXPECT_EQ(j[1]["n_prompt"], 0);
+  EXPECT_EQ(j[1]["n_gen"], 8);
+
+  auto engine = Engine::Load(kModel);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const Model& model = engine.value()->model();
+  // Demo model: tied embeddings, so a decoded token reads every tensor once, the token table once
+  // more (as the output head) and one row of it (the lookup).
+  double file_bytes = 0, embd_row = 0;
+  for (const GgufTensor& t : model.gguf().tensors()) {
+    ASSERT_NE(t.name, "output.weight");
+    file_bytes += static_cast<double>(t.nbytes);
+    if (t.name == "token_embd.weight") embd_row = static_cast<double>(t.nbytes) / static_cast<double>(t.n_rows());
+  }
+  ASSERT_GT(embd_row, 0);
+  double kv_sum = 0;  // f16 keys and values of every layer at positions 0..7
+  for (int pos = 0; pos < 8; ++pos) {
+    for (const KvLayerSpec& s : model.KvLayout()) {
+      const int64_t n = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
+      kv_sum += static_cast<double>(n * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * 2);
+    }
+  }
+
+  for (const auto& o : j) {
+    EXPECT_EQ(o["n_threads"], 2);
+    ASSERT_EQ(o["samples_ts"].size(), 3u);
+    ASSERT_EQ(o["samples_ns"].size(), 3u);
+    // avg_ts / stddev_ts: mean and sample standard deviation of samples_ts, as llama-bench.
+    std::vector<double> ts = o["samples_ts"].get<std::vector<double>>();
+    double mean = 0, ss = 0;
+    for (double v : ts) mean += v / 3;
+    for (double v : ts) ss += (v - mean) * (v - mean);
+    EXPECT_GT(mean, 0);
+    EXPECT_NEAR(o["avg_ts"].get<double>(), mean, 1e-9 * mean);
+    EXPECT_NEAR(o["stddev_ts"].get<double>(), std::sqrt(ss / 2), 1e-6 * mean);
+    const int n = o["n_prompt"].get<int>() + o["n_gen"].get<int>();
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(o["samples_ts"][i].get<double>(), n / (o["samples_ns"][i].get<double>() * 1e-9), 1e-6 * ts[i]);
+    }
+    EXPECT_EQ(o["model_size"].get<double>(), file_bytes);
+    // Every weight was touched and the file is mapped once: its pages are part of the peak RSS.
+    EXPECT_GE(o["peak_rss_bytes"].get<double>(), file_bytes);
+    EXPECT_GT(o["mem_read_bw_gbs"].get<double>(), 0.1);
+    EXPECT_GT(o["load_ms"].get<double>(), 0);
+    EXPECT_GT(o["load_cpu_ms"].get<double>(), 0);
+    EXPECT_GE(o["ttft_prompt_tokens"].get<int>(), 40);
+    EXPECT_GT(o["ttft_ms"].get<double>(), 0);
+  }
+  const auto& tg = j[1];
+  const double weights = file_bytes + embd_row, kv = kv_sum / 8;
+  EXPECT_EQ(tg["weight_bytes_per_token"].get<double>(), std::floor(weights));
+  EXPECT_EQ(tg["kv_bytes_per_token"].get<double>(), std::floor(kv));
+  const double read = tg["avg_ts"].get<double>() * (weights + kv);
+  EXPECT_NEAR(tg["read_gbs"].get<double>(), read / 1e9, 1e-9 * read);
+  EXPECT_NEAR(tg["bw_fraction"].get<double>(), read / (tg["mem_read_bw_gbs"].get<double>() * 1e9), 1e-9);
+  EXPECT_FALSE(j[0].contains("bw_fraction"));  // a prompt test reads weights once per batch, not per token
+}
+
+TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
+  auto r = test::RunCommand(Bench("-p 8 -n 4 -t 1 -r 1 --ttft-prompt 20"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* s : {" test |", "pp8", "tg4", "model ready", "time to first token", "peak RSS", "memory read bandwidth",
+                        "of the bandwidth bound"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+}
+
+TEST(BenchCli, BadInputGivesOneClearErrorLine) {
+  const std::string g = test::GemletBinary();
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"bench -m /nonexistent.gguf -p 8 -n 4", "cannot open"},
+      {"bench -m " + std::string(GEMLET_SOURCE_DIR) + "/README.md", "not a valid GGUF"},
+      {"bench -m " + std::string(kModel) + " -p 0 -n 0", "nothing to measure"},
+      {"bench -m " + std::string(kModel) + " -t 0", "threads"},
+      {"bench -m " + std::string(kModel) + " -r abc", "repetitions"},
+      {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
+      {"bench -p 8", "model"},
+  };
+  for (const Case& c : cases) {
+    auto r = test::RunCommand(g + " " + c.args + " 2>&1 </dev/null");
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << " -> " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace gemlet
