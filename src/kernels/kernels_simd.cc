@@ -235,7 +235,12 @@ uint32_t ReadAll(const void* data, size_t n) {
     s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
     s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
   }
-  uint32_t sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  // Lanes summed in scalar code: unsigned wrap-around is intended here, and Highway's SumOfLanes
+  // reduces u32 with a signed intrinsic on AVX-512, which UBSan reports as an overflow.
+  uint32_t lanes[HWY_MAX_BYTES / sizeof(uint32_t)];
+  hn::StoreU(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), d, lanes);
+  uint32_t sum = 0;
+  for (size_t l = 0; l < N; ++l) sum += lanes[l];
   for (; i < words; ++i) sum += p[i];
   return sum;
 }
