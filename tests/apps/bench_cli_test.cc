@@ -92,12 +92,7 @@ TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
 }
 
 TEST(BenchCli, BadInputGivesOneClearErrorLine) {
-  const std::string g = test::GemletBinary();
-  struct Case {
-    std::string args;
-    std::string expect;
-  };
-  const std::vector<Case> cases = {
+  test::ExpectOneClearErrorLine({
       {"bench -m /nonexistent.gguf -p 8 -n 4", "cannot open"},
       {"bench -m " + std::string(GEMLET_SOURCE_DIR) + "/README.md", "not a valid GGUF"},
       {"bench -m " + std::string(kModel) + " -p 0 -n 0", "nothing to measure"},
@@ -105,13 +100,7 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -r abc", "repetitions"},
       {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
       {"bench -p 8", "model"},
-  };
-  for (const Case& c : cases) {
-    auto r = test::RunCommand(g + " " + c.args + " 2>&1 </dev/null");
-    EXPECT_NE(r.exit_code, 0) << c.args;
-    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << " -> " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << " -> " << r.out;
-  }
+  });
 }
 
 }  // namespace

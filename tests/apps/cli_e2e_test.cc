@@ -136,25 +136,14 @@ TEST(ChatSessionTest, UserTextCannotInjectTurnMarkers) {
 }
 
 TEST(CliEndToEnd, BadInputGivesOneClearErrorLine) {
-  const std::string g = test::GemletBinary();
-  struct Case {
-    std::string args;
-    std::string expect;
-  };
-  const std::vector<Case> cases = {
+  test::ExpectOneClearErrorLine({
       {"run -m /nonexistent.gguf -p hi", "cannot open"},
       {"run -m " + std::string(kModel) + " -p hi --temp -1", "temperature"},
       {"run -m " + std::string(kModel) + " -p hi --top-p 2", "top-p"},
       {"run -m " + std::string(GEMLET_SOURCE_DIR) + "/README.md -p hi", "not a valid GGUF"},
       {"chat -m /nonexistent.gguf", "cannot open"},
       {"frobnicate", "unknown command"},
-  };
-  for (const Case& c : cases) {
-    auto r = test::RunCommand(g + " " + c.args + " 2>&1 </dev/null");
-    EXPECT_NE(r.exit_code, 0) << c.args;
-    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << " -> " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << " -> " << r.out;
-  }
+  });
 }
 
 }  // namespace

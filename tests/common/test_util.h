@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace gemlet::test {
@@ -69,6 +71,21 @@ inline CommandResult RunCommand(const std::string& command) {
   const int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// The house rule for bad input: `gemlet ARGS` (no stdin) exits non-zero with exactly one line of
+// output, and that line contains `expect`.
+struct BadInputCase {
+  std::string args;
+  std::string expect;
+};
+inline void ExpectOneClearErrorLine(const std::vector<BadInputCase>& cases) {
+  for (const BadInputCase& c : cases) {
+    const CommandResult r = RunCommand(GemletBinary() + " " + c.args + " 2>&1 </dev/null");
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << c.args << " -> " << r.out;
+  }
 }
 
 inline std::string ReadTextFile(const std::string& path) {
