@@ -78,11 +78,18 @@ void MappedFile::AdviseRandomAccess(const uint8_t* begin, size_t size) const {
   if (PageSpan(begin, size, data_, size_, &lo, &hi)) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_RANDOM);
 }
 
-void MappedFile::ReleasePages(const uint8_t* begin, size_t size) const {
+void MappedFile::ReleasePagesAfterRead(const uint8_t* begin, size_t size, const uint8_t* region, size_t region_size) const {
+  constexpr uintptr_t kLargestFolio = uintptr_t{2} << 20;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(begin), r = reinterpret_cast<uintptr_t>(region);
+  const uintptr_t lo = std::max(r, b / kLargestFolio * kLargestFolio);
+  const uintptr_t hi = std::min(r + region_size, (b + size + kLargestFolio - 1) / kLargestFolio * kLargestFolio);
+  if (hi <= lo) return;
   // MADV_DONTNEED on a read-only shared file mapping drops only our page-table entries: the data
   // is re-read from the page cache (or the file) on the next access, never lost.
-  uintptr_t lo = 0, hi = 0;
-  if (PageSpan(begin, size, data_, size_, &lo, &hi)) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  uintptr_t page_lo = 0, page_hi = 0;
+  if (PageSpan(reinterpret_cast<const uint8_t*>(lo), hi - lo, data_, size_, &page_lo, &page_hi)) {
+    ::madvise(reinterpret_cast<void*>(page_lo), page_hi - page_lo, MADV_DONTNEED);
+  }
 }
 
 }  // namespace gemlet

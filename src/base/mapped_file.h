@@ -27,10 +27,12 @@ class MappedFile {
   // For a part of the file read a few rows at a time, at random (Gemma 4's per-layer embedding
   // table): no readahead around the rows that are read.
   void AdviseRandomAccess(const uint8_t* begin, size_t size) const;
-  // Unmaps the pages holding [begin, begin + size) from this process; they stay in the page cache
-  // and fault back in when read again. Keeps a rarely read region out of the resident set even
-  // where the kernel maps whole large folios around a fault. Ranges outside the mapping are ignored.
-  void ReleasePages(const uint8_t* begin, size_t size) const;
+  // Unmaps [begin, begin + size) from this process after it was read; the pages stay in the page
+  // cache and fault back in when read again. A fault maps a whole large folio (up to 2 MiB) around
+  // the bytes read, so the span released is widened to 2 MiB boundaries, kept inside the region
+  // [region, region + region_size) the caller owns (e.g. one tensor). Keeps a rarely read region
+  // out of the resident set. Ranges outside the mapping are ignored.
+  void ReleasePagesAfterRead(const uint8_t* begin, size_t size, const uint8_t* region, size_t region_size) const;
 
  private:
   MappedFile() = default;

@@ -455,22 +455,12 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
     // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
     const int64_t id = tokens[t] < table.n_out ? tokens[t] : 0;
     GetRow(table, id, table_scale, row);
-    if (source != nullptr) ReleaseTableRow(id);
+    // Unmap the row again at once, or the table would creep into RSS a folio at a time.
+    if (source != nullptr) {
+      source->ReleasePagesAfterRead(table.Row(id), table.row_bytes, table.data, static_cast<size_t>(table.n_out) * table.row_bytes);
+    }
     for (int k = 0; k < width; ++k) o[k] = (o[k] + row[k]) * mix;
   }
-}
-
-void PerLayerEmbedding::ReleaseTableRow(int64_t id) const {
-  // Unmap the row again at once. A page fault maps a whole large folio around the row (up to 2 MiB
-  // for a file that was just written or downloaded), not just the row's pages, so the span released
-  // is the row widened to 2 MiB boundaries, kept inside the table.
-  constexpr uintptr_t kLargestFolio = uintptr_t{2} << 20;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(table.data);
-  const uintptr_t end = begin + static_cast<uintptr_t>(table.n_out) * table.row_bytes;
-  const uintptr_t row = reinterpret_cast<uintptr_t>(table.Row(id));
-  const uintptr_t lo = std::max(begin, row / kLargestFolio * kLargestFolio);
-  const uintptr_t hi = std::min(end, (row + table.row_bytes + kLargestFolio - 1) / kLargestFolio * kLargestFolio);
-  source->ReleasePages(reinterpret_cast<const uint8_t*>(lo), hi - lo);
 }
 
 void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const {

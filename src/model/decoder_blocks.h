@@ -159,9 +159,6 @@ struct PerLayerEmbedding {
                float* out) const;
   // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
   void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const;
-
- private:
-  void ReleaseTableRow(int64_t id) const;  // keeps the table out of RSS after a row is read
 };
 
 }  // namespace gemlet
