@@ -366,6 +366,17 @@ Status FinishSentencePieceVocab(const fs::path& dir, const std::string& arch, co
   return Status::Ok();
 }
 
+// A "llama" (SentencePiece) vocabulary of n_vocab ids whose first n_pieces come from the tokenizer
+// file: the rest are llama.cpp's "[PADn]" fillers, UNUSED, as the converter pads to vocab_size.
+void StartSentencePieceVocab(size_t n_vocab, size_t n_pieces, TokenizerMetadata* meta) {
+  meta->model = "llama";
+  meta->pre = "default";
+  meta->tokens.resize(n_vocab);
+  meta->scores.assign(n_vocab, -10000.0f);
+  meta->types.assign(n_vocab, kUnused);
+  for (size_t i = n_pieces; i < n_vocab; ++i) meta->tokens[i] = "[PAD" + std::to_string(i) + "]";
+}
+
 // Gemma 1/2/3: llama.cpp's _set_vocab_sentencepiece, with scores rebuilt from the merge ranks.
 Status BuildSentencePieceVocab(const fs::path& dir, const std::string& arch, const HfTokenizerJson& tok,
                                const std::optional<json>& tconfig, const std::optional<json>& config,
@@ -389,16 +400,9 @@ Status BuildSentencePieceVocab(const fs::path& dir, const std::string& arch, con
     if (it != tok.index.end() && first_rank[it->second] < 0) first_rank[it->second] = static_cast<int64_t>(r);
   }
 
-  meta->model = "llama";
-  meta->pre = "default";
-  meta->tokens.resize(n_vocab);
-  meta->scores.assign(n_vocab, -10000.0f);
-  meta->types.assign(n_vocab, kUnused);
-  for (size_t i = 0; i < n_vocab; ++i) {
-    if (i >= n_base) {
-      meta->tokens[i] = "[PAD" + std::to_string(i) + "]";
-      continue;
-    }
+  const size_t n_known = std::min(n_base, n_vocab);  // a smaller vocab_size cuts the list
+  StartSentencePieceVocab(n_vocab, n_known, meta);
+  for (size_t i = 0; i < n_known; ++i) {
     const std::string_view text = tok.vocab[i];
     meta->tokens[i] = std::string(text);
     if (IsBytePiece(text)) {
@@ -433,16 +437,8 @@ Status BuildVocabFromSpmModel(const SpmModel& spm, const fs::path& dir, const st
     return Status::Error("it has " + std::to_string(n_pieces) + " pieces, more than config.json's vocab_size " +
                          std::to_string(n_vocab));
   }
-  meta->model = "llama";
-  meta->pre = "default";
-  meta->tokens.resize(n_vocab);
-  meta->scores.assign(n_vocab, -10000.0f);
-  meta->types.assign(n_vocab, kUnused);
-  for (size_t i = 0; i < n_vocab; ++i) {
-    if (i >= n_pieces) {
-      meta->tokens[i] = "[PAD" + std::to_string(i) + "]";
-      continue;
-    }
+  StartSentencePieceVocab(n_vocab, n_pieces, meta);
+  for (size_t i = 0; i < n_pieces; ++i) {
     const SpmPiece& p = spm.pieces[i];
     meta->scores[i] = p.score;
     meta->types[i] = p.type;  // SentencePiece's type numbers are llama.cpp's
