@@ -90,6 +90,11 @@ struct KFloat {
     }
     for (int t = 0; t < NT; ++t) out[t] = hn::GetLane(hn::SumOfLanes(d, acc[t]));
   }
+  template <int NR>
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const float* x, float* out) {
+    const float* xs[1] = {x};
+    for (int r = 0; r < NR; ++r) Tile<1>(rows[r], n_in, xs, out + r);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -176,28 +181,38 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, T
 // ---------------------------------------------------------------------------------------------
 // Drivers. act[t * act_stride] is token t's activation row (floats, or its quantized blocks).
 
-// How far ahead of the row being computed decode prefetches (bytes): a single core does not keep
-// enough DRAM reads in flight on its own while it also decodes.
+// How far ahead of the rows being computed decode prefetches (bytes). Decode streams weights that
+// are not in any cache, and on its own one core keeps too few DRAM reads in flight while it also
+// decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode from 6.1-7.3 to 8.1-8.4 t/s
+// (bench/RESULTS.md). GEMLET_PREFETCH=0 turns it off (experiments only).
 size_t PrefetchDistance() {
   static const size_t bytes = [] {
-    const char* env = std::getenv("GEMLET_PREFETCH");  // experiments only
-    return env != nullptr ? static_cast<size_t>(std::atol(env)) : size_t{0};
+    const char* env = std::getenv("GEMLET_PREFETCH");
+    return env != nullptr ? static_cast<size_t>(std::atol(env)) : size_t{2048};
   }();
   return bytes;
 }
 
-// Decode: one token, rows split across the pool.
+// Rows per decode step: independent accumulation chains that share each activation load.
+constexpr int kGemvRows = 4;
+
+// Decode: one token, rows split across the pool, kGemvRows at a time.
 template <class K>
 void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, ThreadPool& pool) {
   pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
-    const typename K::Act* x[1] = {act};
     const size_t ahead = PrefetchDistance();
-    for (size_t o = begin; o < end; ++o) {
-      const uint8_t* row = w.Row(static_cast<int64_t>(o));
-      if (ahead > 0) {
-        for (size_t b = 0; b < w.row_bytes; b += 64) hwy::Prefetch(row + ahead + b);
+    const uint8_t* rows[kGemvRows];
+    size_t o = begin;
+    for (; o + kGemvRows <= end; o += kGemvRows) {
+      for (int r = 0; r < kGemvRows; ++r) rows[r] = w.Row(static_cast<int64_t>(o) + r);
+      if (ahead > 0) {  // the rows are contiguous: one stream, `ahead` bytes in front
+        for (size_t b = 0; b < kGemvRows * w.row_bytes; b += 64) hwy::Prefetch(rows[0] + ahead + b);
       }
-      K::template Tile<1>(row, w.n_in, x, y + o);
+      K::template Rows<kGemvRows>(rows, w.n_in, act, y + o);
+    }
+    for (; o < end; ++o) {
+      rows[0] = w.Row(static_cast<int64_t>(o));
+      K::template Rows<1>(rows, w.n_in, act, y + o);
     }
   });
 }

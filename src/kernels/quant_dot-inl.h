@@ -10,6 +10,7 @@
 
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "base/half.h"
@@ -177,7 +178,8 @@ HWY_INLINE __m512i DpbusdEvex(__m512i acc, __m512i a, __m512i b) {
 }
 #endif
 
-// acc + sum_j w_j * x_j for unsigned w_j <= 63, signed x_j (dpbusd on AVX-512 VNNI).
+// acc + sum_j w_j * x_j for unsigned w_j, signed x_j: w_j <= 128 on AVX2 (maddubs saturates its
+// pair sums at 32767), any byte with AVX-512 VNNI's dpbusd.
 HWY_INLINE VI32 DotAcc(VI32 acc, B32 w, B32 x) {
 #if GEMLET_X86_256 && HWY_TARGET == HWY_AVX3_DL
   return VI32{DpbusdEvex(acc.raw, w.p[0].raw, x.p[0].raw)};
@@ -207,9 +209,9 @@ HWY_INLINE VF32 MulAddInt(VI32 isum, float scale, VF32 acc) {
 HWY_INLINE float Sum(VF32 v) { return hn::GetLane(hn::SumOfLanes(DF32(), v)); }
 
 // ---------------------------------------------------------------------------------------------
-// Each weight type: Tile<NT>(row, n_in, x, out) sets out[t] = dot(row, activations x[t]) for t < NT.
-// Offsets (Q4_0's -8, Q5_0's -16, the K types' mins and fixed offsets) are kept out of the byte
-// products and applied through the activations' sums, so every weight byte is an unsigned value.
+// Each weight type offers Tile<NT> (prefill) and Rows<NR> (decode), below. Offsets (Q4_0's -8,
+// Q5_0's -16, the K types' mins and fixed offsets) are kept out of the byte products, so every
+// weight byte is an unsigned value.
 
 // The block's f16 scale d, broadcast to every float lane (on x86 one vpbroadcastw + vcvtph2ps from
 // memory, instead of a scalar conversion, a multiply and a broadcast).
@@ -222,83 +224,135 @@ HWY_INLINE VF32 HalfToFloats(const uint16_t* h) {
 }
 
 // The 32-value types: w = d * (q - kZeroPoint), or w = d * q + m when the block has a min (Q4_1,
-// Q5_1). decode(block) returns q. The zero point / min go through the activations' sums:
-// sum (d q + m) x = d * d_x * sum(q x_q) + m * s_x.
+// Q5_1). decode(block) returns q as unsigned bytes. The zero point comes off in integers: the dot
+// product starts from -kZeroPoint x the activation's 4-byte sums (NegZeroPointSums), so
+// sum d (q - z) x = d * d_x * sum((q - z) x_q) with one rounding, as in the VNNI GEMM. A min goes
+// through the activation's sum: sum (d q + m) x = d * d_x * sum(q x_q) + m * s_x.
 enum class Offset { kZeroPoint, kMin, kNone };
 
-template <int NT, class Block, Offset kOffset, int kZeroPoint, bool kSigned, class Decode>
-HWY_INLINE void Tile32(const uint8_t* row, int64_t n_in, const BlockQ8x32* const* x, float* out, Decode decode) {
-  const Block* w = reinterpret_cast<const Block*>(row);
-  const int64_t nb = n_in / kBlock32;
-  VF32 acc[NT];
-  float off[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = hn::Zero(DF32());
-    off[t] = 0.0f;
-  }
-  for (int64_t i = 0; i < nb; ++i) {
-    const B32 q = decode(w[i]);
-    const VF32 d = HalfToFloats(&w[i].d);
-    float m = 0.0f;
-    if constexpr (kOffset == Offset::kZeroPoint) m = -static_cast<float>(kZeroPoint) * hn::GetLane(d);
-    if constexpr (kOffset == Offset::kMin) m = HalfToFloat(w[i].m);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8x32& a = x[t][i];
-      const VI32 isum = kSigned ? DotSignedAcc(hn::Zero(DI32()), q, Load(a.qs)) : DotAcc(hn::Zero(DI32()), q, Load(a.qs));
-      acc[t] = hn::MulAdd(hn::ConvertTo(DF32(), isum), hn::Mul(d, hn::Set(DF32(), a.d)), acc[t]);
-      if constexpr (kOffset != Offset::kNone) off[t] += m * a.s;
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) + off[t];
+// Per i32 lane: -z * (sum of the lane's 4 activation bytes).
+HWY_INLINE VI32 NegZeroPointSums(B32 x, uint8_t z) {
+  B32 zb;
+  for (int k = 0; k < kParts; ++k) zb.p[k] = hn::Set(DU8(), z);
+  return hn::Sub(hn::Zero(DI32()), DotAcc(hn::Zero(DI32()), zb, x));
 }
 
-struct KQ4_0 {
-  using Act = BlockQ8x32;
+template <class Block, Offset kOffset, int kZeroPoint, bool kSigned, class Decode>
+struct Blocks32 {
+  // One block of NR weight rows (w[r][i]) against one activation block, accumulated per row.
+  template <int NR>
+  static HWY_INLINE void Accumulate(const Block* const* w, int64_t i, const BlockQ8x32& a, VF32* acc, float* off,
+                                    Decode decode) {
+    const B32 xa = Load(a.qs);
+    const VF32 da = hn::Set(DF32(), a.d);
+    VI32 start = hn::Zero(DI32());
+    if constexpr (kOffset == Offset::kZeroPoint) start = NegZeroPointSums(xa, static_cast<uint8_t>(kZeroPoint));
+    for (int r = 0; r < NR; ++r) {
+      const Block& b = w[r][i];
+      const B32 q = decode(b);
+      const VI32 isum = kSigned ? DotSignedAcc(start, q, xa) : DotAcc(start, q, xa);
+      acc[r] = hn::MulAdd(hn::ConvertTo(DF32(), isum), hn::Mul(HalfToFloats(&b.d), da), acc[r]);
+      // An explicit fma: left to the compiler, contraction could differ between Tile and Rows.
+      if constexpr (kOffset == Offset::kMin) off[r] = std::fma(HalfToFloat(b.m), a.s, off[r]);
+    }
+  }
+
+  // Prefill: one row against NT tokens.
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ4_0, Offset::kZeroPoint, 8, false>(row, n_in, x, out,
-                                                         [](const BlockQ4_0& b) { return Nibbles16(b.qs); });
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const BlockQ8x32* const* x, float* out,
+                              Decode decode) {
+    const Block* w[1] = {reinterpret_cast<const Block*>(row)};
+    VF32 acc[NT];
+    float off[NT];
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = hn::Zero(DF32());
+      off[t] = 0.0f;
+    }
+    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
+      for (int t = 0; t < NT; ++t) Accumulate<1>(w, i, x[t][i], &acc[t], &off[t], decode);
+    }
+    for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) + off[t];
+  }
+
+  // Decode: NR rows against one token. Each row is its own dependency chain, and the rows share
+  // the activation loads and zero-point sums. Gives each row the same result as Tile.
+  template <int NR>
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const BlockQ8x32* x, float* out,
+                              Decode decode) {
+    const Block* w[NR];
+    VF32 acc[NR];
+    float off[NR];
+    for (int r = 0; r < NR; ++r) {
+      w[r] = reinterpret_cast<const Block*>(rows[r]);
+      acc[r] = hn::Zero(DF32());
+      off[r] = 0.0f;
+    }
+    for (int64_t i = 0; i < n_in / kBlock32; ++i) Accumulate<NR>(w, i, x[i], acc, off, decode);
+    for (int r = 0; r < NR; ++r) out[r] = Sum(acc[r]) + off[r];
   }
 };
 
-struct KQ4_1 {
+// The interface every weight type offers the drivers (matmul_simd.cc):
+//   Tile<NT>(row, n_in, x, out): out[t] = dot(row, activations x[t]) for t < NT (prefill);
+//   Rows<NR>(rows, n_in, x, out): out[r] = dot(rows[r], activations x) for r < NR (decode).
+template <class Block, Offset kOffset, int kZeroPoint, bool kSigned, class Decode>
+struct K32 {
   using Act = BlockQ8x32;
+  using Impl = Blocks32<Block, kOffset, kZeroPoint, kSigned, Decode>;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ4_1, Offset::kMin, 0, false>(row, n_in, x, out, [](const BlockQ4_1& b) { return Nibbles16(b.qs); });
+    Impl::template Tile<NT>(row, n_in, x, out, Decode());
+  }
+  template <int NR>
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out) {
+    Impl::template Rows<NR>(rows, n_in, x, out, Decode());
   }
 };
 
-struct KQ5_0 {
-  using Act = BlockQ8x32;
-  template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ5_0, Offset::kZeroPoint, 16, false>(row, n_in, x, out, [](const BlockQ5_0& b) {
-      return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
-    });
-  }
+struct DecodeQ4 {
+  template <class Block>
+  HWY_INLINE B32 operator()(const Block& b) const { return Nibbles16(b.qs); }
+};
+struct DecodeQ5 {
+  template <class Block>
+  HWY_INLINE B32 operator()(const Block& b) const { return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10)); }
 };
 
-struct KQ5_1 {
-  using Act = BlockQ8x32;
-  template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ5_1, Offset::kMin, 0, false>(row, n_in, x, out, [](const BlockQ5_1& b) {
-      return Or(Nibbles16(b.qs), BitsToBytes(b.qh, 0x10));
-    });
-  }
-};
+using KQ4_0 = K32<BlockQ4_0, Offset::kZeroPoint, 8, false, DecodeQ4>;
+using KQ4_1 = K32<BlockQ4_1, Offset::kMin, 0, false, DecodeQ4>;
+using KQ5_0 = K32<BlockQ5_0, Offset::kZeroPoint, 16, false, DecodeQ5>;
+using KQ5_1 = K32<BlockQ5_1, Offset::kMin, 0, false, DecodeQ5>;
 
-struct KQ8_0 {
-  using Act = BlockQ8x32;
-  template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    Tile32<NT, BlockQ8_0, Offset::kNone, 0, true>(row, n_in, x, out, [](const BlockQ8_0& b) { return Load(b.qs); });
+#if HWY_TARGET == HWY_AVX3_DL
+// Q8_0 with VNNI: q + 128 as unsigned bytes and a zero point of 128 (dpbusd has no saturation) cost
+// one xor per block, where moving w's sign onto x costs two.
+struct DecodeQ8Biased {
+  HWY_INLINE B32 operator()(const BlockQ8_0& b) const {
+    return B32(VU8{_mm256_xor_si256(Load(b.qs).p[0].raw, _mm256_set1_epi8(static_cast<char>(0x80)))});
   }
 };
+using KQ8_0 = K32<BlockQ8_0, Offset::kZeroPoint, 128, false, DecodeQ8Biased>;
+#else
+// Elsewhere maddubs would saturate on q + 128: signed bytes, the sign moved onto x (DotSignedAcc).
+struct DecodeQ8 {
+  HWY_INLINE B32 operator()(const BlockQ8_0& b) const { return Load(b.qs); }
+};
+using KQ8_0 = K32<BlockQ8_0, Offset::kNone, 0, true, DecodeQ8>;
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // K types: a 256-value super-block is 8 B32 slices; slice k holds values 32k..32k+31.
+
+// Decode for types whose Tile already keeps enough independent work per block (a super-block
+// is 8 dot products before its one float accumulation): one row at a time.
+template <class K>
+struct RowsOneByOne {
+  template <int NR, class Act>
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out) {
+    const Act* xs[1] = {x};
+    for (int r = 0; r < NR; ++r) K::template Tile<1>(rows[r], n_in, xs, out + r);
+  }
+};
 
 // The 6-bit scales and mins of a Q4_K / Q5_K block (UnpackScaleMinK4), all eight at once as
 // llama.cpp does it: sc[0..7] then m[0..7].
@@ -341,7 +395,7 @@ HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* 
   for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) - off[t];
 }
 
-struct KQ4_K {
+struct KQ4_K : RowsOneByOne<KQ4_K> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
@@ -367,7 +421,7 @@ struct KQ4_K {
   }
 };
 
-struct KQ5_K {
+struct KQ5_K : RowsOneByOne<KQ5_K> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
@@ -395,7 +449,7 @@ struct KQ5_K {
   }
 };
 
-struct KQ6_K {
+struct KQ6_K : RowsOneByOne<KQ6_K> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
@@ -422,7 +476,7 @@ struct KQ6_K {
   }
 };
 
-struct KQ3_K {
+struct KQ3_K : RowsOneByOne<KQ3_K> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
@@ -453,7 +507,7 @@ struct KQ3_K {
   }
 };
 
-struct KQ2_K {
+struct KQ2_K : RowsOneByOne<KQ2_K> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
