@@ -368,16 +368,80 @@ HWY_INLINE void UnpackScaleMinK4All(const uint8_t* scales, uint8_t* out16) {
   std::memcpy(out16, u, 16);
 }
 
-// out[t] = d * a.d * sum_k DotScaled(q[k], a, s[k]) - a.d * offset(a), per token.
+// The i16 multipliers of the 8 slices (S16 per slice: its first 16 values, then its second 16).
+// x86 widens the scales once and picks each slice's pair with one byte shuffle (as llama.cpp
+// does), where a broadcast per half would cost 5 instructions per slice.
+#if GEMLET_X86_256
+// v: i16 lanes [scale of the first 16 of slice 0..7 | scale of the second 16 of slice 0..7].
+HWY_INLINE void SlicePairScales(__m256i v, S16* s) {
+  for (int k = 0; k < 8; ++k) s[k] = S16(VI16{_mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * k)))});
+}
+// Bytes [b0, b1, ..., b15] -> [b0, b2, ..., b14, b1, b3, ..., b15].
+HWY_INLINE __m128i EvensThenOdds(__m128i v) {
+  return _mm_shuffle_epi8(v, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+}
+#endif
+
+// Slice k scaled by scale8[k] (Q4_K, Q5_K).
+HWY_INLINE void ScalesPerSlice(const uint8_t* scale8, S16* s) {
+#if GEMLET_X86_256
+  const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scale8)));
+  SlicePairScales(_mm256_broadcastsi128_si256(w), s);
+#else
+  for (int k = 0; k < 8; ++k) s[k] = Scales(scale8[k], scale8[k]);
+#endif
+}
+
+// Group g of 16 values scaled by scale16[g], signed bytes (Q6_K, Q3_K).
+HWY_INLINE void ScalesPerGroup(const int8_t* scale16, S16* s) {
+#if GEMLET_X86_256
+  SlicePairScales(_mm256_cvtepi8_epi16(EvensThenOdds(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scale16)))), s);
+#else
+  for (int k = 0; k < 8; ++k) s[k] = Scales(scale16[2 * k], scale16[2 * k + 1]);
+#endif
+}
+
+// Offsets and mins meet the activations through the group sums (BlockQ8_K::bsums). These return
+// the sum over groups as partial sums spread over i32 lanes, accumulated in float by the caller.
+HWY_INLINE VI32 LaneSum(int32_t sum) {
+  HWY_ALIGN int32_t lanes[hn::MaxLanes(DI32())] = {sum};
+  return hn::Load(DI32(), lanes);
+}
+// sum_g w16[g] * bsums[g] over the 16 groups, signed weights (Q6_K, Q3_K).
+HWY_INLINE VI32 GroupDot(const int8_t* w16, const int16_t* bsums) {
+#if GEMLET_X86_256
+  const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w16)));
+  return VI32{_mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)))};
+#else
+  int32_t sum = 0;
+  for (int g = 0; g < 16; ++g) sum += w16[g] * bsums[g];
+  return LaneSum(sum);
+#endif
+}
+// sum_k w8[k] * (bsums[2k] + bsums[2k + 1]) over the 8 slices (the mins of Q4_K, Q5_K).
+HWY_INLINE VI32 SliceDot(const uint8_t* w8, const int16_t* bsums) {
+#if GEMLET_X86_256
+  const __m128i w = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w8));
+  const __m256i twice = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(w, w));
+  return VI32{_mm256_madd_epi16(twice, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)))};
+#else
+  int32_t sum = 0;
+  for (int k = 0; k < 8; ++k) sum += w8[k] * (bsums[2 * k] + bsums[2 * k + 1]);
+  return LaneSum(sum);
+#endif
+}
+
+// acc[t] += d * a.d * sum_k DotScaled(q[k], a, s[k]); acc_off[t] += off_scale * a.d * offset(a), per
+// token; the row's dot product is Sum(acc - acc_off).
 template <int NT, class OffsetFn>
-HWY_INLINE void AccumulateK(const B32* q, const S16* s, float d, const BlockQ8_K* const* x, int64_t i, VF32* acc,
-                            float* off, OffsetFn offset) {
+HWY_INLINE void AccumulateK(const B32* q, const S16* s, float d, float off_scale, const BlockQ8_K* const* x,
+                            int64_t i, VF32* acc, VF32* acc_off, OffsetFn offset) {
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_K& a = x[t][i];
     VI32 sum = DotScaled(q[0], Load(a.qs), s[0]);
     for (int k = 1; k < 8; ++k) sum = hn::Add(sum, DotScaled(q[k], Load(a.qs + 32 * k), s[k]));
     acc[t] = MulAddInt(sum, d * a.d, acc[t]);
-    off[t] += a.d * offset(a);
+    acc_off[t] = MulAddInt(offset(a), off_scale * a.d, acc_off[t]);
   }
 }
 
@@ -385,14 +449,10 @@ template <int NT, class Block, class DecodeFn>
 HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* x, float* out, DecodeFn decode) {
   const Block* w = reinterpret_cast<const Block*>(row);
   const int64_t nb = n_in / kBlockK;
-  VF32 acc[NT];
-  float off[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = hn::Zero(DF32());
-    off[t] = 0.0f;
-  }
-  for (int64_t i = 0; i < nb; ++i) decode(w[i], x, i, acc, off);
-  for (int t = 0; t < NT; ++t) out[t] = Sum(acc[t]) - off[t];
+  VF32 acc[NT], acc_off[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = acc_off[t] = hn::Zero(DF32());
+  for (int64_t i = 0; i < nb; ++i) decode(w[i], x, i, acc, acc_off);
+  for (int t = 0; t < NT; ++t) out[t] = Sum(hn::Sub(acc[t], acc_off[t]));
 }
 
 struct KQ4_K : RowsOneByOne<KQ4_K> {
@@ -400,7 +460,7 @@ struct KQ4_K : RowsOneByOne<KQ4_K> {
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
     TileK<NT, BlockQ4_K>(row, n_in, x, out, [](const BlockQ4_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                float* off) {
+                                                VF32* acc_off) {
       uint8_t sm[16];
       UnpackScaleMinK4All(b.scales, sm);
       B32 q[8];
@@ -410,13 +470,10 @@ struct KQ4_K : RowsOneByOne<KQ4_K> {
         q[2 * c] = And(raw, 0x0F);
         q[2 * c + 1] = Shr<4>(raw);
       }
-      for (int k = 0; k < 8; ++k) s[k] = Scales(sm[k], sm[k]);
-      const float dmin = HalfToFloat(b.dmin);
-      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
-        int sum = 0;
-        for (int g = 0; g < 8; ++g) sum += sm[8 + g] * (a.bsums[2 * g] + a.bsums[2 * g + 1]);
-        return dmin * static_cast<float>(sum);
-      });
+      ScalesPerSlice(sm, s);
+      // x = d * sc * q - dmin * m per slice.
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), HalfToFloat(b.dmin), xs, i, acc, acc_off,
+                      [&](const Act& a) { return SliceDot(sm + 8, a.bsums); });
     });
   }
 };
@@ -426,7 +483,7 @@ struct KQ5_K : RowsOneByOne<KQ5_K> {
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
     TileK<NT, BlockQ5_K>(row, n_in, x, out, [](const BlockQ5_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                float* off) {
+                                                VF32* acc_off) {
       uint8_t sm[16];
       UnpackScaleMinK4All(b.scales, sm);
       B32 q[8];
@@ -438,13 +495,9 @@ struct KQ5_K : RowsOneByOne<KQ5_K> {
         q[2 * c + 1] = Or(Shr<4>(raw), Shl<3>(And(high, 2)));
         high = Shr<2>(high);
       }
-      for (int k = 0; k < 8; ++k) s[k] = Scales(sm[k], sm[k]);
-      const float dmin = HalfToFloat(b.dmin);
-      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
-        int sum = 0;
-        for (int g = 0; g < 8; ++g) sum += sm[8 + g] * (a.bsums[2 * g] + a.bsums[2 * g + 1]);
-        return dmin * static_cast<float>(sum);
-      });
+      ScalesPerSlice(sm, s);
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), HalfToFloat(b.dmin), xs, i, acc, acc_off,
+                      [&](const Act& a) { return SliceDot(sm + 8, a.bsums); });
     });
   }
 };
@@ -454,7 +507,7 @@ struct KQ6_K : RowsOneByOne<KQ6_K> {
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
     TileK<NT, BlockQ6_K>(row, n_in, x, out, [](const BlockQ6_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                float* off) {
+                                                VF32* acc_off) {
       B32 q[8];
       S16 s[8];
       for (int h = 0; h < 2; ++h) {
@@ -464,14 +517,10 @@ struct KQ6_K : RowsOneByOne<KQ6_K> {
         q[4 * h + 2] = Or(Shr<4>(l0), And(hb, 0x30));
         q[4 * h + 3] = Or(Shr<4>(l1), Shr<2>(And(hb, 0xC0)));
       }
-      for (int k = 0; k < 8; ++k) s[k] = Scales(b.scales[2 * k], b.scales[2 * k + 1]);
+      ScalesPerGroup(b.scales, s);
       const float d = HalfToFloat(b.d);
       // x = d * sc * (q - 32): the -32 goes through the group sums.
-      AccumulateK<NT>(q, s, d, xs, i, acc, off, [&](const Act& a) {
-        int sum = 0;
-        for (int g = 0; g < 16; ++g) sum += b.scales[g] * a.bsums[g];
-        return 32.0f * d * static_cast<float>(sum);
-      });
+      AccumulateK<NT>(q, s, d, 32.0f * d, xs, i, acc, acc_off, [&](const Act& a) { return GroupDot(b.scales, a.bsums); });
     });
   }
 };
@@ -481,7 +530,7 @@ struct KQ3_K : RowsOneByOne<KQ3_K> {
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
     TileK<NT, BlockQ3_K>(row, n_in, x, out, [](const BlockQ3_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                float* off) {
+                                                VF32* acc_off) {
       int8_t sc[16];
       UnpackQ3KScales(b.scales, sc);
       B32 q[8];
@@ -496,13 +545,9 @@ struct KQ3_K : RowsOneByOne<KQ3_K> {
           high = Shr<1>(high);
         }
       }
-      for (int k = 0; k < 8; ++k) s[k] = Scales(sc[2 * k], sc[2 * k + 1]);
+      ScalesPerGroup(sc, s);
       const float d = HalfToFloat(b.d);
-      AccumulateK<NT>(q, s, d, xs, i, acc, off, [&](const Act& a) {
-        int sum = 0;
-        for (int g = 0; g < 16; ++g) sum += sc[g] * a.bsums[g];
-        return 4.0f * d * static_cast<float>(sum);
-      });
+      AccumulateK<NT>(q, s, d, 4.0f * d, xs, i, acc, acc_off, [&](const Act& a) { return GroupDot(sc, a.bsums); });
     });
   }
 };
@@ -512,7 +557,7 @@ struct KQ2_K : RowsOneByOne<KQ2_K> {
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
     TileK<NT, BlockQ2_K>(row, n_in, x, out, [](const BlockQ2_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                float* off) {
+                                                VF32* acc_off) {
       B32 q[8];
       S16 s[8];
       for (int h = 0; h < 2; ++h) {
@@ -522,14 +567,15 @@ struct KQ2_K : RowsOneByOne<KQ2_K> {
           raw = Shr<2>(raw);
         }
       }
-      for (int k = 0; k < 8; ++k) s[k] = Scales(b.scales[2 * k] & 15, b.scales[2 * k + 1] & 15);
-      const float dmin = HalfToFloat(b.dmin);
-      // x = d * (sc & 15) * q - dmin * (sc >> 4).
-      AccumulateK<NT>(q, s, HalfToFloat(b.d), xs, i, acc, off, [&](const Act& a) {
-        int sum = 0;
-        for (int g = 0; g < 16; ++g) sum += (b.scales[g] >> 4) * a.bsums[g];
-        return dmin * static_cast<float>(sum);
-      });
+      // x = d * (sc & 15) * q - dmin * (sc >> 4), per group.
+      int8_t scale[16], min[16];
+      for (int g = 0; g < 16; ++g) {
+        scale[g] = static_cast<int8_t>(b.scales[g] & 15);
+        min[g] = static_cast<int8_t>(b.scales[g] >> 4);
+      }
+      ScalesPerGroup(scale, s);
+      AccumulateK<NT>(q, s, HalfToFloat(b.d), HalfToFloat(b.dmin), xs, i, acc, acc_off,
+                      [&](const Act& a) { return GroupDot(min, a.bsums); });
     });
   }
 };
