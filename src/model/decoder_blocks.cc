@@ -206,14 +206,14 @@ Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int i, boo
 
 void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, KvCache& cache, Workspace& ws,
                       ThreadPool& pool, int n) {
-  NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  NormRows(pool, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
   AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-  NormRows(ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-  AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
-  NormRows(ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
+  NormRows(pool, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
   MlpSublayer(l.mlp, ws, pool, n);
-  NormRows(ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-  AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+  NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
 }
 
 std::vector<float> RopeInvFreq(const LayerConfig& l) {
@@ -230,28 +230,47 @@ void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, fl
   for (int t = 0; t < n; ++t) GetRow(embedding, tokens[t], scale, x + static_cast<size_t>(t) * embedding.n_in);
 }
 
-void NormRows(const float* x, const std::vector<float>& w, int n, int d, float eps, float* out) {
-  for (int t = 0; t < n; ++t) {
-    RmsNorm(x + static_cast<size_t>(t) * d, w.empty() ? nullptr : w.data(), d, eps, out + static_cast<size_t>(t) * d);
-  }
+void ForRows(ThreadPool& pool, int n, const std::function<void(int, int)>& fn) {
+  if (n < 4 || pool.size() == 1) return fn(0, n);
+  pool.ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) { fn(static_cast<int>(begin), static_cast<int>(end)); });
 }
 
-void AddRows(float* x, const float* y, int n, int d) {
-  const size_t total = static_cast<size_t>(n) * d;
-  for (size_t i = 0; i < total; ++i) x[i] += y[i];
+void NormRows(ThreadPool& pool, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out) {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (int t = begin; t < end; ++t) {
+      RmsNorm(x + static_cast<size_t>(t) * d, w.empty() ? nullptr : w.data(), d, eps, out + static_cast<size_t>(t) * d);
+    }
+  });
 }
 
-void NormHeads(float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
-  for (int r = 0; r < n * n_heads; ++r) {
-    float* h = x + static_cast<size_t>(r) * head_dim;
-    RmsNorm(h, w.empty() ? nullptr : w.data(), head_dim, eps, h);
-  }
+void AddRows(ThreadPool& pool, float* x, const float* y, int n, int d) {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (size_t i = static_cast<size_t>(begin) * d; i < static_cast<size_t>(end) * d; ++i) x[i] += y[i];
+  });
 }
 
-void RopeRows(float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq, int64_t pos0) {
-  for (int t = 0; t < n; ++t) {
-    RopeRotateHalf(x + static_cast<size_t>(t) * n_heads * head_dim, n_heads, head_dim, inv_freq.data(), pos0 + t);
-  }
+void GeluMulRows(ThreadPool& pool, float* gate, const float* up, int n, int64_t d) {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (int t = begin; t < end; ++t) GeluTanhMul(gate + t * d, up + t * d, d);
+  });
+}
+
+void NormHeads(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (int r = begin * n_heads; r < end * n_heads; ++r) {
+      float* h = x + static_cast<size_t>(r) * head_dim;
+      RmsNorm(h, w.empty() ? nullptr : w.data(), head_dim, eps, h);
+    }
+  });
+}
+
+void RopeRows(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
+              int64_t pos0) {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (int t = begin; t < end; ++t) {
+      RopeRotateHalf(x + static_cast<size_t>(t) * n_heads * head_dim, n_heads, head_dim, inv_freq.data(), pos0 + t);
+    }
+  });
 }
 
 void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool& pool) {
@@ -315,10 +334,10 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
   MatMul(w.k, ws.xn.data(), n, ws.k.data(), pool);
   MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
   // Gemma 3 normalises each query/key head before RoPE (HF: q_norm / k_norm).
-  if (!w.q_norm.empty()) NormHeads(ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
-  if (!w.k_norm.empty()) NormHeads(ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
-  RopeRows(ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
-  RopeRows(ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+  if (!w.q_norm.empty()) NormHeads(pool, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
+  if (!w.k_norm.empty()) NormHeads(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
+  RopeRows(pool, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  RopeRows(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
   AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
                c.attn_scale, c.attn_softcap, ws.attn.data()};
   Attend(a, cache, ws, pool);
@@ -330,7 +349,7 @@ void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n) {
   MatMul(w.gate, ws.xn.data(), n, ws.gate.data(), pool);
   MatMul(w.up, ws.xn.data(), n, ws.up.data(), pool);
   const int64_t ffn = w.gate.n_out;
-  for (int t = 0; t < n; ++t) GeluTanhMul(ws.gate.data() + t * ffn, ws.up.data() + t * ffn, ffn);
+  GeluMulRows(pool, ws.gate.data(), ws.up.data(), n, ffn);
   MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), pool);
 }
 
@@ -339,7 +358,7 @@ void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, T
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
   const float* x = ws.x.data() + static_cast<size_t>(first) * c.d_model;
-  NormRows(x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
+  NormRows(pool, x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
   MatMul(head.output, ws.xn.data(), rows, logits, pool);
   // Gemma 2 and 4 soft-cap the final logits (HF: final_logit_softcapping).
   if (c.final_softcap > 0) SoftCap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
@@ -387,8 +406,8 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
   const int64_t pos0 = cache.n_past();
   const float eps = c.norm_eps;
   MatMul(w.q, ws.xn.data(), n, ws.q.data(), pool);
-  NormHeads(ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
-  RopeRows(ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  NormHeads(pool, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
+  RopeRows(pool, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
   AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
                c.attn_scale, c.attn_softcap, ws.attn.data()};
   if (l.kv_source >= 0) {
@@ -405,9 +424,9 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     // K=V layers (Gemma 4 26B/31B/12B global layers) have no v projection: V is K before norm/RoPE.
     if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
     else std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.v.begin());
-    NormHeads(ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
-    NormHeads(ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
-    RopeRows(ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+    NormHeads(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
+    NormHeads(pool, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
+    RopeRows(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
     Attend(a, cache, ws, pool);
     const int slot = ws.hold_slot[i];
     if (slot >= 0) {
@@ -451,7 +470,7 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
   for (int t = 0; t < n; ++t) {
     float* o = out + static_cast<size_t>(t) * width;
     for (int k = 0; k < width; ++k) o[k] *= proj_scale;
-    NormRows(o, proj_norm, c.n_layers, dim, c.norm_eps, o);
+    NormRows(pool, o, proj_norm, c.n_layers, dim, c.norm_eps, o);
     // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
     const int64_t id = tokens[t] < table.n_out ? tokens[t] : 0;
     GetRow(table, id, table_scale, row);
@@ -463,12 +482,14 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
   }
 }
 
-void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const {
-  for (int t = 0; t < n; ++t) {
-    const float* input = per_layer + (static_cast<size_t>(t) * c.n_layers + layer) * dim;
-    float* g = gate + static_cast<size_t>(t) * dim;
-    for (int k = 0; k < dim; ++k) g[k] = GeluTanh(g[k]) * input[k];
-  }
+void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, ThreadPool& pool,
+                                      float* gate) const {
+  ForRows(pool, n, [&](int begin, int end) {
+    for (int t = begin; t < end; ++t) {
+      const float* input = per_layer + (static_cast<size_t>(t) * c.n_layers + layer) * dim;
+      GeluTanhMul(gate + static_cast<size_t>(t) * dim, input, dim);
+    }
+  });
 }
 
 }  // namespace gemlet

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -71,15 +72,24 @@ std::vector<float> RopeInvFreq(const LayerConfig& layer);
 
 // x[t] = embedding row of tokens[t] * scale.
 void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x);
+// The row-wise operations below split a prompt's rows across the pool (in prefill they would
+// otherwise run on one thread while the others wait); a single row (decode) runs inline.
+//
+// Calls fn(begin, end) over [0, n) rows: on the pool when there are enough rows to pay for it.
+void ForRows(ThreadPool& pool, int n, const std::function<void(int, int)>& fn);
+
 // out[t] = RmsNorm(x[t]) * w for n rows of width d.
-void NormRows(const float* x, const std::vector<float>& w, int n, int d, float eps, float* out);
+void NormRows(ThreadPool& pool, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out);
 // x[t] += y[t]
-void AddRows(float* x, const float* y, int n, int d);
+void AddRows(ThreadPool& pool, float* x, const float* y, int n, int d);
+// gate[t] = gelu_tanh(gate[t]) * up[t] for n rows of width d.
+void GeluMulRows(ThreadPool& pool, float* gate, const float* up, int n, int64_t d);
 
 // Per-head RmsNorm (QK-norm) over n rows of n_heads * head_dim values.
-void NormHeads(float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps);
+void NormHeads(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps);
 // Rotates n rows of n_heads heads, row t at position pos0 + t.
-void RopeRows(float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq, int64_t pos0);
+void RopeRows(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
+              int64_t pos0);
 
 // Scaled dot-product attention of n new queries against the cached past of `cache_layer` and the
 // batch's own new keys/values (k_new, v_new), causal and window-limited. out: [n, n_heads*head_dim_v].
@@ -158,7 +168,7 @@ struct PerLayerEmbedding {
   void Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, ThreadPool& pool, float* row,
                float* out) const;
   // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
-  void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, float* gate) const;
+  void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, ThreadPool& pool, float* gate) const;
 };
 
 }  // namespace gemlet

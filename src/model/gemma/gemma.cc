@@ -39,12 +39,12 @@ class Gemma final : public Model {
     EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
     for (int i = 0; i < c.n_layers; ++i) {
       const Layer& l = layers_[i];
-      NormRows(ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+      NormRows(pool, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
       AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
-      NormRows(ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+      AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
+      NormRows(pool, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
       MlpSublayer(l.mlp, ws, pool, n);
-      AddRows(ws.x.data(), ws.tmp.data(), n, c.d_model);
+      AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
     }
     if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
   }

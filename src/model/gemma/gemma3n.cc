@@ -194,7 +194,7 @@ void Gemma3n::RouterModalities(const Layer& l, const float* x, int n, Workspace&
                                float* out) const {
   const int d = config_.d_model;
   const float scale = 1.0f / static_cast<float>(d);
-  NormRows(x, l.router_norm, n, d, config_.norm_eps, ws.xn.data());
+  NormRows(pool, x, l.router_norm, n, d, config_.norm_eps, ws.xn.data());
   for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.xn[k] *= scale;
   MatMul(l.router, ws.xn.data(), n, out, pool);
   for (int k = 0; k < n * n_altup_; ++k) out[k] = std::tanh(out[k]);
@@ -273,20 +273,20 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     }
 
     // The block runs on the active prediction; LAuReL is x + norm(right(left(x))) on the same input.
-    NormRows(act, l.attn_norm, n, d, eps, ws.xn.data());
+    NormRows(pool, act, l.attn_norm, n, d, eps, ws.xn.data());
     MatMul(l.laurel_l, ws.xn.data(), n, s.laurel_mid, pool);
     MatMul(l.laurel_r, s.laurel_mid, n, s.laurel_out, pool);
-    NormRows(s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
-    AddRows(s.laurel_out, ws.xn.data(), n, d);
+    NormRows(pool, s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
+    AddRows(pool, s.laurel_out, ws.xn.data(), n, d);
     NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-    NormRows(ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
+    NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     // (active + attn + laurel) / sqrt(2) (HF: attn_laurel)
     for (size_t k = 0; k < nd; ++k) ws.x[k] = (act[k] + ws.tmp[k] + s.laurel_out[k]) / sqrt2;
 
-    NormRows(ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
+    NormRows(pool, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
     Mlp(l, ws, pool, n);
-    NormRows(ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
-    AddRows(ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
+    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
 
     // AltUp correct: stream_a += (block output - active prediction) * (coef_a + 1), routed from the output.
     RouterModalities(l, ws.x.data(), n, ws, pool, s.modal);
@@ -306,10 +306,10 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
       for (int j = 0; j < d; ++j) ws.xn[off + j] = act[off + j] * l.correct_scale[j];
     }
     MatMul(l.ple_gate, ws.xn.data(), n, s.ple_act, pool);
-    ple_.GateWithInput(c, i, s.per_layer, n, s.ple_act);
+    ple_.GateWithInput(c, i, s.per_layer, n, pool, s.ple_act);
     MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
-    NormRows(s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
-    for (int k = 1; k < na; ++k) AddRows(streams[k], s.ple_out, n, d);
+    NormRows(pool, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
+    for (int k = 1; k < na; ++k) AddRows(pool, streams[k], s.ple_out, n, d);
   }
   CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
   if (logits == nullptr) return;

@@ -261,30 +261,30 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), pool, s.ple_row, s.per_layer);
   for (int i = 0; i < c.n_layers; ++i) {
     const Layer& l = layers_[i];
-    NormRows(ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
+    NormRows(pool, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
     NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-    NormRows(ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
-    AddRows(ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
+    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
 
-    NormRows(ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
+    NormRows(pool, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
     MlpSublayer(l.mlp, ws, pool, n);
     if (l.moe.ffn > 0) {
       // Dense MLP and routed experts side by side, each with its own post-norm, both on the residual.
-      NormRows(ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
+      NormRows(pool, ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
       std::copy(ws.x.begin(), ws.x.begin() + static_cast<size_t>(n) * d, s.residual);
       MoeBlock(l.moe, n, pool, s);
-      AddRows(ws.tmp.data(), s.moe_out, n, d);
+      AddRows(pool, ws.tmp.data(), s.moe_out, n, d);
     }
-    NormRows(ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
-    AddRows(ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
+    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
 
     if (ple_.dim > 0) {
       // h += post_norm(proj(gelu(gate(h)) * per_layer_input[i]))
       MatMul(l.ple_gate, ws.x.data(), n, s.ple_act, pool);
-      ple_.GateWithInput(c, i, s.per_layer, n, s.ple_act);
+      ple_.GateWithInput(c, i, s.per_layer, n, pool, s.ple_act);
       MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
-      NormRows(s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
-      AddRows(ws.x.data(), s.ple_out, n, d);
+      NormRows(pool, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
+      AddRows(pool, ws.x.data(), s.ple_out, n, d);
     }
     if (l.output_scale != 1.0f) {
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
