@@ -1,7 +1,8 @@
-// ThreadPool implementation: one job at a time, split into one contiguous chunk per thread; threads
-// spin briefly between jobs and sleep when none comes.
+// ThreadPool implementation: one job at a time, split into one contiguous chunk per thread (or
+// taken in chunks from a shared counter); threads spin briefly between jobs and sleep when none comes.
 #include "base/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +91,10 @@ void ThreadPool::Wait(Done done, std::atomic<int>& sleepers, std::condition_vari
 }
 
 void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
+  ParallelForDynamic(n, 0, fn);
+}
+
+void ThreadPool::ParallelForDynamic(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn) {
   if (n == 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, n, 0);
@@ -97,22 +102,36 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, 
   }
   job_ = &fn;
   job_size_ = n;
+  job_grain_ = grain;
+  next_item_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1);
   const int64_t publish_ns = NowNs();
   last_start_ns_.store(publish_ns, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // publishes job_ and job_size_
+  generation_.fetch_add(1);  // publishes job_, job_size_, job_grain_ and next_item_
   if (workers_asleep_.load() > 0) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
     }
     work_ready_.notify_all();
   }
-  size_t begin, end;
-  ChunkBounds(n, n_threads_, 0, &begin, &end);
-  if (begin < end) fn(begin, end, 0);
+  RunShare(0);
   Wait([this] { return pending_.load() == 0; }, caller_asleep_, work_done_);
   job_ = nullptr;
   UpdateSpinPolicy(publish_ns);
+}
+
+void ThreadPool::RunShare(int index) {
+  const auto& job = *job_;
+  const size_t n = job_size_, grain = job_grain_;
+  if (grain == 0) {
+    size_t begin, end;
+    ChunkBounds(n, n_threads_, index, &begin, &end);
+    if (begin < end) job(begin, end, index);
+    return;
+  }
+  for (size_t begin = next_item_.fetch_add(grain); begin < n; begin = next_item_.fetch_add(grain)) {
+    job(begin, std::min(n, begin + grain), index);
+  }
 }
 
 void ThreadPool::UpdateSpinPolicy(int64_t publish_ns) {
@@ -131,16 +150,12 @@ void ThreadPool::WorkerLoop(int index) {
     if (stopping_.load()) return;
     // The caller waits for every worker before it publishes the next job, so this is seen + 1.
     seen = generation_.load();
-    const auto* job = job_;
-    const size_t n = job_size_;
     // Keep the latest start time (all workers race to write; the maximum is what matters).
     const int64_t start_ns = NowNs();
     int64_t prev = last_start_ns_.load(std::memory_order_relaxed);
     while (prev < start_ns && !last_start_ns_.compare_exchange_weak(prev, start_ns, std::memory_order_relaxed)) {
     }
-    size_t begin, end;
-    ChunkBounds(n, n_threads_, index, &begin, &end);
-    if (begin < end) (*job)(begin, end, index);
+    RunShare(index);
     if (pending_.fetch_sub(1) == 1 && caller_asleep_.load() > 0) {
       {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -27,8 +27,15 @@ class ThreadPool {
   // Not reentrant: fn must not call ParallelFor on the same pool.
   void ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn);
 
+  // Like ParallelFor, but threads take chunks of `grain` items in turn until none are left: for
+  // work whose cost varies by item (causal attention) or that a time-sliced thread would hold up
+  // (prefill GEMM panels). Chunks are not contiguous per thread; a pool of 1 makes one call.
+  void ParallelForDynamic(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn);
+
  private:
   void WorkerLoop(int index);
+  // Runs this thread's share of the current job.
+  void RunShare(int index);
   // Spins (while spinning pays) then sleeps until `done()`; `sleepers` counts threads asleep on cv.
   template <class Done>
   void Wait(Done done, std::atomic<int>& sleepers, std::condition_variable& cv);
@@ -44,6 +51,8 @@ class ThreadPool {
   // caller spins on pending_. The mutex and condition variables serve only threads that did sleep.
   const std::function<void(size_t, size_t, int)>* job_ = nullptr;
   size_t job_size_ = 0;
+  size_t job_grain_ = 0;  // 0: one contiguous chunk per thread; else dynamic chunks of this size
+  std::atomic<size_t> next_item_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};

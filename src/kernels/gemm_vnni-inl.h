@@ -421,7 +421,8 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Thr
   });
   constexpr bool kZero = D::kZeroPoint != 0;
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;
-  pool.ParallelFor(static_cast<size_t>(n_panels), [&](size_t begin, size_t end, int) {
+  // Panels are taken one at a time: a thread that the OS time-slices away holds up no one.
+  pool.ParallelForDynamic(static_cast<size_t>(n_panels), 1, [&](size_t begin, size_t end, int) {
     thread_local std::vector<uint8_t> pq;
     thread_local std::vector<float> ps, po;
     Panel p;

@@ -235,7 +235,7 @@ void Gemm(const WeightMatrix& w, const typename K::Act* act, int64_t act_stride,
   const int64_t rows_per_block =
       std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<size_t>(w.row_bytes, 1)), 1, 64);
   const int64_t n_blocks = (w.n_out + rows_per_block - 1) / rows_per_block;
-  pool.ParallelFor(static_cast<size_t>(n_blocks), [&](size_t begin, size_t end, int) {
+  pool.ParallelForDynamic(static_cast<size_t>(n_blocks), 1, [&](size_t begin, size_t end, int) {
     for (size_t blk = begin; blk < end; ++blk) {
       const int64_t r0 = static_cast<int64_t>(blk) * rows_per_block;
       const int64_t r1 = std::min(w.n_out, r0 + rows_per_block);

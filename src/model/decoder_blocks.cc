@@ -279,7 +279,10 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
   const int q_width = l.n_heads * hd, kv_width = l.n_kv_heads * hd, v_width = l.n_kv_heads * hdv;
   const int group = l.n_heads / l.n_kv_heads;
   const bool f16 = cache.type() == KvType::kF16;
-  pool.ParallelFor(static_cast<size_t>(a.n) * l.n_heads, [&](size_t begin, size_t end, int thread) {
+  // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
+  const size_t items = static_cast<size_t>(a.n) * l.n_heads;
+  const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(pool.size()) * 16));
+  pool.ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
     float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_stride;
     for (size_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / l.n_heads), h = static_cast<int>(item % l.n_heads);

@@ -1,5 +1,6 @@
-// ThreadPool: every index visited exactly once, by contiguous balanced chunks, across the spinning
-// fast path (back-to-back loops) and the sleeping path (pauses longer than the spin time).
+// ThreadPool: every index visited exactly once, by contiguous balanced chunks (or dynamic ones),
+// across the spinning fast path (back-to-back loops) and the sleeping path (pauses longer than the
+// spin time).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -40,6 +41,41 @@ TEST(ThreadPool, ChunksAreContiguousAndBalanced) {
   EXPECT_EQ(chunks[0], std::make_pair(size_t{0}, size_t{4}));
   EXPECT_EQ(chunks[1], std::make_pair(size_t{4}, size_t{7}));
   EXPECT_EQ(chunks[2], std::make_pair(size_t{7}, size_t{10}));
+}
+
+TEST(ThreadPool, DynamicChunksCoverEveryIndexOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (size_t n : {1, 2, 7, 64, 1000, 4099}) {
+      for (size_t grain : {1, 3, 64, 5000}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.ParallelForDynamic(n, grain, [&](size_t begin, size_t end, int thread) {
+          EXPECT_LT(begin, end);
+          if (pool.size() > 1) {  // a pool of 1 runs it as one call
+            EXPECT_LE(end - begin, grain);
+          }
+          EXPECT_GE(thread, 0);
+          EXPECT_LT(thread, pool.size());
+          for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        });
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " grain=" << grain << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, DynamicChunksGoToWhicheverThreadIsFree) {
+  // Thread 1 stalls on its first chunk: the caller takes every other chunk meanwhile.
+  ThreadPool pool(2);
+  std::vector<int> owner(8, -1);
+  std::atomic<bool> stalled{false};
+  pool.ParallelForDynamic(8, 1, [&](size_t begin, size_t, int thread) {
+    if (thread == 1 && !stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    owner[begin] = thread;
+  });
+  int by_caller = 0;
+  for (int o : owner) by_caller += o == 0;
+  EXPECT_GE(by_caller, 6);
 }
 
 TEST(ThreadPool, ManyBackToBackLoops) {
