@@ -11,6 +11,7 @@ Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Engine> engine(new Engine());
   ASSIGN_OR_RETURN(engine->model_, LoadModelFile(path));
+  engine->model_map_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const GgufFile& gguf = engine->model_->gguf();
   auto tokenizer = Tokenizer::FromGguf(gguf);
   if (!tokenizer.ok()) return tokenizer.status().WithContext("'" + path + "': reading the tokenizer");

@@ -27,7 +27,10 @@ class Engine {
   // Token ids that end a model turn: EOS, <end_of_turn> / <turn|> where the vocabulary has them.
   const std::vector<int32_t>& end_of_generation() const { return end_of_generation_; }
   bool IsEndOfGeneration(int32_t id) const;
+  // Wall time of Load, and of its first part: mapping the file, validating it and binding the
+  // weights (the rest builds the tokenizer's tables).
   double load_seconds() const { return load_seconds_; }
+  double model_map_seconds() const { return model_map_seconds_; }
 
  private:
   Engine() = default;
@@ -36,6 +39,7 @@ class Engine {
   ChatStyle chat_style_ = ChatStyle::kGemma;
   std::vector<int32_t> end_of_generation_;
   double load_seconds_ = 0;
+  double model_map_seconds_ = 0;
 };
 
 struct SessionOptions {

@@ -68,6 +68,8 @@ TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
     EXPECT_GE(o["peak_rss_bytes"].get<double>(), file_bytes);
     EXPECT_GT(o["mem_read_bw_gbs"].get<double>(), 0.1);
     EXPECT_GT(o["load_ms"].get<double>(), 0);
+    EXPECT_GT(o["load_model_ms"].get<double>(), 0);
+    EXPECT_LT(o["load_model_ms"].get<double>(), o["load_ms"].get<double>());  // the tokenizer comes after
     EXPECT_GT(o["load_cpu_ms"].get<double>(), 0);
     EXPECT_GE(o["ttft_prompt_tokens"].get<int>(), 40);
     EXPECT_GT(o["ttft_ms"].get<double>(), 0);
