@@ -91,9 +91,12 @@ struct KFloat {
     for (int t = 0; t < NT; ++t) out[t] = hn::GetLane(hn::SumOfLanes(d, acc[t]));
   }
   template <int NR>
-  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const float* x, float* out) {
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const float* x, float* out, size_t ahead) {
     const float* xs[1] = {x};
-    for (int r = 0; r < NR; ++r) Tile<1>(rows[r], n_in, xs, out + r);
+    for (int r = 0; r < NR; ++r) {
+      if (ahead > 0) qd::PrefetchSpan(rows[r] + ahead, static_cast<size_t>(n_in) * sizeof(WT));
+      Tile<1>(rows[r], n_in, xs, out + r);
+    }
   }
 };
 
@@ -205,14 +208,11 @@ void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, ThreadPoo
     size_t o = begin;
     for (; o + kGemvRows <= end; o += kGemvRows) {
       for (int r = 0; r < kGemvRows; ++r) rows[r] = w.Row(static_cast<int64_t>(o) + r);
-      if (ahead > 0) {  // the rows are contiguous: one stream, `ahead` bytes in front
-        for (size_t b = 0; b < kGemvRows * w.row_bytes; b += 64) hwy::Prefetch(rows[0] + ahead + b);
-      }
-      K::template Rows<kGemvRows>(rows, w.n_in, act, y + o);
+      K::template Rows<kGemvRows>(rows, w.n_in, act, y + o, ahead);
     }
     for (; o < end; ++o) {
       rows[0] = w.Row(static_cast<int64_t>(o));
-      K::template Rows<1>(rows, w.n_in, act, y + o);
+      K::template Rows<1>(rows, w.n_in, act, y + o, ahead);
     }
   });
 }

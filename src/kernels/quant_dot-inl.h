@@ -8,6 +8,7 @@
 #define GEMLET_KERNELS_QUANT_DOT_INL_H_
 #endif
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <cmath>
@@ -223,6 +224,14 @@ HWY_INLINE VF32 HalfToFloats(const uint16_t* h) {
 #endif
 }
 
+// Decode streams weights that no cache holds: the kernels prefetch `ahead` bytes in front of the
+// blocks they read (0: none), spread over the loop rather than in bursts that would fill the
+// core's few outstanding-miss slots at once.
+HWY_INLINE void PrefetchSpan(const void* p, size_t bytes) {
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < bytes; i += 64) hwy::Prefetch(b + i);
+}
+
 // The 32-value types: w = d * (q - kZeroPoint), or w = d * q + m when the block has a min (Q4_1,
 // Q5_1). decode(block) returns q as unsigned bytes. The zero point comes off in integers: the dot
 // product starts from -kZeroPoint x the activation's 4-byte sums (NegZeroPointSums), so
@@ -278,7 +287,8 @@ struct Blocks32 {
   // the activation loads and zero-point sums. Gives each row the same result as Tile.
   template <int NR>
   static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const BlockQ8x32* x, float* out,
-                              Decode decode) {
+                              size_t ahead, Decode decode) {
+    constexpr int kPrefetchBlocks = 4;  // one prefetch pass per 72-136 bytes of each row
     const Block* w[NR];
     VF32 acc[NR];
     float off[NR];
@@ -287,14 +297,20 @@ struct Blocks32 {
       acc[r] = hn::Zero(DF32());
       off[r] = 0.0f;
     }
-    for (int64_t i = 0; i < n_in / kBlock32; ++i) Accumulate<NR>(w, i, x[i], acc, off, decode);
+    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
+      if (ahead > 0 && i % kPrefetchBlocks == 0) {
+        for (int r = 0; r < NR; ++r) PrefetchSpan(reinterpret_cast<const uint8_t*>(w[r] + i) + ahead, kPrefetchBlocks * sizeof(Block));
+      }
+      Accumulate<NR>(w, i, x[i], acc, off, decode);
+    }
     for (int r = 0; r < NR; ++r) out[r] = Sum(acc[r]) + off[r];
   }
 };
 
 // The interface every weight type offers the drivers (matmul_simd.cc):
 //   Tile<NT>(row, n_in, x, out): out[t] = dot(row, activations x[t]) for t < NT (prefill);
-//   Rows<NR>(rows, n_in, x, out): out[r] = dot(rows[r], activations x) for r < NR (decode).
+//   Rows<NR>(rows, n_in, x, out, ahead): out[r] = dot(rows[r], activations x) for r < NR (decode,
+//   prefetching `ahead` bytes in front).
 template <class Block, Offset kOffset, int kZeroPoint, bool kSigned, class Decode>
 struct K32 {
   using Act = BlockQ8x32;
@@ -304,8 +320,8 @@ struct K32 {
     Impl::template Tile<NT>(row, n_in, x, out, Decode());
   }
   template <int NR>
-  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out) {
-    Impl::template Rows<NR>(rows, n_in, x, out, Decode());
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out, size_t ahead) {
+    Impl::template Rows<NR>(rows, n_in, x, out, ahead, Decode());
   }
 };
 
@@ -348,9 +364,9 @@ using KQ8_0 = K32<BlockQ8_0, Offset::kNone, 0, true, DecodeQ8>;
 template <class K>
 struct RowsOneByOne {
   template <int NR, class Act>
-  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out) {
+  static HWY_INLINE void Rows(const uint8_t* const* rows, int64_t n_in, const Act* x, float* out, size_t ahead) {
     const Act* xs[1] = {x};
-    for (int r = 0; r < NR; ++r) K::template Tile<1>(rows[r], n_in, xs, out + r);
+    for (int r = 0; r < NR; ++r) K::template Tile<1>(rows[r], n_in, xs, out + r, ahead);
   }
 };
 
@@ -446,20 +462,24 @@ HWY_INLINE void AccumulateK(const B32* q, const S16* s, float d, float off_scale
 }
 
 template <int NT, class Block, class DecodeFn>
-HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* x, float* out, DecodeFn decode) {
+HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* x, float* out, size_t ahead,
+                      DecodeFn decode) {
   const Block* w = reinterpret_cast<const Block*>(row);
   const int64_t nb = n_in / kBlockK;
   VF32 acc[NT], acc_off[NT];
   for (int t = 0; t < NT; ++t) acc[t] = acc_off[t] = hn::Zero(DF32());
-  for (int64_t i = 0; i < nb; ++i) decode(w[i], x, i, acc, acc_off);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (ahead > 0) PrefetchSpan(reinterpret_cast<const uint8_t*>(w + i) + ahead, sizeof(Block));
+    decode(w[i], x, i, acc, acc_off);
+  }
   for (int t = 0; t < NT; ++t) out[t] = Sum(hn::Sub(acc[t], acc_off[t]));
 }
 
 struct KQ4_K : RowsOneByOne<KQ4_K> {
   using Act = BlockQ8_K;
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    TileK<NT, BlockQ4_K>(row, n_in, x, out, [](const BlockQ4_K& b, const Act* const* xs, int64_t i, VF32* acc,
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
+    TileK<NT, BlockQ4_K>(row, n_in, x, out, ahead, [](const BlockQ4_K& b, const Act* const* xs, int64_t i, VF32* acc,
                                                 VF32* acc_off) {
       uint8_t sm[16];
       UnpackScaleMinK4All(b.scales, sm);
@@ -481,8 +501,8 @@ struct KQ4_K : RowsOneByOne<KQ4_K> {
 struct KQ5_K : RowsOneByOne<KQ5_K> {
   using Act = BlockQ8_K;
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    TileK<NT, BlockQ5_K>(row, n_in, x, out, [](const BlockQ5_K& b, const Act* const* xs, int64_t i, VF32* acc,
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
+    TileK<NT, BlockQ5_K>(row, n_in, x, out, ahead, [](const BlockQ5_K& b, const Act* const* xs, int64_t i, VF32* acc,
                                                 VF32* acc_off) {
       uint8_t sm[16];
       UnpackScaleMinK4All(b.scales, sm);
@@ -505,8 +525,8 @@ struct KQ5_K : RowsOneByOne<KQ5_K> {
 struct KQ6_K : RowsOneByOne<KQ6_K> {
   using Act = BlockQ8_K;
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    TileK<NT, BlockQ6_K>(row, n_in, x, out, [](const BlockQ6_K& b, const Act* const* xs, int64_t i, VF32* acc,
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
+    TileK<NT, BlockQ6_K>(row, n_in, x, out, ahead, [](const BlockQ6_K& b, const Act* const* xs, int64_t i, VF32* acc,
                                                 VF32* acc_off) {
       B32 q[8];
       S16 s[8];
@@ -528,8 +548,8 @@ struct KQ6_K : RowsOneByOne<KQ6_K> {
 struct KQ3_K : RowsOneByOne<KQ3_K> {
   using Act = BlockQ8_K;
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    TileK<NT, BlockQ3_K>(row, n_in, x, out, [](const BlockQ3_K& b, const Act* const* xs, int64_t i, VF32* acc,
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
+    TileK<NT, BlockQ3_K>(row, n_in, x, out, ahead, [](const BlockQ3_K& b, const Act* const* xs, int64_t i, VF32* acc,
                                                 VF32* acc_off) {
       int8_t sc[16];
       UnpackQ3KScales(b.scales, sc);
@@ -555,8 +575,8 @@ struct KQ3_K : RowsOneByOne<KQ3_K> {
 struct KQ2_K : RowsOneByOne<KQ2_K> {
   using Act = BlockQ8_K;
   template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out) {
-    TileK<NT, BlockQ2_K>(row, n_in, x, out, [](const BlockQ2_K& b, const Act* const* xs, int64_t i, VF32* acc,
+  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
+    TileK<NT, BlockQ2_K>(row, n_in, x, out, ahead, [](const BlockQ2_K& b, const Act* const* xs, int64_t i, VF32* acc,
                                                 VF32* acc_off) {
       B32 q[8];
       S16 s[8];
