@@ -348,24 +348,29 @@ HWY_INLINE void MicroKernel(const Panel& p, int r0, const Acts& a, int64_t t0, f
         acc[r][t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(s[r], d), acc[r][t]);
       }
     }
-  }
-  if constexpr (kZero) {
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) out[r * T + t] = _mm512_reduce_add_ps(acc[r][t]);
+    if constexpr (!kZero) {
+      // The offsets, sum_g offset[r][g] * xsum[t][g] (4 groups per pair), go into the same
+      // accumulators every 4 pairs: their lanes are summed at the end anyway.
+      if (j % 4 == 3) {
+        const int64_t g = (j - 3) * 4;
+        __m512 wo[R];
+        for (int r = 0; r < R; ++r) wo[r] = _mm512_loadu_ps(p.offset + (r0 + r) * np * 4 + g);
+        for (int t = 0; t < T; ++t) {
+          const __m512 xs = _mm512_loadu_ps(a.sum + (t0 + t) * np * 4 + g);
+          for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wo[r], xs, acc[r][t]);
+        }
+      }
     }
-    return;
   }
-  // The offsets: sum_g offset[r][g] * xsum[t][g], 4 groups per pair.
   for (int r = 0; r < R; ++r) {
-    const float* wo = p.offset + (r0 + r) * np * 4;
     for (int t = 0; t < T; ++t) {
-      const float* xs = a.sum + (t0 + t) * np * 4;
-      __m512 o = _mm512_setzero_ps();
-      int64_t g = 0;
-      for (; g + 16 <= np * 4; g += 16) o = _mm512_fmadd_ps(_mm512_loadu_ps(wo + g), _mm512_loadu_ps(xs + g), o);
       float tail = 0.0f;
-      for (; g < np * 4; ++g) tail += wo[g] * xs[g];
-      out[r * T + t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][t], o)) + tail;  // one reduction, not two
+      if constexpr (!kZero) {  // the groups of the last np % 4 pairs
+        const float* wo = p.offset + (r0 + r) * np * 4;
+        const float* xs = a.sum + (t0 + t) * np * 4;
+        for (int64_t g = np / 4 * 16; g < np * 4; ++g) tail += wo[g] * xs[g];
+      }
+      out[r * T + t] = _mm512_reduce_add_ps(acc[r][t]) + tail;
     }
   }
 }
