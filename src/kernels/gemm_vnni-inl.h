@@ -204,44 +204,26 @@ struct DQ8_0 {
     }
   }
 };
-struct DQ4_K {
+template <class Block>
+struct DScaleMin {  // Q4_K, Q5_K
   static constexpr int kZeroPoint = 0;
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ4_K* b = Blocks<BlockQ4_K>(row);
+    const Block* b = Blocks<Block>(row);
     for (int64_t i = 0; i < n_in / kBlockK; ++i) {
       uint8_t sm[16];
       qd::UnpackScaleMinK4All(b[i].scales, sm);
       const float d = qd::HalfToFloat(b[i].d), dmin = qd::HalfToFloat(b[i].dmin);
-      for (int c = 0; c < 4; ++c) {
-        const B32 raw = qd::Load(b[i].qs + 32 * c);
-        const float s0 = d * sm[2 * c], s1 = d * sm[2 * c + 1];
-        const float m0 = -dmin * sm[8 + 2 * c], m1 = -dmin * sm[9 + 2 * c];
-        w.Add(qd::And(raw, 0x0F), s0, s0, m0, m0);
-        w.Add(qd::Shr<4>(raw), s1, s1, m1, m1);
+      B32 q[8];
+      qd::SlicesScaleMin(b[i], q);
+      for (int k = 0; k < 8; ++k) {
+        const float scale = d * sm[k], offset = -dmin * sm[8 + k];
+        w.Add(q[k], scale, scale, offset, offset);
       }
     }
   }
 };
-struct DQ5_K {
-  static constexpr int kZeroPoint = 0;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ5_K* b = Blocks<BlockQ5_K>(row);
-    for (int64_t i = 0; i < n_in / kBlockK; ++i) {
-      uint8_t sm[16];
-      qd::UnpackScaleMinK4All(b[i].scales, sm);
-      const float d = qd::HalfToFloat(b[i].d), dmin = qd::HalfToFloat(b[i].dmin);
-      B32 high = qd::Load(b[i].qh);
-      for (int c = 0; c < 4; ++c) {
-        const B32 raw = qd::Load(b[i].qs + 32 * c);
-        const float s0 = d * sm[2 * c], s1 = d * sm[2 * c + 1];
-        const float m0 = -dmin * sm[8 + 2 * c], m1 = -dmin * sm[9 + 2 * c];
-        w.Add(qd::Or(qd::And(raw, 0x0F), qd::Shl<4>(qd::And(high, 1))), s0, s0, m0, m0);
-        w.Add(qd::Or(qd::Shr<4>(raw), qd::Shl<3>(qd::And(high, 2))), s1, s1, m1, m1);
-        high = qd::Shr<2>(high);
-      }
-    }
-  }
-};
+using DQ4_K = DScaleMin<BlockQ4_K>;
+using DQ5_K = DScaleMin<BlockQ5_K>;
 struct DQ6_K {
   static constexpr int kZeroPoint = 32;
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {

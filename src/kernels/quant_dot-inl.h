@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "base/half.h"
 #include "kernels/act_quant.h"
@@ -475,52 +476,47 @@ HWY_INLINE void TileK(const uint8_t* row, int64_t n_in, const BlockQ8_K* const* 
   for (int t = 0; t < NT; ++t) out[t] = Sum(hn::Sub(acc[t], acc_off[t]));
 }
 
-struct KQ4_K : RowsOneByOne<KQ4_K> {
-  using Act = BlockQ8_K;
-  template <int NT>
-  static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
-    TileK<NT, BlockQ4_K>(row, n_in, x, out, ahead, [](const BlockQ4_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                VF32* acc_off) {
-      uint8_t sm[16];
-      UnpackScaleMinK4All(b.scales, sm);
-      B32 q[8];
-      S16 s[8];
-      for (int c = 0; c < 4; ++c) {
-        const B32 raw = Load(b.qs + 32 * c);
-        q[2 * c] = And(raw, 0x0F);
-        q[2 * c + 1] = Shr<4>(raw);
-      }
-      ScalesPerSlice(sm, s);
-      // x = d * sc * q - dmin * m per slice.
-      AccumulateK<NT>(q, s, HalfToFloat(b.d), HalfToFloat(b.dmin), xs, i, acc, acc_off,
-                      [&](const Act& a) { return SliceDot(sm + 8, a.bsums); });
-    });
+// The 8 slices of a Q4_K or Q5_K super-block as unsigned bytes, slice k = values 32k..32k+31:
+// byte 32c + l of qs holds value 64c + l (low nibble) and 64c + 32 + l (high nibble); Q5_K's fifth
+// bits come from qh, bit 2c for the low nibble's slice and 2c + 1 for the high one's.
+template <class Block>
+HWY_INLINE void SlicesScaleMin(const Block& b, B32* q) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  B32 high;
+  if constexpr (kFifthBit) high = Load(b.qh);
+  for (int c = 0; c < 4; ++c) {
+    const B32 raw = Load(b.qs + 32 * c);
+    q[2 * c] = And(raw, 0x0F);
+    q[2 * c + 1] = Shr<4>(raw);
+    if constexpr (kFifthBit) {
+      q[2 * c] = Or(q[2 * c], Shl<4>(And(high, 1)));
+      q[2 * c + 1] = Or(q[2 * c + 1], Shl<3>(And(high, 2)));
+      high = Shr<2>(high);
+    }
   }
-};
+}
 
-struct KQ5_K : RowsOneByOne<KQ5_K> {
+// Q4_K and Q5_K: x = d * sc * q - dmin * m per slice, 6-bit sc and m (UnpackScaleMinK4All).
+template <class Block>
+struct KScaleMin : RowsOneByOne<KScaleMin<Block>> {
   using Act = BlockQ8_K;
   template <int NT>
   static HWY_INLINE void Tile(const uint8_t* row, int64_t n_in, const Act* const* x, float* out, size_t ahead = 0) {
-    TileK<NT, BlockQ5_K>(row, n_in, x, out, ahead, [](const BlockQ5_K& b, const Act* const* xs, int64_t i, VF32* acc,
-                                                VF32* acc_off) {
+    TileK<NT, Block>(row, n_in, x, out, ahead, [](const Block& b, const Act* const* xs, int64_t i, VF32* acc,
+                                                  VF32* acc_off) {
       uint8_t sm[16];
       UnpackScaleMinK4All(b.scales, sm);
       B32 q[8];
       S16 s[8];
-      B32 high = Load(b.qh);
-      for (int c = 0; c < 4; ++c) {
-        const B32 raw = Load(b.qs + 32 * c);
-        q[2 * c] = Or(And(raw, 0x0F), Shl<4>(And(high, 1)));
-        q[2 * c + 1] = Or(Shr<4>(raw), Shl<3>(And(high, 2)));
-        high = Shr<2>(high);
-      }
+      SlicesScaleMin(b, q);
       ScalesPerSlice(sm, s);
       AccumulateK<NT>(q, s, HalfToFloat(b.d), HalfToFloat(b.dmin), xs, i, acc, acc_off,
                       [&](const Act& a) { return SliceDot(sm + 8, a.bsums); });
     });
   }
 };
+using KQ4_K = KScaleMin<BlockQ4_K>;
+using KQ5_K = KScaleMin<BlockQ5_K>;
 
 struct KQ6_K : RowsOneByOne<KQ6_K> {
   using Act = BlockQ8_K;
