@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "kernels/kernel_table.h"
+#include "kernels/kernels.h"
 #include "runtime/chat_format.h"
 #include "runtime/session.h"
 
@@ -69,28 +69,6 @@ std::string CpuInfo() {
     }
   }
   return "unknown";
-}
-
-// Streaming read of a buffer far larger than the caches, split across `threads` threads: the median
-// of `reps` runs after a warm-up, in GB/s.
-double ReadBandwidthGBs(int threads, size_t bytes, int reps) {
-  std::vector<uint8_t> buffer(bytes, 1);
-  std::vector<double> runs;
-  volatile uint32_t sink = 0;
-  for (int r = 0; r <= reps; ++r) {
-    const size_t chunk = bytes / threads / 64 * 64;
-    std::vector<uint32_t> sums(threads);
-    std::vector<std::thread> workers;
-    const double t0 = Now();
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] { sums[t] = ReadForBandwidth(buffer.data() + t * chunk, chunk); });
-    }
-    for (auto& w : workers) w.join();
-    const double dt = Now() - t0;
-    for (uint32_t s : sums) sink = sink + s;
-    if (r > 0) runs.push_back(static_cast<double>(chunk) * threads / dt / 1e9);
-  }
-  return Median(runs);
 }
 
 // llama.cpp's file type names (general.file_type), for the model column.
@@ -324,7 +302,7 @@ int RunBench(int argc, char** argv) {
   }
   const size_t peak_rss = PeakRssBytes();  // before the bandwidth test's buffer
   const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
-  const double bandwidth = ReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
+  const double bandwidth = MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
 
   auto kv_bytes_mean = [&](int n_gen) {
     double sum = 0;

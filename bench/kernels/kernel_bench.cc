@@ -97,27 +97,6 @@ WeightMatrix View(DType type, const uint8_t* data, int64_t n_in, int64_t n_out) 
   return w;
 }
 
-double MeasureReadBandwidth(int threads, size_t bytes, int reps) {
-  std::vector<uint8_t> buffer(bytes, 1);
-  std::vector<double> runs;
-  volatile uint32_t sink = 0;
-  for (int r = 0; r < reps + 1; ++r) {
-    std::vector<std::thread> workers;
-    std::vector<uint32_t> sums(threads);
-    const size_t chunk = bytes / threads / 64 * 64;
-    const double t0 = Now();
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] { sums[t] = ReadForBandwidth(buffer.data() + t * chunk, chunk); });
-    }
-    for (auto& w : workers) w.join();
-    const double dt = Now() - t0;
-    for (uint32_t s : sums) sink = sink + s;
-    if (r > 0) runs.push_back(static_cast<double>(chunk) * threads / dt / 1e9);  // run 0 warms up
-  }
-  std::sort(runs.begin(), runs.end());
-  return runs[runs.size() / 2];
-}
-
 struct Options {
   int threads = 2;
   int tokens = 128;
@@ -270,7 +249,7 @@ int main(int argc, char** argv) {
   if (o.only.empty() || o.only == "bandwidth") {
     for (int t = 1; t <= o.threads; ++t) {
       std::printf("memory read bandwidth, %d thread%s, 1 GiB: %.2f GB/s\n", t, t > 1 ? "s" : "",
-                  MeasureReadBandwidth(t, size_t{1} << 30, o.reps));
+                  MeasureReadBandwidthGBs(t, size_t{1} << 30, o.reps));
     }
   }
   if (o.only.empty() || o.only == "pool") BenchPool(o);

@@ -1,9 +1,13 @@
 // The public kernel functions: each forwards to the KernelTable chosen once per process.
 #include <hwy/targets.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "kernels/kernel_table.h"
 
@@ -49,5 +53,26 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().axp
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) { ActiveKernels().axpy_f16(a, x, y, n); }
 void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
 void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
+
+double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {
+  std::vector<uint8_t> buffer(bytes, 1);
+  const size_t chunk = bytes / threads / 64 * 64;
+  std::vector<double> runs;
+  volatile uint32_t sink = 0;
+  for (int r = 0; r <= reps; ++r) {  // run 0 warms up
+    std::vector<uint32_t> sums(threads);
+    std::vector<std::thread> workers;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { sums[t] = ReadForBandwidth(buffer.data() + t * chunk, chunk); });
+    }
+    for (auto& w : workers) w.join();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (uint32_t s : sums) sink = sink + s;
+    if (r > 0) runs.push_back(static_cast<double>(chunk) * threads / dt / 1e9);
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
 
 }  // namespace gemlet

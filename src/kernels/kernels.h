@@ -59,6 +59,10 @@ void Softmax(float* x, int64_t n);
 // x = cap * tanh(x / cap), in place.
 void SoftCap(float* x, int64_t n, float cap);
 
+// This machine's streaming read bandwidth in GB/s: a fresh buffer of `bytes` read by `threads`
+// threads at once (one slice each), the median of `reps` runs after a warm-up run.
+double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps);
+
 // Name of the kernels in use: "ref" or a Highway target ("AVX3_DL", "AVX2", "NEON", ...).
 const char* ActiveKernelsName();
 
