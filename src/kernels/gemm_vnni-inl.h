@@ -152,58 +152,27 @@ HWY_INLINE const Block* Blocks(const uint8_t* row) {
   return reinterpret_cast<const Block*>(row);
 }
 
-struct DQ4_0 {
-  static constexpr int kZeroPoint = 8;
+// The 32-value types, with the GEMV tiles' decoders (quant_dot-inl.h): w = d * (q - kZero), or
+// d * q + m for the types with a min.
+template <class Block, int kZero, bool kMin, class Decode>
+struct D32 {
+  static constexpr int kZeroPoint = kZero;
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ4_0* b = Blocks<BlockQ4_0>(row);
+    const Block* b = Blocks<Block>(row);
     for (int64_t i = 0; i < n_in / kBlock32; ++i) {
       const float d = qd::HalfToFloat(b[i].d);
-      w.Add(qd::Nibbles16(b[i].qs), d, d, 0, 0);
+      float m = 0.0f;
+      if constexpr (kMin) m = qd::HalfToFloat(b[i].m);
+      w.Add(Decode()(b[i]), d, d, m, m);
     }
   }
 };
-struct DQ4_1 {
-  static constexpr int kZeroPoint = 0;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ4_1* b = Blocks<BlockQ4_1>(row);
-    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
-      const float d = qd::HalfToFloat(b[i].d), m = qd::HalfToFloat(b[i].m);
-      w.Add(qd::Nibbles16(b[i].qs), d, d, m, m);
-    }
-  }
-};
-struct DQ5_0 {
-  static constexpr int kZeroPoint = 16;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ5_0* b = Blocks<BlockQ5_0>(row);
-    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
-      const float d = qd::HalfToFloat(b[i].d);
-      w.Add(qd::Or(qd::Nibbles16(b[i].qs), qd::BitsToBytes(b[i].qh, 0x10)), d, d, 0, 0);
-    }
-  }
-};
-struct DQ5_1 {
-  static constexpr int kZeroPoint = 0;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ5_1* b = Blocks<BlockQ5_1>(row);
-    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
-      const float d = qd::HalfToFloat(b[i].d), m = qd::HalfToFloat(b[i].m);
-      w.Add(qd::Or(qd::Nibbles16(b[i].qs), qd::BitsToBytes(b[i].qh, 0x10)), d, d, m, m);
-    }
-  }
-};
-struct DQ8_0 {
-  static constexpr int kZeroPoint = 128;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
-    const BlockQ8_0* b = Blocks<BlockQ8_0>(row);
-    for (int64_t i = 0; i < n_in / kBlock32; ++i) {
-      const float d = qd::HalfToFloat(b[i].d);
-      B32 q = qd::Load(b[i].qs);
-      q.p[0] = qd::VU8{_mm256_xor_si256(q.p[0].raw, _mm256_set1_epi8(static_cast<char>(0x80)))};  // q + 128
-      w.Add(q, d, d, 0, 0);
-    }
-  }
-};
+using DQ4_0 = D32<BlockQ4_0, 8, false, qd::DecodeQ4>;
+using DQ4_1 = D32<BlockQ4_1, 0, true, qd::DecodeQ4>;
+using DQ5_0 = D32<BlockQ5_0, 16, false, qd::DecodeQ5>;
+using DQ5_1 = D32<BlockQ5_1, 0, true, qd::DecodeQ5>;
+using DQ8_0 = D32<BlockQ8_0, 128, false, qd::DecodeQ8Biased>;  // q + 128
+
 template <class Block>
 struct DScaleMin {  // Q4_K, Q5_K
   static constexpr int kZeroPoint = 0;
