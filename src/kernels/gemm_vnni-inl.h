@@ -1,21 +1,22 @@
-// Prefill GEMM for quantized weights on AVX-512 VNNI (the AVX3_DL target): rows are decoded once
-// into a panel of unsigned bytes with per-4-byte float scales, activations are quantized once per
-// call, and a 4x4 register tile of (rows x tokens) runs vpdpbusd over 64 bytes per instruction.
-// Other targets use the per-row tiles of quant_dot-inl.h. Included by matmul_simd.cc.
+// Prefill GEMM for quantized weights on AVX-512 VNNI (the AVX3_DL target). Each panel of 16 weight
+// rows is decoded once into unsigned bytes laid out row-interleaved: one 512-bit vector holds 4
+// consecutive values of each of the 16 rows, so one vpdpbusd against 4 activation bytes broadcast
+// to every lane advances all 16 rows of one token. A 32-value block is 8 such vectors; its integer
+// sums, one lane per row, meet the block's per-row weight scales and the token's activation scale
+// once per block (or per 16-value group): 8 vpdpbusd + 1 convert + 2 float ops per 512
+// multiply-adds, where a layout with one row per vector pays a convert and a scale per vpdpbusd.
+// The result vector is 16 rows of one token: stored as it is, no horizontal sums. Other targets use
+// the per-row tiles of quant_dot-inl.h. Included by matmul_simd.cc.
 //
 // Every weight type becomes the same thing: w_i = scale_g * (q_i - z) + offset_g with q_i an unsigned
 // byte, z the type's integer zero point (Q4_0 8, Q5_0 16, Q8_0 128 for q + 128, Q6_K 32, Q3_K 4; 0
-// for the types with a float min) and g the 16-value group of i. Then
-//   sum_i w_i x_i = sum over 4-byte lanes of scale * d_x * (dpbusd(q, x_q) - z * lanesum(x_q))
-//                   + sum_g offset_g * xsum_g
-// where x ~= d_x * x_q per block of 32 and xsum_g = d_x * sum of x_q over group g. The zero point is
-// taken off in integers (dpbusd starts from -z * lanesum): as a float offset it would be a large
-// term that cancels (128x the result for Q8_0) and rounding would move the result visibly. The
-// scale term is the GEMM; the offset term (mins) is a short float dot product per (row, token).
-//
-// Layout: a pair of 32-value blocks (a, b) is one 512-bit vector, their 4-byte groups interleaved
-// (a0 b0 a1 b1 ... per 128-bit half, from unpacklo/hi_epi32), weights and activations alike, so the
-// per-lane activation scale is [d_a, d_b, d_a, d_b, ...]: one vbroadcastf32x2.
+// for the types with a float min) and g the scale group of i (32 values, or 16 for Q2_K, Q3_K and
+// Q6_K). With x ~= d_x * x_q per block of 32,
+//   sum_i w_i x_i = sum_g scale_g * d_x * (sum_{i in g} q_i x_q,i - z * sum_{i in g} x_q,i)
+//                   + sum_g offset_g * d_x * sum_{i in g} x_q,i
+// The zero point is taken off in integers (the vpdpbusd chain starts from -z * sum x_q): as a float
+// offset it would be a large term that cancels (128x the result for Q8_0) and rounding would move
+// the result visibly.
 #if defined(GEMLET_KERNELS_GEMM_VNNI_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_GEMM_VNNI_INL_H_
 #undef GEMLET_KERNELS_GEMM_VNNI_INL_H_
@@ -40,112 +41,92 @@ namespace vnni {
 
 using qd::B32;
 
-// The pair interleave, for bytes (as dwords) and for float lanes.
-HWY_INLINE __m512i Interleave(__m256i a, __m256i b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi32(a, b)), _mm256_unpackhi_epi32(a, b), 1);
-}
-HWY_INLINE __m512 Interleave(__m256 a, __m256 b) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_unpacklo_ps(a, b)), _mm256_unpackhi_ps(a, b), 1);
+constexpr int kPanelRows = 16;  // one 32-bit lane per row
+constexpr int kTileTokens = 8;  // tokens per register tile: 8 integer + 8 float accumulators
+
+// acc += per lane, the dot product of the 4 unsigned bytes of w with the 4 signed bytes at x4 (the
+// same 4 for every lane: an embedded broadcast). EVEX assembly for the reason DpbusdEvex gives.
+HWY_INLINE __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* x4) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x4)));
+  return acc;
 }
 
-// Activations of n_tokens rows, quantized per 32 values, in pair layout.
+// Activations of n_tokens rows quantized per 32 values, natural order, with per scale group (G per
+// block: 1 for 32-value groups, 2 for 16) the float sum d * sum x_q (for the offsets) and the
+// integer start -z * sum x_q (for the zero point).
 struct Acts {
-  int64_t n_pairs = 0;
-  int8_t* q = nullptr;    // [token][n_pairs * 64]
-  float* d = nullptr;     // [token][n_pairs * 2]: d_a, d_b
-  float* sum = nullptr;   // [token][n_pairs * 4]: d * sum of q per 16 values, natural order
-  int32_t* zero = nullptr;  // [token][n_pairs * 16]: -z * sum of q per 4-byte lane, pair layout
+  int64_t n_blocks = 0;
+  int8_t* q = nullptr;      // [token][n_blocks * 32]
+  float* d = nullptr;       // [token][n_blocks]
+  float* sum = nullptr;     // [token][n_blocks * G]
+  int32_t* zero = nullptr;  // [token][n_blocks * G]
 };
 
-// One block of 32 floats (n_valid < 32 pads with zeros) -> 32 bytes, its scale and two 16-sums.
-HWY_INLINE __m256i QuantizeBlock(const float* x, int n_valid, float* d, float* sum) {
-  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
-  if (n_valid >= 32) {
-    lo = _mm512_loadu_ps(x);
-    hi = _mm512_loadu_ps(x + 16);
-  }
-  const __m512 amax_v = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi));
-  const float amax = _mm512_reduce_max_ps(amax_v);
-  *d = ActScale(amax);
-  const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-  const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, id));  // round to nearest even
-  const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, id));
-  sum[0] = *d * static_cast<float>(_mm512_reduce_add_epi32(qlo));
-  sum[1] = *d * static_cast<float>(_mm512_reduce_add_epi32(qhi));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtsepi32_epi8(qlo)), _mm512_cvtsepi32_epi8(qhi), 1);
-}
-
-void QuantizeActRow(const float* x, int64_t n_in, int64_t n_pairs, int zero_point, int8_t* q, float* d, float* sum,
+// One token's row: n_in (a multiple of 32) floats.
+template <int G>
+void QuantizeActRow(const float* x, int64_t n_blocks, int zero_point, int8_t* q, float* d, float* sum,
                     int32_t* zero) {
-  const __m512i ones = _mm512_set1_epi8(1), minus_z = _mm512_set1_epi32(-zero_point);
-  for (int64_t j = 0; j < n_pairs; ++j) {
-    const int64_t a = 64 * j, b = a + 32;
-    const __m256i qa = QuantizeBlock(x + a, a < n_in ? 32 : 0, d + 2 * j, sum + 4 * j);
-    const __m256i qb = QuantizeBlock(x + b, b < n_in ? 32 : 0, d + 2 * j + 1, sum + 4 * j + 2);
-    const __m512i pair = Interleave(qa, qb);
-    _mm512_storeu_si512(q + 64 * j, pair);
-    const __m512i lanesum = qd::DpbusdEvex(_mm512_setzero_si512(), ones, pair);
-    _mm512_storeu_si512(zero + 16 * j, _mm512_mullo_epi32(lanesum, minus_z));
+  for (int64_t j = 0; j < n_blocks; ++j, x += 32) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    d[j] = ActScale(amax);
+    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, id));  // round to nearest even
+    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j), _mm512_cvtsepi32_epi8(qlo));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16), _mm512_cvtsepi32_epi8(qhi));
+    const int32_t s_lo = _mm512_reduce_add_epi32(qlo), s_hi = _mm512_reduce_add_epi32(qhi);
+    if constexpr (G == 1) {
+      sum[j] = d[j] * static_cast<float>(s_lo + s_hi);
+      zero[j] = -zero_point * (s_lo + s_hi);
+    } else {
+      sum[2 * j] = d[j] * static_cast<float>(s_lo);
+      sum[2 * j + 1] = d[j] * static_cast<float>(s_hi);
+      zero[2 * j] = -zero_point * s_lo;
+      zero[2 * j + 1] = -zero_point * s_hi;
+    }
   }
 }
 
-// A panel of decoded rows.
+// A panel of kPanelRows decoded rows, row-interleaved (see the top of this file).
 struct Panel {
-  int64_t n_pairs = 0;
-  uint8_t* q = nullptr;     // [row][n_pairs * 64]
-  float* scale = nullptr;   // [row][n_pairs * 16]: per 4-byte lane, pair layout
-  float* offset = nullptr;  // [row][n_pairs * 4]: per 16 values, natural order
+  uint8_t* q = nullptr;       // [block][8][row][4]: block * 512 + 64 * k + 4 * row holds values 4k..4k+3
+  float* scale = nullptr;     // [block][G][row]
+  float* offset = nullptr;    // [block][G][row]
 };
 
-// Receives a row's 32-value slices in order and writes them to a panel row in pair layout.
+// Receives one row's 32-value blocks in order (as the decoders emit them) and writes them into its
+// lane of the panel.
+template <int G>
 class PanelRowWriter {
  public:
-  PanelRowWriter(uint8_t* q, float* scale, float* offset) : q_(q), scale_(scale), offset_(offset) {}
+  PanelRowWriter(const Panel& p, int row) : q_(p.q + 4 * row), scale_(p.scale + row), offset_(p.offset + row) {}
+  // q: the block's 32 bytes; s0/o0 the scale and offset of its first 16 values, s1/o1 of the rest
+  // (equal for 32-value groups).
   HWY_INLINE void Add(const B32& q, float s0, float s1, float o0, float o1) {
-    if (!have_a_) {
-      qa_ = q.p[0].raw;
-      sa_ = Scales(s0, s1);
-      oa_[0] = o0;
-      oa_[1] = o1;
-      have_a_ = true;
-      return;
+    alignas(32) uint8_t bytes[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bytes), q.p[0].raw);
+    for (int k = 0; k < 8; ++k) std::memcpy(q_ + 64 * k, bytes + 4 * k, 4);
+    q_ += 512;
+    scale_[0] = s0;
+    offset_[0] = o0;
+    if constexpr (G == 2) {
+      scale_[kPanelRows] = s1;
+      offset_[kPanelRows] = o1;
     }
-    _mm512_storeu_si512(q_, Interleave(qa_, q.p[0].raw));
-    _mm512_storeu_ps(scale_, Interleave(sa_, Scales(s0, s1)));
-    offset_[0] = oa_[0];
-    offset_[1] = oa_[1];
-    offset_[2] = o0;
-    offset_[3] = o1;
-    q_ += 64;
-    scale_ += 16;
-    offset_ += 4;
-    have_a_ = false;
-  }
-  // An odd slice count pairs the last slice with zeros.
-  HWY_INLINE void Finish() {
-    if (have_a_) {
-      B32 zero;
-      zero.p[0] = qd::VU8{_mm256_setzero_si256()};
-      Add(zero, 0.0f, 0.0f, 0.0f, 0.0f);
-    }
+    scale_ += G * kPanelRows;
+    offset_ += G * kPanelRows;
   }
 
  private:
-  static HWY_INLINE __m256 Scales(float s0, float s1) {
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(s0)), _mm_set1_ps(s1), 1);
-  }
   uint8_t* q_;
   float* scale_;
   float* offset_;
-  __m256i qa_;
-  __m256 sa_;
-  float oa_[2];
-  bool have_a_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
-// Per type: DecodeRow(row, n_in, writer) emits every 32-value slice with its two 16-group scales
-// and offsets (w = scale * q + offset).
+// Per type: DecodeRow(row, n_in, writer) emits every 32-value block with its two 16-group scales
+// and offsets (w = scale * q + offset); kGroups: 2 where those differ, else 1.
 
 template <class Block>
 HWY_INLINE const Block* Blocks(const uint8_t* row) {
@@ -156,8 +137,10 @@ HWY_INLINE const Block* Blocks(const uint8_t* row) {
 // d * q + m for the types with a min.
 template <class Block, int kZero, bool kMin, class Decode>
 struct D32 {
-  static constexpr int kZeroPoint = kZero;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
+  static constexpr int kZeroPoint = kZero, kGroups = 1;
+  static constexpr bool kHasMin = kMin;
+  template <class Writer>
+  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const Block* b = Blocks<Block>(row);
     for (int64_t i = 0; i < n_in / kBlock32; ++i) {
       const float d = qd::HalfToFloat(b[i].d);
@@ -175,8 +158,10 @@ using DQ8_0 = D32<BlockQ8_0, 128, false, qd::DecodeQ8Biased>;  // q + 128
 
 template <class Block>
 struct DScaleMin {  // Q4_K, Q5_K
-  static constexpr int kZeroPoint = 0;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
+  static constexpr int kZeroPoint = 0, kGroups = 1;
+  static constexpr bool kHasMin = true;
+  template <class Writer>
+  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const Block* b = Blocks<Block>(row);
     for (int64_t i = 0; i < n_in / kBlockK; ++i) {
       uint8_t sm[16];
@@ -194,8 +179,10 @@ struct DScaleMin {  // Q4_K, Q5_K
 using DQ4_K = DScaleMin<BlockQ4_K>;
 using DQ5_K = DScaleMin<BlockQ5_K>;
 struct DQ6_K {
-  static constexpr int kZeroPoint = 32;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
+  static constexpr int kZeroPoint = 32, kGroups = 2;
+  static constexpr bool kHasMin = false;
+  template <class Writer>
+  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ6_K* b = Blocks<BlockQ6_K>(row);
     for (int64_t i = 0; i < n_in / kBlockK; ++i) {
       const float d = qd::HalfToFloat(b[i].d);
@@ -217,8 +204,10 @@ struct DQ6_K {
   }
 };
 struct DQ3_K {
-  static constexpr int kZeroPoint = 4;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
+  static constexpr int kZeroPoint = 4, kGroups = 2;
+  static constexpr bool kHasMin = false;
+  template <class Writer>
+  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ3_K* b = Blocks<BlockQ3_K>(row);
     for (int64_t i = 0; i < n_in / kBlockK; ++i) {
       int8_t sc[16];
@@ -239,8 +228,10 @@ struct DQ3_K {
   }
 };
 struct DQ2_K {
-  static constexpr int kZeroPoint = 0;
-  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, PanelRowWriter& w) {
+  static constexpr int kZeroPoint = 0, kGroups = 2;
+  static constexpr bool kHasMin = true;
+  template <class Writer>
+  static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ2_K* b = Blocks<BlockQ2_K>(row);
     for (int64_t i = 0; i < n_in / kBlockK; ++i) {
       const float d = qd::HalfToFloat(b[i].d), dmin = qd::HalfToFloat(b[i].dmin);
@@ -259,81 +250,45 @@ struct DQ2_K {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The register tile: R panel rows x T tokens; out[r * T + t].
+// The register tile: the panel's 16 rows x T tokens, one float accumulator per token (a lane per
+// row). out[t * 16 + r].
 
-// kZero: the type has an integer zero point (and no float offsets).
-template <bool kZero, int R, int T>
-HWY_INLINE void MicroKernel(const Panel& p, int r0, const Acts& a, int64_t t0, float* out) {
-  const int64_t np = p.n_pairs;
-  __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  const uint8_t* wq[R];
-  const float* ws[R];
-  for (int r = 0; r < R; ++r) {
-    wq[r] = p.q + (r0 + r) * np * 64;
-    ws[r] = p.scale + (r0 + r) * np * 16;
-  }
+template <class D, int T>
+HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64_t t0, float* out) {
+  constexpr int G = D::kGroups;
+  constexpr bool kZero = D::kZeroPoint != 0;
   const int8_t* xq[T];
   const float* xd[T];
+  const float* xs[T];
   const int32_t* xz[T];
   for (int t = 0; t < T; ++t) {
-    xq[t] = a.q + (t0 + t) * np * 64;
-    xd[t] = a.d + (t0 + t) * np * 2;
-    xz[t] = a.zero + (t0 + t) * np * 16;
+    xq[t] = a.q + (t0 + t) * n_blocks * 32;
+    xd[t] = a.d + (t0 + t) * n_blocks;
+    xs[t] = a.sum + (t0 + t) * n_blocks * G;
+    xz[t] = a.zero + (t0 + t) * n_blocks * G;
   }
-  for (int64_t j = 0; j < np; ++j) {
-    __m512i w[R];
-    __m512 s[R];
-    for (int r = 0; r < R; ++r) {
-      w[r] = _mm512_loadu_si512(wq[r] + 64 * j);
-      s[r] = _mm512_loadu_ps(ws[r] + 16 * j);
-    }
-    for (int t = 0; t < T; ++t) {
-      const __m512i x = _mm512_loadu_si512(xq[t] + 64 * j);
-      const __m512 d = _mm512_broadcast_f32x2(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[t] + 2 * j))));
-      const __m512i start = kZero ? _mm512_loadu_si512(xz[t] + 16 * j) : _mm512_setzero_si512();
-      for (int r = 0; r < R; ++r) {
-        const __m512 isum = _mm512_cvtepi32_ps(qd::DpbusdEvex(start, w[r], x));
-        acc[r][t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(s[r], d), acc[r][t]);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n_blocks; ++j) {
+    const uint8_t* wq = p.q + j * 512;
+    for (int g = 0; g < G; ++g) {
+      __m512i isum[T];
+      for (int t = 0; t < T; ++t) isum[t] = kZero ? _mm512_set1_epi32(xz[t][j * G + g]) : _mm512_setzero_si512();
+      for (int k = g * 8 / G; k < (g + 1) * 8 / G; ++k) {
+        const __m512i w = _mm512_loadu_si512(wq + 64 * k);
+        for (int t = 0; t < T; ++t) isum[t] = DpbusdBroadcast(isum[t], w, xq[t] + 32 * j + 4 * k);
       }
-    }
-    if constexpr (!kZero) {
-      // The offsets, sum_g offset[r][g] * xsum[t][g] (4 groups per pair), go into the same
-      // accumulators every 4 pairs: their lanes are summed at the end anyway.
-      if (j % 4 == 3) {
-        const int64_t g = (j - 3) * 4;
-        __m512 wo[R];
-        for (int r = 0; r < R; ++r) wo[r] = _mm512_loadu_ps(p.offset + (r0 + r) * np * 4 + g);
-        for (int t = 0; t < T; ++t) {
-          const __m512 xs = _mm512_loadu_ps(a.sum + (t0 + t) * np * 4 + g);
-          for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wo[r], xs, acc[r][t]);
-        }
+      const __m512 scale = _mm512_loadu_ps(p.scale + (j * G + g) * kPanelRows);
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[t][j])), acc[t]);
+      }
+      if constexpr (D::kHasMin) {
+        const __m512 offset = _mm512_loadu_ps(p.offset + (j * G + g) * kPanelRows);
+        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xs[t][j * G + g]), acc[t]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      float tail = 0.0f;
-      if constexpr (!kZero) {  // the groups of the last np % 4 pairs
-        const float* wo = p.offset + (r0 + r) * np * 4;
-        const float* xs = a.sum + (t0 + t) * np * 4;
-        for (int64_t g = np / 4 * 16; g < np * 4; ++g) tail += wo[g] * xs[g];
-      }
-      out[r * T + t] = _mm512_reduce_add_ps(acc[r][t]) + tail;
-    }
-  }
-}
-
-template <bool kZero, int R>
-HWY_INLINE void MicroKernelRows(const Panel& p, int r0, const Acts& a, int64_t t0, int nt, float* out) {
-  switch (nt) {
-    case 4: return MicroKernel<kZero, R, 4>(p, r0, a, t0, out);
-    case 3: return MicroKernel<kZero, R, 3>(p, r0, a, t0, out);
-    case 2: return MicroKernel<kZero, R, 2>(p, r0, a, t0, out);
-    default: return MicroKernel<kZero, R, 1>(p, r0, a, t0, out);
-  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kPanelRows, acc[t]);
 }
 
 // GEMLET_VNNI_GEMM=0 falls back to the per-row tiles of quant_dot-inl.h (A/B measurements only).
@@ -345,9 +300,6 @@ inline bool Enabled() {
   return enabled;
 }
 
-constexpr int kPanelRows = 16;  // rows decoded per panel (4 register tiles of 4)
-constexpr int kTileRows = 4, kTileTokens = 4;
-
 // Thread-local buffers that grow to the largest size seen: no allocation in steady state.
 template <class T>
 T* Scratch(std::vector<T>& v, size_t n) {
@@ -357,62 +309,66 @@ T* Scratch(std::vector<T>& v, size_t n) {
 
 template <class D>
 void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const int64_t n_pairs = (w.n_in + 63) / 64;
+  constexpr int G = D::kGroups;
+  const int64_t n_blocks = w.n_in / kBlock32;
   Acts acts;
-  acts.n_pairs = n_pairs;
+  acts.n_blocks = n_blocks;
   {
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> d, sum;
     thread_local std::vector<int32_t> zero;
-    acts.q = Scratch(q, static_cast<size_t>(n_tokens * n_pairs * 64));
-    acts.d = Scratch(d, static_cast<size_t>(n_tokens * n_pairs * 2));
-    acts.sum = Scratch(sum, static_cast<size_t>(n_tokens * n_pairs * 4));
-    acts.zero = Scratch(zero, static_cast<size_t>(n_tokens * n_pairs * 16));
+    acts.q = Scratch(q, static_cast<size_t>(n_tokens * n_blocks * 32));
+    acts.d = Scratch(d, static_cast<size_t>(n_tokens * n_blocks));
+    acts.sum = Scratch(sum, static_cast<size_t>(n_tokens * n_blocks * G));
+    acts.zero = Scratch(zero, static_cast<size_t>(n_tokens * n_blocks * G));
   }
   pool.ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
-      QuantizeActRow(x + t * w.n_in, w.n_in, n_pairs, D::kZeroPoint, acts.q + t * n_pairs * 64,
-                     acts.d + t * n_pairs * 2, acts.sum + t * n_pairs * 4, acts.zero + t * n_pairs * 16);
+      QuantizeActRow<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, acts.q + t * n_blocks * 32, acts.d + t * n_blocks,
+                        acts.sum + t * n_blocks * G, acts.zero + t * n_blocks * G);
     }
   });
-  constexpr bool kZero = D::kZeroPoint != 0;
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;
   // Panels are taken one at a time: a thread that the OS time-slices away holds up no one.
   pool.ParallelForDynamic(static_cast<size_t>(n_panels), 1, [&](size_t begin, size_t end, int) {
     thread_local std::vector<uint8_t> pq;
     thread_local std::vector<float> ps, po;
     Panel p;
-    p.n_pairs = n_pairs;
-    p.q = Scratch(pq, static_cast<size_t>(kPanelRows * n_pairs * 64));
-    p.scale = Scratch(ps, static_cast<size_t>(kPanelRows * n_pairs * 16));
-    p.offset = Scratch(po, static_cast<size_t>(kPanelRows * n_pairs * 4));
-    float out[kTileRows * kTileTokens];
+    p.q = Scratch(pq, static_cast<size_t>(n_blocks * 512));
+    p.scale = Scratch(ps, static_cast<size_t>(n_blocks * G * kPanelRows));
+    p.offset = Scratch(po, static_cast<size_t>(n_blocks * G * kPanelRows));
+    alignas(64) float out[kTileTokens * kPanelRows];
     for (size_t panel = begin; panel < end; ++panel) {
       const int64_t row0 = static_cast<int64_t>(panel) * kPanelRows;
       const int rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.n_out - row0));
-      for (int r = 0; r < rows; ++r) {
-        PanelRowWriter writer(p.q + r * n_pairs * 64, p.scale + r * n_pairs * 16, p.offset + r * n_pairs * 4);
-        D::DecodeRow(w.Row(row0 + r), w.n_in, writer);
-        writer.Finish();
+      if (rows < kPanelRows) {  // the missing rows' lanes compute zeros
+        std::memset(p.q, 0, static_cast<size_t>(n_blocks * 512));
+        std::fill_n(p.scale, n_blocks * G * kPanelRows, 0.0f);
+        std::fill_n(p.offset, n_blocks * G * kPanelRows, 0.0f);
       }
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
-        for (int r0 = 0; r0 < rows; r0 += kTileRows) {
-          const int nr = std::min(kTileRows, rows - r0);
-          switch (nr) {
-            case 4: MicroKernelRows<kZero, 4>(p, r0, acts, t0, nt, out); break;
-            case 3: MicroKernelRows<kZero, 3>(p, r0, acts, t0, nt, out); break;
-            case 2: MicroKernelRows<kZero, 2>(p, r0, acts, t0, nt, out); break;
-            default: MicroKernelRows<kZero, 1>(p, r0, acts, t0, nt, out); break;
-          }
-          for (int r = 0; r < nr; ++r) {
-            for (int t = 0; t < nt; ++t) y[(t0 + t) * w.n_out + row0 + r0 + r] = out[r * nt + t];
-          }
+      for (int r = 0; r < rows; ++r) {
+        PanelRowWriter<G> writer(p, r);
+        D::DecodeRow(w.Row(row0 + r), w.n_in, writer);
+      }
+      const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
+      for (int64_t t0 = 0; t0 < n_tokens;) {
+        const int64_t left = n_tokens - t0;
+        const int nt = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        switch (nt) {
+          case 8: PanelTile<D, 8>(p, n_blocks, acts, t0, out); break;
+          case 4: PanelTile<D, 4>(p, n_blocks, acts, t0, out); break;
+          case 2: PanelTile<D, 2>(p, n_blocks, acts, t0, out); break;
+          default: PanelTile<D, 1>(p, n_blocks, acts, t0, out); break;
         }
+        for (int t = 0; t < nt; ++t) {
+          _mm512_mask_storeu_ps(y + (t0 + t) * w.n_out + row0, valid, _mm512_load_ps(out + t * kPanelRows));
+        }
+        t0 += nt;
       }
     }
   });
 }
+static_assert(kTileTokens == 8, "Gemm's switch lists the tile sizes");
 
 }  // namespace vnni
 // NOLINTNEXTLINE(google-readability-namespace-comments)
