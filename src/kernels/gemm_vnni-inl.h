@@ -307,8 +307,10 @@ T* Scratch(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-template <class D>
-void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+// fill(row0, rows, panel) decodes rows [row0, row0 + rows) into the panel, kGroups scale groups per
+// 32-value block; D gives kGroups, kZeroPoint and kHasMin.
+template <class D, class Fill>
+void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, const Fill& fill) {
   constexpr int G = D::kGroups;
   const int64_t n_blocks = w.n_in / kBlock32;
   Acts acts;
@@ -346,10 +348,7 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Thr
         std::fill_n(p.scale, n_blocks * G * kPanelRows, 0.0f);
         std::fill_n(p.offset, n_blocks * G * kPanelRows, 0.0f);
       }
-      for (int r = 0; r < rows; ++r) {
-        PanelRowWriter<G> writer(p, r);
-        D::DecodeRow(w.Row(row0 + r), w.n_in, writer);
-      }
+      fill(row0, rows, p);
       const __mmask16 valid = static_cast<__mmask16>((1u << rows) - 1);
       for (int64_t t0 = 0; t0 < n_tokens;) {
         const int64_t left = n_tokens - t0;
@@ -369,6 +368,17 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Thr
   });
 }
 static_assert(kTileTokens == 8, "Gemm's switch lists the tile sizes");
+
+// The GEMM over rows as stored: panels filled by the type's row decoder.
+template <class D>
+void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  Gemm<D>(w, x, n_tokens, y, pool, [&](int64_t row0, int rows, const Panel& p) {
+    for (int r = 0; r < rows; ++r) {
+      PanelRowWriter<D::kGroups> writer(p, r);
+      D::DecodeRow(w.Row(row0 + r), w.n_in, writer);
+    }
+  });
+}
 
 }  // namespace vnni
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -12,6 +12,8 @@
 
 namespace gemlet {
 
+class PackedWeights;
+
 // A weight matrix as GGUF stores it: n_out rows of n_in values each (GGUF ne = [n_in, n_out]),
 // rows contiguous in `type`. Points into the mapped file; never owns data.
 struct WeightMatrix {
@@ -20,6 +22,9 @@ struct WeightMatrix {
   int64_t n_in = 0;
   int64_t n_out = 0;
   size_t row_bytes = 0;
+  // Where the SIMD kernels keep these rows repacked for themselves, or null (kernels/packed_weights.h).
+  // A view of part of a tensor (one expert of a stacked tensor) must not carry its tensor's slot.
+  PackedWeights* packed = nullptr;
 
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   explicit operator bool() const { return data != nullptr; }

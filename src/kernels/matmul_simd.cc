@@ -19,6 +19,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/quant_dot-inl.h"
 #include "kernels/gemm_vnni-inl.h"
+#include "kernels/packed-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gemlet {
@@ -270,11 +271,67 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
   Run<K>(w, act, w.n_in / kBlock, n_tokens, y, pool);
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// Packed weights (packed-inl.h): false when w has no packed layout here (then the rows as stored
+// are used).
+template <class T>
+bool RunPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), pool);
+  if (data == nullptr) return false;
+  if (n_tokens > 1 && vnni::Enabled()) {
+    packed::Gemm<T>(w, data, x, n_tokens, y, pool);
+    return true;
+  }
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * w.n_in;
+    typename T::Act act;
+    if constexpr (T::kBlockValues == kBlockK) {
+      act.blocks = QuantizeActivations<BlockQ8_K>(xt, 1, w.n_in, pool);
+      // Q4_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
+      thread_local std::vector<int32_t> pair_sums;
+      if (pair_sums.size() < static_cast<size_t>(4 * n_blocks)) pair_sums.resize(static_cast<size_t>(4 * n_blocks));
+      for (int64_t i = 0; i < n_blocks; ++i) {
+        const int16_t* b = act.blocks[i].bsums;
+        for (int p = 0; p < 4; ++p) {
+          const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
+          pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+        }
+      }
+      act.pair_sums = pair_sums.data();
+    } else {
+      thread_local std::vector<int8_t> q;
+      thread_local std::vector<float> d, sum;
+      thread_local std::vector<int32_t> zero;
+      act.n_blocks = n_blocks;
+      act.q = vnni::Scratch(q, static_cast<size_t>(n_blocks * 32));
+      act.d = vnni::Scratch(d, static_cast<size_t>(n_blocks));
+      act.sum = vnni::Scratch(sum, static_cast<size_t>(n_blocks));
+      act.zero = vnni::Scratch(zero, static_cast<size_t>(n_blocks));
+      vnni::QuantizeActRow<1>(xt, n_blocks, T::kZeroPoint, act.q, act.d, act.sum, act.zero);
+    }
+    packed::Gemv<T>(w, data, act, y + t * w.n_out, PrefetchDistance(), pool);
+  }
+  return true;
+}
+
+bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  switch (w.type) {
+    case DType::kQ4_0: return RunPacked<packed::Q4_0>(w, x, n_tokens, y, pool);
+    case DType::kQ8_0: return RunPacked<packed::Q8_0>(w, x, n_tokens, y, pool);
+    case DType::kQ4_K: return RunPacked<packed::Q4_K>(w, x, n_tokens, y, pool);
+    case DType::kQ6_K: return RunPacked<packed::Q6_K>(w, x, n_tokens, y, pool);
+    default: return false;
+  }
+}
+#endif
+
 }  // namespace
 
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
+  if (w.packed != nullptr && MatMulPacked(w, x, n_tokens, y, pool)) return;
   if (n_tokens > 1 && vnni::Enabled()) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
     switch (w.type) {
       case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, pool);

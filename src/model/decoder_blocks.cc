@@ -26,6 +26,7 @@ Result<WeightMatrix> WeightBinder::Matrix(const std::string& name, int64_t n_in,
   m.n_in = n_in;
   m.n_out = n_out;
   m.row_bytes = RowBytes(t->type, n_in);
+  if (packed_ != nullptr) m.packed = packed_->NewSlot();
   return m;
 }
 

@@ -17,15 +17,18 @@ namespace gemlet {
 // Looks tensors up by llama.cpp name and checks shape and type before anything is computed.
 class WeightBinder {
  public:
-  explicit WeightBinder(const GgufFile& file) : file_(file) {}
+  // packed: where the matrices get slots for the kernels' packed copies; null for none.
+  explicit WeightBinder(const GgufFile& file, PackedWeightStore* packed = nullptr) : file_(file), packed_(packed) {}
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
-  // A [n_out, n_in] matrix (GGUF ne = [n_in, n_out]), read in place from the map.
+  // A [n_out, n_in] matrix (GGUF ne = [n_in, n_out]), read in place from the map (or from its packed
+  // copy, once the kernels made one).
   Result<WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
   // A small vector (norm weights), converted to float and owned.
   Result<std::vector<float>> Vector(const std::string& name, int64_t n) const;
 
  private:
   const GgufFile& file_;
+  PackedWeightStore* packed_;
 };
 
 std::string LayerTensor(int layer, const char* suffix);  // "blk.<layer>.<suffix>"

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_reader.h"
+#include "kernels/packed_weights.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 
@@ -78,7 +79,11 @@ class Model {
   Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
                  float* logits, bool all_logits, const std::function<void(int, int)>* progress = nullptr) const;
 
-  explicit Model(std::shared_ptr<const GgufFile> gguf) : gguf_(std::move(gguf)) {}
+  explicit Model(std::shared_ptr<const GgufFile> gguf)
+      : gguf_(std::move(gguf)), packed_(std::make_unique<PackedWeightStore>(gguf_ ? gguf_->mapping() : nullptr)) {}
+
+  // Bytes of weights repacked for the kernels so far (they are packed on first use).
+  size_t PackedWeightBytes() const { return packed_->PackedBytes(); }
 
  protected:
   // One chunk of at most ws.max_batch tokens; positions start at cache.n_past().
@@ -87,6 +92,9 @@ class Model {
 
   ModelConfig config_;
   std::shared_ptr<const GgufFile> gguf_;
+  // Slots for the matrices' packed copies (WeightBinder hands them out): their rows' file pages are
+  // released once packed.
+  std::unique_ptr<PackedWeightStore> packed_;
 };
 
 // Loads the family named by general.architecture; errors name the missing key or tensor.

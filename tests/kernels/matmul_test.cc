@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/packed_weights.h"
 #include "tensor/dtype.h"
 
 namespace gemlet {
@@ -104,9 +105,11 @@ double Bound(const Matrix& m, const float* x, int64_t o, bool with_act_rounding)
 }
 
 void CheckMatMul(const KernelTable& k, const Matrix& m, const std::vector<float>& x, int64_t n_tokens,
-                 ThreadPool& pool, bool exact_acts) {
+                 ThreadPool& pool, bool exact_acts, PackedWeights* packed = nullptr) {
   std::vector<float> y(static_cast<size_t>(n_tokens * m.n_out), NAN);
-  k.matmul(m.view(), x.data(), n_tokens, y.data(), pool);
+  WeightMatrix w = m.view();
+  w.packed = packed;
+  k.matmul(w, x.data(), n_tokens, y.data(), pool);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xt = &x[t * m.n_in];
     for (int64_t o = 0; o < m.n_out; ++o) {
@@ -114,7 +117,8 @@ void CheckMatMul(const KernelTable& k, const Matrix& m, const std::vector<float>
       for (int64_t i = 0; i < m.n_in; ++i) exact += static_cast<double>(m.deq[o * m.n_in + i]) * xt[i];
       ASSERT_NEAR(y[t * m.n_out + o], exact, Bound(m, xt, o, !exact_acts))
           << k.name << " " << DTypeName(m.type) << " n_in=" << m.n_in << " n_out=" << m.n_out
-          << " n_tokens=" << n_tokens << " t=" << t << " o=" << o << (exact_acts ? " exact acts" : "");
+          << " n_tokens=" << n_tokens << " t=" << t << " o=" << o << (exact_acts ? " exact acts" : "")
+          << (packed != nullptr && packed->bytes() > 0 ? " packed" : "");
     }
   }
 }
@@ -141,6 +145,31 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
         ThreadPool& pool = (n_out + n_tokens) % 2 ? three : one;
         CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, pool, false);
         if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, pool, true);
+      }
+    }
+  }
+}
+
+// Weights packed for the kernels (16 rows interleaved; AVX3_DL packs Q4_0, Q8_0, Q4_K and Q6_K
+// when n_out is a multiple of 16) give results within the same bounds, in decode and prefill; a
+// table without a packed layout for the type leaves the slot empty and reads the rows as stored.
+TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  const bool packs = std::string(k->name) == "AVX3_DL" &&
+                     (type == DType::kQ4_0 || type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K);
+  ThreadPool one(1), three(3);
+  uint32_t seed = 7;
+  for (int64_t n_in : RowLengths(type)) {
+    for (int64_t n_out : {16, 48}) {
+      const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
+      for (int64_t n_tokens : {1, 3, 9}) {
+        ThreadPool& pool = (n_out / 16 + n_tokens) % 2 ? three : one;
+        PackedWeights slot(nullptr);
+        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, pool, false, &slot);
+        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, pool, true, &slot);
+        EXPECT_EQ(slot.bytes() > 0, packs && PackedWeights::Enabled()) << k->name << " " << DTypeName(type);
       }
     }
   }

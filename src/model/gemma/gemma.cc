@@ -17,7 +17,7 @@ class Gemma final : public Model {
     ApplyRope(rope, /*scale_sliding_layers=*/true, &config_);
     RETURN_IF_ERROR(ReadAttentionScale(f, "gemma", /*n_layers_27b=*/-1, &config_));  // head_dim^-0.5
 
-    WeightBinder w(f);
+    WeightBinder w(f, packed_.get());
     RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     layers_.resize(config_.n_layers);
     for (int i = 0; i < config_.n_layers; ++i) {

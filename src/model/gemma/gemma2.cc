@@ -23,7 +23,7 @@ class Gemma2 final : public Model {
     ASSIGN_OR_RETURN(config_.attn_softcap, f.GetF32Or(arch + ".attn_logit_softcapping", 50.0f));
     ASSIGN_OR_RETURN(config_.final_softcap, f.GetF32Or(arch + ".final_logit_softcapping", 30.0f));
 
-    WeightBinder w(f);
+    WeightBinder w(f, packed_.get());
     RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     layers_.resize(config_.n_layers);
     // Norm weights arrive as (1 + w) from llama.cpp's converter.

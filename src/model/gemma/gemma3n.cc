@@ -88,7 +88,7 @@ class Gemma3n final : public Model {
     }
 
     const int d = config_.d_model, n = n_altup_;
-    WeightBinder w(f);
+    WeightBinder w(f, packed_.get());
     RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     ASSIGN_OR_RETURN(altup_proj_, BindStacked(f, "altup_proj.weight", d, n - 1));
     ASSIGN_OR_RETURN(altup_unembd_, BindStacked(f, "altup_unembd_proj.weight", d, n - 1));

@@ -97,7 +97,7 @@ class Gemma4 final : public Model {
     }
 
     const int d = config_.d_model;
-    WeightBinder w(f);
+    WeightBinder w(f, packed_.get());
     RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
     if (ple > 0) RETURN_IF_ERROR(ple_.Bind(w, f, config_, static_cast<int>(ple)));
     std::vector<float> rope_factors;

@@ -1,0 +1,369 @@
+// Packed weights for AVX-512 VNNI (the AVX3_DL target): layouts, packing, the decode GEMV and the
+// prefill GEMM's panel decoding over them. Included by matmul_simd.cc after gemm_vnni-inl.h.
+//
+// A packed matrix is n_out / 16 groups of 16 rows; a group stores its rows' blocks side by side,
+// block after block, with every field "row-interleaved": per-row scalars (scales, mins) as 16
+// consecutive values, quantized bytes as 64-byte vectors whose 32-bit lane r holds 4 bytes of row r
+// (the same 4 byte positions of every row). One vpdpbusd of such a vector with 4 activation bytes
+// broadcast to all lanes advances the 16 rows together; a block's integer sums come out one lane
+// per row and meet the 16 rows' scales, loaded as one vector. Sizes per group of 16 rows:
+//
+//   Q4_0 block (288 B = 16 x 18): d[16] (f16), then 4 vectors; vector m, lane r = bytes 4m..4m+3 of
+//        row r's qs (low nibbles: values 4m..4m+3, high nibbles: values 16+4m..16+4m+3).
+//   Q8_0 block (544 B = 16 x 34): d[16], then 8 vectors of q + 128 (unsigned); vector k holds values
+//        4k..4k+3.
+//   Q4_K super-block (2368 B = 16 x 148; the file's 144 with the 6-bit scales and mins unpacked to
+//        bytes): d[16], dmin[16], scale[8 slices][16], min[4 slice pairs][16][2], then 4 chunks of 8
+//        vectors; chunk c vector m, lane r = bytes 32c+4m..32c+4m+3 of row r's qs (low nibbles:
+//        slice 2c, high nibbles: slice 2c+1, values 4m..4m+3 of the slice).
+//   Q6_K super-block (3360 B = 16 x 210): d[16], scale[16 groups][16] (int8), then per half h of
+//        128 values: ql bytes 64h..64h+31 (8 vectors), ql bytes 64h+32..64h+63 (8), qh bytes
+//        32h..32h+31 (8), each vector m holding bytes 4m..4m+3 of the 32.
+#if defined(GEMLET_KERNELS_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef GEMLET_KERNELS_PACKED_INL_H_
+#undef GEMLET_KERNELS_PACKED_INL_H_
+#else
+#define GEMLET_KERNELS_PACKED_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstring>
+
+#include "kernels/gemm_vnni-inl.h"
+#include "kernels/packed_weights.h"
+
+#if HWY_TARGET == HWY_AVX3_DL
+HWY_BEFORE_NAMESPACE();
+namespace gemlet {
+namespace HWY_NAMESPACE {
+namespace packed {
+
+constexpr int kRows = 16;
+
+// acc += per lane, pairs of signed 16-bit values of a times the two 16-bit values at x2 (broadcast).
+HWY_INLINE __m512i DpwssdBroadcast(__m512i acc, __m512i a, const void* x2) {
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*reinterpret_cast<const int32_t*>(x2)));
+  return acc;
+}
+
+HWY_INLINE __m512 Halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE __m512i Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+HWY_INLINE __m512i Splat(uint8_t b) { return _mm512_set1_epi8(static_cast<char>(b)); }
+HWY_INLINE void Prefetch(const uint8_t* p, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
+}
+
+// Copies 4 bytes at src + src_stride * r to dst + 4 r for the 16 rows of a group: one vector.
+HWY_INLINE void InterleaveDwords(const uint8_t* src, size_t src_stride, uint8_t* dst) {
+  for (int r = 0; r < kRows; ++r) std::memcpy(dst + 4 * r, src + src_stride * r, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per type: kBlockValues and kBlockBytes (one packed block of 16 rows), Pack(16 rows) -> one group,
+// Dot(group, activations) -> 16 sums, and Fill(group, panel) for the GEMM: the decoders of
+// gemm_vnni-inl.h, reading the packed layout.
+
+struct Q4_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 288;
+  static constexpr int kZeroPoint = 8, kGroups = 1;
+  static constexpr bool kHasMin = false;
+  using Act = vnni::Acts;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ4_0);
+      for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
+      for (int m = 0; m < 4; ++m) InterleaveDwords(b + 2 + 4 * m, row_bytes, out + 32 + 64 * m);
+    }
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i low = Splat(0x0F), high = Splat(0xF0);
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const int8_t* x = a.q + 32 * j;
+      __m512i lo = _mm512_set1_epi32(a.zero[j]), hi = _mm512_setzero_si512();  // hi: 16 x the high nibbles
+      for (int m = 0; m < 4; ++m) {
+        const __m512i v = Load(g + 32 + 64 * m);
+        lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 4 * m);
+        hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 16 + 4 * m);
+      }
+      const __m512i sum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    const __m512i low = Splat(0x0F);
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      for (int m = 0; m < 4; ++m) {
+        const __m512i v = Load(g + 32 + 64 * m);
+        _mm512_storeu_si512(p.q + 512 * j + 64 * m, _mm512_and_si512(v, low));
+        _mm512_storeu_si512(p.q + 512 * j + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+      }
+      _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
+    }
+  }
+};
+
+struct Q8_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 544;
+  static constexpr int kZeroPoint = 128, kGroups = 1;
+  static constexpr bool kHasMin = false;
+  using Act = vnni::Acts;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ8_0);
+      for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
+      for (int k = 0; k < 8; ++k) InterleaveDwords(b + 2 + 4 * k, row_bytes, out + 32 + 64 * k);
+      for (int i = 32; i < kBlockBytes; ++i) out[i] ^= 0x80;  // q + 128
+    }
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const int8_t* x = a.q + 32 * j;
+      __m512i s0 = _mm512_set1_epi32(a.zero[j]), s1 = _mm512_setzero_si512();
+      for (int k = 0; k < 8; k += 2) {
+        s0 = vnni::DpbusdBroadcast(s0, Load(g + 32 + 64 * k), x + 4 * k);
+        s1 = vnni::DpbusdBroadcast(s1, Load(g + 96 + 64 * k), x + 4 * k + 4);
+      }
+      const __m512i sum = _mm512_add_epi32(s0, s1);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      std::memcpy(p.q + 512 * j, g + 32, 512);
+      _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
+    }
+  }
+};
+
+// The K types' decode runs against activations quantized per 256 values (BlockQ8_K), so a
+// super-block's slices accumulate in integers, scaled by their 6-bit (Q4_K) or 8-bit (Q6_K) scales.
+struct ActK {
+  const BlockQ8_K* blocks = nullptr;
+  const int32_t* pair_sums = nullptr;  // [super-block][4]: two int16 slice sums (Q4_K's mins)
+};
+
+struct Q4_K {
+  static constexpr int kBlockValues = 256, kBlockBytes = 2368;
+  static constexpr int kZeroPoint = 0, kGroups = 1;
+  static constexpr bool kHasMin = true;
+  static constexpr int kScales = 64, kMins = 192, kQs = 320;
+  using Act = ActK;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ4_K& blk = *reinterpret_cast<const BlockQ4_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
+        uint8_t sm[16];
+        qd::UnpackScaleMinK4All(blk.scales, sm);
+        for (int s = 0; s < 8; ++s) {
+          out[kScales + kRows * s + r] = sm[s];
+          out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
+        }
+      }
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
+        }
+      }
+    }
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i low = Splat(0x0F), high = Splat(0xF0);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const int8_t* x = a.blocks[i].qs;
+      __m512i scaled = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        const uint8_t* q = g + kQs + 512 * c;
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(q + 64 * m);
+          lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 64 * c + 4 * m);
+          hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
+        }
+        const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c)));
+        const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c + 16)));
+        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(lo, sc_lo));
+        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_srai_epi32(hi, 4), sc_hi));
+      }
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const __m512i m16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kMins + 32 * p)));
+        mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
+      }
+      const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_mul_ps(Halves(g), dx), acc);
+      acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    const __m512i low = Splat(0x0F);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      const __m512 d = Halves(g), dmin = Halves(g + 32);
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(g + kQs + 512 * c + 64 * m);
+          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c) + 64 * m, _mm512_and_si512(v, low));
+          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c + 1) + 64 * m, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        }
+      }
+      for (int s = 0; s < 8; ++s) {
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * s))));
+        _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_mul_ps(d, sc));
+        alignas(64) float mins[kRows];
+        for (int r = 0; r < kRows; ++r) mins[r] = g[kMins + 32 * (s / 2) + 2 * r + s % 2];
+        _mm512_storeu_ps(p.offset + kRows * (8 * i + s), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), _mm512_load_ps(mins)));
+      }
+    }
+  }
+};
+
+struct Q6_K {
+  static constexpr int kBlockValues = 256, kBlockBytes = 3360;
+  static constexpr int kZeroPoint = 32, kGroups = 2;
+  static constexpr bool kHasMin = false;
+  static constexpr int kScales = 32, kQ = 288;
+  using Act = ActK;
+  // The 6-bit values of a half's vector m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
+  static HWY_INLINE void Values(const uint8_t* half, int m, __m512i out[4]) {
+    const __m512i low = Splat(0x0F);
+    const __m512i a = Load(half + 64 * m), b = Load(half + 512 + 64 * m), h = Load(half + 1024 + 64 * m);
+    out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(h, 4), Splat(0x30)));
+    out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(h, 2), Splat(0x30)));
+    out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(h, Splat(0x30)));
+    out[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), _mm512_and_si512(_mm512_srli_epi16(h, 2), Splat(0x30)));
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
+      }
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* half = out + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 64 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 512 + 64 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 1024 + 64 * m);
+        }
+      }
+    }
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const BlockQ8_K& xb = a.blocks[i];
+      __m512i scaled = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + kQ + 1536 * h;
+        for (int mh = 0; mh < 2; ++mh) {  // vectors 4mh..4mh+3: group 8h + 2j + mh for out[j]
+          __m512i sums[4];
+          for (int j = 0; j < 4; ++j) sums[j] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
+          for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
+            __m512i v[4];
+            Values(half, m, v);
+            for (int j = 0; j < 4; ++j) sums[j] = vnni::DpbusdBroadcast(sums[j], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
+          }
+          for (int j = 0; j < 4; ++j) {
+            const int grp = 8 * h + 2 * j + mh;
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * grp)));
+            scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(sums[j], sc));
+          }
+        }
+      }
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_mul_ps(Halves(g), _mm512_set1_ps(xb.d)), acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      const __m512 d = Halves(g);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          __m512i v[4];
+          Values(half, m, v);
+          // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
+          for (int j = 0; j < 4; ++j) _mm512_storeu_si512(p.q + 512 * (8 * i + 4 * h + j) + 64 * m, v[j]);
+        }
+      }
+      for (int grp = 0; grp < 16; ++grp) {  // group grp of 16 = block grp / 2, scale group grp % 2
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * grp))));
+        _mm512_storeu_ps(p.scale + kRows * (16 * i + grp), _mm512_mul_ps(d, sc));
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Drivers.
+
+template <class T>
+size_t PackedBytes(const WeightMatrix& w) {
+  if (w.n_out % kRows != 0 || w.n_in % T::kBlockValues != 0) return 0;
+  return static_cast<size_t>(w.n_out / kRows) * static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
+}
+
+template <class T>
+void Pack(const WeightMatrix& w, uint8_t* dst, ThreadPool& pool) {
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  pool.ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 4, [&](size_t begin, size_t end, int) {
+    for (size_t g = begin; g < end; ++g) T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, n_blocks, dst + g * group_bytes);
+  });
+}
+
+template <class T>
+const PackedWeights::Layout& LayoutOf() {
+  static const PackedWeights::Layout layout{&PackedBytes<T>, &Pack<T>};
+  return layout;
+}
+
+// Decode: one token; groups of 16 rows split across the pool, each prefetching `ahead` bytes ahead.
+template <class T>
+void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act& act, float* y, size_t ahead,
+          ThreadPool& pool) {
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  pool.ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
+    for (size_t g = begin; g < end; ++g) {
+      _mm512_storeu_ps(y + g * kRows, T::Dot(data + g * group_bytes, n_blocks, act, ahead));
+    }
+  });
+}
+
+// Prefill: the VNNI GEMM with panels filled from the packed groups.
+template <class T>
+void Gemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  vnni::Gemm<T>(w, x, n_tokens, y, pool, [&](int64_t row0, int rows, const vnni::Panel& p) {
+    (void)rows;  // always 16: packed matrices have whole groups
+    T::Fill(data + static_cast<size_t>(row0 / kRows) * group_bytes, n_blocks, p);
+  });
+}
+
+}  // namespace packed
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace gemlet
+HWY_AFTER_NAMESPACE();
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+#endif  // include guard
