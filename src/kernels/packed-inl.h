@@ -315,23 +315,23 @@ struct Q6_K {
 // Drivers.
 
 template <class T>
-size_t PackedBytes(const WeightMatrix& w) {
+size_t GroupBytes(const WeightMatrix& w) {
   if (w.n_out % kRows != 0 || w.n_in % T::kBlockValues != 0) return 0;
-  return static_cast<size_t>(w.n_out / kRows) * static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
+  return static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
 }
 
 template <class T>
-void Pack(const WeightMatrix& w, uint8_t* dst, ThreadPool& pool) {
-  const int64_t n_blocks = w.n_in / T::kBlockValues;
-  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
-  pool.ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 4, [&](size_t begin, size_t end, int) {
-    for (size_t g = begin; g < end; ++g) T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, n_blocks, dst + g * group_bytes);
-  });
+void Pack(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst) {
+  const size_t group_bytes = GroupBytes<T>(w);
+  for (size_t g = begin; g < end; ++g) {
+    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues, dst + g * group_bytes);
+  }
 }
 
 template <class T>
 const PackedWeights::Layout& LayoutOf() {
-  static const PackedWeights::Layout layout{&PackedBytes<T>, &Pack<T>};
+  static_assert(kRows == PackedWeights::kGroupRows);
+  static const PackedWeights::Layout layout{&GroupBytes<T>, &Pack<T>};
   return layout;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,21 +21,30 @@ bool PackedWeights::Enabled() {
 
 const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, ThreadPool& pool) {
   std::call_once(once_, [&] {
-    const size_t bytes = Enabled() ? layout.bytes(w) : 0;
-    if (bytes == 0) return;
+    const size_t group_bytes = Enabled() ? layout.group_bytes(w) : 0;
+    if (group_bytes == 0) return;
+    const size_t n_groups = static_cast<size_t>(w.n_out / kGroupRows), bytes = n_groups * group_bytes;
     // Anonymous pages of their own (2 MiB pages where the kernel allows): 64-byte aligned, and
     // returned to the system whole when the model goes.
     void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return;  // no memory to spare: the kernels read the rows as stored
     ::madvise(mem, bytes, MADV_HUGEPAGE);
-    layout.pack(w, static_cast<uint8_t*>(mem), pool);
-    data_ = static_cast<uint8_t*>(mem);
+    auto* dst = static_cast<uint8_t*>(mem);
+    // Slabs of about 8 MiB: the stored rows of a slab are released as soon as it is packed, so the
+    // packed copy and the file pages overlap by one slab (an output head is 0.3-0.6 GB).
+    const size_t slab = std::max<size_t>(1, (size_t{8} << 20) / group_bytes);
+    const size_t stored_group_bytes = static_cast<size_t>(kGroupRows) * w.row_bytes;
+    for (size_t g0 = 0; g0 < n_groups; g0 += slab) {
+      const size_t g1 = std::min(n_groups, g0 + slab);
+      pool.ParallelForDynamic(g1 - g0, 1, [&](size_t begin, size_t end, int) { layout.pack(w, g0 + begin, g0 + end, dst); });
+      if (source_ != nullptr) {
+        const uint8_t* rows = w.data + g0 * stored_group_bytes;
+        source_->ReleasePagesAfterRead(rows, (g1 - g0) * stored_group_bytes, rows, (g1 - g0) * stored_group_bytes);
+      }
+    }
+    data_ = dst;
     bytes_.store(bytes, std::memory_order_relaxed);
     layout_ = &layout;
-    if (source_ != nullptr) {
-      const size_t stored = static_cast<size_t>(w.n_out) * w.row_bytes;
-      source_->ReleasePagesAfterRead(w.data, stored, w.data, stored);
-    }
   });
   return layout_ == &layout ? data_ : nullptr;
 }

@@ -27,10 +27,12 @@ struct WeightMatrix;
 
 class PackedWeights {
  public:
-  // Writes w in a kernel's packed layout to dst (bytes(w) bytes), splitting the work on pool.
+  // A kernel's packed layout: groups of kGroupRows rows, each group_bytes(w) long.
+  static constexpr int64_t kGroupRows = 16;
   struct Layout {
-    size_t (*bytes)(const WeightMatrix& w);  // 0: no packed layout for w
-    void (*pack)(const WeightMatrix& w, uint8_t* dst, ThreadPool& pool);
+    size_t (*group_bytes)(const WeightMatrix& w);  // 0: no packed layout for w
+    // Writes groups [begin, end) of w to dst + group * group_bytes(w).
+    void (*pack)(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst);
   };
 
   // source: the mapping the rows live in when they may be released once packed; null to keep them.
