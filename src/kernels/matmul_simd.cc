@@ -318,6 +318,7 @@ bool RunPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
 bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   switch (w.type) {
     case DType::kQ4_0: return RunPacked<packed::Q4_0>(w, x, n_tokens, y, pool);
+    case DType::kQ5_0: return RunPacked<packed::Q5_0>(w, x, n_tokens, y, pool);
     case DType::kQ8_0: return RunPacked<packed::Q8_0>(w, x, n_tokens, y, pool);
     case DType::kQ4_K: return RunPacked<packed::Q4_K>(w, x, n_tokens, y, pool);
     case DType::kQ6_K: return RunPacked<packed::Q6_K>(w, x, n_tokens, y, pool);

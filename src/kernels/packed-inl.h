@@ -10,6 +10,8 @@
 //
 //   Q4_0 block (288 B = 16 x 18): d[16] (f16), then 4 vectors; vector m, lane r = bytes 4m..4m+3 of
 //        row r's qs (low nibbles: values 4m..4m+3, high nibbles: values 16+4m..16+4m+3).
+//   Q5_0 block (352 B = 16 x 22): d[16], then per vector m of Q4_0's layout two 64-bit masks (bit
+//        4r+b: the fifth bit of row r's value 4m+b, then of value 16+4m+b), then the 4 vectors.
 //   Q8_0 block (544 B = 16 x 34): d[16], then 8 vectors of q + 128 (unsigned); vector k holds values
 //        4k..4k+3.
 //   Q4_K super-block (2368 B = 16 x 148; the file's 144 with the 6-bit scales and mins unpacked to
@@ -102,6 +104,72 @@ struct Q4_0 {
         const __m512i v = Load(g + 32 + 64 * m);
         _mm512_storeu_si512(p.q + 512 * j + 64 * m, _mm512_and_si512(v, low));
         _mm512_storeu_si512(p.q + 512 * j + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+      }
+      _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
+    }
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 352;
+  static constexpr int kZeroPoint = 16, kGroups = 1;
+  static constexpr bool kHasMin = false;
+  static constexpr int kMasks = 32, kQs = 96;
+  using Act = vnni::Acts;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ5_0);
+      uint64_t masks[8] = {};
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ5_0& blk = *reinterpret_cast<const BlockQ5_0*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        uint32_t qh;
+        std::memcpy(&qh, blk.qh, 4);
+        for (int m = 0; m < 4; ++m) {
+          for (int k = 0; k < 4; ++k) {
+            masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
+            masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
+          }
+        }
+      }
+      std::memcpy(out + kMasks, masks, sizeof(masks));
+      for (int m = 0; m < 4; ++m) InterleaveDwords(b + offsetof(BlockQ5_0, qs) + 4 * m, row_bytes, out + kQs + 64 * m);
+    }
+  }
+  // The 5-bit values of vector m: values 4m.. in lo, 16+4m.. in hi.
+  static HWY_INLINE void Values(const uint8_t* g, int m, __m512i* lo, __m512i* hi) {
+    const __m512i low = Splat(0x0F), bit = Splat(0x10);
+    uint64_t k[2];
+    std::memcpy(k, g + kMasks + 16 * m, 16);
+    const __m512i v = Load(g + kQs + 64 * m);
+    const __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    *lo = _mm512_mask_add_epi8(l, _cvtu64_mask64(k[0]), l, bit);
+    *hi = _mm512_mask_add_epi8(h, _cvtu64_mask64(k[1]), h, bit);
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const int8_t* x = a.q + 32 * j;
+      __m512i s0 = _mm512_set1_epi32(a.zero[j]), s1 = _mm512_setzero_si512();
+      for (int m = 0; m < 4; ++m) {
+        __m512i lo, hi;
+        Values(g, m, &lo, &hi);
+        s0 = vnni::DpbusdBroadcast(s0, lo, x + 4 * m);
+        s1 = vnni::DpbusdBroadcast(s1, hi, x + 16 + 4 * m);
+      }
+      const __m512i sum = _mm512_add_epi32(s0, s1);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      for (int m = 0; m < 4; ++m) {
+        __m512i lo, hi;
+        Values(g, m, &lo, &hi);
+        _mm512_storeu_si512(p.q + 512 * j + 64 * m, lo);
+        _mm512_storeu_si512(p.q + 512 * j + 64 * (m + 4), hi);
       }
       _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
     }

@@ -150,7 +150,7 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
   }
 }
 
-// Weights packed for the kernels (16 rows interleaved; AVX3_DL packs Q4_0, Q8_0, Q4_K and Q6_K
+// Weights packed for the kernels (16 rows interleaved; AVX3_DL packs Q4_0, Q5_0, Q8_0, Q4_K and Q6_K
 // when n_out is a multiple of 16) give results within the same bounds, in decode and prefill; a
 // table without a packed layout for the type leaves the slot empty and reads the rows as stored.
 TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
@@ -158,7 +158,8 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
   const bool packs = std::string(k->name) == "AVX3_DL" &&
-                     (type == DType::kQ4_0 || type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ6_K);
+                     (type == DType::kQ4_0 || type == DType::kQ5_0 || type == DType::kQ8_0 || type == DType::kQ4_K ||
+                      type == DType::kQ6_K);
   ThreadPool one(1), three(3);
   uint32_t seed = 7;
   for (int64_t n_in : RowLengths(type)) {
