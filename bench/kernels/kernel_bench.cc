@@ -3,7 +3,10 @@
 // kernels in ns per call; ThreadPool dispatch overhead; this machine's memory read bandwidth.
 //
 //   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
-//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N]
+//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]
+//
+// --packed gives every matrix a PackedWeights slot, as a loaded model's matrices have: kernels with
+// a packed layout for the type repack it before the timed calls (kernels/packed_weights.h).
 //
 // Each figure is the median of --reps runs of at least 0.2 s each (alternate configurations and
 // repeat: this machine is shared and noisy).
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -22,6 +26,7 @@
 
 #include "base/half.h"
 #include "kernels/kernel_table.h"
+#include "kernels/packed_weights.h"
 #include "tensor/dtype.h"
 
 namespace gemlet {
@@ -105,6 +110,7 @@ struct Options {
   std::vector<std::string> types = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
                                     "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
   std::string only;
+  bool packed = false;
 };
 
 std::vector<const KernelTable*> Tables(const Options& o) {
@@ -159,20 +165,28 @@ void BenchMatMul(const Options& o, bool gemm) {
         std::mt19937 rng(3);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         for (float& v : x) v = normal(rng);
-        const WeightMatrix hot = View(type, weights.data(), s.n_in, s.n_out);
+        WeightMatrix hot = View(type, weights.data(), s.n_in, s.n_out);
+        PackedWeights hot_slot(nullptr);
+        if (o.packed) hot.packed = &hot_slot;
         const double t_hot = TimePerCall([&] { k->matmul(hot, x.data(), n_tokens, y.data(), pool); }, o.reps);
         if (gemm) {
           const double flops = 2.0 * static_cast<double>(s.n_in) * s.n_out * n_tokens;
           std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.1f%s\n", type_name.c_str(), s.name, k->name, t_hot * 1e3,
                       flops / t_hot / 1e9, n_tokens / t_hot, is_ref ? "  (ref: 8 tokens)" : "");
         } else {
+          std::deque<PackedWeights> slots;
+          auto cold_copy = [&](size_t c) {
+            WeightMatrix w = View(type, cold.data() + c * bytes, s.n_in, s.n_out);
+            if (o.packed) w.packed = &slots[c];
+            return w;
+          };
+          if (o.packed) {  // pack every copy before timing
+            for (size_t c = 0; c < copies; ++c) slots.emplace_back(nullptr);
+            for (size_t c = 0; c < copies; ++c) k->matmul(cold_copy(c), x.data(), 1, y.data(), pool);
+          }
           size_t next = 0;
-          const double t_cold = TimePerCall(
-              [&] {
-                const WeightMatrix w = View(type, cold.data() + (next++ % copies) * bytes, s.n_in, s.n_out);
-                k->matmul(w, x.data(), 1, y.data(), pool);
-              },
-              o.reps);
+          const double t_cold = TimePerCall([&] { k->matmul(cold_copy(next++ % copies), x.data(), 1, y.data(), pool); },
+                                            o.reps);
           std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.2f\n", type_name.c_str(), s.name, k->name, t_cold * 1e3,
                       bytes / t_hot / 1e9, bytes / t_cold / 1e9);
         }
@@ -239,9 +253,10 @@ int main(int argc, char** argv) {
     else if (arg == "--types") o.types = Split(next());
     else if (arg == "--only") o.only = next();
     else if (arg == "--calls") g_fixed_calls = std::atoi(next().c_str());
+    else if (arg == "--packed") o.packed = true;
     else {
       std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
-                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N]\n", argv[0]);
+                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]\n", argv[0]);
       return 2;
     }
   }

@@ -108,7 +108,10 @@ void ThreadPool::ParallelForDynamic(size_t n, size_t grain, const std::function<
   const int64_t publish_ns = NowNs();
   last_start_ns_.store(publish_ns, std::memory_order_relaxed);
   generation_.fetch_add(1);  // publishes job_, job_size_, job_grain_ and next_item_
-  if (workers_asleep_.load() > 0) {
+  // Whether the workers were spinning when the job came: only then does a slow start say that the
+  // machine is time-slicing them (a sleeping worker is always slow to start).
+  const bool workers_spinning = workers_asleep_.load() == 0;
+  if (!workers_spinning) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
     }
@@ -117,7 +120,7 @@ void ThreadPool::ParallelForDynamic(size_t n, size_t grain, const std::function<
   RunShare(0);
   Wait([this] { return pending_.load() == 0; }, caller_asleep_, work_done_);
   job_ = nullptr;
-  UpdateSpinPolicy(publish_ns);
+  UpdateSpinPolicy(publish_ns, workers_spinning);
 }
 
 void ThreadPool::RunShare(int index) {
@@ -134,11 +137,11 @@ void ThreadPool::RunShare(int index) {
   }
 }
 
-void ThreadPool::UpdateSpinPolicy(int64_t publish_ns) {
+void ThreadPool::UpdateSpinPolicy(int64_t publish_ns, bool workers_spinning) {
   const int pause = spin_pause_.load(std::memory_order_relaxed);
   if (pause > 0) {
     spin_pause_.store(pause - 1, std::memory_order_relaxed);
-  } else if (last_start_ns_.load(std::memory_order_relaxed) - publish_ns > kSlowStartNs) {
+  } else if (workers_spinning && last_start_ns_.load(std::memory_order_relaxed) - publish_ns > kSlowStartNs) {
     spin_pause_.store(kSpinBackoffJobs, std::memory_order_relaxed);
   }
 }

@@ -40,7 +40,10 @@ class ThreadPool {
   template <class Done>
   void Wait(Done done, std::atomic<int>& sleepers, std::condition_variable& cv);
   // After a job: whether the workers picked it up quickly enough for spinning to be worth its CPU.
-  void UpdateSpinPolicy(int64_t publish_ns);
+  // Only a job published to spinning workers is evidence: right after a pause in spinning the
+  // workers are asleep and slow to start whatever the machine's load (judging by that job kept
+  // spinning off for good once it was paused).
+  void UpdateSpinPolicy(int64_t publish_ns, bool workers_spinning);
 
   int n_threads_;
   std::vector<std::thread> workers_;

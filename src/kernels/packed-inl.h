@@ -254,17 +254,19 @@ struct Q4_K {
       const int8_t* x = a.blocks[i].qs;
       __m512i scaled = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
-        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         const uint8_t* q = g + kQs + 512 * c;
         for (int m = 0; m < 8; ++m) {
           const __m512i v = Load(q + 64 * m);
-          lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 64 * c + 4 * m);
-          hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
+          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
+          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
         }
         const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c)));
         const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c + 16)));
-        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(lo, sc_lo));
-        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_srai_epi32(hi, 4), sc_hi));
+        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
+        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), sc_hi));
       }
       __m512i mins = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) {
