@@ -33,6 +33,9 @@ constexpr auto kPreemptedGap = std::chrono::microseconds(20);
 // being time-sliced: stop spinning for kSpinBackoffJobs jobs.
 constexpr int64_t kSlowStartNs = 20000;
 constexpr int kSpinBackoffJobs = 500;
+// A slow start adds kSlowStartWeight to a score that each quick start lowers by one; spinning
+// pauses when the score reaches kSlowStartLimit (3 slow starts within ~20 jobs).
+constexpr int kSlowStartWeight = 10, kSlowStartLimit = 21;
 
 // GEMLET_POOL_SPIN=0 turns spinning off: every hand-off sleeps (for A/B measurements, and for
 // machines shared with other busy processes).
@@ -141,8 +144,13 @@ void ThreadPool::UpdateSpinPolicy(int64_t publish_ns, bool workers_spinning) {
   const int pause = spin_pause_.load(std::memory_order_relaxed);
   if (pause > 0) {
     spin_pause_.store(pause - 1, std::memory_order_relaxed);
-  } else if (workers_spinning && last_start_ns_.load(std::memory_order_relaxed) - publish_ns > kSlowStartNs) {
-    spin_pause_.store(kSpinBackoffJobs, std::memory_order_relaxed);
+  } else if (workers_spinning) {
+    // One late start is a preemption this VM sees now and then; several close together mean the
+    // cores are shared with other work.
+    const bool slow = last_start_ns_.load(std::memory_order_relaxed) - publish_ns > kSlowStartNs;
+    const int score = std::max(0, slow_score_ + (slow ? kSlowStartWeight : -1));
+    slow_score_ = score >= kSlowStartLimit ? 0 : score;
+    if (score >= kSlowStartLimit) spin_pause_.store(kSpinBackoffJobs, std::memory_order_relaxed);
   }
 }
 

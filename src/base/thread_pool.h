@@ -64,6 +64,7 @@ class ThreadPool {
   // priority; so when a spun-on job is picked up slowly, spinning stops for a while (then is tried
   // again). spin_pause_ counts the jobs left before the next try.
   std::atomic<int> spin_pause_{0};
+  int slow_score_ = 0;  // recent slow starts (UpdateSpinPolicy; caller thread only)
   std::atomic<int64_t> last_start_ns_{0};  // latest time a worker started the current job
   std::atomic<int> workers_asleep_{0};
   std::atomic<int> caller_asleep_{0};
