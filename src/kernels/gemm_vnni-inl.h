@@ -62,7 +62,7 @@ struct Acts {
   int32_t* zero = nullptr;  // [token][n_blocks * G]
 };
 
-// One token's row: n_in (a multiple of 32) floats.
+// One token's row of n_blocks * 32 floats.
 template <int G>
 void QuantizeActRow(const float* x, int64_t n_blocks, int zero_point, int8_t* q, float* d, float* sum,
                     int32_t* zero) {

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -42,15 +43,44 @@ const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, T
         source_->ReleasePagesAfterRead(rows, (g1 - g0) * stored_group_bytes, rows, (g1 - g0) * stored_group_bytes);
       }
     }
+    if (store_ != nullptr) store_->ReleasePacked(w.data, n_groups * stored_group_bytes);
     data_ = dst;
-    bytes_.store(bytes, std::memory_order_relaxed);
+    bytes_.store(bytes, std::memory_order_release);
     layout_ = &layout;
   });
   return layout_ == &layout ? data_ : nullptr;
 }
 
+void PackedWeights::ReleaseAfterRead(const WeightMatrix& w, const uint8_t* begin, size_t size) const {
+  if (source_ == nullptr || bytes() == 0) return;
+  if (store_ != nullptr) store_->ReleasePackedNear(begin, size);
+  else source_->ReleasePagesAfterRead(begin, size, w.data, static_cast<size_t>(w.n_out) * w.row_bytes);
+}
+
 PackedWeights::~PackedWeights() {
   if (data_ != nullptr) ::munmap(data_, bytes());
+}
+
+void PackedWeightStore::ReleasePacked(const uint8_t* begin, size_t size) {
+  if (source_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    packed_ranges_.emplace_back(begin, size);
+  }
+  ReleasePackedNear(begin, size);
+}
+
+void PackedWeightStore::ReleasePackedNear(const uint8_t* begin, size_t size) {
+  if (source_ == nullptr) return;
+  constexpr size_t kNear = size_t{2} << 20;  // the largest folio a fault maps
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(begin), hi = lo + size;
+  const uintptr_t near_lo = lo > kNear ? lo - kNear : 0, near_hi = hi + kNear;
+  for (const auto& [b, n] : packed_ranges_) {
+    const uintptr_t r_lo = std::max(near_lo, reinterpret_cast<uintptr_t>(b));
+    const uintptr_t r_hi = std::min(near_hi, reinterpret_cast<uintptr_t>(b) + n);
+    if (r_lo < r_hi) source_->ReleasePagesAfterRead(reinterpret_cast<const uint8_t*>(r_lo), r_hi - r_lo, b, n);
+  }
 }
 
 size_t PackedWeightStore::PackedBytes() const {

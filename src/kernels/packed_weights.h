@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
@@ -24,6 +26,7 @@
 namespace gemlet {
 
 struct WeightMatrix;
+class PackedWeightStore;
 
 class PackedWeights {
  public:
@@ -36,7 +39,8 @@ class PackedWeights {
   };
 
   // source: the mapping the rows live in when they may be released once packed; null to keep them.
-  explicit PackedWeights(const MappedFile* source) : source_(source) {}
+  // store: the model's slots (to release packed neighbours again), or null.
+  explicit PackedWeights(const MappedFile* source, PackedWeightStore* store = nullptr) : source_(source), store_(store) {}
   ~PackedWeights();
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
@@ -46,13 +50,20 @@ class PackedWeights {
   // for another layout (a test running several kernel tables over one matrix).
   const uint8_t* Get(const WeightMatrix& w, const Layout& layout, ThreadPool& pool);
 
-  size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  size_t bytes() const { return bytes_.load(std::memory_order_acquire); }
+
+  // For rows still read as stored once the matrix is packed (a tied embedding's lookups): drops
+  // [begin, begin + size) of w's rows from the process again, as the packing did. A page fault
+  // maps up to 2 MiB around what it reads, so without this every lookup would bring back a large
+  // piece of a matrix that is already resident packed. Does nothing before packing.
+  void ReleaseAfterRead(const WeightMatrix& w, const uint8_t* begin, size_t size) const;
 
   // GEMLET_PACK=0 turns packing off (A/B measurements): every kernel reads the rows as stored.
   static bool Enabled();
 
  private:
   const MappedFile* source_;
+  PackedWeightStore* store_;
   std::once_flag once_;
   const Layout* layout_ = nullptr;
   uint8_t* data_ = nullptr;
@@ -63,13 +74,23 @@ class PackedWeights {
 class PackedWeightStore {
  public:
   explicit PackedWeightStore(const MappedFile* source) : source_(source) {}
-  PackedWeights* NewSlot() { return &slots_.emplace_back(source_); }
+  PackedWeights* NewSlot() { return &slots_.emplace_back(source_, this); }
   // Bytes of packed weights made so far.
   size_t PackedBytes() const;
+
+  // Called once [begin, begin + size) of the mapping is packed: releases it, and again the packed
+  // ranges near it. Reading a matrix to pack it faults in up to 2 MiB around each read, which maps
+  // the edges of neighbours packed (and released) before it back into the process.
+  void ReleasePacked(const uint8_t* begin, size_t size);
+  // After a read of [begin, begin + size) of the mapping: releases the packed ranges within reach
+  // of the large folios that read faulted in.
+  void ReleasePackedNear(const uint8_t* begin, size_t size);
 
  private:
   const MappedFile* source_;
   std::deque<PackedWeights> slots_;
+  std::mutex mutex_;
+  std::vector<std::pair<const uint8_t*, size_t>> packed_ranges_;
 };
 
 }  // namespace gemlet

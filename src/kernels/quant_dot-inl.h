@@ -174,10 +174,6 @@ HWY_INLINE __m256i DpbusdEvex(__m256i acc, __m256i a, __m256i b) {
   asm("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
-HWY_INLINE __m512i DpbusdEvex(__m512i acc, __m512i a, __m512i b) {
-  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
-}
 #endif
 
 // acc + sum_j w_j * x_j for unsigned w_j, signed x_j: w_j <= 128 on AVX2 (maddubs saturates its

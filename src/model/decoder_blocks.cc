@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/packed_weights.h"
+
 namespace gemlet {
 
 std::string LayerTensor(int layer, const char* suffix) {
@@ -228,7 +230,11 @@ std::vector<float> RopeInvFreq(const LayerConfig& l) {
 
 // ---------------------------------------------------------------------------------------------
 void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x) {
-  for (int t = 0; t < n; ++t) GetRow(embedding, tokens[t], scale, x + static_cast<size_t>(t) * embedding.n_in);
+  for (int t = 0; t < n; ++t) {
+    GetRow(embedding, tokens[t], scale, x + static_cast<size_t>(t) * embedding.n_in);
+    // A tied LM head is resident packed: its stored rows stay out of memory.
+    if (embedding.packed != nullptr) embedding.packed->ReleaseAfterRead(embedding, embedding.Row(tokens[t]), embedding.row_bytes);
+  }
 }
 
 void ForRows(ThreadPool& pool, int n, const std::function<void(int, int)>& fn) {

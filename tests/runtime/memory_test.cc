@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "common/test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
 #include "gguf/gguf_writer.h"
 #include "runtime/memory_report.h"
 #include "runtime/session.h"
@@ -43,6 +45,8 @@ struct Gemma4Shape {
   int window = 8;
   int period = 2;  // every period-th layer is global
   int shared_kv_layers = 0;
+  DType layer_type = DType::kF16;      // attention and MLP matrices
+  DType embedding_type = DType::kF16;  // token embedding, tied LM head
 };
 
 void WriteGemma4(const Gemma4Shape& m, const std::string& path) {
@@ -101,7 +105,7 @@ void WriteGemma4(const Gemma4Shape& m, const std::string& path) {
                 }).ok());
   };
   const float g = 1.0f / std::sqrt(static_cast<float>(m.dim));
-  add("token_embd.weight", DType::kF16, {m.dim, m.vocab}, g);
+  add("token_embd.weight", m.embedding_type, {m.dim, m.vocab}, g);
   if (m.ple > 0) {
     add("per_layer_token_embd.weight", DType::kF32, {m.ple * m.layers, m.vocab}, 0.06f);
     add("per_layer_model_proj.weight", DType::kF32, {m.dim, m.ple * m.layers}, g);
@@ -115,15 +119,15 @@ void WriteGemma4(const Gemma4Shape& m, const std::string& path) {
     for (const char* norm : {"attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"}) {
       add(p + norm + ".weight", DType::kF32, {m.dim}, 0.1f, 1.0f);
     }
-    add(p + "attn_q.weight", DType::kF16, {m.dim, m.q_heads * hd}, g);
-    add(p + "attn_k.weight", DType::kF16, {m.dim, hd}, g);
-    add(p + "attn_v.weight", DType::kF16, {m.dim, hd}, g);
-    add(p + "attn_output.weight", DType::kF16, {m.q_heads * hd, m.dim}, g);
+    add(p + "attn_q.weight", m.layer_type, {m.dim, m.q_heads * hd}, g);
+    add(p + "attn_k.weight", m.layer_type, {m.dim, hd}, g);
+    add(p + "attn_v.weight", m.layer_type, {m.dim, hd}, g);
+    add(p + "attn_output.weight", m.layer_type, {m.q_heads * hd, m.dim}, g);
     add(p + "attn_q_norm.weight", DType::kF32, {hd}, 0.1f, 1.0f);
     add(p + "attn_k_norm.weight", DType::kF32, {hd}, 0.1f, 1.0f);
-    add(p + "ffn_gate.weight", DType::kF16, {m.dim, m.ffn}, g);
-    add(p + "ffn_up.weight", DType::kF16, {m.dim, m.ffn}, g);
-    add(p + "ffn_down.weight", DType::kF16, {m.ffn, m.dim}, 1.0f / std::sqrt(static_cast<float>(m.ffn)));
+    add(p + "ffn_gate.weight", m.layer_type, {m.dim, m.ffn}, g);
+    add(p + "ffn_up.weight", m.layer_type, {m.dim, m.ffn}, g);
+    add(p + "ffn_down.weight", m.layer_type, {m.ffn, m.dim}, 1.0f / std::sqrt(static_cast<float>(m.ffn)));
     if (m.ple > 0) {
       add(p + "post_norm.weight", DType::kF32, {m.dim}, 0.1f, 1.0f);
       add(p + "inp_gate.weight", DType::kF32, {m.dim, m.ple}, g);
@@ -175,6 +179,61 @@ TEST(MemoryTest, PerLayerEmbeddingTableStaysOnDisk) {
   EXPECT_LT(table_resident, size_t{4} << 20) << "per-layer table became resident: " << table_resident;
   const GgufTensor* proj = f.FindTensor("blk.0.ffn_down.weight");
   EXPECT_GE(ResidentBytesInRange(proj->data, proj->nbytes), proj->nbytes);  // read every token: all resident
+}
+
+// On AVX-512 VNNI the kernels repack Q8_0/Q4_0/Q4_K/... matrices on first use and release their
+// file pages: after a few tokens the matrices are resident once, as packed copies, and the mapped
+// file holds next to none of their pages (embedding lookups included).
+TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
+  if (std::string(ActiveKernelsName()) != "AVX3_DL" || !PackedWeights::Enabled()) {
+    GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
+  }
+  test::TempDir tmp;
+  const std::string path = tmp.File("packed.gguf");
+  Gemma4Shape shape;
+  shape.vocab = 1024;
+  shape.dim = 256;
+  shape.ffn = 2048;
+  shape.ple = 0;
+  shape.layer_type = DType::kQ8_0;
+  shape.embedding_type = DType::kQ8_0;
+  WriteGemma4(shape, path);
+  auto engine = Engine::Load(path);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const Model& model = engine.value()->model();
+  EXPECT_EQ(model.PackedWeightBytes(), 0u) << "packing happens on first use, not at load";
+
+  // Every matrix, the tied embedding included, is Q8_0. Looked up now: the tensor directory's
+  // names live in the mapped file, and reading them later would map pages back in.
+  std::vector<const GgufTensor*> matrices = {model.gguf().FindTensor("token_embd.weight")};
+  for (int i = 0; i < shape.layers; ++i) {
+    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      matrices.push_back(model.gguf().FindTensor("blk." + std::to_string(i) + "." + name + ".weight"));
+    }
+  }
+  size_t bytes = 0;
+  for (const GgufTensor* t : matrices) {
+    ASSERT_NE(t, nullptr);
+    bytes += t->nbytes;
+  }
+
+  SessionOptions o;
+  o.n_ctx = 64;
+  o.n_threads = 2;
+  auto session = Session::Create(engine.value(), o);
+  ASSERT_TRUE(session.ok()) << session.message();
+  std::vector<float> logits(static_cast<size_t>(shape.vocab));
+  ASSERT_TRUE(session.value()->Evaluate({2, 17, 400, 33}, logits.data(), false).ok());  // prefill: packs
+  for (int step = 0; step < 4; ++step) {  // decode: embedding lookups, packed GEMVs
+    ASSERT_TRUE(session.value()->Evaluate({test::ArgMax(logits.data(), shape.vocab)}, logits.data(), false).ok());
+  }
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+
+  size_t resident = 0;
+  for (const GgufTensor* t : matrices) resident += ResidentBytesInRange(t->data, t->nbytes);
+  EXPECT_EQ(model.PackedWeightBytes(), bytes) << "Q8_0 packs to its own size";
+  // Partial pages at the edges of the tensors may stay.
+  EXPECT_LT(resident, bytes / 10) << resident << " of " << bytes << " bytes still mapped";
 }
 
 // Gemma 4 E2B's attention layout: 35 layers, every 5th global, the last 20 reuse the KV of earlier
