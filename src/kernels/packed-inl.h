@@ -63,6 +63,13 @@ HWY_INLINE void InterleaveDwords(const uint8_t* src, size_t src_stride, uint8_t*
   for (int r = 0; r < kRows; ++r) std::memcpy(dst + 4 * r, src + src_stride * r, 4);
 }
 
+// A 32-value block of 16 rows: their f16 scales (d, first in each row's block) to out as 16
+// halves, and n_vectors vectors of their quantized bytes, from byte `qs` of the block on, to dst.
+HWY_INLINE void PackBlock32(const uint8_t* b, size_t row_bytes, size_t qs, int n_vectors, uint8_t* out, uint8_t* dst) {
+  for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
+  for (int v = 0; v < n_vectors; ++v) InterleaveDwords(b + qs + 4 * v, row_bytes, dst + 64 * v);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per type: kBlockValues and kBlockBytes (one packed block of 16 rows), Pack(16 rows) -> one group,
 // Dot(group, activations) -> 16 sums, and Fill(group, panel) for the GEMM: the decoders of
@@ -75,9 +82,7 @@ struct Q4_0 {
   using Act = vnni::Acts;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
-      const uint8_t* b = rows + j * sizeof(BlockQ4_0);
-      for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
-      for (int m = 0; m < 4; ++m) InterleaveDwords(b + 2 + 4 * m, row_bytes, out + 32 + 64 * m);
+      PackBlock32(rows + j * sizeof(BlockQ4_0), row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
     }
   }
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
@@ -119,10 +124,10 @@ struct Q5_0 {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
       const uint8_t* b = rows + j * sizeof(BlockQ5_0);
+      PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + kQs);
       uint64_t masks[8] = {};
       for (int r = 0; r < kRows; ++r) {
         const BlockQ5_0& blk = *reinterpret_cast<const BlockQ5_0*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
         uint32_t qh;
         std::memcpy(&qh, blk.qh, 4);
         for (int m = 0; m < 4; ++m) {
@@ -133,7 +138,6 @@ struct Q5_0 {
         }
       }
       std::memcpy(out + kMasks, masks, sizeof(masks));
-      for (int m = 0; m < 4; ++m) InterleaveDwords(b + offsetof(BlockQ5_0, qs) + 4 * m, row_bytes, out + kQs + 64 * m);
     }
   }
   // The 5-bit values of vector m: values 4m.. in lo, 16+4m.. in hi.
@@ -183,9 +187,7 @@ struct Q8_0 {
   using Act = vnni::Acts;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
-      const uint8_t* b = rows + j * sizeof(BlockQ8_0);
-      for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
-      for (int k = 0; k < 8; ++k) InterleaveDwords(b + 2 + 4 * k, row_bytes, out + 32 + 64 * k);
+      PackBlock32(rows + j * sizeof(BlockQ8_0), row_bytes, offsetof(BlockQ8_0, qs), 8, out, out + 32);
       for (int i = 32; i < kBlockBytes; ++i) out[i] ^= 0x80;  // q + 128
     }
   }
