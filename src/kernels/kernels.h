@@ -23,7 +23,7 @@ struct WeightMatrix {
   int64_t n_out = 0;
   size_t row_bytes = 0;
   // Where the SIMD kernels keep these rows repacked for themselves, or null (kernels/packed_weights.h).
-  // A view of part of a tensor (one expert of a stacked tensor) must not carry its tensor's slot.
+  // A view of part of a tensor (one expert of a stacked tensor) has a slot of its own, or none.
   PackedWeights* packed = nullptr;
 
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }

@@ -49,10 +49,11 @@ HWY_INLINE __m512i DpwssdBroadcast(__m512i acc, __m512i a, const void* x2) {
   return acc;
 }
 
-HWY_INLINE __m512 Halves(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 HWY_INLINE __m512i Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+HWY_INLINE __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+HWY_INLINE __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// 16 f16 scales as floats.
+HWY_INLINE __m512 Halves(const uint8_t* p) { return _mm512_cvtph_ps(Load32(p)); }
 HWY_INLINE __m512i Splat(uint8_t b) { return _mm512_set1_epi8(static_cast<char>(b)); }
 HWY_INLINE void Prefetch(const uint8_t* p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
@@ -265,14 +266,14 @@ struct Q4_K {
           lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
           hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
         }
-        const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c)));
-        const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + 32 * c + 16)));
+        const __m512i sc_lo = _mm512_cvtepu8_epi32(Load16(g + kScales + 32 * c));
+        const __m512i sc_hi = _mm512_cvtepu8_epi32(Load16(g + kScales + 32 * c + 16));
         scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
         scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), sc_hi));
       }
       __m512i mins = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) {
-        const __m512i m16 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + kMins + 32 * p)));
+        const __m512i m16 = _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * p));
         mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
       }
       const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
@@ -293,7 +294,7 @@ struct Q4_K {
         }
       }
       for (int s = 0; s < 8; ++s) {
-        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * s))));
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s)));
         _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_mul_ps(d, sc));
         alignas(64) float mins[kRows];
         for (int r = 0; r < kRows; ++r) mins[r] = g[kMins + 32 * (s / 2) + 2 * r + s % 2];
@@ -354,7 +355,7 @@ struct Q6_K {
           }
           for (int j = 0; j < 4; ++j) {
             const int grp = 8 * h + 2 * j + mh;
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * grp)));
+            const __m512i sc = _mm512_cvtepi8_epi32(Load16(g + kScales + kRows * grp));
             scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(sums[j], sc));
           }
         }
@@ -376,7 +377,7 @@ struct Q6_K {
         }
       }
       for (int grp = 0; grp < 16; ++grp) {  // group grp of 16 = block grp / 2, scale group grp % 2
-        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g + kScales + kRows * grp))));
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(g + kScales + kRows * grp)));
         _mm512_storeu_ps(p.scale + kRows * (16 * i + grp), _mm512_mul_ps(d, sc));
       }
     }

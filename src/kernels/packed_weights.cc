@@ -12,13 +12,18 @@
 
 namespace gemlet {
 
-bool PackedWeights::Enabled() {
-  static const bool enabled = [] {
+namespace {
+std::atomic<bool>& EnabledFlag() {
+  static std::atomic<bool> enabled = [] {
     const char* env = std::getenv("GEMLET_PACK");
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return enabled;
 }
+}  // namespace
+
+bool PackedWeights::Enabled() { return EnabledFlag().load(std::memory_order_relaxed); }
+void PackedWeights::SetEnabled(bool enabled) { EnabledFlag().store(enabled, std::memory_order_relaxed); }
 
 const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, ThreadPool& pool) {
   std::call_once(once_, [&] {

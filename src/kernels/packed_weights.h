@@ -60,6 +60,8 @@ class PackedWeights {
 
   // GEMLET_PACK=0 turns packing off (A/B measurements): every kernel reads the rows as stored.
   static bool Enabled();
+  // Tests: turns packing on or off for slots not packed yet (the environment's choice until then).
+  static void SetEnabled(bool enabled);
 
  private:
   const MappedFile* source_;

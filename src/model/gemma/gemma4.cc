@@ -16,14 +16,17 @@ namespace {
 struct ExpertMatrices {
   WeightMatrix first;      // expert 0
   size_t expert_bytes = 0;
+  std::vector<PackedWeights*> packed;  // one slot per expert (only experts in use get packed), or none
   WeightMatrix Expert(int e) const {
     WeightMatrix m = first;
     m.data += static_cast<size_t>(e) * expert_bytes;
+    m.packed = packed.empty() ? nullptr : packed[static_cast<size_t>(e)];
     return m;
   }
 };
 
-Result<ExpertMatrices> BindExperts(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, int n_expert) {
+Result<ExpertMatrices> BindExperts(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out, int n_expert,
+                                   PackedWeightStore* store) {
   const GgufTensor* t = f.FindTensor(name);
   if (t == nullptr) return Status::Error("missing tensor '" + name + "'");
   if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert || t->ne[3] != 1) {
@@ -36,6 +39,9 @@ Result<ExpertMatrices> BindExperts(const GgufFile& f, const std::string& name, i
   ExpertMatrices m;
   m.first = {t->type, t->data, n_in, n_out, RowBytes(t->type, n_in)};
   m.expert_bytes = m.first.row_bytes * static_cast<size_t>(n_out);
+  if (store != nullptr) {
+    for (int e = 0; e < n_expert; ++e) m.packed.push_back(store->NewSlot());
+  }
   return m;
 }
 
@@ -174,8 +180,9 @@ class Gemma4 final : public Model {
     ASSIGN_OR_RETURN(m->router, w.Matrix(LayerTensor(i, "ffn_gate_inp.weight"), d, n_expert_));
     ASSIGN_OR_RETURN(m->router_scale, w.Vector(LayerTensor(i, "ffn_gate_inp.scale"), d));
     ASSIGN_OR_RETURN(m->expert_scale, w.Vector(LayerTensor(i, "ffn_down_exps.scale"), n_expert_));
-    ASSIGN_OR_RETURN(m->gate_up, BindExperts(*gguf_, LayerTensor(i, "ffn_gate_up_exps.weight"), d, 2 * ffn, n_expert_));
-    ASSIGN_OR_RETURN(m->down, BindExperts(*gguf_, LayerTensor(i, "ffn_down_exps.weight"), ffn, d, n_expert_));
+    PackedWeightStore* store = packed_.get();
+    ASSIGN_OR_RETURN(m->gate_up, BindExperts(*gguf_, LayerTensor(i, "ffn_gate_up_exps.weight"), d, 2 * ffn, n_expert_, store));
+    ASSIGN_OR_RETURN(m->down, BindExperts(*gguf_, LayerTensor(i, "ffn_down_exps.weight"), ffn, d, n_expert_, store));
     ASSIGN_OR_RETURN(m->pre_norm, w.Vector(LayerTensor(i, "pre_ffw_norm_2.weight"), d));
     ASSIGN_OR_RETURN(m->post_norm_dense, w.Vector(LayerTensor(i, "post_ffw_norm_1.weight"), d));
     ASSIGN_OR_RETURN(m->post_norm_moe, w.Vector(LayerTensor(i, "post_ffw_norm_2.weight"), d));
