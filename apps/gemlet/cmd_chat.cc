@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "cli_common.h"
 #include "command.h"
@@ -93,6 +94,25 @@ int RunChat(int argc, char** argv) {
   sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns so the prompt can recover
   sigaction(SIGINT, &sa, nullptr);
 
+  // While the user types the first message, one thread packs the weights for the kernels: what the
+  // first reply would otherwise wait for (seconds for a few GB). When the message comes it stops
+  // after the matrix in hand, and the reply packs whatever is left on all threads.
+  struct BackgroundPrepare {
+    std::atomic<bool> stop{false};
+    std::thread thread;
+    void Finish() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+    ~BackgroundPrepare() { Finish(); }
+  } prepare;
+  if (interactive) {
+    prepare.thread = std::thread([engine = m.engine, stop = &prepare.stop] {
+      ThreadPool pool(1);
+      engine->model().PrepareWeights(pool, stop);
+    });
+  }
+
   if (interactive) {
     std::fprintf(stderr, "gemlet chat: %s (%s format). /help for commands, Ctrl-D to leave.\n",
                  m.engine->config().name.empty() ? m.engine->config().arch.c_str() : m.engine->config().name.c_str(),
@@ -131,6 +151,7 @@ int RunChat(int argc, char** argv) {
           std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
           continue;
         }
+        prepare.Finish();
         Status s = cmd == "/save" ? chat.Save(arg) : chat.Load(arg);
         if (s.ok()) std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "/save" ? "saved to" : "loaded", arg.c_str(), chat.messages().size());
         else std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
@@ -148,6 +169,7 @@ int RunChat(int argc, char** argv) {
       }
       continue;
     }
+    prepare.Finish();
     g_interrupted.store(false);
     auto result = chat.Send(input, go, [&](std::string_view text, bool thought) {
       if (thought && !gf.show_thinking) return true;

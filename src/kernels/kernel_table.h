@@ -13,6 +13,7 @@ namespace gemlet {
 struct KernelTable {
   const char* name;  // "ref", or the Highway target: "AVX3_DL", "AVX3", "AVX2", "NEON", "EMU128"
   void (*matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+  void (*prepare_matmul)(const WeightMatrix& w, ThreadPool& pool);
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out);
   void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
   void (*rope_rotate_half)(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);

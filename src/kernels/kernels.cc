@@ -40,6 +40,7 @@ const char* ActiveKernelsName() { return ActiveKernels().name; }
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   ActiveKernels().matmul(w, x, n_tokens, y, pool);
 }
+void PrepareMatMul(const WeightMatrix& w, ThreadPool& pool) { ActiveKernels().prepare_matmul(w, pool); }
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
   ActiveKernels().rms_norm(x, w, n, eps, out);
 }

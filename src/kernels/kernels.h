@@ -37,6 +37,10 @@ struct WeightMatrix {
 // dot products: results differ from the reference by that rounding (bounded in the tests).
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
+// Does now what the first MatMul on w would do first: pack w for the kernels in use when they have
+// a packed layout for it and w has a slot (kernels/packed_weights.h). Otherwise nothing.
+void PrepareMatMul(const WeightMatrix& w, ThreadPool& pool);
+
 // Copies row `r` of w (e.g. a token embedding) into dst as floats, scaled.
 void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst);
 

@@ -116,7 +116,9 @@ void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
 }
 
 const KernelTable& RefKernels() {
-  static const KernelTable table = {"ref",          ref::MatMul,  ref::RmsNorm,   ref::GeluTanhMul,
+  // The reference reads every matrix as stored: nothing to prepare.
+  static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, ThreadPool&) {},
+                                    ref::RmsNorm,   ref::GeluTanhMul,
                                     ref::RopeRotateHalf, ref::DotF32, ref::DotF16, ref::AxpyF32,
                                     ref::AxpyF16,   ref::Softmax, ref::SoftCap};
   return table;

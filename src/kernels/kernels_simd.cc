@@ -20,6 +20,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Defined per target in matmul_simd.cc.
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+void PrepareMatMulSimd(const WeightMatrix& w, ThreadPool& pool);
 
 namespace {
 using DF = hn::ScalableTag<float>;
@@ -246,7 +247,7 @@ uint32_t ReadAll(const void* data, size_t n) {
 }
 
 const KernelTable* GetKernelTable() {
-  static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, RmsNorm, GeluTanhMul,
+  static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotF32, DotF16, AxpyF32, AxpyF16, Softmax, SoftCap};
   return &table;
 }

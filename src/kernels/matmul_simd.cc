@@ -28,6 +28,7 @@ namespace HWY_NAMESPACE {
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
   RefKernels().matmul(w, x, n_tokens, y, pool);  // one-lane vectors: see quant_dot-inl.h
 }
+void PrepareMatMulSimd(const WeightMatrix&, ThreadPool&) {}
 #else
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -272,15 +273,25 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// Packed weights (packed-inl.h): false when w has no packed layout here (then the rows as stored
-// are used).
+// Packed weights (packed-inl.h).
+// The packed layout for w's type, or null.
+const PackedWeights::Layout* PackedLayout(DType type) {
+  switch (type) {
+    case DType::kQ4_0: return &packed::LayoutOf<packed::Q4_0>();
+    case DType::kQ5_0: return &packed::LayoutOf<packed::Q5_0>();
+    case DType::kQ8_0: return &packed::LayoutOf<packed::Q8_0>();
+    case DType::kQ4_K: return &packed::LayoutOf<packed::Q4_K>();
+    case DType::kQ6_K: return &packed::LayoutOf<packed::Q6_K>();
+    default: return nullptr;
+  }
+}
+
 template <class T>
-bool RunPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), pool);
-  if (data == nullptr) return false;
+void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+               ThreadPool& pool) {
   if (n_tokens > 1 && vnni::Enabled()) {
     packed::Gemm<T>(w, data, x, n_tokens, y, pool);
-    return true;
+    return;
   }
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -312,18 +323,22 @@ bool RunPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
     }
     packed::Gemv<T>(w, data, act, y + t * w.n_out, PrefetchDistance(), pool);
   }
-  return true;
 }
 
+// False when w has no packed layout here (then the rows as stored are used).
 bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const PackedWeights::Layout* layout = PackedLayout(w.type);
+  const uint8_t* data = layout != nullptr ? w.packed->Get(w, *layout, pool) : nullptr;
+  if (data == nullptr) return false;
   switch (w.type) {
-    case DType::kQ4_0: return RunPacked<packed::Q4_0>(w, x, n_tokens, y, pool);
-    case DType::kQ5_0: return RunPacked<packed::Q5_0>(w, x, n_tokens, y, pool);
-    case DType::kQ8_0: return RunPacked<packed::Q8_0>(w, x, n_tokens, y, pool);
-    case DType::kQ4_K: return RunPacked<packed::Q4_K>(w, x, n_tokens, y, pool);
-    case DType::kQ6_K: return RunPacked<packed::Q6_K>(w, x, n_tokens, y, pool);
+    case DType::kQ4_0: RunPacked<packed::Q4_0>(w, data, x, n_tokens, y, pool); break;
+    case DType::kQ5_0: RunPacked<packed::Q5_0>(w, data, x, n_tokens, y, pool); break;
+    case DType::kQ8_0: RunPacked<packed::Q8_0>(w, data, x, n_tokens, y, pool); break;
+    case DType::kQ4_K: RunPacked<packed::Q4_K>(w, data, x, n_tokens, y, pool); break;
+    case DType::kQ6_K: RunPacked<packed::Q6_K>(w, data, x, n_tokens, y, pool); break;
     default: return false;
   }
+  return true;
 }
 #endif
 
@@ -368,6 +383,15 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
     case DType::kQ6_K: return RunQuantized<qd::KQ6_K>(w, x, n_tokens, y, pool);
     default: return RefKernels().matmul(w, x, n_tokens, y, pool);  // types without a SIMD path
   }
+}
+void PrepareMatMulSimd(const WeightMatrix& w, ThreadPool& pool) {
+#if HWY_TARGET == HWY_AVX3_DL
+  const PackedWeights::Layout* layout = PackedLayout(w.type);
+  if (w.packed != nullptr && layout != nullptr) w.packed->Get(w, *layout, pool);
+#else
+  (void)w;
+  (void)pool;
+#endif
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 

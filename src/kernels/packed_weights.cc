@@ -88,6 +88,13 @@ void PackedWeightStore::ReleasePackedNear(const uint8_t* begin, size_t size) {
   }
 }
 
+void PackedWeightStore::Prepare(ThreadPool& pool, const std::atomic<bool>* stop) const {
+  for (const WeightMatrix& w : matrices_) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return;
+    PrepareMatMul(w, pool);
+  }
+}
+
 size_t PackedWeightStore::PackedBytes() const {
   size_t total = 0;
   for (const PackedWeights& s : slots_) total += s.bytes();

@@ -22,10 +22,10 @@
 
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
+#include "kernels/kernels.h"
 
 namespace gemlet {
 
-struct WeightMatrix;
 class PackedWeightStore;
 
 class PackedWeights {
@@ -77,6 +77,16 @@ class PackedWeightStore {
  public:
   explicit PackedWeightStore(const MappedFile* source) : source_(source) {}
   PackedWeights* NewSlot() { return &slots_.emplace_back(source_, this); }
+  // A slot for w, remembered so that all such matrices can be packed ahead of use (Prepare).
+  // Routed experts take plain NewSlot(): only those a token chooses are ever packed.
+  PackedWeights* NewSlotFor(const WeightMatrix& w) {
+    WeightMatrix& m = matrices_.emplace_back(w);
+    m.packed = NewSlot();
+    return m.packed;
+  }
+  // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), until done or
+  // until *stop is set.
+  void Prepare(ThreadPool& pool, const std::atomic<bool>* stop) const;
   // Bytes of packed weights made so far.
   size_t PackedBytes() const;
 
@@ -91,6 +101,7 @@ class PackedWeightStore {
  private:
   const MappedFile* source_;
   std::deque<PackedWeights> slots_;
+  std::vector<WeightMatrix> matrices_;
   std::mutex mutex_;
   std::vector<std::pair<const uint8_t*, size_t>> packed_ranges_;
 };

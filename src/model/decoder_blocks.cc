@@ -28,7 +28,7 @@ Result<WeightMatrix> WeightBinder::Matrix(const std::string& name, int64_t n_in,
   m.n_in = n_in;
   m.n_out = n_out;
   m.row_bytes = RowBytes(t->type, n_in);
-  if (packed_ != nullptr) m.packed = packed_->NewSlot();
+  if (packed_ != nullptr) m.packed = packed_->NewSlotFor(m);
   return m;
 }
 

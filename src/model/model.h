@@ -2,6 +2,7 @@
 // picks the family implementation from general.architecture.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -84,6 +85,10 @@ class Model {
 
   // Bytes of weights repacked for the kernels so far (they are packed on first use).
   size_t PackedWeightBytes() const { return packed_->PackedBytes(); }
+  // Packs now what the first evaluation would pack (not routed experts: only those in use are),
+  // e.g. on a background thread while a chat waits for its first message; stops early once *stop
+  // is set. Evaluations may run meanwhile: a matrix is packed once, whoever gets to it first.
+  void PrepareWeights(ThreadPool& pool, const std::atomic<bool>* stop = nullptr) const { packed_->Prepare(pool, stop); }
 
  protected:
   // One chunk of at most ws.max_batch tokens; positions start at cache.n_past().

@@ -2,6 +2,7 @@
 // tokens in flight become resident), and the memory plan classifies and sizes things correctly.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -234,6 +235,54 @@ TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
   EXPECT_EQ(model.PackedWeightBytes(), bytes) << "Q8_0 packs to its own size";
   // Partial pages at the edges of the tensors may stay.
   EXPECT_LT(resident, bytes / 10) << resident << " of " << bytes << " bytes still mapped";
+}
+
+// Packing ahead of use (as `gemlet chat` does while the user types): PrepareWeights packs what the
+// first evaluation would, releases the file pages, and the model then computes exactly what a
+// model packed on first use computes. A set stop flag packs nothing.
+TEST(MemoryTest, PrepareWeightsPacksAheadOfUse) {
+  if (std::string(ActiveKernelsName()) != "AVX3_DL" || !PackedWeights::Enabled()) {
+    GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
+  }
+  test::TempDir tmp;
+  const std::string path = tmp.File("prepare.gguf");
+  Gemma4Shape shape;
+  shape.vocab = 1024;
+  shape.dim = 256;
+  shape.ffn = 2048;
+  shape.ple = 0;
+  shape.layer_type = DType::kQ4_0;
+  shape.embedding_type = DType::kQ8_0;
+  WriteGemma4(shape, path);
+  auto lazy = Engine::Load(path), ahead = Engine::Load(path);
+  ASSERT_TRUE(lazy.ok() && ahead.ok());
+  ThreadPool pool(2);
+
+  // Looked up first: the tensor names live in the mapped file (see the test above).
+  const GgufTensor* down = ahead.value()->model().gguf().FindTensor("blk.1.ffn_down.weight");
+  ASSERT_NE(down, nullptr);
+  const std::atomic<bool> stopped{true};
+  ahead.value()->model().PrepareWeights(pool, &stopped);
+  EXPECT_EQ(ahead.value()->model().PackedWeightBytes(), 0u);
+  ahead.value()->model().PrepareWeights(pool);
+  const size_t prepared = ahead.value()->model().PackedWeightBytes();
+  EXPECT_GT(prepared, 0u);
+  EXPECT_LT(ResidentBytesInRange(down->data, down->nbytes), down->nbytes / 10);
+
+  auto logits_of = [&](const std::shared_ptr<const Engine>& engine) {
+    SessionOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    auto session = Session::Create(engine, o);
+    EXPECT_TRUE(session.ok());
+    std::vector<float> logits(static_cast<size_t>(shape.vocab) * 4);
+    EXPECT_TRUE(session.value()->Evaluate({2, 17, 400, 33}, logits.data(), true).ok());
+    return logits;
+  };
+  const std::vector<float> a = logits_of(lazy.value()), b = logits_of(ahead.value());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(lazy.value()->model().PackedWeightBytes(), prepared) << "the first evaluation packs the same";
+  EXPECT_EQ(ahead.value()->model().PackedWeightBytes(), prepared) << "nothing left to pack";
 }
 
 // Gemma 4 E2B's attention layout: 35 layers, every 5th global, the last 20 reuse the KV of earlier
