@@ -273,16 +273,16 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
-// Packed weights (packed-inl.h).
-// The packed layout for w's type, or null.
-const PackedWeights::Layout* PackedLayout(DType type) {
+// Packed weights (packed-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
+template <class Fn>
+bool WithPackedType(DType type, Fn&& fn) {
   switch (type) {
-    case DType::kQ4_0: return &packed::LayoutOf<packed::Q4_0>();
-    case DType::kQ5_0: return &packed::LayoutOf<packed::Q5_0>();
-    case DType::kQ8_0: return &packed::LayoutOf<packed::Q8_0>();
-    case DType::kQ4_K: return &packed::LayoutOf<packed::Q4_K>();
-    case DType::kQ6_K: return &packed::LayoutOf<packed::Q6_K>();
-    default: return nullptr;
+    case DType::kQ4_0: fn(packed::Q4_0()); return true;
+    case DType::kQ5_0: fn(packed::Q5_0()); return true;
+    case DType::kQ8_0: fn(packed::Q8_0()); return true;
+    case DType::kQ4_K: fn(packed::Q4_K()); return true;
+    case DType::kQ6_K: fn(packed::Q6_K()); return true;
+    default: return false;
   }
 }
 
@@ -327,18 +327,15 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
 
 // False when w has no packed layout here (then the rows as stored are used).
 bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const PackedWeights::Layout* layout = PackedLayout(w.type);
-  const uint8_t* data = layout != nullptr ? w.packed->Get(w, *layout, pool) : nullptr;
-  if (data == nullptr) return false;
-  switch (w.type) {
-    case DType::kQ4_0: RunPacked<packed::Q4_0>(w, data, x, n_tokens, y, pool); break;
-    case DType::kQ5_0: RunPacked<packed::Q5_0>(w, data, x, n_tokens, y, pool); break;
-    case DType::kQ8_0: RunPacked<packed::Q8_0>(w, data, x, n_tokens, y, pool); break;
-    case DType::kQ4_K: RunPacked<packed::Q4_K>(w, data, x, n_tokens, y, pool); break;
-    case DType::kQ6_K: RunPacked<packed::Q6_K>(w, data, x, n_tokens, y, pool); break;
-    default: return false;
-  }
-  return true;
+  bool done = false;
+  WithPackedType(w.type, [&](auto type) {
+    using T = decltype(type);
+    const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), pool);
+    if (data == nullptr) return;
+    RunPacked<T>(w, data, x, n_tokens, y, pool);
+    done = true;
+  });
+  return done;
 }
 #endif
 
@@ -386,8 +383,8 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 void PrepareMatMulSimd(const WeightMatrix& w, ThreadPool& pool) {
 #if HWY_TARGET == HWY_AVX3_DL
-  const PackedWeights::Layout* layout = PackedLayout(w.type);
-  if (w.packed != nullptr && layout != nullptr) w.packed->Get(w, *layout, pool);
+  if (w.packed == nullptr) return;
+  WithPackedType(w.type, [&](auto type) { w.packed->Get(w, packed::LayoutOf<decltype(type)>(), pool); });
 #else
   (void)w;
   (void)pool;

@@ -76,70 +76,83 @@ HWY_INLINE void PackBlock32(const uint8_t* b, size_t row_bytes, size_t qs, int n
 // Dot(group, activations) -> 16 sums, and Fill(group, panel) for the GEMM: the decoders of
 // gemm_vnni-inl.h, reading the packed layout.
 
-struct Q4_0 {
-  static constexpr int kBlockValues = 32, kBlockBytes = 288;
-  static constexpr int kZeroPoint = 8, kGroups = 1;
+// The 32-value types share their block loops: a packed block starts with the 16 rows' f16 scales
+// (32 bytes), and Type gives kBlockBytes, kZeroPoint and, per block:
+//   PackBlock(block of 16 rows, row_bytes, out)  the packed block from the stored one,
+//   BlockSum(g, x, zero)  the 16 rows' integer dot products with the 32 activations x, from `zero`,
+//   FillBlock(g, q)       the block's 8 panel vectors (vector k: values 4k..4k+3 of each row).
+template <class Type>
+struct Packed32 {
+  static constexpr int kBlockValues = 32, kGroups = 1;
   static constexpr bool kHasMin = false;
   using Act = vnni::Acts;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
-      PackBlock32(rows + j * sizeof(BlockQ4_0), row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
+    for (int64_t j = 0; j < n_blocks; ++j, out += Type::kBlockBytes) {
+      Type::PackBlock(rows + j * sizeof(typename Type::Block), row_bytes, out);
     }
   }
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
-    const __m512i low = Splat(0x0F), high = Splat(0xF0);
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
-      const int8_t* x = a.q + 32 * j;
-      __m512i lo = _mm512_set1_epi32(a.zero[j]), hi = _mm512_setzero_si512();  // hi: 16 x the high nibbles
-      for (int m = 0; m < 4; ++m) {
-        const __m512i v = Load(g + 32 + 64 * m);
-        lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 4 * m);
-        hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 16 + 4 * m);
-      }
-      const __m512i sum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+    for (int64_t j = 0; j < n_blocks; ++j, g += Type::kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, Type::kBlockBytes);
+      const __m512i sum = Type::BlockSum(g, a.q + 32 * j, _mm512_set1_epi32(a.zero[j]));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
     }
     return acc;
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    const __m512i low = Splat(0x0F);
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      for (int m = 0; m < 4; ++m) {
-        const __m512i v = Load(g + 32 + 64 * m);
-        _mm512_storeu_si512(p.q + 512 * j + 64 * m, _mm512_and_si512(v, low));
-        _mm512_storeu_si512(p.q + 512 * j + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
-      }
+    for (int64_t j = 0; j < n_blocks; ++j, g += Type::kBlockBytes) {
+      Type::FillBlock(g, p.q + 512 * j);
       _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
     }
   }
 };
 
-struct Q5_0 {
-  static constexpr int kBlockValues = 32, kBlockBytes = 352;
-  static constexpr int kZeroPoint = 16, kGroups = 1;
-  static constexpr bool kHasMin = false;
+struct Q4_0 : Packed32<Q4_0> {
+  using Block = BlockQ4_0;
+  static constexpr int kBlockBytes = 288, kZeroPoint = 8;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
+  }
+  static HWY_INLINE __m512i BlockSum(const uint8_t* g, const int8_t* x, __m512i zero) {
+    const __m512i low = Splat(0x0F), high = Splat(0xF0);
+    __m512i lo = zero, hi = _mm512_setzero_si512();  // hi: 16 x the high nibbles
+    for (int m = 0; m < 4; ++m) {
+      const __m512i v = Load(g + 32 + 64 * m);
+      lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 4 * m);
+      hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 16 + 4 * m);
+    }
+    return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+  }
+  static void FillBlock(const uint8_t* g, uint8_t* q) {
+    const __m512i low = Splat(0x0F);
+    for (int m = 0; m < 4; ++m) {
+      const __m512i v = Load(g + 32 + 64 * m);
+      _mm512_storeu_si512(q + 64 * m, _mm512_and_si512(v, low));
+      _mm512_storeu_si512(q + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+    }
+  }
+};
+
+struct Q5_0 : Packed32<Q5_0> {
+  using Block = BlockQ5_0;
+  static constexpr int kBlockBytes = 352, kZeroPoint = 16;
   static constexpr int kMasks = 32, kQs = 96;
-  using Act = vnni::Acts;
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
-      const uint8_t* b = rows + j * sizeof(BlockQ5_0);
-      PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + kQs);
-      uint64_t masks[8] = {};
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ5_0& blk = *reinterpret_cast<const BlockQ5_0*>(b + row_bytes * r);
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, 4);
-        for (int m = 0; m < 4; ++m) {
-          for (int k = 0; k < 4; ++k) {
-            masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
-            masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
-          }
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + kQs);
+    uint64_t masks[8] = {};
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ5_0& blk = *reinterpret_cast<const BlockQ5_0*>(b + row_bytes * r);
+      uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);
+      for (int m = 0; m < 4; ++m) {
+        for (int k = 0; k < 4; ++k) {
+          masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
+          masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
         }
       }
-      std::memcpy(out + kMasks, masks, sizeof(masks));
     }
+    std::memcpy(out + kMasks, masks, sizeof(masks));
   }
   // The 5-bit values of vector m: values 4m.. in lo, 16+4m.. in hi.
   static HWY_INLINE void Values(const uint8_t* g, int m, __m512i* lo, __m512i* hi) {
@@ -151,68 +164,42 @@ struct Q5_0 {
     *lo = _mm512_mask_add_epi8(l, _cvtu64_mask64(k[0]), l, bit);
     *hi = _mm512_mask_add_epi8(h, _cvtu64_mask64(k[1]), h, bit);
   }
-  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
-      const int8_t* x = a.q + 32 * j;
-      __m512i s0 = _mm512_set1_epi32(a.zero[j]), s1 = _mm512_setzero_si512();
-      for (int m = 0; m < 4; ++m) {
-        __m512i lo, hi;
-        Values(g, m, &lo, &hi);
-        s0 = vnni::DpbusdBroadcast(s0, lo, x + 4 * m);
-        s1 = vnni::DpbusdBroadcast(s1, hi, x + 16 + 4 * m);
-      }
-      const __m512i sum = _mm512_add_epi32(s0, s1);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+  static HWY_INLINE __m512i BlockSum(const uint8_t* g, const int8_t* x, __m512i zero) {
+    __m512i s0 = zero, s1 = _mm512_setzero_si512();
+    for (int m = 0; m < 4; ++m) {
+      __m512i lo, hi;
+      Values(g, m, &lo, &hi);
+      s0 = vnni::DpbusdBroadcast(s0, lo, x + 4 * m);
+      s1 = vnni::DpbusdBroadcast(s1, hi, x + 16 + 4 * m);
     }
-    return acc;
+    return _mm512_add_epi32(s0, s1);
   }
-  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      for (int m = 0; m < 4; ++m) {
-        __m512i lo, hi;
-        Values(g, m, &lo, &hi);
-        _mm512_storeu_si512(p.q + 512 * j + 64 * m, lo);
-        _mm512_storeu_si512(p.q + 512 * j + 64 * (m + 4), hi);
-      }
-      _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
+  static void FillBlock(const uint8_t* g, uint8_t* q) {
+    for (int m = 0; m < 4; ++m) {
+      __m512i lo, hi;
+      Values(g, m, &lo, &hi);
+      _mm512_storeu_si512(q + 64 * m, lo);
+      _mm512_storeu_si512(q + 64 * (m + 4), hi);
     }
   }
 };
 
-struct Q8_0 {
-  static constexpr int kBlockValues = 32, kBlockBytes = 544;
-  static constexpr int kZeroPoint = 128, kGroups = 1;
-  static constexpr bool kHasMin = false;
-  using Act = vnni::Acts;
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
-      PackBlock32(rows + j * sizeof(BlockQ8_0), row_bytes, offsetof(BlockQ8_0, qs), 8, out, out + 32);
-      for (int i = 32; i < kBlockBytes; ++i) out[i] ^= 0x80;  // q + 128
-    }
+struct Q8_0 : Packed32<Q8_0> {
+  using Block = BlockQ8_0;
+  static constexpr int kBlockBytes = 544, kZeroPoint = 128;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ8_0, qs), 8, out, out + 32);
+    for (int i = 32; i < kBlockBytes; ++i) out[i] ^= 0x80;  // q + 128
   }
-  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
-      const int8_t* x = a.q + 32 * j;
-      __m512i s0 = _mm512_set1_epi32(a.zero[j]), s1 = _mm512_setzero_si512();
-      for (int k = 0; k < 8; k += 2) {
-        s0 = vnni::DpbusdBroadcast(s0, Load(g + 32 + 64 * k), x + 4 * k);
-        s1 = vnni::DpbusdBroadcast(s1, Load(g + 96 + 64 * k), x + 4 * k + 4);
-      }
-      const __m512i sum = _mm512_add_epi32(s0, s1);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+  static HWY_INLINE __m512i BlockSum(const uint8_t* g, const int8_t* x, __m512i zero) {
+    __m512i s0 = zero, s1 = _mm512_setzero_si512();
+    for (int k = 0; k < 8; k += 2) {
+      s0 = vnni::DpbusdBroadcast(s0, Load(g + 32 + 64 * k), x + 4 * k);
+      s1 = vnni::DpbusdBroadcast(s1, Load(g + 96 + 64 * k), x + 4 * k + 4);
     }
-    return acc;
+    return _mm512_add_epi32(s0, s1);
   }
-  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      std::memcpy(p.q + 512 * j, g + 32, 512);
-      _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
-    }
-  }
+  static void FillBlock(const uint8_t* g, uint8_t* q) { std::memcpy(q, g + 32, 512); }
 };
 
 // The K types' decode runs against activations quantized per 256 values (BlockQ8_K), so a

@@ -182,22 +182,29 @@ TEST(MemoryTest, PerLayerEmbeddingTableStaysOnDisk) {
   EXPECT_GE(ResidentBytesInRange(proj->data, proj->nbytes), proj->nbytes);  // read every token: all resident
 }
 
-// On AVX-512 VNNI the kernels repack Q8_0/Q4_0/Q4_K/... matrices on first use and release their
-// file pages: after a few tokens the matrices are resident once, as packed copies, and the mapped
-// file holds next to none of their pages (embedding lookups included).
-TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
-  if (std::string(ActiveKernelsName()) != "AVX3_DL" || !PackedWeights::Enabled()) {
-    GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
-  }
-  test::TempDir tmp;
-  const std::string path = tmp.File("packed.gguf");
+// A Gemma 4 shape whose matrices the AVX-512 VNNI kernels pack (rows in groups of 16, row lengths
+// in whole blocks), with quantized layers and a Q8_0 tied embedding.
+Gemma4Shape PackableShape(DType layer_type) {
   Gemma4Shape shape;
   shape.vocab = 1024;
   shape.dim = 256;
   shape.ffn = 2048;
   shape.ple = 0;
-  shape.layer_type = DType::kQ8_0;
+  shape.layer_type = layer_type;
   shape.embedding_type = DType::kQ8_0;
+  return shape;
+}
+
+bool KernelsPack() { return std::string(ActiveKernelsName()) == "AVX3_DL" && PackedWeights::Enabled(); }
+
+// On AVX-512 VNNI the kernels repack Q8_0/Q4_0/Q4_K/... matrices on first use and release their
+// file pages: after a few tokens the matrices are resident once, as packed copies, and the mapped
+// file holds next to none of their pages (embedding lookups included).
+TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
+  test::TempDir tmp;
+  const std::string path = tmp.File("packed.gguf");
+  const Gemma4Shape shape = PackableShape(DType::kQ8_0);
   WriteGemma4(shape, path);
   auto engine = Engine::Load(path);
   ASSERT_TRUE(engine.ok()) << engine.message();
@@ -241,18 +248,10 @@ TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
 // first evaluation would, releases the file pages, and the model then computes exactly what a
 // model packed on first use computes. A set stop flag packs nothing.
 TEST(MemoryTest, PrepareWeightsPacksAheadOfUse) {
-  if (std::string(ActiveKernelsName()) != "AVX3_DL" || !PackedWeights::Enabled()) {
-    GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
-  }
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
   test::TempDir tmp;
   const std::string path = tmp.File("prepare.gguf");
-  Gemma4Shape shape;
-  shape.vocab = 1024;
-  shape.dim = 256;
-  shape.ffn = 2048;
-  shape.ple = 0;
-  shape.layer_type = DType::kQ4_0;
-  shape.embedding_type = DType::kQ8_0;
+  const Gemma4Shape shape = PackableShape(DType::kQ4_0);
   WriteGemma4(shape, path);
   auto lazy = Engine::Load(path), ahead = Engine::Load(path);
   ASSERT_TRUE(lazy.ok() && ahead.ok());
