@@ -4,7 +4,10 @@
 //
 //   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
 //                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]
+//                       [--shapes 1536x6144,6144x1536]
 //
+// --shapes replaces the matmul shapes (n_in x n_out; default Gemma 3 1B's ffn_up and ffn_down), e.g.
+// Gemma 4 E2B's 1536x6144 (its 256-value super-blocks divide 1536, not 1B's 1152).
 // --packed gives every matrix a PackedWeights slot, as a loaded model's matrices have: kernels with
 // a packed layout for the type repack it before the timed calls (kernels/packed_weights.h).
 //
@@ -111,7 +114,21 @@ struct Options {
                                     "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
   std::string only;
   bool packed = false;
+  struct Shape {
+    std::string name;
+    int64_t n_in, n_out;
+  };
+  std::vector<Shape> shapes = {{"ffn_up 1152x6912", 1152, 6912}, {"ffn_down 6912x1152", 6912, 1152}};
 };
+
+// "1536x6144" -> {name, 1536, 6144}; false when malformed.
+bool ParseShape(const std::string& text, Options::Shape* shape) {
+  long long n_in = 0, n_out = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%lldx%lld%c", &n_in, &n_out, &tail) != 2 || n_in <= 0 || n_out <= 0) return false;
+  *shape = {text, n_in, n_out};
+  return true;
+}
 
 std::vector<const KernelTable*> Tables(const Options& o) {
   std::vector<const KernelTable*> all = {&RefKernels()};
@@ -128,11 +145,6 @@ std::vector<const KernelTable*> Tables(const Options& o) {
 
 void BenchMatMul(const Options& o, bool gemm) {
   ThreadPool pool(o.threads);
-  struct Shape {
-    const char* name;
-    int64_t n_in, n_out;
-  };
-  const Shape shapes[] = {{"ffn_up 1152x6912", 1152, 6912}, {"ffn_down 6912x1152", 6912, 1152}};
   if (gemm) {
     std::printf("\nGEMM (prefill), %d tokens, %d threads: GFLOP/s (2 n_in n_out tokens / time), weights in cache\n",
                 o.tokens, o.threads);
@@ -148,7 +160,7 @@ void BenchMatMul(const Options& o, bool gemm) {
       std::fprintf(stderr, "unknown type %s\n", type_name.c_str());
       continue;
     }
-    for (const Shape& s : shapes) {
+    for (const Options::Shape& s : o.shapes) {
       const std::vector<uint8_t> weights = MakeWeights(type, s.n_in, s.n_out);
       const size_t bytes = weights.size();
       // Enough copies to go well past the last-level cache.
@@ -171,7 +183,7 @@ void BenchMatMul(const Options& o, bool gemm) {
         const double t_hot = TimePerCall([&] { k->matmul(hot, x.data(), n_tokens, y.data(), pool); }, o.reps);
         if (gemm) {
           const double flops = 2.0 * static_cast<double>(s.n_in) * s.n_out * n_tokens;
-          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.1f%s\n", type_name.c_str(), s.name, k->name, t_hot * 1e3,
+          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.1f%s\n", type_name.c_str(), s.name.c_str(), k->name, t_hot * 1e3,
                       flops / t_hot / 1e9, n_tokens / t_hot, is_ref ? "  (ref: 8 tokens)" : "");
         } else {
           std::deque<PackedWeights> slots;
@@ -187,7 +199,7 @@ void BenchMatMul(const Options& o, bool gemm) {
           size_t next = 0;
           const double t_cold = TimePerCall([&] { k->matmul(cold_copy(next++ % copies), x.data(), 1, y.data(), pool); },
                                             o.reps);
-          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.2f\n", type_name.c_str(), s.name, k->name, t_cold * 1e3,
+          std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.2f\n", type_name.c_str(), s.name.c_str(), k->name, t_cold * 1e3,
                       bytes / t_hot / 1e9, bytes / t_cold / 1e9);
         }
         std::fflush(stdout);
@@ -254,9 +266,19 @@ int main(int argc, char** argv) {
     else if (arg == "--only") o.only = next();
     else if (arg == "--calls") g_fixed_calls = std::atoi(next().c_str());
     else if (arg == "--packed") o.packed = true;
-    else {
+    else if (arg == "--shapes") {
+      o.shapes.clear();
+      for (const std::string& text : Split(next())) {
+        Options::Shape shape;
+        if (!ParseShape(text, &shape)) {
+          std::fprintf(stderr, "--shapes: '%s' is not N_INxN_OUT (e.g. 1536x6144)\n", text.c_str());
+          return 2;
+        }
+        o.shapes.push_back(shape);
+      }
+    } else {
       std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
-                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]\n", argv[0]);
+                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed] [--shapes 1536x6144,...]\n", argv[0]);
       return 2;
     }
   }

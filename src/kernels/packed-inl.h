@@ -240,7 +240,7 @@ struct Q4_K {
     __m512 acc = _mm512_setzero_ps();
     const __m512i low = Splat(0x0F), high = Splat(0xF0);
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      if (ahead) Prefetch(g + ahead, kQs);
       const int8_t* x = a.blocks[i].qs;
       __m512i scaled = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
@@ -249,6 +249,7 @@ struct Q4_K {
         __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         const uint8_t* q = g + kQs + 512 * c;
         for (int m = 0; m < 8; ++m) {
+          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * m + ahead), _MM_HINT_T0);
           const __m512i v = Load(q + 64 * m);
           lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
           hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
@@ -327,7 +328,7 @@ struct Q6_K {
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      if (ahead) Prefetch(g + ahead, kQ);
       const BlockQ8_K& xb = a.blocks[i];
       __m512i scaled = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
@@ -336,6 +337,11 @@ struct Q6_K {
           __m512i sums[4];
           for (int j = 0; j < 4; ++j) sums[j] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
+            if (ahead) {
+              for (int plane = 0; plane < 3; ++plane) {
+                _mm_prefetch(reinterpret_cast<const char*>(half + 512 * plane + 64 * m + ahead), _MM_HINT_T0);
+              }
+            }
             __m512i v[4];
             Values(half, m, v);
             for (int j = 0; j < 4; ++j) sums[j] = vnni::DpbusdBroadcast(sums[j], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
