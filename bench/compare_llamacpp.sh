@@ -23,6 +23,14 @@ llama_dir=$1
 shift
 llama_bench=$llama_dir/bin/llama-bench
 [[ -x $llama_bench ]] || { echo "$0: no llama-bench in $llama_dir/bin" >&2; exit 2; }
+# Model paths are taken from where the script was called; it then runs from the repository root.
+models=()
+for model in "$@"; do
+  [[ -f $model ]] || { echo "$0: no such model file: $model" >&2; exit 2; }
+  models+=("$(realpath "$model")")
+done
+set -- "${models[@]}"
+llama_bench=$(realpath "$llama_bench")
 cd "$(dirname "$0")/.."
 gemlet=${GEMLET:-build/apps/gemlet/gemlet}
 [[ -x $gemlet ]] || { echo "$0: no gemlet binary at $gemlet (build it, or set GEMLET)" >&2; exit 2; }
