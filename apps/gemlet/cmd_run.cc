@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
 #include "cli_common.h"
 #include "command.h"
@@ -48,6 +49,7 @@ int RunRun(int argc, char** argv) {
   };
   GenerateOptions go = MakeGenerateOptions(gf);
   Result<GenerateResult> result = Status::Error("unreachable");
+  std::optional<ChatSession> chat;  // lives until the stats are printed: its KV cache counts in "memory now"
   if (raw) {
     const Tokenizer& tok = m.engine->tokenizer();
     EncodeOptions e;
@@ -57,11 +59,11 @@ int RunRun(int argc, char** argv) {
     go.stop_at_end_of_turn = true;
     result = Generate(*m.session, sampler, tokens, go, sink);
   } else {
-    ChatSession chat(std::move(m.session), gf.sampling);
-    chat.SetSystem(system);
-    chat.SetThinking(gf.think);
+    chat.emplace(std::move(m.session), gf.sampling);
+    chat->SetSystem(system);
+    chat->SetThinking(gf.think);
     // A system instruction with no prompt text is allowed: the instruction is the whole request.
-    result = chat.Send(prompt.empty() ? system : prompt, go, sink);
+    result = chat->Send(prompt.empty() ? system : prompt, go, sink);
   }
   if (!result.ok()) return Fail(result.message());
   if (color || !result.value().text.empty()) std::fputs("\n", stdout);
