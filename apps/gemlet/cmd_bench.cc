@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -145,7 +146,7 @@ double KvBytesAt(const Model& model, KvType type, int64_t pos) {
 }
 
 struct TestResult {
-  int n_prompt = 0, n_gen = 0, n_threads = 0;
+  int n_prompt = 0, n_gen = 0, n_depth = 0, n_threads = 0;
   std::vector<uint64_t> samples_ns;
   std::vector<double> samples_ts;
 };
@@ -169,13 +170,16 @@ int RunBench(int argc, char** argv) {
                "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached"};
   app.name("gemlet bench");
   std::string model_path, kv_type_name = "f16", kernels;
-  std::vector<int> prompts = {512}, gens = {128}, threads_list;
+  std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
   int reps = 5, batch = 512, ttft_prompt = 200;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--n-prompt", prompts, "prompt lengths (comma separated; 0 skips)")
       ->delimiter(',')->check(CLI::NonNegativeNumber);
   app.add_option("-n,--n-gen", gens, "generation lengths (comma separated; 0 skips)")
+      ->delimiter(',')->check(CLI::NonNegativeNumber);
+  app.add_option("-d,--n-depth", depths, "tokens already in the context before each test (comma separated; "
+                 "as llama-bench: attention at long context)")
       ->delimiter(',')->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", threads_list, "thread counts (comma separated; default: all cores)")
       ->delimiter(',')->check(CLI::PositiveNumber);
@@ -196,6 +200,8 @@ int RunBench(int argc, char** argv) {
   if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   const int max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
   const int max_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
+  if (depths.empty()) depths = {0};
+  const int max_depth = *std::max_element(depths.begin(), depths.end());
   if (max_prompt == 0 && max_gen == 0) return Fail("nothing to measure: every -p and -n is 0");
 
   // Model ready: wall time (what a user waits) and this thread's CPU time (what a busy, shared
@@ -232,8 +238,9 @@ int RunBench(int argc, char** argv) {
   const int ttft_tokens = ttft_text.empty()
                               ? ttft_prompt
                               : static_cast<int>(engine->tokenizer().Encode(ttft_text, EncodeOptions{true}).size());
-  // Like llama-bench, each test starts from an empty cache; one context fits the longest of them.
-  const int n_ctx = std::max({max_prompt, max_gen, ttft_tokens, 16}) + 1;
+  // Like llama-bench, each test starts from a cache holding n_depth tokens (none by default); one
+  // context fits the longest of them.
+  const int n_ctx = std::max({max_depth + std::max(max_prompt, max_gen), ttft_tokens, 16}) + 1;
   std::vector<float> logits(static_cast<size_t>(config.n_vocab));
 
   std::vector<TestResult> results;
@@ -260,33 +267,41 @@ int RunBench(int argc, char** argv) {
     first_eval_by_threads.push_back(Now() - warm0);
     evaluate({17});
 
-    for (int p : prompts) {
-      if (p <= 0) continue;
-      TestResult r{p, 0, n_threads, {}, {}};
-      for (int i = 0; i < reps; ++i) {
-        const auto tokens = random_tokens(p);
-        session.Reset();
-        const double t0 = Now();
-        evaluate(tokens);
-        const double dt = Now() - t0;
-        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
-        r.samples_ts.push_back(p / dt);
+    // Each repetition starts from the same n_depth-token context, prefilled untimed.
+    auto reset_to_depth = [&](int depth) {
+      session.Reset();
+      if (depth > 0) evaluate(random_tokens(depth));
+    };
+    for (int depth : depths) {
+      for (int p : prompts) {
+        if (p <= 0) continue;
+        TestResult r{p, 0, depth, n_threads, {}, {}};
+        for (int i = 0; i < reps; ++i) {
+          auto tokens = random_tokens(p);
+          if (depth > 0) tokens[0] = 17;  // a continuation: no second <bos>
+          reset_to_depth(depth);
+          const double t0 = Now();
+          evaluate(tokens);
+          const double dt = Now() - t0;
+          r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+          r.samples_ts.push_back(p / dt);
+        }
+        results.push_back(r);
       }
-      results.push_back(r);
-    }
-    for (int n : gens) {
-      if (n <= 0) continue;
-      TestResult r{0, n, n_threads, {}, {}};
-      for (int i = 0; i < reps; ++i) {
-        const auto tokens = random_tokens(n);
-        session.Reset();
-        const double t0 = Now();
-        for (int j = 0; j < n; ++j) evaluate({tokens[j]});
-        const double dt = Now() - t0;
-        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
-        r.samples_ts.push_back(n / dt);
+      for (int n : gens) {
+        if (n <= 0) continue;
+        TestResult r{0, n, depth, n_threads, {}, {}};
+        for (int i = 0; i < reps; ++i) {
+          const auto tokens = random_tokens(n);
+          reset_to_depth(depth);
+          const double t0 = Now();
+          for (int j = 0; j < n; ++j) evaluate({tokens[j]});
+          const double dt = Now() - t0;
+          r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+          r.samples_ts.push_back(n / dt);
+        }
+        results.push_back(r);
       }
-      results.push_back(r);
     }
     // Time to first token: from the chat prompt's text to the first (here: argmax) token, i.e.
     // tokenizing and the prefill.
@@ -308,10 +323,10 @@ int RunBench(int argc, char** argv) {
   const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
   const double bandwidth = MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
 
-  auto kv_bytes_mean = [&](int n_gen) {
+  auto kv_bytes_mean = [&](const TestResult& r) {
     double sum = 0;
-    for (int j = 0; j < n_gen; ++j) sum += KvBytesAt(engine->model(), kv_type, j);
-    return n_gen > 0 ? sum / n_gen : 0.0;
+    for (int j = 0; j < r.n_gen; ++j) sum += KvBytesAt(engine->model(), kv_type, r.n_depth + j);
+    return r.n_gen > 0 ? sum / r.n_gen : 0.0;
   };
 
   const std::string backend = std::string("CPU (") + ActiveKernelsName() + ")";
@@ -346,7 +361,7 @@ int RunBench(int argc, char** argv) {
           {"embeddings", false},
           {"n_prompt", r.n_prompt},
           {"n_gen", r.n_gen},
-          {"n_depth", 0},
+          {"n_depth", r.n_depth},
           {"test_time", time_buf},
           {"avg_ns", static_cast<uint64_t>(ns.mean)},
           {"stddev_ns", static_cast<uint64_t>(ns.stddev)},
@@ -368,7 +383,7 @@ int RunBench(int argc, char** argv) {
           {"ttft_ms", ti < ttft_by_threads.size() ? ttft_by_threads[ti] * 1e3 : 0.0},
       };
       if (r.n_gen > 0) {
-        const double kv = kv_bytes_mean(r.n_gen), per_token = weight_bytes + kv;
+        const double kv = kv_bytes_mean(r), per_token = weight_bytes + kv;
         o["weight_bytes_per_token"] = static_cast<uint64_t>(weight_bytes);
         o["kv_bytes_per_token"] = static_cast<uint64_t>(kv);
         o["read_gbs"] = ts.mean * per_token / 1e9;
@@ -387,10 +402,11 @@ int RunBench(int argc, char** argv) {
               std::string(16, '-').c_str(), "------:", "------------:", "-------------------:");
   for (const TestResult& r : results) {
     const Stats ts = MeanStd(r.samples_ts);
-    char size[32], params[32], test[32], speed[48];
+    char size[32], params[32], test[48], speed[48];
     std::snprintf(size, sizeof size, "%.2f MiB", model_size / (1024.0 * 1024.0));
     std::snprintf(params, sizeof params, "%.2f M", n_params / 1e6);
     std::snprintf(test, sizeof test, "%s%d", r.n_prompt > 0 ? "pp" : "tg", r.n_prompt > 0 ? r.n_prompt : r.n_gen);
+    if (r.n_depth > 0) std::snprintf(test + std::strlen(test), sizeof test - std::strlen(test), " @ d%d", r.n_depth);
     std::snprintf(speed, sizeof speed, "%.2f ± %.2f", ts.mean, ts.stddev);
     std::printf("| %-30s | %10s | %9s | %-16s | %7d | %13s | %20s |\n", model_type.c_str(), size, params,
                 backend.c_str(), r.n_threads, test, speed);
@@ -411,11 +427,11 @@ int RunBench(int argc, char** argv) {
   std::printf("memory read bandwidth (%d threads, 1 GiB streaming read): %.2f GB/s\n", bw_threads, bandwidth / 1e9);
   for (const TestResult& r : results) {
     if (r.n_gen <= 0) continue;
-    const double kv = kv_bytes_mean(r.n_gen), per_token = weight_bytes + kv;
+    const double kv = kv_bytes_mean(r), per_token = weight_bytes + kv;
     const double ts = MeanStd(r.samples_ts).mean;
-    std::printf("tg%d, %d threads: reads %.1f MiB weights + %.2f MiB KV per token (mean over the run) -> %.2f GB/s, "
+    std::printf("tg%d%s, %d threads: reads %.1f MiB weights + %.2f MiB KV per token (mean over the run) -> %.2f GB/s, "
                 "%.0f%% of the bandwidth bound (%.2f t/s)\n",
-                r.n_gen, r.n_threads, weight_bytes / (1024.0 * 1024.0), kv / (1024.0 * 1024.0), ts * per_token / 1e9,
+                r.n_gen, r.n_depth > 0 ? (" @ d" + std::to_string(r.n_depth)).c_str() : "", r.n_threads, weight_bytes / (1024.0 * 1024.0), kv / (1024.0 * 1024.0), ts * per_token / 1e9,
                 100.0 * ts * per_token / bandwidth, bandwidth / per_token);
   }
   return 0;

@@ -48,10 +48,24 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) { ActiveKernels().gelu
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
   ActiveKernels().rope_rotate_half(x, n_heads, head_dim, inv_freq, pos);
 }
-float DotF32(const float* a, const float* b, int64_t n) { return ActiveKernels().dot_f32(a, b, n); }
-float DotF16(const float* a, const uint16_t* b, int64_t n) { return ActiveKernels().dot_f16(a, b, n); }
-void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().axpy_f32(a, x, y, n); }
-void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) { ActiveKernels().axpy_f16(a, x, y, n); }
+void DotRowsF32(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+  ActiveKernels().dot_rows_f32(q, rows, stride, n_rows, n, out);
+}
+void DotRowsF16(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+  ActiveKernels().dot_rows_f16(q, rows, stride, n_rows, n, out);
+}
+void WeightedSumF32(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+  ActiveKernels().weighted_sum_f32(p, rows, stride, n_rows, n, y);
+}
+void WeightedSumF16(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+  ActiveKernels().weighted_sum_f16(p, rows, stride, n_rows, n, y);
+}
+float DotF32(const float* a, const float* b, int64_t n) {
+  float out;
+  ActiveKernels().dot_rows_f32(a, b, 0, 1, n, &out);
+  return out;
+}
+void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().weighted_sum_f32(&a, x, 0, 1, n, y); }
 void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
 void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
 

@@ -56,11 +56,16 @@ float GeluTanh(float x);
 // (0 means the pair is not rotated).
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
 
-float DotF32(const float* a, const float* b, int64_t n);
-float DotF16(const float* a, const uint16_t* b, int64_t n);  // b in IEEE half
-// y += a * x
-void AxpyF32(float a, const float* x, float* y, int64_t n);
-void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
+// Attention over n_rows rows of n values, `stride` elements apart (a run of the KV cache, or the
+// batch's new keys/values), f32 or IEEE half:
+//   DotRows:     out[j] = q . row j           (attention scores)
+//   WeightedSum: y += sum_j p[j] * row j      (probabilities times values)
+void DotRowsF32(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out);
+void DotRowsF16(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out);
+void WeightedSumF32(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y);
+void WeightedSumF16(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y);
+float DotF32(const float* a, const float* b, int64_t n);  // one row of DotRowsF32
+void AxpyF32(float a, const float* x, float* y, int64_t n);  // y += a * x: one row of WeightedSumF32
 
 // In-place softmax (max-subtracted, float accumulation).
 void Softmax(float* x, int64_t n);

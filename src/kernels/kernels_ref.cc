@@ -1,5 +1,6 @@
 // Reference (scalar) kernels: the specification every faster path is tested against.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "base/half.h"
@@ -74,18 +75,28 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-float DotF16(const float* a, const uint16_t* b, int64_t n) {
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * F16ToF32(b[i]);
-  return sum;
+template <class T>
+float RowValue(T v) {
+  if constexpr (std::is_same_v<T, uint16_t>) return F16ToF32(v);
+  else return v;
 }
 
-void AxpyF32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+template <class T>
+void DotRows(const float* q, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const T* r = rows + static_cast<size_t>(j) * stride;
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += q[i] * RowValue(r[i]);
+    out[j] = sum;
+  }
 }
 
-void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * F16ToF32(x[i]);
+template <class T>
+void WeightedSum(const float* p, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const T* r = rows + static_cast<size_t>(j) * stride;
+    for (int64_t i = 0; i < n; ++i) y[i] += p[j] * RowValue(r[i]);
+  }
 }
 
 void Softmax(float* x, int64_t n) {
@@ -119,8 +130,10 @@ const KernelTable& RefKernels() {
   // The reference reads every matrix as stored: nothing to prepare.
   static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, ThreadPool&) {},
                                     ref::RmsNorm,   ref::GeluTanhMul,
-                                    ref::RopeRotateHalf, ref::DotF32, ref::DotF16, ref::AxpyF32,
-                                    ref::AxpyF16,   ref::Softmax, ref::SoftCap};
+                                    ref::RopeRotateHalf,
+                                    ref::DotRows<float>, ref::DotRows<uint16_t>,
+                                    ref::WeightedSum<float>, ref::WeightedSum<uint16_t>,
+                                    ref::Softmax, ref::SoftCap};
   return table;
 }
 

@@ -34,59 +34,101 @@ HWY_INLINE VF LoadF16(DF df, const uint16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
+// Attention rows are f32 (the batch's new keys/values, an f32 cache) or f16 (the default cache).
+HWY_INLINE VF LoadRow(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadRow(DF d, const uint16_t* p) { return LoadF16(d, p); }
+HWY_INLINE float RowValue(float v) { return v; }
+HWY_INLINE float RowValue(uint16_t v) { return F16ToF32(v); }
+
 // Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
-float DotF32(const float* a, const float* b, int64_t n) {
-  const DF d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
-  }
-  if (i + N <= n) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    i += N;
-  }
-  float sum = ReduceSum(d, hn::Add(s0, s1));
-  for (; i < n; ++i) sum += a[i] * b[i];
+template <class T>
+HWY_INLINE float DotTail(const float* q, const T* row, int64_t from, int64_t n) {
+  float sum = 0;
+  for (int64_t i = from; i < n; ++i) sum += q[i] * RowValue(row[i]);
   return sum;
 }
 
-float DotF16(const float* a, const uint16_t* b, int64_t n) {
+// out[j] = q . row j. Four rows at a time: each q vector is loaded once for four independent FMA
+// chains (enough to keep one FMA port busy through its latency), one reduction per row.
+template <class T>
+void DotRows(const float* q, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  VF s0 = hn::Zero(d), s1 = hn::Zero(d);
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), LoadF16(d, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), LoadF16(d, b + i + N), s1);
+  const int64_t nv = n / N * N;
+  int64_t j = 0;
+  for (; j + 4 <= n_rows; j += 4) {
+    const T* r0 = rows + static_cast<size_t>(j) * stride;
+    const T *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+    VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    for (int64_t i = 0; i < nv; i += N) {
+      const VF a = hn::LoadU(d, q + i);
+      s0 = hn::MulAdd(a, LoadRow(d, r0 + i), s0);
+      s1 = hn::MulAdd(a, LoadRow(d, r1 + i), s1);
+      s2 = hn::MulAdd(a, LoadRow(d, r2 + i), s2);
+      s3 = hn::MulAdd(a, LoadRow(d, r3 + i), s3);
+    }
+    out[j] = ReduceSum(d, s0) + DotTail(q, r0, nv, n);
+    out[j + 1] = ReduceSum(d, s1) + DotTail(q, r1, nv, n);
+    out[j + 2] = ReduceSum(d, s2) + DotTail(q, r2, nv, n);
+    out[j + 3] = ReduceSum(d, s3) + DotTail(q, r3, nv, n);
   }
-  if (i + N <= n) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), LoadF16(d, b + i), s0);
-    i += N;
+  // The last rows sum in the same order as the groups of four: a key's score must not depend on
+  // where a run of the cache starts (prefill in chunks equals prefill at once).
+  for (; j < n_rows; ++j) {
+    const T* r = rows + static_cast<size_t>(j) * stride;
+    VF s0 = hn::Zero(d);
+    for (int64_t i = 0; i < nv; i += N) s0 = hn::MulAdd(hn::LoadU(d, q + i), LoadRow(d, r + i), s0);
+    out[j] = ReduceSum(d, s0) + DotTail(q, r, nv, n);
   }
-  float sum = ReduceSum(d, hn::Add(s0, s1));
-  for (; i < n; ++i) sum += a[i] * F16ToF32(b[i]);
-  return sum;
 }
 
-void AxpyF32(float a, const float* x, float* y, int64_t n) {
+// y += sum_j p[j] * row j. y stays in registers, 4 vectors at a time, while the rows stream past
+// (an axpy per row would load and store y once per row).
+template <class T>
+void WeightedSum(const float* p, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const VF va = hn::Set(d, a);
   int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, hn::LoadU(d, x + i), hn::LoadU(d, y + i)), d, y + i);
-  for (; i < n; ++i) y[i] += a * x[i];
+  for (; i + 4 * N <= n; i += 4 * N) {
+    VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
+    VF y2 = hn::LoadU(d, y + i + 2 * N), y3 = hn::LoadU(d, y + i + 3 * N);
+    const T* r = rows + i;
+    for (int64_t j = 0; j < n_rows; ++j, r += stride) {
+      const VF w = hn::Set(d, p[j]);
+      y0 = hn::MulAdd(w, LoadRow(d, r), y0);
+      y1 = hn::MulAdd(w, LoadRow(d, r + N), y1);
+      y2 = hn::MulAdd(w, LoadRow(d, r + 2 * N), y2);
+      y3 = hn::MulAdd(w, LoadRow(d, r + 3 * N), y3);
+    }
+    hn::StoreU(y0, d, y + i);
+    hn::StoreU(y1, d, y + i + N);
+    hn::StoreU(y2, d, y + i + 2 * N);
+    hn::StoreU(y3, d, y + i + 3 * N);
+  }
+  for (; i + N <= n; i += N) {
+    VF y0 = hn::LoadU(d, y + i);
+    const T* r = rows + i;
+    for (int64_t j = 0; j < n_rows; ++j, r += stride) y0 = hn::MulAdd(hn::Set(d, p[j]), LoadRow(d, r), y0);
+    hn::StoreU(y0, d, y + i);
+  }
+  for (; i < n; ++i) {
+    float sum = y[i];
+    for (int64_t j = 0; j < n_rows; ++j) sum += p[j] * RowValue(rows[static_cast<size_t>(j) * stride + i]);
+    y[i] = sum;
+  }
 }
 
-void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
-  const DF d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const VF va = hn::Set(d, a);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(va, LoadF16(d, x + i), hn::LoadU(d, y + i)), d, y + i);
-  for (; i < n; ++i) y[i] += a * F16ToF32(x[i]);
+void DotRowsF32(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+  DotRows(q, rows, stride, n_rows, n, out);
+}
+void DotRowsF16(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+  DotRows(q, rows, stride, n_rows, n, out);
+}
+void WeightedSumF32(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+  WeightedSum(p, rows, stride, n_rows, n, y);
+}
+void WeightedSumF16(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+  WeightedSum(p, rows, stride, n_rows, n, y);
 }
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
@@ -248,7 +290,8 @@ uint32_t ReadAll(const void* data, size_t n) {
 
 const KernelTable* GetKernelTable() {
   static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, RmsNorm, GeluTanhMul,
-                                    RopeRotateHalf, DotF32, DotF16, AxpyF32, AxpyF16, Softmax, SoftCap};
+                                    RopeRotateHalf, DotRowsF32, DotRowsF16, WeightedSumF32, WeightedSumF16,
+                                    Softmax, SoftCap};
   return &table;
 }
 

@@ -280,12 +280,27 @@ void RopeRows(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, cons
   });
 }
 
+namespace {
+// Calls fn(first, count) over the runs of positions [begin, end) that lie contiguously in a cache
+// layer of this capacity: a ring (sliding window) wraps once at most.
+template <class Fn>
+void ForEachCacheRun(int64_t begin, int64_t end, int capacity, Fn&& fn) {
+  while (begin < end) {
+    const int64_t count = std::min<int64_t>(end - begin, capacity - begin % capacity);
+    fn(begin, count);
+    begin += count;
+  }
+}
+}  // namespace
+
 void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool& pool) {
   const LayerConfig& l = *a.layer;
   const int hd = l.head_dim, hdv = l.head_dim_v;
-  const int q_width = l.n_heads * hd, kv_width = l.n_kv_heads * hd, v_width = l.n_kv_heads * hdv;
+  const size_t q_width = static_cast<size_t>(l.n_heads) * hd;
+  const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, v_width = static_cast<size_t>(l.n_kv_heads) * hdv;
   const int group = l.n_heads / l.n_kv_heads;
   const bool f16 = cache.type() == KvType::kF16;
+  const int capacity = cache.capacity(a.cache_layer);
   // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
   const size_t items = static_cast<size_t>(a.n) * l.n_heads;
   const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(pool.size()) * 16));
@@ -293,38 +308,35 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
     float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_stride;
     for (size_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / l.n_heads), h = static_cast<int>(item % l.n_heads);
-      const int kvh = h / group;
+      const size_t k_off = static_cast<size_t>(h / group) * hd, v_off = static_cast<size_t>(h / group) * hdv;
       const int64_t pos = a.pos0 + t;
       const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
       const float* q = a.q + static_cast<size_t>(t) * q_width + static_cast<size_t>(h) * hd;
-      // Keys lo..pos: those before the batch come from the cache, the rest from the batch itself.
-      int n_keys = 0;
-      for (int64_t j = lo; j <= pos; ++j, ++n_keys) {
-        float s;
-        if (j < a.pos0) {
-          const void* row = cache.KeyRow(a.cache_layer, j);
-          s = f16 ? DotF16(q, static_cast<const uint16_t*>(row) + static_cast<size_t>(kvh) * hd, hd)
-                  : DotF32(q, static_cast<const float*>(row) + static_cast<size_t>(kvh) * hd, hd);
-        } else {
-          s = DotF32(q, a.k_new + static_cast<size_t>(j - a.pos0) * kv_width + static_cast<size_t>(kvh) * hd, hd);
-        }
-        scores[n_keys] = s * a.scale;
-      }
+      // Keys lo..pos: those before the batch come from the cache (in runs), the rest from the batch.
+      const int64_t cached_end = std::min(pos + 1, a.pos0), batch_begin = std::max(lo, a.pos0);
+      const int n_keys = static_cast<int>(pos - lo + 1);
+      ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
+        const void* rows = cache.KeyRow(a.cache_layer, first);
+        float* out = scores + (first - lo);
+        if (f16) DotRowsF16(q, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, out);
+        else DotRowsF32(q, static_cast<const float*>(rows) + k_off, kv_width, count, hd, out);
+      });
+      DotRowsF32(q, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
+                 pos + 1 - batch_begin, hd, scores + (batch_begin - lo));
+      for (int k = 0; k < n_keys; ++k) scores[k] *= a.scale;
       // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
       if (a.softcap > 0) SoftCap(scores, n_keys, a.softcap);
       Softmax(scores, n_keys);
       float* out = a.out + static_cast<size_t>(t) * l.n_heads * hdv + static_cast<size_t>(h) * hdv;
       std::fill(out, out + hdv, 0.0f);
-      int k = 0;
-      for (int64_t j = lo; j <= pos; ++j, ++k) {
-        if (j < a.pos0) {
-          const void* row = cache.ValueRow(a.cache_layer, j);
-          if (f16) AxpyF16(scores[k], static_cast<const uint16_t*>(row) + static_cast<size_t>(kvh) * hdv, out, hdv);
-          else AxpyF32(scores[k], static_cast<const float*>(row) + static_cast<size_t>(kvh) * hdv, out, hdv);
-        } else {
-          AxpyF32(scores[k], a.v_new + static_cast<size_t>(j - a.pos0) * v_width + static_cast<size_t>(kvh) * hdv, out, hdv);
-        }
-      }
+      ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
+        const void* rows = cache.ValueRow(a.cache_layer, first);
+        const float* p = scores + (first - lo);
+        if (f16) WeightedSumF16(p, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out);
+        else WeightedSumF32(p, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out);
+      });
+      WeightedSumF32(scores + (batch_begin - lo), a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off,
+                     v_width, pos + 1 - batch_begin, hdv, out);
     }
   });
 }

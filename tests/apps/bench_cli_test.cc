@@ -84,6 +84,44 @@ TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
   EXPECT_FALSE(j[0].contains("bw_fraction"));  // a prompt test reads weights once per batch, not per token
 }
 
+// KV bytes a decode step reads at positions first..first+n-1, averaged (f16 keys and values).
+double MeanKvBytes(const Model& model, int first, int n) {
+  double sum = 0;
+  for (int pos = first; pos < first + n; ++pos) {
+    for (const KvLayerSpec& s : model.KvLayout()) {
+      const int64_t held = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
+      sum += static_cast<double>(held * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * 2);
+    }
+  }
+  return sum / n;
+}
+
+TEST(BenchCli, DepthRunsEachTestAfterThatManyTokens) {
+  auto r = test::RunCommand(Bench("-p 8 -n 4 -d 0,40 -t 1 -r 1 --ttft-prompt 0 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u);
+  auto engine = Engine::Load(kModel);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const Model& model = engine.value()->model();
+  const int depths[] = {0, 0, 40, 40}, prompts[] = {8, 0, 8, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(j[i]["n_depth"], depths[i]);
+    EXPECT_EQ(j[i]["n_prompt"], prompts[i]);
+    EXPECT_GE(j[i]["n_ctx"].get<int>(), 40 + 8);  // the deepest test fits
+    EXPECT_GT(j[i]["avg_ts"].get<double>(), 0);
+  }
+  // Decode after 40 tokens reads the KV of positions 40..43, not 0..3.
+  EXPECT_EQ(j[1]["kv_bytes_per_token"].get<double>(), std::floor(MeanKvBytes(model, 0, 4)));
+  EXPECT_EQ(j[3]["kv_bytes_per_token"].get<double>(), std::floor(MeanKvBytes(model, 40, 4)));
+  EXPECT_GT(j[3]["kv_bytes_per_token"].get<double>(), j[1]["kv_bytes_per_token"].get<double>());
+
+  auto table = test::RunCommand(Bench("-p 8 -n 4 -d 40 -t 1 -r 1 --ttft-prompt 0"));
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("pp8 @ d40"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("tg4 @ d40"), std::string::npos) << table.out;
+}
+
 TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
   auto r = test::RunCommand(Bench("-p 8 -n 4 -t 1 -r 1 --ttft-prompt 20"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -101,6 +139,7 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -t 0", "threads"},
       {"bench -m " + std::string(kModel) + " -r abc", "repetitions"},
       {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
+      {"bench -m " + std::string(kModel) + " -d -1", "n-depth"},
       {"bench -p 8", "model"},
   });
 }

@@ -26,43 +26,73 @@ class ElementwiseTest : public ::testing::TestWithParam<std::string> {
   const KernelTable* ref_ = nullptr;
 };
 
-TEST_P(ElementwiseTest, DotF32AndF16) {
+// Attention rows: n_rows rows of n values with a gap between them (stride > n), f32 and f16.
+constexpr int64_t kRowCounts[] = {1, 2, 3, 4, 5, 7, 9};
+
+struct AttentionRows {
+  int64_t n_rows, n;
+  size_t stride;
+  std::vector<float> f32;
+  std::vector<uint16_t> f16;
+  float F16At(int64_t j, int64_t i) const { return F16ToF32(f16[static_cast<size_t>(j) * stride + i]); }
+  float F32At(int64_t j, int64_t i) const { return f32[static_cast<size_t>(j) * stride + i]; }
+};
+
+AttentionRows MakeRows(int64_t n_rows, int64_t n, uint32_t seed) {
+  AttentionRows r{n_rows, n, static_cast<size_t>(n + 3), {}, {}};
+  r.f32 = test::RandomFloats(static_cast<int64_t>(r.stride) * n_rows, seed);
+  r.f16.resize(r.f32.size());
+  for (size_t i = 0; i < r.f32.size(); ++i) r.f16[i] = F32ToF16(r.f32[i]);
+  return r;
+}
+
+TEST_P(ElementwiseTest, DotRowsF32AndF16) {
   for (int64_t n : test::OddSizes()) {
-    const auto a = test::RandomFloats(n, 1 + n), b = test::RandomFloats(n, 2 + n);
-    std::vector<uint16_t> b16(n);
-    for (int64_t i = 0; i < n; ++i) b16[i] = F32ToF16(b[i]);
-    double abs_sum = 0, abs_sum16 = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      abs_sum += std::fabs(static_cast<double>(a[i]) * b[i]);
-      abs_sum16 += std::fabs(static_cast<double>(a[i]) * F16ToF32(b16[i]));
+    for (int64_t n_rows : kRowCounts) {
+      const auto q = test::RandomFloats(n, 1 + n);
+      const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(2 + n + 100 * n_rows));
+      std::vector<float> out(n_rows), out_ref(n_rows), out16(n_rows), out16_ref(n_rows);
+      k_->dot_rows_f32(q.data(), r.f32.data(), r.stride, n_rows, n, out.data());
+      ref_->dot_rows_f32(q.data(), r.f32.data(), r.stride, n_rows, n, out_ref.data());
+      k_->dot_rows_f16(q.data(), r.f16.data(), r.stride, n_rows, n, out16.data());
+      ref_->dot_rows_f16(q.data(), r.f16.data(), r.stride, n_rows, n, out16_ref.data());
+      for (int64_t j = 0; j < n_rows; ++j) {
+        double abs_sum = 0, abs_sum16 = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          abs_sum += std::fabs(static_cast<double>(q[i]) * r.F32At(j, i));
+          abs_sum16 += std::fabs(static_cast<double>(q[i]) * r.F16At(j, i));
+        }
+        // Any summation order of n products errs by at most (n - 1) u sum|a b| (plus u per
+        // product); two orders differ by at most twice that.
+        EXPECT_NEAR(out[j], out_ref[j], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " rows=" << n_rows << " j=" << j;
+        EXPECT_NEAR(out16[j], out16_ref[j], 2 * (n + 1) * kU * abs_sum16) << "n=" << n << " rows=" << n_rows << " j=" << j;
+      }
     }
-    // Any summation order of n products errs by at most (n - 1) u sum|a b| (plus u per product);
-    // two orders differ by at most twice that.
-    EXPECT_NEAR(k_->dot_f32(a.data(), b.data(), n), ref_->dot_f32(a.data(), b.data(), n), 2 * (n + 1) * kU * abs_sum)
-        << "n=" << n;
-    EXPECT_NEAR(k_->dot_f16(a.data(), b16.data(), n), ref_->dot_f16(a.data(), b16.data(), n),
-                2 * (n + 1) * kU * abs_sum16)
-        << "n=" << n;
   }
 }
 
-TEST_P(ElementwiseTest, AxpyF32AndF16) {
+TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
   for (int64_t n : test::OddSizes()) {
-    const auto x = test::RandomFloats(n, 3 + n), y0 = test::RandomFloats(n, 4 + n);
-    std::vector<uint16_t> x16(n);
-    for (int64_t i = 0; i < n; ++i) x16[i] = F32ToF16(x[i]);
-    const float a = -0.73f;
-    auto y = y0, y_ref = y0, y16 = y0, y16_ref = y0;
-    k_->axpy_f32(a, x.data(), y.data(), n);
-    ref_->axpy_f32(a, x.data(), y_ref.data(), n);
-    k_->axpy_f16(a, x16.data(), y16.data(), n);
-    ref_->axpy_f16(a, x16.data(), y16_ref.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      // A fused multiply-add rounds once where mul + add round twice.
-      const double bound = 2 * kU * (std::fabs(a * x[i]) + std::fabs(y0[i]) + std::fabs(y_ref[i]));
-      EXPECT_NEAR(y[i], y_ref[i], bound) << "n=" << n << " i=" << i;
-      const double bound16 = 2 * kU * (std::fabs(a * F16ToF32(x16[i])) + std::fabs(y0[i]) + std::fabs(y16_ref[i]));
-      EXPECT_NEAR(y16[i], y16_ref[i], bound16) << "n=" << n << " i=" << i;
+    for (int64_t n_rows : kRowCounts) {
+      const auto p = test::RandomFloats(n_rows, 3 + n), y0 = test::RandomFloats(n, 4 + n);
+      const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(5 + n + 100 * n_rows));
+      auto y = y0, y_ref = y0, y16 = y0, y16_ref = y0;
+      k_->weighted_sum_f32(p.data(), r.f32.data(), r.stride, n_rows, n, y.data());
+      ref_->weighted_sum_f32(p.data(), r.f32.data(), r.stride, n_rows, n, y_ref.data());
+      k_->weighted_sum_f16(p.data(), r.f16.data(), r.stride, n_rows, n, y16.data());
+      ref_->weighted_sum_f16(p.data(), r.f16.data(), r.stride, n_rows, n, y16_ref.data());
+      for (int64_t i = 0; i < n; ++i) {
+        double abs_sum = std::fabs(y0[i]), abs_sum16 = std::fabs(y0[i]);
+        for (int64_t j = 0; j < n_rows; ++j) {
+          abs_sum += std::fabs(static_cast<double>(p[j]) * r.F32At(j, i));
+          abs_sum16 += std::fabs(static_cast<double>(p[j]) * r.F16At(j, i));
+        }
+        // n_rows + 1 terms summed in the same order; fused multiply-adds round once where the
+        // reference rounds twice: within the bound of two summation orders of n_rows + 1 terms.
+        EXPECT_NEAR(y[i], y_ref[i], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " rows=" << n_rows << " i=" << i;
+        EXPECT_NEAR(y16[i], y16_ref[i], 2 * (n_rows + 2) * kU * abs_sum16)
+            << "n=" << n << " rows=" << n_rows << " i=" << i;
+      }
     }
   }
 }
