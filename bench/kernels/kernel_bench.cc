@@ -210,22 +210,28 @@ void BenchMatMul(const Options& o, bool gemm) {
 
 void BenchElementwise(const Options& o) {
   std::printf("\nElement-wise kernels: ns per call (Gemma 3 1B sizes; attention: 64 f16 rows of 256)\n");
-  std::printf("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "kernels", "rms1152", "gelu6912", "softmax512", "dot64x256",
-              "wsum64x256", "rope4x256", "softcap");
+  std::printf("%-8s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "kernels", "rms1152", "gelu6912", "softmax512", "dot64x256",
+              "wsum64x256", "dot/q x4", "wsum/q x4", "rope4x256", "softcap");
   std::vector<float> a(8192, 0.5f), b(8192, 0.25f), inv(128, 0.01f);
   std::vector<uint16_t> h(8192, F32ToF16(0.3f));
   for (const KernelTable* k : Tables(o)) {
     const double rms = TimePerCall([&] { k->rms_norm(a.data(), b.data(), 1152, 1e-6f, a.data()); }, o.reps, 0.05);
     const double gelu = TimePerCall([&] { k->gelu_tanh_mul(a.data(), b.data(), 6912); }, o.reps, 0.05);
     const double soft = TimePerCall([&] { k->softmax(a.data(), 512); }, o.reps, 0.05);
-    // Attention against 64 cached f16 keys / values of one 256-wide head (rows 256 apart).
-    const double dot = TimePerCall([&] { k->dot_rows_f16(a.data(), h.data(), 256, 64, 256, b.data()); }, o.reps, 0.05);
-    const double axpy =
-        TimePerCall([&] { k->weighted_sum_f16(b.data(), h.data(), 256, 64, 256, a.data() + 4096); }, o.reps, 0.05);
+    // Attention against 64 cached f16 keys / values of one 256-wide head (rows 256 apart), for one
+    // query and for a group of 4 sharing them (per query).
+    const double dot = TimePerCall([&] { k->dot_rows_f16(a.data(), 256, 1, h.data(), 256, 64, 256, b.data(), 64); },
+                                   o.reps, 0.05);
+    const double axpy = TimePerCall(
+        [&] { k->weighted_sum_f16(b.data(), 64, 1, h.data(), 256, 64, 256, a.data() + 4096, 256); }, o.reps, 0.05);
+    const double dot4 = TimePerCall([&] { k->dot_rows_f16(a.data(), 256, 4, h.data(), 256, 64, 256, b.data(), 64); },
+                                    o.reps, 0.05) / 4;
+    const double axpy4 = TimePerCall(
+        [&] { k->weighted_sum_f16(b.data(), 64, 4, h.data(), 256, 64, 256, a.data() + 4096, 256); }, o.reps, 0.05) / 4;
     const double rope = TimePerCall([&] { k->rope_rotate_half(a.data(), 4, 256, inv.data(), 1000); }, o.reps, 0.05);
     const double cap = TimePerCall([&] { k->soft_cap(b.data(), 4096, 30.0f); }, o.reps, 0.05);
-    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n", k->name, rms * 1e9, gelu * 1e9, soft * 1e9,
-                dot * 1e9, axpy * 1e9, rope * 1e9, cap * 1e9);
+    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n", k->name, rms * 1e9,
+                gelu * 1e9, soft * 1e9, dot * 1e9, axpy * 1e9, dot4 * 1e9, axpy4 * 1e9, rope * 1e9, cap * 1e9);
   }
 }
 

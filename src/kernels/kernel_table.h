@@ -17,10 +17,14 @@ struct KernelTable {
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out);
   void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
   void (*rope_rotate_half)(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
-  void (*dot_rows_f32)(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out);
-  void (*dot_rows_f16)(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out);
-  void (*weighted_sum_f32)(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y);
-  void (*weighted_sum_f16)(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y);
+  void (*dot_rows_f32)(const float* q, size_t q_stride, int n_q, const float* rows, size_t stride, int64_t n_rows,
+                       int64_t n, float* out, size_t out_stride);
+  void (*dot_rows_f16)(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
+                       int64_t n, float* out, size_t out_stride);
+  void (*weighted_sum_f32)(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
+                           int64_t n, float* y, size_t y_stride);
+  void (*weighted_sum_f16)(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride,
+                           int64_t n_rows, int64_t n, float* y, size_t y_stride);
   void (*softmax)(float* x, int64_t n);
   void (*soft_cap)(float* x, int64_t n, float cap);
 };

@@ -48,24 +48,28 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) { ActiveKernels().gelu
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
   ActiveKernels().rope_rotate_half(x, n_heads, head_dim, inv_freq, pos);
 }
-void DotRowsF32(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
-  ActiveKernels().dot_rows_f32(q, rows, stride, n_rows, n, out);
+void DotRowsF32(const float* q, size_t q_stride, int n_q, const float* rows, size_t stride, int64_t n_rows, int64_t n,
+                float* out, size_t out_stride) {
+  ActiveKernels().dot_rows_f32(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
-void DotRowsF16(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
-  ActiveKernels().dot_rows_f16(q, rows, stride, n_rows, n, out);
+void DotRowsF16(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
+                int64_t n, float* out, size_t out_stride) {
+  ActiveKernels().dot_rows_f16(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
-void WeightedSumF32(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
-  ActiveKernels().weighted_sum_f32(p, rows, stride, n_rows, n, y);
+void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
+                    int64_t n, float* y, size_t y_stride) {
+  ActiveKernels().weighted_sum_f32(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
-void WeightedSumF16(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
-  ActiveKernels().weighted_sum_f16(p, rows, stride, n_rows, n, y);
+void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
+                    int64_t n, float* y, size_t y_stride) {
+  ActiveKernels().weighted_sum_f16(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
 float DotF32(const float* a, const float* b, int64_t n) {
   float out;
-  ActiveKernels().dot_rows_f32(a, b, 0, 1, n, &out);
+  ActiveKernels().dot_rows_f32(a, 0, 1, b, 0, 1, n, &out, 0);
   return out;
 }
-void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().weighted_sum_f32(&a, x, 0, 1, n, y); }
+void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().weighted_sum_f32(&a, 0, 1, x, 0, 1, n, y, 0); }
 void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
 void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
 

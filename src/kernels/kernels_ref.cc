@@ -82,20 +82,26 @@ float RowValue(T v) {
 }
 
 template <class T>
-void DotRows(const float* q, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
-  for (int64_t j = 0; j < n_rows; ++j) {
-    const T* r = rows + static_cast<size_t>(j) * stride;
-    float sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += q[i] * RowValue(r[i]);
-    out[j] = sum;
+void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+             float* out, size_t out_stride) {
+  for (int a = 0; a < n_q; ++a) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const T* r = rows + static_cast<size_t>(j) * stride;
+      float sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += q[a * q_stride + i] * RowValue(r[i]);
+      out[a * out_stride + j] = sum;
+    }
   }
 }
 
 template <class T>
-void WeightedSum(const float* p, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
-  for (int64_t j = 0; j < n_rows; ++j) {
-    const T* r = rows + static_cast<size_t>(j) * stride;
-    for (int64_t i = 0; i < n; ++i) y[i] += p[j] * RowValue(r[i]);
+void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+                 float* y, size_t y_stride) {
+  for (int a = 0; a < n_p; ++a) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const T* r = rows + static_cast<size_t>(j) * stride;
+      for (int64_t i = 0; i < n; ++i) y[a * y_stride + i] += p[a * p_stride + j] * RowValue(r[i]);
+    }
   }
 }
 

@@ -48,87 +48,127 @@ HWY_INLINE float DotTail(const float* q, const T* row, int64_t from, int64_t n) 
   return sum;
 }
 
-// out[j] = q . row j. Four rows at a time: each q vector is loaded once for four independent FMA
-// chains (enough to keep one FMA port busy through its latency), one reduction per row.
-template <class T>
-void DotRows(const float* q, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
+// Attention of a group of queries that share their keys and values (grouped-query attention): each
+// row is loaded (and converted from f16) once for the whole tile of queries.
+//
+// Scores of QT queries against KT rows: one accumulator per pair, so every score is summed in the
+// same order whatever tile computed it (prefill in chunks equals prefill at once).
+template <int QT, int KT, class T>
+HWY_INLINE void DotTile(const float* q, size_t q_stride, const T* rows, size_t stride, int64_t n, float* out,
+                        size_t out_stride) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t nv = n / N * N;
-  int64_t j = 0;
-  for (; j + 4 <= n_rows; j += 4) {
-    const T* r0 = rows + static_cast<size_t>(j) * stride;
-    const T *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
-    VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
-    for (int64_t i = 0; i < nv; i += N) {
-      const VF a = hn::LoadU(d, q + i);
-      s0 = hn::MulAdd(a, LoadRow(d, r0 + i), s0);
-      s1 = hn::MulAdd(a, LoadRow(d, r1 + i), s1);
-      s2 = hn::MulAdd(a, LoadRow(d, r2 + i), s2);
-      s3 = hn::MulAdd(a, LoadRow(d, r3 + i), s3);
-    }
-    out[j] = ReduceSum(d, s0) + DotTail(q, r0, nv, n);
-    out[j + 1] = ReduceSum(d, s1) + DotTail(q, r1, nv, n);
-    out[j + 2] = ReduceSum(d, s2) + DotTail(q, r2, nv, n);
-    out[j + 3] = ReduceSum(d, s3) + DotTail(q, r3, nv, n);
+  VF acc[QT][KT];
+  for (int a = 0; a < QT; ++a) {
+    for (int k = 0; k < KT; ++k) acc[a][k] = hn::Zero(d);
   }
-  // The last rows sum in the same order as the groups of four: a key's score must not depend on
-  // where a run of the cache starts (prefill in chunks equals prefill at once).
-  for (; j < n_rows; ++j) {
-    const T* r = rows + static_cast<size_t>(j) * stride;
-    VF s0 = hn::Zero(d);
-    for (int64_t i = 0; i < nv; i += N) s0 = hn::MulAdd(hn::LoadU(d, q + i), LoadRow(d, r + i), s0);
-    out[j] = ReduceSum(d, s0) + DotTail(q, r, nv, n);
+  for (int64_t i = 0; i < nv; i += N) {
+    VF row[KT];
+    for (int k = 0; k < KT; ++k) row[k] = LoadRow(d, rows + k * stride + i);
+    for (int a = 0; a < QT; ++a) {
+      const VF x = hn::LoadU(d, q + a * q_stride + i);
+      for (int k = 0; k < KT; ++k) acc[a][k] = hn::MulAdd(x, row[k], acc[a][k]);
+    }
+  }
+  for (int a = 0; a < QT; ++a) {
+    for (int k = 0; k < KT; ++k) {
+      out[a * out_stride + k] = ReduceSum(d, acc[a][k]) + DotTail(q + a * q_stride, rows + k * stride, nv, n);
+    }
   }
 }
 
-// y += sum_j p[j] * row j. y stays in registers, 4 vectors at a time, while the rows stream past
-// (an axpy per row would load and store y once per row).
+template <int QT, int KT, class T>
+HWY_INLINE void DotRowsForQueries(const float* q, size_t q_stride, const T* rows, size_t stride, int64_t n_rows,
+                                  int64_t n, float* out, size_t out_stride) {
+  int64_t j = 0;
+  for (; j + KT <= n_rows; j += KT) DotTile<QT, KT>(q, q_stride, rows + j * stride, stride, n, out + j, out_stride);
+  for (; j < n_rows; ++j) DotTile<QT, 1>(q, q_stride, rows + j * stride, stride, n, out + j, out_stride);
+}
+
+// out[a * out_stride + j] = query a . row j, for n_q queries q_stride apart.
 template <class T>
-void WeightedSum(const float* p, const T* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
+void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+             float* out, size_t out_stride) {
+  int a = 0;
+  for (; a + 4 <= n_q; a += 4) {
+    DotRowsForQueries<4, 2>(q + a * q_stride, q_stride, rows, stride, n_rows, n, out + a * out_stride, out_stride);
+  }
+  for (; a < n_q; ++a) {
+    DotRowsForQueries<1, 4>(q + a * q_stride, q_stride, rows, stride, n_rows, n, out + a * out_stride, out_stride);
+  }
+}
+
+// y_a += sum_j p_a[j] * row j for QT outputs, VT vectors of each kept in registers while the rows
+// stream past (an axpy per row would load and store y once per row). Every element sums the rows
+// in order, whatever the tile.
+template <int QT, int VT, class T>
+HWY_INLINE void WeightedSumTile(const float* p, size_t p_stride, const T* rows, size_t stride, int64_t n_rows,
+                                float* y, size_t y_stride) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF acc[QT][VT];
+  for (int a = 0; a < QT; ++a) {
+    for (int v = 0; v < VT; ++v) acc[a][v] = hn::LoadU(d, y + a * y_stride + v * N);
+  }
+  for (int64_t j = 0; j < n_rows; ++j) {
+    VF row[VT];
+    for (int v = 0; v < VT; ++v) row[v] = LoadRow(d, rows + j * stride + v * N);
+    for (int a = 0; a < QT; ++a) {
+      const VF w = hn::Set(d, p[a * p_stride + j]);
+      for (int v = 0; v < VT; ++v) acc[a][v] = hn::MulAdd(w, row[v], acc[a][v]);
+    }
+  }
+  for (int a = 0; a < QT; ++a) {
+    for (int v = 0; v < VT; ++v) hn::StoreU(acc[a][v], d, y + a * y_stride + v * N);
+  }
+}
+
+template <int QT, int VT, class T>
+HWY_INLINE void WeightedSumForOutputs(const float* p, size_t p_stride, const T* rows, size_t stride, int64_t n_rows,
+                                      int64_t n, float* y, size_t y_stride) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
-    VF y2 = hn::LoadU(d, y + i + 2 * N), y3 = hn::LoadU(d, y + i + 3 * N);
-    const T* r = rows + i;
-    for (int64_t j = 0; j < n_rows; ++j, r += stride) {
-      const VF w = hn::Set(d, p[j]);
-      y0 = hn::MulAdd(w, LoadRow(d, r), y0);
-      y1 = hn::MulAdd(w, LoadRow(d, r + N), y1);
-      y2 = hn::MulAdd(w, LoadRow(d, r + 2 * N), y2);
-      y3 = hn::MulAdd(w, LoadRow(d, r + 3 * N), y3);
-    }
-    hn::StoreU(y0, d, y + i);
-    hn::StoreU(y1, d, y + i + N);
-    hn::StoreU(y2, d, y + i + 2 * N);
-    hn::StoreU(y3, d, y + i + 3 * N);
-  }
-  for (; i + N <= n; i += N) {
-    VF y0 = hn::LoadU(d, y + i);
-    const T* r = rows + i;
-    for (int64_t j = 0; j < n_rows; ++j, r += stride) y0 = hn::MulAdd(hn::Set(d, p[j]), LoadRow(d, r), y0);
-    hn::StoreU(y0, d, y + i);
-  }
+  for (; i + VT * N <= n; i += VT * N) WeightedSumTile<QT, VT>(p, p_stride, rows + i, stride, n_rows, y + i, y_stride);
+  for (; i + N <= n; i += N) WeightedSumTile<QT, 1>(p, p_stride, rows + i, stride, n_rows, y + i, y_stride);
   for (; i < n; ++i) {
-    float sum = y[i];
-    for (int64_t j = 0; j < n_rows; ++j) sum += p[j] * RowValue(rows[static_cast<size_t>(j) * stride + i]);
-    y[i] = sum;
+    for (int a = 0; a < QT; ++a) {
+      float sum = y[a * y_stride + i];
+      for (int64_t j = 0; j < n_rows; ++j) sum += p[a * p_stride + j] * RowValue(rows[j * stride + i]);
+      y[a * y_stride + i] = sum;
+    }
   }
 }
 
-void DotRowsF32(const float* q, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
-  DotRows(q, rows, stride, n_rows, n, out);
+// y_a += sum_j p_a[j] * row j for n_p weight rows p_stride apart and outputs y_stride apart.
+template <class T>
+void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+                 float* y, size_t y_stride) {
+  int a = 0;
+  for (; a + 4 <= n_p; a += 4) {
+    WeightedSumForOutputs<4, 2>(p + a * p_stride, p_stride, rows, stride, n_rows, n, y + a * y_stride, y_stride);
+  }
+  for (; a < n_p; ++a) {
+    WeightedSumForOutputs<1, 4>(p + a * p_stride, p_stride, rows, stride, n_rows, n, y + a * y_stride, y_stride);
+  }
 }
-void DotRowsF16(const float* q, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* out) {
-  DotRows(q, rows, stride, n_rows, n, out);
+
+void DotRowsF32(const float* q, size_t q_stride, int n_q, const float* rows, size_t stride, int64_t n_rows, int64_t n,
+                float* out, size_t out_stride) {
+  DotRows(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
-void WeightedSumF32(const float* p, const float* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
-  WeightedSum(p, rows, stride, n_rows, n, y);
+void DotRowsF16(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
+                int64_t n, float* out, size_t out_stride) {
+  DotRows(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
-void WeightedSumF16(const float* p, const uint16_t* rows, size_t stride, int64_t n_rows, int64_t n, float* y) {
-  WeightedSum(p, rows, stride, n_rows, n, y);
+void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
+                    int64_t n, float* y, size_t y_stride) {
+  WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
+}
+void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
+                    int64_t n, float* y, size_t y_stride) {
+  WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
 
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {

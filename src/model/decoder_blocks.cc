@@ -301,42 +301,54 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
   const int group = l.n_heads / l.n_kv_heads;
   const bool f16 = cache.type() == KvType::kF16;
   const int capacity = cache.capacity(a.cache_layer);
+  const size_t stride = static_cast<size_t>(ws.scores_stride);
+  // An item is one token's query heads of one KV head, or a slice of them: the heads of a slice
+  // read each key and value row once between them. Decode (one token) slices its groups so that
+  // every thread gets work.
+  int heads = group;
+  while (heads % 2 == 0 && static_cast<size_t>(a.n) * l.n_heads / heads < 2 * static_cast<size_t>(pool.size())) heads /= 2;
+  const int slices_per_token = l.n_heads / heads;
   // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
-  const size_t items = static_cast<size_t>(a.n) * l.n_heads;
+  const size_t items = static_cast<size_t>(a.n) * slices_per_token;
   const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(pool.size()) * 16));
   pool.ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
-    float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_stride;
+    float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_per_thread;
     for (size_t item = begin; item < end; ++item) {
-      const int t = static_cast<int>(item / l.n_heads), h = static_cast<int>(item % l.n_heads);
-      const size_t k_off = static_cast<size_t>(h / group) * hd, v_off = static_cast<size_t>(h / group) * hdv;
+      const int t = static_cast<int>(item / slices_per_token);
+      const int h0 = static_cast<int>(item % slices_per_token) * heads;  // first query head of the slice
+      const size_t k_off = static_cast<size_t>(h0 / group) * hd, v_off = static_cast<size_t>(h0 / group) * hdv;
       const int64_t pos = a.pos0 + t;
       const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-      const float* q = a.q + static_cast<size_t>(t) * q_width + static_cast<size_t>(h) * hd;
+      const float* q = a.q + static_cast<size_t>(t) * q_width + static_cast<size_t>(h0) * hd;
       // Keys lo..pos: those before the batch come from the cache (in runs), the rest from the batch.
       const int64_t cached_end = std::min(pos + 1, a.pos0), batch_begin = std::max(lo, a.pos0);
       const int n_keys = static_cast<int>(pos - lo + 1);
       ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
         const void* rows = cache.KeyRow(a.cache_layer, first);
         float* out = scores + (first - lo);
-        if (f16) DotRowsF16(q, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, out);
-        else DotRowsF32(q, static_cast<const float*>(rows) + k_off, kv_width, count, hd, out);
+        if (f16) DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, out, stride);
+        else DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, out, stride);
       });
-      DotRowsF32(q, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
-                 pos + 1 - batch_begin, hd, scores + (batch_begin - lo));
-      for (int k = 0; k < n_keys; ++k) scores[k] *= a.scale;
-      // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
-      if (a.softcap > 0) SoftCap(scores, n_keys, a.softcap);
-      Softmax(scores, n_keys);
-      float* out = a.out + static_cast<size_t>(t) * l.n_heads * hdv + static_cast<size_t>(h) * hdv;
-      std::fill(out, out + hdv, 0.0f);
+      DotRowsF32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
+                 pos + 1 - batch_begin, hd, scores + (batch_begin - lo), stride);
+      for (int r = 0; r < heads; ++r) {
+        float* s = scores + r * stride;
+        for (int k = 0; k < n_keys; ++k) s[k] *= a.scale;
+        // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
+        if (a.softcap > 0) SoftCap(s, n_keys, a.softcap);
+        Softmax(s, n_keys);
+      }
+      float* out = a.out + static_cast<size_t>(t) * l.n_heads * hdv + static_cast<size_t>(h0) * hdv;
+      std::fill(out, out + static_cast<size_t>(heads) * hdv, 0.0f);
       ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
         const void* rows = cache.ValueRow(a.cache_layer, first);
         const float* p = scores + (first - lo);
-        if (f16) WeightedSumF16(p, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out);
-        else WeightedSumF32(p, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out);
+        if (f16) WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
+        else WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
       });
-      WeightedSumF32(scores + (batch_begin - lo), a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off,
-                     v_width, pos + 1 - batch_begin, hdv, out);
+      WeightedSumF32(scores + (batch_begin - lo), stride, heads,
+                     a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width,
+                     pos + 1 - batch_begin, hdv, out, hdv);
     }
   });
 }

@@ -40,8 +40,11 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   v.resize(b * c.MaxKvWidth());
   gate.resize(b * c.MaxFfnDim());
   up.resize(b * c.MaxFfnDim());
+  int max_group = 1;
+  for (const LayerConfig& l : c.layers) max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
   scores_stride = n_ctx + batch;
-  scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_stride);
+  scores_per_thread = static_cast<size_t>(max_group) * scores_stride;
+  scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_per_thread);
   hold_slot.assign(c.layers.size(), -1);
   for (const LayerConfig& l : c.layers) {
     if (l.kv_source >= 0 && hold_slot[l.kv_source] < 0) {

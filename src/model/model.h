@@ -33,8 +33,10 @@ struct Workspace {
   std::vector<float> attn;     // [B, max query width]
   std::vector<float> gate;     // [B, max ffn]
   std::vector<float> up;       // [B, max ffn]
-  std::vector<float> scores;   // [n_threads, n_ctx + B] attention scores, one row per thread
-  int scores_stride;
+  // Attention scores: per thread, one row of n_ctx + B for each query head of a KV group.
+  std::vector<float> scores;   // [n_threads, max heads per KV head, n_ctx + B]
+  int scores_stride;           // floats per row
+  size_t scores_per_thread;    // floats per thread
 
   // KV sharing (Gemma 3n/4): a layer whose K/V later layers reuse keeps its batch K/V here until the
   // end of the chunk, so that committing to a ring buffer cannot evict keys the sharers still need.

@@ -26,8 +26,10 @@ class ElementwiseTest : public ::testing::TestWithParam<std::string> {
   const KernelTable* ref_ = nullptr;
 };
 
-// Attention rows: n_rows rows of n values with a gap between them (stride > n), f32 and f16.
+// Attention rows: n_rows rows of n values with a gap between them (stride > n), f32 and f16, read
+// by groups of queries (grouped-query attention) of every tile size and remainder.
 constexpr int64_t kRowCounts[] = {1, 2, 3, 4, 5, 7, 9};
+constexpr int kQueryCounts[] = {1, 2, 3, 4, 5, 8};
 
 struct AttentionRows {
   int64_t n_rows, n;
@@ -48,50 +50,85 @@ AttentionRows MakeRows(int64_t n_rows, int64_t n, uint32_t seed) {
 
 TEST_P(ElementwiseTest, DotRowsF32AndF16) {
   for (int64_t n : test::OddSizes()) {
-    for (int64_t n_rows : kRowCounts) {
-      const auto q = test::RandomFloats(n, 1 + n);
-      const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(2 + n + 100 * n_rows));
-      std::vector<float> out(n_rows), out_ref(n_rows), out16(n_rows), out16_ref(n_rows);
-      k_->dot_rows_f32(q.data(), r.f32.data(), r.stride, n_rows, n, out.data());
-      ref_->dot_rows_f32(q.data(), r.f32.data(), r.stride, n_rows, n, out_ref.data());
-      k_->dot_rows_f16(q.data(), r.f16.data(), r.stride, n_rows, n, out16.data());
-      ref_->dot_rows_f16(q.data(), r.f16.data(), r.stride, n_rows, n, out16_ref.data());
-      for (int64_t j = 0; j < n_rows; ++j) {
-        double abs_sum = 0, abs_sum16 = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          abs_sum += std::fabs(static_cast<double>(q[i]) * r.F32At(j, i));
-          abs_sum16 += std::fabs(static_cast<double>(q[i]) * r.F16At(j, i));
+    for (int n_q : kQueryCounts) {
+      for (int64_t n_rows : kRowCounts) {
+        // Queries n + 1 apart, outputs n_rows + 2 apart: strides are honoured, gaps untouched.
+        const size_t q_stride = static_cast<size_t>(n + 1), out_stride = static_cast<size_t>(n_rows + 2);
+        const auto q = test::RandomFloats(static_cast<int64_t>(q_stride) * n_q, static_cast<uint32_t>(1 + n + 10 * n_q));
+        const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(2 + n + 100 * n_rows));
+        const size_t size = out_stride * n_q;
+        std::vector<float> out(size, -7.0f), out_ref(size, -7.0f), out16(size, -7.0f), out16_ref(size, -7.0f);
+        k_->dot_rows_f32(q.data(), q_stride, n_q, r.f32.data(), r.stride, n_rows, n, out.data(), out_stride);
+        ref_->dot_rows_f32(q.data(), q_stride, n_q, r.f32.data(), r.stride, n_rows, n, out_ref.data(), out_stride);
+        k_->dot_rows_f16(q.data(), q_stride, n_q, r.f16.data(), r.stride, n_rows, n, out16.data(), out_stride);
+        ref_->dot_rows_f16(q.data(), q_stride, n_q, r.f16.data(), r.stride, n_rows, n, out16_ref.data(), out_stride);
+        for (int a = 0; a < n_q; ++a) {
+          for (int64_t j = 0; j < n_rows; ++j) {
+            double abs_sum = 0, abs_sum16 = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              const double x = q[a * q_stride + i];
+              abs_sum += std::fabs(x * r.F32At(j, i));
+              abs_sum16 += std::fabs(x * r.F16At(j, i));
+            }
+            // Any summation order of n products errs by at most (n - 1) u sum|a b| (plus u per
+            // product); two orders differ by at most twice that.
+            const size_t o = a * out_stride + j;
+            EXPECT_NEAR(out[o], out_ref[o], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+            EXPECT_NEAR(out16[o], out16_ref[o], 2 * (n + 1) * kU * abs_sum16)
+                << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+          }
+          EXPECT_EQ(out[a * out_stride + n_rows], -7.0f);  // the gap after each output row
         }
-        // Any summation order of n products errs by at most (n - 1) u sum|a b| (plus u per
-        // product); two orders differ by at most twice that.
-        EXPECT_NEAR(out[j], out_ref[j], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " rows=" << n_rows << " j=" << j;
-        EXPECT_NEAR(out16[j], out16_ref[j], 2 * (n + 1) * kU * abs_sum16) << "n=" << n << " rows=" << n_rows << " j=" << j;
       }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, DotRowsScoreDoesNotDependOnItsTile) {
+  // A key's score must come out bit for bit the same whichever group of rows and queries it was
+  // computed in: prefill in chunks has to equal prefill at once.
+  const int64_t n = 77, n_rows = 7;
+  const AttentionRows r = MakeRows(n_rows, n, 11);
+  const auto q = test::RandomFloats(5 * n, 12);
+  std::vector<float> all(5 * n_rows);
+  k_->dot_rows_f32(q.data(), n, 5, r.f32.data(), r.stride, n_rows, n, all.data(), n_rows);
+  for (int a = 0; a < 5; ++a) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      float one;
+      k_->dot_rows_f32(q.data() + a * n, n, 1, r.f32.data() + j * r.stride, r.stride, 1, n, &one, 1);
+      EXPECT_EQ(one, all[a * n_rows + j]) << "query " << a << " row " << j;
     }
   }
 }
 
 TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
   for (int64_t n : test::OddSizes()) {
-    for (int64_t n_rows : kRowCounts) {
-      const auto p = test::RandomFloats(n_rows, 3 + n), y0 = test::RandomFloats(n, 4 + n);
-      const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(5 + n + 100 * n_rows));
-      auto y = y0, y_ref = y0, y16 = y0, y16_ref = y0;
-      k_->weighted_sum_f32(p.data(), r.f32.data(), r.stride, n_rows, n, y.data());
-      ref_->weighted_sum_f32(p.data(), r.f32.data(), r.stride, n_rows, n, y_ref.data());
-      k_->weighted_sum_f16(p.data(), r.f16.data(), r.stride, n_rows, n, y16.data());
-      ref_->weighted_sum_f16(p.data(), r.f16.data(), r.stride, n_rows, n, y16_ref.data());
-      for (int64_t i = 0; i < n; ++i) {
-        double abs_sum = std::fabs(y0[i]), abs_sum16 = std::fabs(y0[i]);
-        for (int64_t j = 0; j < n_rows; ++j) {
-          abs_sum += std::fabs(static_cast<double>(p[j]) * r.F32At(j, i));
-          abs_sum16 += std::fabs(static_cast<double>(p[j]) * r.F16At(j, i));
+    for (int n_p : kQueryCounts) {
+      for (int64_t n_rows : kRowCounts) {
+        const size_t p_stride = static_cast<size_t>(n_rows + 1), y_stride = static_cast<size_t>(n + 2);
+        const auto p = test::RandomFloats(static_cast<int64_t>(p_stride) * n_p, static_cast<uint32_t>(3 + n + 10 * n_p));
+        const auto y0 = test::RandomFloats(static_cast<int64_t>(y_stride) * n_p, static_cast<uint32_t>(4 + n));
+        const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(5 + n + 100 * n_rows));
+        auto y = y0, y_ref = y0, y16 = y0, y16_ref = y0;
+        k_->weighted_sum_f32(p.data(), p_stride, n_p, r.f32.data(), r.stride, n_rows, n, y.data(), y_stride);
+        ref_->weighted_sum_f32(p.data(), p_stride, n_p, r.f32.data(), r.stride, n_rows, n, y_ref.data(), y_stride);
+        k_->weighted_sum_f16(p.data(), p_stride, n_p, r.f16.data(), r.stride, n_rows, n, y16.data(), y_stride);
+        ref_->weighted_sum_f16(p.data(), p_stride, n_p, r.f16.data(), r.stride, n_rows, n, y16_ref.data(), y_stride);
+        for (int a = 0; a < n_p; ++a) {
+          for (int64_t i = 0; i < n; ++i) {
+            const size_t o = a * y_stride + i;
+            double abs_sum = std::fabs(y0[o]), abs_sum16 = std::fabs(y0[o]);
+            for (int64_t j = 0; j < n_rows; ++j) {
+              abs_sum += std::fabs(static_cast<double>(p[a * p_stride + j]) * r.F32At(j, i));
+              abs_sum16 += std::fabs(static_cast<double>(p[a * p_stride + j]) * r.F16At(j, i));
+            }
+            // n_rows + 1 terms summed in the same order; fused multiply-adds round once where the
+            // reference rounds twice: within the bound of two summation orders of n_rows + 1 terms.
+            EXPECT_NEAR(y[o], y_ref[o], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_p << " i=" << i;
+            EXPECT_NEAR(y16[o], y16_ref[o], 2 * (n_rows + 2) * kU * abs_sum16) << "n=" << n << " p=" << n_p << " i=" << i;
+          }
+          EXPECT_EQ(y[a * y_stride + n], y0[a * y_stride + n]);  // the gap after each output row
         }
-        // n_rows + 1 terms summed in the same order; fused multiply-adds round once where the
-        // reference rounds twice: within the bound of two summation orders of n_rows + 1 terms.
-        EXPECT_NEAR(y[i], y_ref[i], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " rows=" << n_rows << " i=" << i;
-        EXPECT_NEAR(y16[i], y16_ref[i], 2 * (n_rows + 2) * kU * abs_sum16)
-            << "n=" << n << " rows=" << n_rows << " i=" << i;
       }
     }
   }
