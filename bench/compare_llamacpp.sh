@@ -5,7 +5,8 @@
 #
 #   bench/compare_llamacpp.sh LLAMA_BUILD_DIR MODEL.gguf...
 #
-# Environment: ROUNDS (3), THREADS (2), P (512, prompt tokens), N (128, generated tokens),
+# Environment: ROUNDS (3), THREADS (2), P (512, prompt tokens), N (128, generated tokens), D (0,
+# tokens of context before each test: both tools' -d, for attention at long context),
 # GEMLET (build/apps/gemlet/gemlet), OUT (a new temporary folder: every run's JSON and max RSS),
 # LLAMA_ARGS (more llama-bench options). On a machine shared with other busy processes, run
 #   OMP_WAIT_POLICY=passive LLAMA_ARGS="--poll 0" bench/compare_llamacpp.sh ...
@@ -34,8 +35,11 @@ llama_bench=$(realpath "$llama_bench")
 cd "$(dirname "$0")/.."
 gemlet=${GEMLET:-build/apps/gemlet/gemlet}
 [[ -x $gemlet ]] || { echo "$0: no gemlet binary at $gemlet (build it, or set GEMLET)" >&2; exit 2; }
-rounds=${ROUNDS:-3} threads=${THREADS:-2} p=${P:-512} n=${N:-128}
-echo "llama-bench options: -p $p -n $n -t $threads -r 1 ${LLAMA_ARGS:-} (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-}); gemlet bench: -p $p -n $n -t $threads -r 1" >&2
+rounds=${ROUNDS:-3} threads=${THREADS:-2} p=${P:-512} n=${N:-128} depth=${D:-0}
+depth_args=()
+[[ $depth == 0 ]] || depth_args=(-d "$depth")
+echo "llama-bench options: -p $p -n $n ${depth_args[*]} -t $threads -r 1 ${LLAMA_ARGS:-} (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-});" \
+     "gemlet bench: -p $p -n $n ${depth_args[*]} -t $threads -r 1" >&2
 out=${OUT:-$(mktemp -d /tmp/compare_llamacpp.XXXXXX)}
 mkdir -p "$out"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; threads $threads;" \
@@ -49,21 +53,22 @@ for model in "$@"; do
   for ((i = 1; i <= rounds; ++i)); do
     echo "[$tag] round $i/$rounds: llama-bench" >&2
     /usr/bin/time -f %M -o "$out/$tag.llama.$i.rss" \
-      "$llama_bench" -m "$model" -p "$p" -n "$n" -t "$threads" -r 1 ${LLAMA_ARGS:-} -o json > "$out/$tag.llama.$i.json"
+      "$llama_bench" -m "$model" -p "$p" -n "$n" "${depth_args[@]}" -t "$threads" -r 1 ${LLAMA_ARGS:-} -o json > "$out/$tag.llama.$i.json"
     echo "[$tag] round $i/$rounds: gemlet bench" >&2
-    "$gemlet" bench -m "$model" -p "$p" -n "$n" -t "$threads" -r 1 --json > "$out/$tag.gemlet.$i.json"
+    "$gemlet" bench -m "$model" -p "$p" -n "$n" "${depth_args[@]}" -t "$threads" -r 1 --json > "$out/$tag.gemlet.$i.json"
   done
 done
 
-python3 - "$out" "$rounds" "$p" "$n" "$@" <<'PY'
+python3 - "$out" "$rounds" "$p" "$n" "$depth" "$@" <<'PY'
 import json, os, statistics, sys
-out, rounds, p, n, models = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+out, rounds, p, n, depth, models = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6:]
+at = f" @ d{depth}" if depth else ""
 
 def speeds(tool, tag, key, value):
     runs = [json.load(open(f"{out}/{tag}.{tool}.{i}.json")) for i in range(1, rounds + 1)]
     return [t["avg_ts"] for r in runs for t in r if t[key] == value and t["n_prompt" if key == "n_gen" else "n_gen"] == 0], runs
 
-print(f"| model | pp{p} llama.cpp | pp{p} gemlet | pp ratio | tg{n} llama.cpp | tg{n} gemlet | tg ratio "
+print(f"| model | pp{p}{at} llama.cpp | pp{p}{at} gemlet | pp ratio | tg{n}{at} llama.cpp | tg{n}{at} gemlet | tg ratio "
       f"| gemlet bw fraction | peak RSS llama.cpp | peak RSS gemlet | RSS ratio |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for model in models:
