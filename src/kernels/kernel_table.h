@@ -25,7 +25,7 @@ struct KernelTable {
                            int64_t n, float* y, size_t y_stride);
   void (*weighted_sum_f16)(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride,
                            int64_t n_rows, int64_t n, float* y, size_t y_stride);
-  void (*softmax)(float* x, int64_t n);
+  float (*softmax)(float* x, int64_t n);
   void (*soft_cap)(float* x, int64_t n, float cap);
 };
 

@@ -70,7 +70,7 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return out;
 }
 void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().weighted_sum_f32(&a, 0, 1, x, 0, 1, n, y, 0); }
-void Softmax(float* x, int64_t n) { ActiveKernels().softmax(x, n); }
+float Softmax(float* x, int64_t n) { return ActiveKernels().softmax(x, n); }
 void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
 
 double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {

@@ -72,8 +72,9 @@ void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* ro
 float DotF32(const float* a, const float* b, int64_t n);  // one row of DotRowsF32
 void AxpyF32(float a, const float* x, float* y, int64_t n);  // y += a * x: one row of WeightedSumF32
 
-// In-place softmax (max-subtracted, float accumulation).
-void Softmax(float* x, int64_t n);
+// In-place softmax (max-subtracted, float accumulation). Returns log(sum_i exp(x_i)) of the input,
+// which is what it takes to merge softmaxes taken over parts of one row (attention split by keys).
+float Softmax(float* x, int64_t n);
 
 // x = cap * tanh(x / cap), in place.
 void SoftCap(float* x, int64_t n, float cap);

@@ -105,7 +105,7 @@ void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t
   }
 }
 
-void Softmax(float* x, int64_t n) {
+float Softmax(float* x, int64_t n) {
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
   float sum = 0;
@@ -115,6 +115,7 @@ void Softmax(float* x, int64_t n) {
   }
   const float inv = 1.0f / sum;
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  return max + std::log(sum);
 }
 
 void SoftCap(float* x, int64_t n, float cap) {

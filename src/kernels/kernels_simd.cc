@@ -258,7 +258,7 @@ void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, 
   }
 }
 
-void Softmax(float* x, int64_t n) {
+float Softmax(float* x, int64_t n) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   float max = x[0];
@@ -287,6 +287,7 @@ void Softmax(float* x, int64_t n) {
   i = 0;
   for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, x + i), vinv), d, x + i);
   for (; i < n; ++i) x[i] *= inv;
+  return max + std::log(sum);
 }
 
 void SoftCap(float* x, int64_t n, float cap) {

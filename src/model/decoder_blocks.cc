@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/packed_weights.h"
 
@@ -291,66 +292,123 @@ void ForEachCacheRun(int64_t begin, int64_t end, int capacity, Fn&& fn) {
     begin += count;
   }
 }
+
+// A decode step splits each KV head's keys into ranges of this many: a range's fixed costs (a
+// softmax per head, its share of the merge) stay small beside its rows, and the split depends on
+// the context only, not on the thread count, so neither do the results.
+constexpr int64_t kKeysPerSplit = 256;
+
+// The query heads of KV head kv_head for token t attend to the keys at positions [k_begin, k_end):
+// those before the batch come from the cache (in runs), the rest from the batch. Writes the heads'
+// outputs, normalised over these keys alone, to out (head_dim_v apart), and their log-sum-exps to
+// lse when it is not null. scores: one row of `stride` floats per head.
+void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_head, int64_t k_begin, int64_t k_end,
+                    float* scores, size_t stride, float* out, float* lse) {
+  const LayerConfig& l = *a.layer;
+  const int hd = l.head_dim, hdv = l.head_dim_v, heads = l.n_heads / l.n_kv_heads;
+  const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, v_width = static_cast<size_t>(l.n_kv_heads) * hdv;
+  const size_t k_off = static_cast<size_t>(kv_head) * hd, v_off = static_cast<size_t>(kv_head) * hdv;
+  const bool f16 = cache.type() == KvType::kF16;
+  const int capacity = cache.capacity(a.cache_layer);
+  const float* q = a.q + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * heads) * hd;
+  const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
+  const int64_t n_keys = k_end - k_begin;
+  ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
+    const void* rows = cache.KeyRow(a.cache_layer, first);
+    float* s = scores + (first - k_begin);
+    if (f16) DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
+    else DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
+  });
+  if (batch_begin < k_end) {
+    DotRowsF32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
+               k_end - batch_begin, hd, scores + (batch_begin - k_begin), stride);
+  }
+  for (int r = 0; r < heads; ++r) {
+    float* s = scores + r * stride;
+    for (int64_t k = 0; k < n_keys; ++k) s[k] *= a.scale;
+    // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
+    if (a.softcap > 0) SoftCap(s, n_keys, a.softcap);
+    const float log_sum = Softmax(s, n_keys);
+    if (lse != nullptr) lse[r] = log_sum;
+  }
+  std::fill(out, out + static_cast<size_t>(heads) * hdv, 0.0f);
+  ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
+    const void* rows = cache.ValueRow(a.cache_layer, first);
+    const float* p = scores + (first - k_begin);
+    if (f16) WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
+    else WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
+  });
+  if (batch_begin < k_end) {
+    WeightedSumF32(scores + (batch_begin - k_begin), stride, heads,
+                   a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width, k_end - batch_begin,
+                   hdv, out, hdv);
+  }
+}
 }  // namespace
 
 void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool& pool) {
   const LayerConfig& l = *a.layer;
-  const int hd = l.head_dim, hdv = l.head_dim_v;
-  const size_t q_width = static_cast<size_t>(l.n_heads) * hd;
-  const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, v_width = static_cast<size_t>(l.n_kv_heads) * hdv;
-  const int group = l.n_heads / l.n_kv_heads;
-  const bool f16 = cache.type() == KvType::kF16;
-  const int capacity = cache.capacity(a.cache_layer);
+  const int group = l.n_heads / l.n_kv_heads, hdv = l.head_dim_v;
   const size_t stride = static_cast<size_t>(ws.scores_stride);
-  // An item is one token's query heads of one KV head, or a slice of them: the heads of a slice
-  // read each key and value row once between them. Decode (one token) slices its groups so that
-  // every thread gets work.
-  int heads = group;
-  while (heads % 2 == 0 && static_cast<size_t>(a.n) * l.n_heads / heads < 2 * static_cast<size_t>(pool.size())) heads /= 2;
-  const int slices_per_token = l.n_heads / heads;
+  // An item is one token's query heads of one KV head, over all its keys or a range of them: the
+  // heads read each key and value row once between them. A decode step has too few (token, KV head)
+  // pairs to keep the threads busy, so it splits their keys into ranges and merges the ranges'
+  // softmaxes by their log-sum-exps afterwards; each row is still read once.
+  const size_t token_items = static_cast<size_t>(a.n) * l.n_kv_heads;
+  const int64_t last_pos = a.pos0 + a.n - 1;
+  const int64_t most_keys = a.window > 0 ? std::min<int64_t>(last_pos + 1, a.window) : last_pos + 1;
+  const size_t max_items = Workspace::kMaxAttnSplitItems;
+  size_t splits = 1;
+  if (token_items < max_items) {
+    splits = std::clamp<size_t>(static_cast<size_t>((most_keys + kKeysPerSplit - 1) / kKeysPerSplit), 1,
+                                max_items / token_items);
+  }
   // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
-  const size_t items = static_cast<size_t>(a.n) * slices_per_token;
+  const size_t items = token_items * splits;
   const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(pool.size()) * 16));
   pool.ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
     float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_per_thread;
     for (size_t item = begin; item < end; ++item) {
-      const int t = static_cast<int>(item / slices_per_token);
-      const int h0 = static_cast<int>(item % slices_per_token) * heads;  // first query head of the slice
-      const size_t k_off = static_cast<size_t>(h0 / group) * hd, v_off = static_cast<size_t>(h0 / group) * hdv;
+      const size_t token_item = item / splits, split = item % splits;
+      const int t = static_cast<int>(token_item / l.n_kv_heads), kv_head = static_cast<int>(token_item % l.n_kv_heads);
       const int64_t pos = a.pos0 + t;
       const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-      const float* q = a.q + static_cast<size_t>(t) * q_width + static_cast<size_t>(h0) * hd;
-      // Keys lo..pos: those before the batch come from the cache (in runs), the rest from the batch.
-      const int64_t cached_end = std::min(pos + 1, a.pos0), batch_begin = std::max(lo, a.pos0);
-      const int n_keys = static_cast<int>(pos - lo + 1);
-      ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
-        const void* rows = cache.KeyRow(a.cache_layer, first);
-        float* out = scores + (first - lo);
-        if (f16) DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, out, stride);
-        else DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, out, stride);
-      });
-      DotRowsF32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
-                 pos + 1 - batch_begin, hd, scores + (batch_begin - lo), stride);
-      for (int r = 0; r < heads; ++r) {
-        float* s = scores + r * stride;
-        for (int k = 0; k < n_keys; ++k) s[k] *= a.scale;
-        // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
-        if (a.softcap > 0) SoftCap(s, n_keys, a.softcap);
-        Softmax(s, n_keys);
+      if (splits == 1) {
+        float* out = a.out + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * group) * hdv;
+        AttendKeyRange(a, cache, t, kv_head, lo, pos + 1, scores, stride, out, nullptr);
+        continue;
       }
-      float* out = a.out + static_cast<size_t>(t) * l.n_heads * hdv + static_cast<size_t>(h0) * hdv;
-      std::fill(out, out + static_cast<size_t>(heads) * hdv, 0.0f);
-      ForEachCacheRun(lo, cached_end, capacity, [&](int64_t first, int64_t count) {
-        const void* rows = cache.ValueRow(a.cache_layer, first);
-        const float* p = scores + (first - lo);
-        if (f16) WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
-        else WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
-      });
-      WeightedSumF32(scores + (batch_begin - lo), stride, heads,
-                     a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width,
-                     pos + 1 - batch_begin, hdv, out, hdv);
+      const int64_t per_split = (pos + 1 - lo + static_cast<int64_t>(splits) - 1) / static_cast<int64_t>(splits);
+      const int64_t k_begin = std::min(pos + 1, lo + static_cast<int64_t>(split) * per_split);
+      const int64_t k_end = std::min(pos + 1, k_begin + per_split);
+      float* lse = ws.attn_lse.data() + item * group;
+      if (k_begin == k_end) {  // an earlier token of the batch, with fewer keys than ranges
+        std::fill(lse, lse + group, -std::numeric_limits<float>::infinity());
+        continue;
+      }
+      AttendKeyRange(a, cache, t, kv_head, k_begin, k_end, scores, stride,
+                     ws.attn_parts.data() + item * group * hdv, lse);
     }
   });
+  if (splits == 1) return;
+  // Range s of a head holds softmax-weighted values normalised by its own sum exp(lse_s): the
+  // whole softmax weighs it by exp(lse_s) / sum over ranges of exp(lse_r).
+  for (size_t token_item = 0; token_item < token_items; ++token_item) {
+    const int t = static_cast<int>(token_item / l.n_kv_heads), kv_head = static_cast<int>(token_item % l.n_kv_heads);
+    const size_t first = token_item * splits;
+    for (int r = 0; r < group; ++r) {
+      float max_lse = -std::numeric_limits<float>::infinity();
+      for (size_t s = 0; s < splits; ++s) max_lse = std::max(max_lse, ws.attn_lse[(first + s) * group + r]);
+      float total = 0;
+      for (size_t s = 0; s < splits; ++s) total += std::exp(ws.attn_lse[(first + s) * group + r] - max_lse);
+      float* out = a.out + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * group + r) * hdv;
+      std::fill(out, out + hdv, 0.0f);
+      for (size_t s = 0; s < splits; ++s) {
+        const float weight = std::exp(ws.attn_lse[(first + s) * group + r] - max_lse) / total;
+        if (weight > 0) AxpyF32(weight, ws.attn_parts.data() + ((first + s) * group + r) * hdv, out, hdv);
+      }
+    }
+  }
 }
 
 void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0) {

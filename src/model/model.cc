@@ -45,6 +45,10 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   scores_stride = n_ctx + batch;
   scores_per_thread = static_cast<size_t>(max_group) * scores_stride;
   scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_per_thread);
+  int max_head_dim_v = 1;
+  for (const LayerConfig& l : c.layers) max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
+  attn_parts.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group * max_head_dim_v);
+  attn_lse.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group);
   hold_slot.assign(c.layers.size(), -1);
   for (const LayerConfig& l : c.layers) {
     if (l.kv_source >= 0 && hold_slot[l.kv_source] < 0) {
@@ -58,7 +62,7 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
 
 size_t Workspace::Bytes() const {
   size_t floats = x.size() + xn.size() + tmp.size() + q.size() + k.size() + v.size() + attn.size() + gate.size() +
-                  up.size() + scores.size() + extra.size();
+                  up.size() + scores.size() + attn_parts.size() + attn_lse.size() + extra.size();
   for (const auto& h : hold_k) floats += h.size();
   for (const auto& h : hold_v) floats += h.size();
   return floats * sizeof(float);

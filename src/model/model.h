@@ -37,6 +37,11 @@ struct Workspace {
   std::vector<float> scores;   // [n_threads, max heads per KV head, n_ctx + B]
   int scores_stride;           // floats per row
   size_t scores_per_thread;    // floats per thread
+  // Decode attention split by key ranges (see Attend): each range's outputs for the query heads of
+  // its KV head, normalised within the range, and their log-sum-exps, merged once all are done.
+  static constexpr int kMaxAttnSplitItems = 16;
+  std::vector<float> attn_parts;  // [kMaxAttnSplitItems, max heads per KV head, max head_dim_v]
+  std::vector<float> attn_lse;    // [kMaxAttnSplitItems, max heads per KV head]
 
   // KV sharing (Gemma 3n/4): a layer whose K/V later layers reuse keeps its batch K/V here until the
   // end of the chunk, so that committing to a ring buffer cannot evict keys the sharers still need.

@@ -192,8 +192,15 @@ TEST_P(ElementwiseTest, Softmax) {
   for (int64_t n : test::OddSizes()) {
     auto x = test::RandomFloats(n, 10 + n, 4.0f);
     auto x_ref = x;
-    k_->softmax(x.data(), n);
-    ref_->softmax(x_ref.data(), n);
+    double exact_lse = 0, max = x[0];
+    for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
+    for (int64_t i = 0; i < n; ++i) exact_lse += std::exp(x[i] - max);
+    exact_lse = max + std::log(exact_lse);
+    const float lse = k_->softmax(x.data(), n);
+    const float lse_ref = ref_->softmax(x_ref.data(), n);
+    // The log of a sum good to (n + 8) u, plus the rounding of max + log: relative to |lse| and 1.
+    EXPECT_NEAR(lse, exact_lse, (n + 8) * kU * 2 + 2 * kU * std::fabs(exact_lse)) << "n=" << n;
+    EXPECT_NEAR(lse_ref, exact_lse, (n + 8) * kU * 2 + 2 * kU * std::fabs(exact_lse)) << "n=" << n;
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
       // exp within 1 ulp of std::exp; the sum in another order (n u), the scaling 2 u.
