@@ -17,7 +17,8 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(CLI::PositiveNumber);
   app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(CLI::PositiveNumber);
-  app.add_option("--kv-type", o->kv_type, "KV cache storage: f16 or f32")->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory) or f32")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
 }
 
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {

@@ -136,11 +136,11 @@ double WeightBytesPerToken(const GgufFile& f, const std::string& arch) {
 
 // KV bytes read to decode the token at position pos: every layer's keys and values in its window.
 double KvBytesAt(const Model& model, KvType type, int64_t pos) {
-  const double elem = type == KvType::kF16 ? 2 : 4;
   double bytes = 0;
   for (const KvLayerSpec& s : model.KvLayout()) {
     const int64_t n = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
-    bytes += static_cast<double>(n) * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * elem;
+    bytes += static_cast<double>(n) * (KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
+                                       KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v));
   }
   return bytes;
 }
@@ -187,7 +187,8 @@ int RunBench(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(CLI::PositiveNumber);
   app.add_option("--ttft-prompt", ttft_prompt, "chat prompt length for the time to first token (0 skips)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   app.add_option("--kernels", kernels, "kernels to use: ref, auto, or a target (AVX2, AVX3, ...); sets GEMLET_KERNELS");
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   try {

@@ -57,7 +57,8 @@ int RunLogits(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("-c,--ctx", ctx, "context size in tokens (default: prompt + decode)")->check(CLI::NonNegativeNumber);
   app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(CLI::PositiveNumber);
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32 or f16")->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

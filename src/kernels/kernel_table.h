@@ -21,10 +21,14 @@ struct KernelTable {
                        int64_t n, float* out, size_t out_stride);
   void (*dot_rows_f16)(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
                        int64_t n, float* out, size_t out_stride);
+  void (*dot_rows_q8_0)(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride,
+                        int64_t n_rows, int64_t n, float* out, size_t out_stride);
   void (*weighted_sum_f32)(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
                            int64_t n, float* y, size_t y_stride);
   void (*weighted_sum_f16)(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride,
                            int64_t n_rows, int64_t n, float* y, size_t y_stride);
+  void (*weighted_sum_q8_0)(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride,
+                            int64_t n_rows, int64_t n, float* y, size_t y_stride);
   float (*softmax)(float* x, int64_t n);
   void (*soft_cap)(float* x, int64_t n, float cap);
 };

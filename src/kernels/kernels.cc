@@ -56,6 +56,10 @@ void DotRowsF16(const float* q, size_t q_stride, int n_q, const uint16_t* rows, 
                 int64_t n, float* out, size_t out_stride) {
   ActiveKernels().dot_rows_f16(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
+void DotRowsQ8_0(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                 int64_t n, float* out, size_t out_stride) {
+  ActiveKernels().dot_rows_q8_0(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
+}
 void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
                     int64_t n, float* y, size_t y_stride) {
   ActiveKernels().weighted_sum_f32(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
@@ -63,6 +67,10 @@ void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows,
 void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
                     int64_t n, float* y, size_t y_stride) {
   ActiveKernels().weighted_sum_f16(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
+}
+void WeightedSumQ8_0(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                     int64_t n, float* y, size_t y_stride) {
+  ActiveKernels().weighted_sum_q8_0(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
 float DotF32(const float* a, const float* b, int64_t n) {
   float out;

@@ -9,6 +9,7 @@
 
 #include "base/thread_pool.h"
 #include "tensor/dtype.h"
+#include "tensor/quant_blocks.h"
 
 namespace gemlet {
 
@@ -57,18 +58,23 @@ float GeluTanh(float x);
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
 
 // Attention over n_rows rows of n values, `stride` elements apart (a run of the KV cache, or the
-// batch's new keys/values), f32 or IEEE half, for a group of queries sharing them (grouped-query
-// attention: the heads of one KV head), each row read once for the group:
+// batch's new keys/values), f32, IEEE half, or Q8_0 (stride then counts 32-value blocks, and n is a
+// multiple of 32), for a group of queries sharing them (grouped-query attention: the heads of one KV
+// head), each row read once for the group:
 //   DotRows:     out[a * out_stride + j] = query a . row j       (scores; queries q_stride apart)
 //   WeightedSum: y_a += sum_j p[a * p_stride + j] * row j        (outputs y_stride apart)
 void DotRowsF32(const float* q, size_t q_stride, int n_q, const float* rows, size_t stride, int64_t n_rows, int64_t n,
                 float* out, size_t out_stride);
 void DotRowsF16(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
                 int64_t n, float* out, size_t out_stride);
+void DotRowsQ8_0(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                 int64_t n, float* out, size_t out_stride);
 void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
                     int64_t n, float* y, size_t y_stride);
 void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
                     int64_t n, float* y, size_t y_stride);
+void WeightedSumQ8_0(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                     int64_t n, float* y, size_t y_stride);
 float DotF32(const float* a, const float* b, int64_t n);  // one row of DotRowsF32
 void AxpyF32(float a, const float* x, float* y, int64_t n);  // y += a * x: one row of WeightedSumF32
 

@@ -5,6 +5,7 @@
 
 #include "base/half.h"
 #include "kernels/kernel_table.h"
+#include "tensor/quant_blocks.h"
 
 namespace gemlet {
 
@@ -75,10 +76,12 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-template <class T>
-float RowValue(T v) {
-  if constexpr (std::is_same_v<T, uint16_t>) return F16ToF32(v);
-  else return v;
+// Value i of an attention row: f32, f16, or in Q8_0 blocks of 32.
+float RowValue(const float* row, int64_t i) { return row[i]; }
+float RowValue(const uint16_t* row, int64_t i) { return F16ToF32(row[i]); }
+float RowValue(const BlockQ8_0* row, int64_t i) {
+  const BlockQ8_0& b = row[i / kBlock32];
+  return static_cast<float>(b.qs[i % kBlock32]) * F16ToF32(b.d);
 }
 
 template <class T>
@@ -88,7 +91,7 @@ void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t str
     for (int64_t j = 0; j < n_rows; ++j) {
       const T* r = rows + static_cast<size_t>(j) * stride;
       float sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += q[a * q_stride + i] * RowValue(r[i]);
+      for (int64_t i = 0; i < n; ++i) sum += q[a * q_stride + i] * RowValue(r, i);
       out[a * out_stride + j] = sum;
     }
   }
@@ -100,7 +103,7 @@ void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t
   for (int a = 0; a < n_p; ++a) {
     for (int64_t j = 0; j < n_rows; ++j) {
       const T* r = rows + static_cast<size_t>(j) * stride;
-      for (int64_t i = 0; i < n; ++i) y[a * y_stride + i] += p[a * p_stride + j] * RowValue(r[i]);
+      for (int64_t i = 0; i < n; ++i) y[a * y_stride + i] += p[a * p_stride + j] * RowValue(r, i);
     }
   }
 }
@@ -138,8 +141,8 @@ const KernelTable& RefKernels() {
   static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, ThreadPool&) {},
                                     ref::RmsNorm,   ref::GeluTanhMul,
                                     ref::RopeRotateHalf,
-                                    ref::DotRows<float>, ref::DotRows<uint16_t>,
-                                    ref::WeightedSum<float>, ref::WeightedSum<uint16_t>,
+                                    ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>,
+                                    ref::WeightedSum<float>, ref::WeightedSum<uint16_t>, ref::WeightedSum<BlockQ8_0>,
                                     ref::Softmax, ref::SoftCap};
   return table;
 }

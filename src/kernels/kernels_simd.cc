@@ -12,6 +12,7 @@
 
 #include "base/half.h"
 #include "kernels/kernel_table.h"
+#include "tensor/quant_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gemlet {
@@ -34,17 +35,30 @@ HWY_INLINE VF LoadF16(DF df, const uint16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
-// Attention rows are f32 (the batch's new keys/values, an f32 cache) or f16 (the default cache).
-HWY_INLINE VF LoadRow(DF d, const float* p) { return hn::LoadU(d, p); }
-HWY_INLINE VF LoadRow(DF d, const uint16_t* p) { return LoadF16(d, p); }
-HWY_INLINE float RowValue(float v) { return v; }
-HWY_INLINE float RowValue(uint16_t v) { return F16ToF32(v); }
+// Attention rows are f32 (the batch's new keys/values, an f32 cache), f16 (the default cache) or
+// Q8_0 blocks (the compact cache). LoadRow reads the lanes from value i of a row on: a vector's
+// lanes divide 32, so it never straddles two Q8_0 blocks.
+HWY_INLINE VF LoadRow(DF d, const float* row, int64_t i) { return hn::LoadU(d, row + i); }
+HWY_INLINE VF LoadRow(DF d, const uint16_t* row, int64_t i) { return LoadF16(d, row + i); }
+HWY_INLINE VF LoadRow(DF d, const BlockQ8_0* row, int64_t i) {
+  const BlockQ8_0& b = row[i / kBlock32];
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<int32_t, DF> d32;
+  const VF levels = hn::ConvertTo(d, hn::PromoteTo(d32, hn::LoadU(d8, b.qs + i % kBlock32)));
+  return hn::Mul(levels, hn::Set(d, F16ToF32(b.d)));
+}
+HWY_INLINE float RowValue(const float* row, int64_t i) { return row[i]; }
+HWY_INLINE float RowValue(const uint16_t* row, int64_t i) { return F16ToF32(row[i]); }
+HWY_INLINE float RowValue(const BlockQ8_0* row, int64_t i) {
+  const BlockQ8_0& b = row[i / kBlock32];
+  return static_cast<float>(b.qs[i % kBlock32]) * F16ToF32(b.d);
+}
 
 // Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
 template <class T>
 HWY_INLINE float DotTail(const float* q, const T* row, int64_t from, int64_t n) {
   float sum = 0;
-  for (int64_t i = from; i < n; ++i) sum += q[i] * RowValue(row[i]);
+  for (int64_t i = from; i < n; ++i) sum += q[i] * RowValue(row, i);
   return sum;
 }
 
@@ -65,7 +79,7 @@ HWY_INLINE void DotTile(const float* q, size_t q_stride, const T* rows, size_t s
   }
   for (int64_t i = 0; i < nv; i += N) {
     VF row[KT];
-    for (int k = 0; k < KT; ++k) row[k] = LoadRow(d, rows + k * stride + i);
+    for (int k = 0; k < KT; ++k) row[k] = LoadRow(d, rows + k * stride, i);
     for (int a = 0; a < QT; ++a) {
       const VF x = hn::LoadU(d, q + a * q_stride + i);
       for (int k = 0; k < KT; ++k) acc[a][k] = hn::MulAdd(x, row[k], acc[a][k]);
@@ -101,26 +115,26 @@ void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t str
 
 // y_a += sum_j p_a[j] * row j for QT outputs, VT vectors of each kept in registers while the rows
 // stream past (an axpy per row would load and store y once per row). Every element sums the rows
-// in order, whatever the tile.
+// in order, whatever the tile. Values col.. of the rows, into y[col..].
 template <int QT, int VT, class T>
 HWY_INLINE void WeightedSumTile(const float* p, size_t p_stride, const T* rows, size_t stride, int64_t n_rows,
-                                float* y, size_t y_stride) {
+                                int64_t col, float* y, size_t y_stride) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VF acc[QT][VT];
   for (int a = 0; a < QT; ++a) {
-    for (int v = 0; v < VT; ++v) acc[a][v] = hn::LoadU(d, y + a * y_stride + v * N);
+    for (int v = 0; v < VT; ++v) acc[a][v] = hn::LoadU(d, y + a * y_stride + col + v * N);
   }
   for (int64_t j = 0; j < n_rows; ++j) {
     VF row[VT];
-    for (int v = 0; v < VT; ++v) row[v] = LoadRow(d, rows + j * stride + v * N);
+    for (int v = 0; v < VT; ++v) row[v] = LoadRow(d, rows + j * stride, col + v * N);
     for (int a = 0; a < QT; ++a) {
       const VF w = hn::Set(d, p[a * p_stride + j]);
       for (int v = 0; v < VT; ++v) acc[a][v] = hn::MulAdd(w, row[v], acc[a][v]);
     }
   }
   for (int a = 0; a < QT; ++a) {
-    for (int v = 0; v < VT; ++v) hn::StoreU(acc[a][v], d, y + a * y_stride + v * N);
+    for (int v = 0; v < VT; ++v) hn::StoreU(acc[a][v], d, y + a * y_stride + col + v * N);
   }
 }
 
@@ -130,12 +144,12 @@ HWY_INLINE void WeightedSumForOutputs(const float* p, size_t p_stride, const T* 
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  for (; i + VT * N <= n; i += VT * N) WeightedSumTile<QT, VT>(p, p_stride, rows + i, stride, n_rows, y + i, y_stride);
-  for (; i + N <= n; i += N) WeightedSumTile<QT, 1>(p, p_stride, rows + i, stride, n_rows, y + i, y_stride);
+  for (; i + VT * N <= n; i += VT * N) WeightedSumTile<QT, VT>(p, p_stride, rows, stride, n_rows, i, y, y_stride);
+  for (; i + N <= n; i += N) WeightedSumTile<QT, 1>(p, p_stride, rows, stride, n_rows, i, y, y_stride);
   for (; i < n; ++i) {
     for (int a = 0; a < QT; ++a) {
       float sum = y[a * y_stride + i];
-      for (int64_t j = 0; j < n_rows; ++j) sum += p[a * p_stride + j] * RowValue(rows[j * stride + i]);
+      for (int64_t j = 0; j < n_rows; ++j) sum += p[a * p_stride + j] * RowValue(rows + j * stride, i);
       y[a * y_stride + i] = sum;
     }
   }
@@ -168,6 +182,14 @@ void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows,
 }
 void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
                     int64_t n, float* y, size_t y_stride) {
+  WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
+}
+void DotRowsQ8_0(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                 int64_t n, float* out, size_t out_stride) {
+  DotRows(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
+}
+void WeightedSumQ8_0(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                     int64_t n, float* y, size_t y_stride) {
   WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
 
@@ -331,8 +353,8 @@ uint32_t ReadAll(const void* data, size_t n) {
 
 const KernelTable* GetKernelTable() {
   static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, RmsNorm, GeluTanhMul,
-                                    RopeRotateHalf, DotRowsF32, DotRowsF16, WeightedSumF32, WeightedSumF16,
-                                    Softmax, SoftCap};
+                                    RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, WeightedSumF32,
+                                    WeightedSumF16, WeightedSumQ8_0, Softmax, SoftCap};
   return &table;
 }
 

@@ -308,7 +308,7 @@ void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_hea
   const int hd = l.head_dim, hdv = l.head_dim_v, heads = l.n_heads / l.n_kv_heads;
   const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, v_width = static_cast<size_t>(l.n_kv_heads) * hdv;
   const size_t k_off = static_cast<size_t>(kv_head) * hd, v_off = static_cast<size_t>(kv_head) * hdv;
-  const bool f16 = cache.type() == KvType::kF16;
+  const KvType type = cache.type();
   const int capacity = cache.capacity(a.cache_layer);
   const float* q = a.q + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * heads) * hd;
   const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
@@ -316,8 +316,14 @@ void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_hea
   ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
     const void* rows = cache.KeyRow(a.cache_layer, first);
     float* s = scores + (first - k_begin);
-    if (f16) DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
-    else DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
+    if (type == KvType::kF16) {
+      DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
+    } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
+      DotRowsQ8_0(q, hd, heads, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
+                  s, stride);
+    } else {
+      DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
+    }
   });
   if (batch_begin < k_end) {
     DotRowsF32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
@@ -335,8 +341,14 @@ void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_hea
   ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
     const void* rows = cache.ValueRow(a.cache_layer, first);
     const float* p = scores + (first - k_begin);
-    if (f16) WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
-    else WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
+    if (type == KvType::kF16) {
+      WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
+    } else if (type == KvType::kQ8_0) {
+      WeightedSumQ8_0(p, stride, heads, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
+                      count, hdv, out, hdv);
+    } else {
+      WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
+    }
   });
   if (batch_begin < k_end) {
     WeightedSumF32(scores + (batch_begin - k_begin), stride, heads,

@@ -5,21 +5,35 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "tensor/quant_blocks.h"
 
 namespace gemlet {
 
-const char* KvTypeName(KvType type) { return type == KvType::kF16 ? "f16" : "f32"; }
+const char* KvTypeName(KvType type) {
+  switch (type) {
+    case KvType::kF16: return "f16";
+    case KvType::kQ8_0: return "q8_0";
+    default: return "f32";
+  }
+}
 
 bool ParseKvType(const std::string& name, KvType* out) {
   if (name == "f32") *out = KvType::kF32;
   else if (name == "f16") *out = KvType::kF16;
+  else if (name == "q8_0") *out = KvType::kQ8_0;
   else return false;
   return true;
 }
 
-namespace {
-size_t ElementBytes(KvType type) { return type == KvType::kF16 ? 2 : 4; }
+size_t KvCache::RowBytes(KvType type, int64_t n) {
+  switch (type) {
+    case KvType::kF16: return static_cast<size_t>(n) * 2;
+    case KvType::kQ8_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ8_0);
+    default: return static_cast<size_t>(n) * 4;
+  }
+}
 
+namespace {
 int Capacity(const KvLayerSpec& spec, int n_ctx) {
   if (spec.source >= 0) return 0;
   // A sliding layer at position p sees p-W+1..p: the W most recent positions are all it needs.
@@ -30,8 +44,9 @@ int Capacity(const KvLayerSpec& spec, int n_ctx) {
 size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type) {
   size_t total = 0;
   for (const KvLayerSpec& s : layers) {
-    total += static_cast<size_t>(Capacity(s, n_ctx)) * static_cast<size_t>(s.n_kv_heads) *
-             static_cast<size_t>(s.head_dim_k + s.head_dim_v) * ElementBytes(type);
+    total += static_cast<size_t>(Capacity(s, n_ctx)) *
+             (RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
+              RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v));
   }
   return total;
 }
@@ -45,11 +60,16 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>&
   for (size_t i = 0; i < layers.size(); ++i) {
     const KvLayerSpec& s = layers[i];
     if (s.source >= static_cast<int>(i)) return Status::Error("layer " + std::to_string(i) + " shares KV with a later layer");
+    if (type == KvType::kQ8_0 && s.source < 0 && (s.head_dim_k % kBlock32 != 0 || s.head_dim_v % kBlock32 != 0)) {
+      return Status::Error("a q8_0 KV cache needs head sizes that are multiples of 32; layer " + std::to_string(i) +
+                           " has " + std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v) +
+                           " (use --kv-type f16)");
+    }
     Layer l;
     l.spec = s;
     l.capacity = Capacity(s, n_ctx);
-    l.k_row_bytes = static_cast<size_t>(s.n_kv_heads) * s.head_dim_k * ElementBytes(type);
-    l.v_row_bytes = static_cast<size_t>(s.n_kv_heads) * s.head_dim_v * ElementBytes(type);
+    l.k_row_bytes = RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k);
+    l.v_row_bytes = RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v);
     l.k_offset = offset;
     offset += l.k_row_bytes * l.capacity;
     l.v_offset = offset;
@@ -87,6 +107,9 @@ void KvCache::Store(int layer, int64_t pos, const float* k, const float* v) {
   if (type_ == KvType::kF32) {
     std::memcpy(kd, k, k_n * sizeof(float));
     std::memcpy(vd, v, v_n * sizeof(float));
+  } else if (type_ == KvType::kQ8_0) {
+    QuantizeRowQ8_0(k, static_cast<BlockQ8_0*>(kd), static_cast<int64_t>(k_n));
+    QuantizeRowQ8_0(v, static_cast<BlockQ8_0*>(vd), static_cast<int64_t>(v_n));
   } else {
     uint16_t* k16 = static_cast<uint16_t*>(kd);
     uint16_t* v16 = static_cast<uint16_t*>(vd);

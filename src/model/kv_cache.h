@@ -12,7 +12,9 @@
 
 namespace gemlet {
 
-enum class KvType { kF32, kF16 };  // room for an 8-bit type: rows are addressed by byte stride
+// kQ8_0: GGUF's Q8_0 blocks (32 values, an f16 scale), half of f16's bytes; head sizes must be
+// multiples of 32 so that every head starts on a block.
+enum class KvType { kF32, kF16, kQ8_0 };
 const char* KvTypeName(KvType type);
 bool ParseKvType(const std::string& name, KvType* out);
 
@@ -26,6 +28,8 @@ struct KvLayerSpec {
 
 class KvCache {
  public:
+  // Bytes of one stored row of n values (n a multiple of 32 for kQ8_0).
+  static size_t RowBytes(KvType type, int64_t n);
   // Bytes Create() will allocate; callers report it before allocating.
   static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
   static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
@@ -46,7 +50,7 @@ class KvCache {
   void SetPast(int n) { n_past_ = n; }
 
   // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
-  // Rows are n_kv_heads * head_dim elements of type(): float or uint16_t (f16).
+  // Rows are n_kv_heads * head_dim values of type(): float, uint16_t (f16) or BlockQ8_0.
   void* KeyRow(int layer, int64_t pos) { return RowPtr(layer, pos, false); }
   void* ValueRow(int layer, int64_t pos) { return RowPtr(layer, pos, true); }
   const void* KeyRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, false); }

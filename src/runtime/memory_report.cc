@@ -46,9 +46,9 @@ MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type) 
   for (const GgufTensor& t : f.tensors()) {
     (ReadByRows(std::string(t.name), tied) ? r.weights_on_demand : r.weights_resident) += t.nbytes;
   }
-  const size_t element = kv_type == KvType::kF16 ? 2 : 4;
   for (const KvLayerSpec& s : model.KvLayout()) {
-    const size_t per_token = static_cast<size_t>(s.n_kv_heads) * (s.head_dim_k + s.head_dim_v) * element;
+    const size_t per_token = KvCache::RowBytes(kv_type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
+                             KvCache::RowBytes(kv_type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v);
     if (s.source >= 0) {
       ++r.kv_layers_shared;
     } else if (s.window > 0) {

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
 
 #include "base/half.h"
 #include "kernel_test_util.h"
+#include "tensor/quant_blocks.h"
 
 namespace gemlet {
 namespace {
@@ -128,6 +130,77 @@ TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
             EXPECT_NEAR(y16[o], y16_ref[o], 2 * (n_rows + 2) * kU * abs_sum16) << "n=" << n << " p=" << n_p << " i=" << i;
           }
           EXPECT_EQ(y[a * y_stride + n], y0[a * y_stride + n]);  // the gap after each output row
+        }
+      }
+    }
+  }
+}
+
+// The compact KV cache: rows of Q8_0 blocks, a gap of one block between rows. n is a multiple of 32.
+struct Q8Rows {
+  int64_t n_rows, n;
+  size_t stride;  // blocks
+  std::vector<BlockQ8_0> blocks;
+  std::vector<float> values;  // dequantized, n per row
+  float At(int64_t j, int64_t i) const { return values[static_cast<size_t>(j) * n + i]; }
+};
+
+Q8Rows MakeQ8Rows(int64_t n_rows, int64_t n, uint32_t seed) {
+  Q8Rows r{n_rows, n, static_cast<size_t>(n / kBlock32 + 1), {}, {}};
+  const auto x = test::RandomFloats(n * n_rows, seed, 2.0f);
+  r.blocks.resize(r.stride * n_rows);
+  r.values.resize(x.size());
+  for (int64_t j = 0; j < n_rows; ++j) {
+    QuantizeRowQ8_0(&x[j * n], &r.blocks[j * r.stride], n);
+    DequantizeRowQ8_0(&r.blocks[j * r.stride], &r.values[j * n], n);
+  }
+  return r;
+}
+
+constexpr int64_t kQ8Sizes[] = {32, 64, 96, 160, 256, 512};
+
+TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
+  for (int64_t n : kQ8Sizes) {
+    for (int n_q : kQueryCounts) {
+      for (int64_t n_rows : kRowCounts) {
+        const Q8Rows r = MakeQ8Rows(n_rows, n, static_cast<uint32_t>(6 + n + 100 * n_rows));
+        const size_t q_stride = static_cast<size_t>(n + 1), out_stride = static_cast<size_t>(n_rows + 2);
+        const auto q = test::RandomFloats(static_cast<int64_t>(q_stride) * n_q, static_cast<uint32_t>(7 + n + 10 * n_q));
+        std::vector<float> out(out_stride * n_q, -7.0f), out_ref = out;
+        k_->dot_rows_q8_0(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out.data(), out_stride);
+        ref_->dot_rows_q8_0(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out_ref.data(), out_stride);
+        for (int a = 0; a < n_q; ++a) {
+          for (int64_t j = 0; j < n_rows; ++j) {
+            double exact = 0, abs_sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              exact += q[a * q_stride + i] * static_cast<double>(r.At(j, i));
+              abs_sum += std::fabs(q[a * q_stride + i] * static_cast<double>(r.At(j, i)));
+            }
+            const size_t o = a * out_stride + j;
+            // The reference reads the stored blocks as DequantizeRowQ8_0 does (level * scale).
+            EXPECT_NEAR(out_ref[o], exact, (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+            EXPECT_NEAR(out[o], out_ref[o], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+          }
+          EXPECT_EQ(out[a * out_stride + n_rows], -7.0f);
+        }
+        const size_t p_stride = static_cast<size_t>(n_rows + 1), y_stride = static_cast<size_t>(n + 2);
+        const auto p = test::RandomFloats(static_cast<int64_t>(p_stride) * n_q, static_cast<uint32_t>(8 + n + 10 * n_q));
+        const auto y0 = test::RandomFloats(static_cast<int64_t>(y_stride) * n_q, static_cast<uint32_t>(9 + n));
+        auto y = y0, y_ref = y0;
+        k_->weighted_sum_q8_0(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y.data(), y_stride);
+        ref_->weighted_sum_q8_0(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y_ref.data(), y_stride);
+        for (int a = 0; a < n_q; ++a) {
+          for (int64_t i = 0; i < n; ++i) {
+            const size_t o = a * y_stride + i;
+            double exact = y0[o], abs_sum = std::fabs(y0[o]);
+            for (int64_t j = 0; j < n_rows; ++j) {
+              exact += p[a * p_stride + j] * static_cast<double>(r.At(j, i));
+              abs_sum += std::fabs(p[a * p_stride + j] * static_cast<double>(r.At(j, i)));
+            }
+            EXPECT_NEAR(y_ref[o], exact, (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_q << " i=" << i;
+            EXPECT_NEAR(y[o], y_ref[o], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_q << " i=" << i;
+          }
+          EXPECT_EQ(y[a * y_stride + n], y0[a * y_stride + n]);
         }
       }
     }

@@ -1,7 +1,7 @@
 // Attend (decoder_blocks): grouped-query attention over the KV cache and the batch's own keys,
 // against a double-precision evaluation of the same formula. Decode steps at long context split
 // their keys into ranges and merge the ranges' softmaxes; these cases reach that path, ring
-// buffers that wrap, soft-capping and the f16 cache.
+// buffers that wrap, soft-capping, and the f16 and Q8_0 caches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "tensor/quant_blocks.h"
 #include "model/decoder_blocks.h"
 #include "model/model.h"
 
@@ -57,6 +58,21 @@ class AttentionFixture {
     // Large enough logits that the softmax is far from uniform and the soft-cap bites.
     queries_ = draw(static_cast<size_t>(c.n) * c.n_heads * c.head_dim, 3.0f);
     scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // What attention sees: a Q8_0 cache holds its rows rounded to blocks; the batch's rows are exact.
+    seen_keys_ = keys_;
+    seen_values_ = values_;
+    if (c.kv_type == KvType::kQ8_0) {
+      RoundCachedRowsToQ8_0(&seen_keys_, static_cast<size_t>(c.n_kv_heads) * c.head_dim);
+      RoundCachedRowsToQ8_0(&seen_values_, static_cast<size_t>(c.n_kv_heads) * c.head_dim_v);
+    }
+  }
+
+  void RoundCachedRowsToQ8_0(std::vector<float>* rows, size_t width) const {
+    std::vector<BlockQ8_0> blocks(width / kBlock32);
+    for (int pos = 0; pos < c_.n_past; ++pos) {
+      QuantizeRowQ8_0(rows->data() + pos * width, blocks.data(), static_cast<int64_t>(width));
+      DequantizeRowQ8_0(blocks.data(), rows->data() + pos * width, static_cast<int64_t>(width));
+    }
   }
 
   std::vector<double> Reference() const {
@@ -70,7 +86,7 @@ class AttentionFixture {
         const float* q = &queries_[(static_cast<size_t>(t) * c_.n_heads + h) * c_.head_dim];
         std::vector<double> logits;
         for (int64_t j = lo; j <= pos; ++j) {
-          const float* k = &keys_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim];
+          const float* k = &seen_keys_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim];
           double dot = 0;
           for (int i = 0; i < c_.head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
           double logit = dot * scale_;
@@ -82,7 +98,7 @@ class AttentionFixture {
         for (double& l : logits) sum += (l = std::exp(l - max));
         double* o = &out[(static_cast<size_t>(t) * c_.n_heads + h) * c_.head_dim_v];
         for (int64_t j = lo; j <= pos; ++j) {
-          const float* v = &values_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim_v];
+          const float* v = &seen_values_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim_v];
           const double p = logits[j - lo] / sum;
           for (int i = 0; i < c_.head_dim_v; ++i) o[i] += p * v[i];
         }
@@ -116,6 +132,7 @@ class AttentionFixture {
   ModelConfig config_;
   int n_ctx_ = 0;
   std::vector<float> keys_, values_, queries_;  // keys_/values_: every position, cached and new
+  std::vector<float> seen_keys_, seen_values_;  // the same as the cache returns them
   float scale_ = 1.0f;
 };
 
@@ -160,6 +177,10 @@ const AttentionCase kCases[] = {
     // A prompt: many (token, KV head) items, no split, keys from the cache and from the batch.
     {"prefill_after_past", 4, 2, 32, 32, 0, 0.0f, 50, 37, KvType::kF16},
     {"prefill_sliding_window", 4, 2, 32, 32, 16, 30.0f, 20, 37, KvType::kF32},
+    // The compact cache: Q8_0 rows, decode split into ranges, a ring, and a prompt after a past.
+    {"decode_q8_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ8_0},
+    {"decode_q8_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ8_0},
+    {"prefill_q8_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, KvType::kQ8_0},
     // Short context: a single range, the first token alone.
     {"decode_short_context", 8, 1, 64, 64, 0, 0.0f, 5, 1, KvType::kF32},
     {"first_token", 2, 1, 16, 16, 0, 0.0f, 0, 1, KvType::kF32},

@@ -1,7 +1,9 @@
 // KV cache: memory planning, ring-buffer addressing for sliding layers, shared layers, full context.
 #include <gtest/gtest.h>
 
+#include "base/half.h"
 #include "model/kv_cache.h"
+#include "tensor/quant_blocks.h"
 
 namespace gemlet {
 namespace {
@@ -46,6 +48,39 @@ TEST(KvCacheTest, F16StorageRoundsToHalf) {
   EXPECT_EQ(k16[1], 0x7bff);  // largest finite half
   EXPECT_EQ(v16[0], 0xc000);
   EXPECT_EQ(v16[1], 0x0000);  // underflows to zero
+}
+
+TEST(KvCacheTest, Q8_0StorageIsGgufBlocks) {
+  // Two KV heads of 32 keys and 64 values: 2 and 4 blocks of 34 bytes per row, half of f16 plus scales.
+  const std::vector<KvLayerSpec> layers = {{2, 32, 64, 0, -1}};
+  EXPECT_EQ(KvCache::RowBytes(KvType::kQ8_0, 64), 2 * sizeof(BlockQ8_0));
+  EXPECT_EQ(KvCache::PlanBytes(layers, 10, KvType::kQ8_0), 10 * (2 + 4) * sizeof(BlockQ8_0));
+  auto made = KvCache::Create(layers, 10, KvType::kQ8_0);
+  ASSERT_TRUE(made.ok()) << made.message();
+  EXPECT_EQ(made.value()->bytes(), KvCache::PlanBytes(layers, 10, KvType::kQ8_0));
+  std::vector<float> k(64), v(128);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i) - 20.0f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 7);
+  made.value()->Store(0, 3, k.data(), v.data());
+  const auto* kb = static_cast<const BlockQ8_0*>(made.value()->KeyRow(0, 3));
+  const auto* vb = static_cast<const BlockQ8_0*>(made.value()->ValueRow(0, 3));
+  // Block 0 of the keys holds -20..11: the extreme, -20, lands on level -127. Values are off by at
+  // most half a step plus the f16 rounding of the scale (127 levels x 2^-11 of it).
+  EXPECT_EQ(kb[0].qs[0], -127);
+  EXPECT_NEAR(F16ToF32(kb[0].d), 20.0f / 127, 1e-5f);
+  std::vector<float> back(128);
+  DequantizeRowQ8_0(kb, back.data(), 64);
+  for (size_t i = 0; i < k.size(); ++i) EXPECT_NEAR(back[i], k[i], 0.5f * 43.0f / 127 + 0.02f) << i;
+  DequantizeRowQ8_0(vb, back.data(), 128);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(back[i], v[i], 0.5f * 0.06f / 127 + 1e-4f) << i;
+}
+
+TEST(KvCacheTest, Q8_0NeedsHeadsOfWholeBlocks) {
+  auto made = KvCache::Create({{2, 16, 16, 0, -1}}, 10, KvType::kQ8_0);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.message().find("multiples of 32"), std::string::npos) << made.message();
+  // A layer that shares another's cache stores nothing, so its shape does not matter.
+  EXPECT_TRUE(KvCache::Create({{1, 32, 32, 0, -1}, {2, 16, 16, 0, 0}}, 10, KvType::kQ8_0).ok());
 }
 
 TEST(KvCacheTest, FullContextIsAnErrorNotACrash) {
