@@ -84,13 +84,15 @@ TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
   EXPECT_FALSE(j[0].contains("bw_fraction"));  // a prompt test reads weights once per batch, not per token
 }
 
-// KV bytes a decode step reads at positions first..first+n-1, averaged (f16 keys and values).
-double MeanKvBytes(const Model& model, int first, int n) {
+// KV bytes a decode step reads at positions first..first+n-1, averaged (f16 keys and values, or
+// Q8_0: 34 bytes per 32 values).
+double MeanKvBytes(const Model& model, int first, int n, bool q8_0 = false) {
   double sum = 0;
   for (int pos = first; pos < first + n; ++pos) {
     for (const KvLayerSpec& s : model.KvLayout()) {
       const int64_t held = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
-      sum += static_cast<double>(held * s.n_kv_heads * (s.head_dim_k + s.head_dim_v) * 2);
+      const int64_t values = held * s.n_kv_heads * (s.head_dim_k + s.head_dim_v);
+      sum += q8_0 ? static_cast<double>(values / 32 * 34) : static_cast<double>(values * 2);
     }
   }
   return sum / n;
@@ -122,6 +124,18 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyTokens) {
   EXPECT_NE(table.out.find("tg4 @ d40"), std::string::npos) << table.out;
 }
 
+TEST(BenchCli, Q8_0KvCacheIsReportedAndCounted) {
+  auto r = test::RunCommand(Bench("-p 0 -n 4 -d 40 -t 1 -r 1 --ttft-prompt 0 --kv-type q8_0 --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["type_k"], "q8_0");
+  EXPECT_EQ(j[0]["type_v"], "q8_0");
+  auto engine = Engine::Load(kModel);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  EXPECT_EQ(j[0]["kv_bytes_per_token"].get<double>(), std::floor(MeanKvBytes(engine.value()->model(), 40, 4, true)));
+}
+
 TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
   auto r = test::RunCommand(Bench("-p 8 -n 4 -t 1 -r 1 --ttft-prompt 20"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -140,6 +154,7 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -r abc", "repetitions"},
       {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
       {"bench -m " + std::string(kModel) + " -d -1", "n-depth"},
+      {"bench -m " + std::string(kModel) + " --kv-type q4_0", "kv-type"},
       {"bench -p 8", "model"},
   });
 }
