@@ -1,6 +1,6 @@
 # gemlet: the two entry points of the README. `make run` builds and runs the demo; `make test` builds
 # and runs every test, then again under AddressSanitizer + UndefinedBehaviorSanitizer, then the NEON
-# kernels and one golden model test cross-compiled for arm64 and run under qemu-aarch64.
+# kernels, attention and one golden model test cross-compiled for arm64 and run under qemu-aarch64.
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan

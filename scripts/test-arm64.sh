@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ARM64 (phones): cross-compiles the NEON kernels with g++-aarch64-linux-gnu
 # (cmake/aarch64-linux-gnu.cmake) and runs, under qemu-aarch64, the kernel tests of the NEON table
-# and one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits).
+# and one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits), and
+# attention over the KV cache (f32/f16/q8_0 rows, split decode steps) on the NEON kernels.
 # The scalar tables (ref, and Highway's SCALAR target, which runs the reference matmul) are the
 # same code the x86 build tests, and slow under emulation, so they are filtered out.
 #   scripts/test-arm64.sh [BUILD_DIR]      (default build-arm64; JOBS sets the build's parallelism)
@@ -13,7 +14,7 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DGEMLET_BUILD_APPS=OFF > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
-  model_golden_test
+  model_golden_test attention_test
 status=0
 run() {
   echo "== qemu-aarch64 ${*#$out/}"
@@ -23,4 +24,5 @@ run "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/NEON_*' --gtest_b
 run "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='*/NEON' --gtest_brief=1
 run "$out/tests/kernels/kernels_thread_pool_test" --gtest_brief=1
 run "$out/tests/model/model_golden_test" --gtest_filter='*/gemma4_e2b_like_llamacpp_gguf' --gtest_brief=1
+run "$out/tests/model/attention_test" --gtest_brief=1
 exit $status
