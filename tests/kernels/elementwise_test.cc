@@ -31,7 +31,7 @@ class ElementwiseTest : public ::testing::TestWithParam<std::string> {
 // Attention rows: n_rows rows of n values with a gap between them (stride > n), f32 and f16, read
 // by groups of queries (grouped-query attention) of every tile size and remainder.
 constexpr int64_t kRowCounts[] = {1, 2, 3, 4, 5, 7, 9};
-constexpr int kQueryCounts[] = {1, 2, 3, 4, 5, 8};
+constexpr int kQueryCounts[] = {1, 2, 3, 4, 5, 8, 13};  // 13: tiles of 8, 4 and 1
 
 struct AttentionRows {
   int64_t n_rows, n;
@@ -90,11 +90,12 @@ TEST_P(ElementwiseTest, DotRowsScoreDoesNotDependOnItsTile) {
   // A key's score must come out bit for bit the same whichever group of rows and queries it was
   // computed in: prefill in chunks has to equal prefill at once.
   const int64_t n = 77, n_rows = 7;
+  const int n_q = 13;  // tiles of 8, 4 and 1 queries
   const AttentionRows r = MakeRows(n_rows, n, 11);
-  const auto q = test::RandomFloats(5 * n, 12);
-  std::vector<float> all(5 * n_rows);
-  k_->dot_rows_f32(q.data(), n, 5, r.f32.data(), r.stride, n_rows, n, all.data(), n_rows);
-  for (int a = 0; a < 5; ++a) {
+  const auto q = test::RandomFloats(n_q * n, 12);
+  std::vector<float> all(n_q * n_rows);
+  k_->dot_rows_f32(q.data(), n, n_q, r.f32.data(), r.stride, n_rows, n, all.data(), n_rows);
+  for (int a = 0; a < n_q; ++a) {
     for (int64_t j = 0; j < n_rows; ++j) {
       float one;
       k_->dot_rows_f32(q.data() + a * n, n, 1, r.f32.data() + j * r.stride, r.stride, 1, n, &one, 1);
