@@ -13,12 +13,15 @@ all: build
 deps:
 	./scripts/install-deps.sh
 
-build: deps
+# The main job needs only the repository: the CLI, not the tests (they read ../shared/testdata).
+run: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD) -j $(JOBS)
-
-run: build
+	cmake --build $(BUILD) -j $(JOBS) --target gemlet
 	./scripts/run-demo.sh $(BUILD)/apps/gemlet/gemlet
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGEMLET_BUILD_TESTS=ON
+	cmake --build $(BUILD) -j $(JOBS)
 
 test: test-release test-asan test-arm64
 
@@ -26,7 +29,7 @@ test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_SANITIZE=ON
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_SANITIZE=ON -DGEMLET_BUILD_TESTS=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 out=${1:-build-arm64}
 jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DGEMLET_BUILD_APPS=OFF > /dev/null
+  -DGEMLET_BUILD_APPS=OFF -DGEMLET_BUILD_TESTS=ON > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
   model_golden_test attention_test
 status=0

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -25,25 +26,21 @@ int RunSynth(int argc, char** argv) {
   app.add_option("--type", type_name, "F32, F16 (default), BF16, or a quantize type such as Q4_K_M");
   app.add_option("--tokenizer", tokenizer,
                  "tokenizer.json[.xz], a GGUF to copy tokenizer.* from, or 'none' for placeholder tokens "
-                 "(default: Gemma 3's tokenizer; Gemma 4's vocabulary for gemma4 presets; none for tiny presets)");
+                 "(required but for the tiny presets, which default to none; e.g. Gemma 3's tokenizer.json, or Gemma 4's "
+                 "ggml-vocab-gemma-4.gguf for gemma4 presets)");
   app.add_option("--seed", seed, "random seed (the same seed gives the same weights at any thread count)");
-  app.add_option("--layers", layers, "keep only the first N layers (KV-shared layers scale along)")->check(CLI::PositiveNumber);
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--layers", layers, "keep only the first N layers (KV-shared layers scale along)")->check(Positive());
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
   app.add_option("-o,--output", output, "the GGUF file to write")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   SynthOptions options;
   if (!ParseFileType(type_name, &options.ftype)) {
-    return Fail("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
+    return UsageError("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
   }
   options.preset = preset;
   options.output_path = output;
   options.tokenizer = tokenizer;
-  options.default_tokenizer_dir = GEMLET_DEFAULT_TOKENIZER_DIR;
   options.seed = seed;
   options.n_layers = layers;
   options.n_threads = threads;

@@ -336,14 +336,12 @@ Result<fs::path> Materialize(const fs::path& path, const fs::path& scratch, cons
 Status AddTokenizer(const SynthOptions& o, const SynthPreset& preset, const HfConfig& c, const std::string& config_json,
                     GgufWriter& writer) {
   std::string spec = o.tokenizer;
+  if (spec.empty() && preset.tiny) spec = "none";
   if (spec.empty()) {
-    if (preset.tiny) {
-      spec = "none";
-    } else if (c.family == GemmaFamily::kGemma4) {
-      spec = (fs::path(o.default_tokenizer_dir) / "gemma4" / "ggml-vocab-gemma-4.gguf.xz").string();
-    } else {
-      spec = (fs::path(o.default_tokenizer_dir) / "gemma3_tokenizer.json.xz").string();
-    }
+    return Status::Error(std::string("preset '") + preset.name + "' imitates a released model's vocabulary: give a tokenizer (" +
+                         (c.family == GemmaFamily::kGemma4 ? "Gemma 4's vocabulary, e.g. ggml-vocab-gemma-4.gguf[.xz]"
+                                                           : "Gemma 3's tokenizer.json[.xz]") +
+                         "), or 'none' for placeholder tokens");
   }
   if (spec == "none") {
     WritePlaceholderVocab(c, writer);

@@ -28,10 +28,9 @@ struct SynthOptions {
   FileType ftype = FileType::kF16;
   // tokenizer.json (or .json.xz, with tokenizer_config.json[.xz] beside it), or a GGUF whose
   // tokenizer.* keys are copied, or "none" for the placeholder vocabulary (<t4>, <t5>, ...).
-  // Empty: the preset's default (Gemma 3's tokenizer for Gemma 2/3, Gemma 4's for Gemma 4, none for
-  // the tiny presets) from `default_tokenizer_dir`.
+  // Empty: "none" for the tiny presets; the others need one named (Gemma 3's tokenizer.json for
+  // Gemma 2/3 presets, Gemma 4's vocabulary for gemma4 ones): the library ships no vocabulary.
   std::string tokenizer;
-  std::string default_tokenizer_dir;  // holds gemma3_tokenizer.json.xz and gemma4/ggml-vocab-gemma-4.gguf.xz
   uint64_t seed = 0;
   int n_layers = 0;  // > 0: keep only this many layers (KV-shared layers scale along)
   int n_threads = 0;

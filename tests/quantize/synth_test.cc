@@ -19,6 +19,14 @@
 namespace gemlet {
 namespace {
 
+// The vocabulary a preset imitates, from the shared data (the tiny presets take placeholders).
+std::string DefaultTokenizerFor(const std::string& preset) {
+  const SynthPreset* p = FindSynthPreset(preset);
+  if (p == nullptr || p->tiny) return "";
+  return test::TestdataDir() + (preset.rfind("gemma4", 0) == 0 ? "/tokenizer/gemma4/ggml-vocab-gemma-4.gguf.xz"
+                                                                 : "/tokenizer/gemma3_tokenizer.json.xz");
+}
+
 Result<SynthReport> Synth(const std::string& preset, const std::string& out, FileType ftype, uint64_t seed = 1,
                           int threads = 2, int layers = 0) {
   SynthOptions o;
@@ -28,7 +36,7 @@ Result<SynthReport> Synth(const std::string& preset, const std::string& out, Fil
   o.seed = seed;
   o.n_threads = threads;
   o.n_layers = layers;
-  o.default_tokenizer_dir = test::TestdataDir() + "/tokenizer";
+  o.tokenizer = DefaultTokenizerFor(preset);
   return WriteSynthModel(o);
 }
 
