@@ -1,6 +1,8 @@
 // Shared option handling for run and chat.
 #include "cli_common.h"
 
+#include "command.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,9 +16,9 @@ bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("-m,--model", o->model_path, "GGUF model file (default: $GEMLET_MODEL, else the bundled demo model)");
-  app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(CLI::PositiveNumber);
-  app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(CLI::PositiveNumber);
+  app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(Positive());
+  app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(Positive());
   app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory) or f32")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
 }
@@ -24,7 +26,7 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
   SamplingParams& s = g->sampling;
   app.add_option("-n,--max-tokens", g->max_tokens, "new tokens at most (0: until the context is full)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   app.add_option("--temp", s.temperature, "sampling temperature (0: greedy)");
   app.add_option("--top-k", s.top_k, "keep the k most likely tokens (0: off)");
   app.add_option("--top-p", s.top_p, "nucleus sampling threshold (1: off)");

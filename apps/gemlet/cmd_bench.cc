@@ -12,6 +12,7 @@
 #include <ctime>
 #include <fstream>
 #include <random>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -175,35 +176,30 @@ int RunBench(int argc, char** argv) {
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--n-prompt", prompts, "prompt lengths (comma separated; 0 skips)")
-      ->delimiter(',')->check(CLI::NonNegativeNumber);
+      ->delimiter(',')->check(NonNegative());
   app.add_option("-n,--n-gen", gens, "generation lengths (comma separated; 0 skips)")
-      ->delimiter(',')->check(CLI::NonNegativeNumber);
+      ->delimiter(',')->check(NonNegative());
   app.add_option("-d,--n-depth", depths, "tokens already in the context before each test (comma separated; "
                  "as llama-bench: attention at long context)")
-      ->delimiter(',')->check(CLI::NonNegativeNumber);
+      ->delimiter(',')->check(NonNegative());
   app.add_option("-t,--threads", threads_list, "thread counts (comma separated; default: all cores)")
-      ->delimiter(',')->check(CLI::PositiveNumber);
-  app.add_option("-r,--repetitions", reps, "repetitions of each test")->check(CLI::PositiveNumber);
-  app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(CLI::PositiveNumber);
+      ->delimiter(',')->check(Positive());
+  app.add_option("-r,--repetitions", reps, "repetitions of each test")->check(Positive());
+  app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(Positive());
   app.add_option("--ttft-prompt", ttft_prompt, "chat prompt length for the time to first token (0 skips)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegative());
   app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   app.add_option("--kernels", kernels, "kernels to use: ref, auto, or a target (AVX2, AVX3, ...); sets GEMLET_KERNELS");
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    return Fail(e.what());
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (!kernels.empty()) ::setenv("GEMLET_KERNELS", kernels.c_str(), 1);
   if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   const int max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
   const int max_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
   if (depths.empty()) depths = {0};
   const int max_depth = *std::max_element(depths.begin(), depths.end());
-  if (max_prompt == 0 && max_gen == 0) return Fail("nothing to measure: every -p and -n is 0");
+  if (max_prompt == 0 && max_gen == 0) return UsageError("nothing to measure: every -p and -n is 0");
 
   // Model ready: wall time (what a user waits) and this thread's CPU time (what a busy, shared
   // machine does not inflate).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -74,12 +75,8 @@ int RunChat(int argc, char** argv) {
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
   app.add_option("--system", system, "system message");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (std::string err = gf.sampling.Validate(); !err.empty()) return Fail(err);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = gf.sampling.Validate(); !err.empty()) return UsageError(err);
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   auto loaded = LoadForGeneration(mo, gf.stats);
   if (!loaded.ok()) return Fail(loaded.message());

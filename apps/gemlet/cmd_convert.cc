@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -29,16 +30,10 @@ int RunConvert(int argc, char** argv) {
                  "a tokenizer.json or SentencePiece tokenizer.model to take the vocabulary from (default: the "
                  "folder's tokenizer.json, else its tokenizer.model); tokenizer_config.json still comes from the folder");
   app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return Fail(std::string("convert: ") + e.what() + " (see 'gemlet convert --help')");
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (!outtype.empty()) {
     Result<DType> type = ParseOutType(outtype);
-    if (!type.ok()) return Fail(type.message());
+    if (!type.ok()) return UsageError(type.message());
     options.outtype = *type;
   }
 

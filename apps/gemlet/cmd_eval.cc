@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,15 +29,11 @@ int RunEval(int argc, char** argv) {
   app.add_option("--ref", ref, "reference model (e.g. the F16 original) to compare next-token distributions with")
       ->check(CLI::ExistingFile);
   app.add_option("-c,--ctx", ctx, "tokens per window (default 512)")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--chunks", chunks, "evaluate at most this many windows (default: all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--chunks", chunks, "evaluate at most this many windows (default: all)")->check(NonNegative());
   app.add_flag("--all", all, "score every token of a window after its BOS, not only the second half");
   app.add_flag("--json", json, "print one JSON object instead of text");
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   std::ifstream in(text_path, std::ios::binary);
   std::stringstream text;

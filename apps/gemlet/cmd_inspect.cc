@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -185,11 +186,7 @@ int RunInspect(int argc, char** argv) {
   app.add_option("file", path, "the GGUF file")->required();
   app.add_flag("--tensors", list_tensors, "also list every tensor: name, type, shape, bytes, file offset");
   app.add_flag("--json", json, "print JSON instead of text (arrays over 64 elements are abbreviated)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   auto file = GgufFile::Open(path);
   if (!file.ok()) return Fail(file.message());
   if (json) {

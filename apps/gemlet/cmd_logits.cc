@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,21 +54,17 @@ int RunLogits(int argc, char** argv) {
   app.add_option("--tokens", tokens_text, "token ids, comma separated (e.g. 2,17,9)")->required();
   app.add_option("--out", out_path, "output file for the logits")->required();
   app.add_option("--decode", decode, "prefill the tokens, then greedily decode N tokens and write their N rows")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("-c,--ctx", ctx, "context size in tokens (default: prompt + decode)")->check(CLI::NonNegativeNumber);
-  app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(CLI::PositiveNumber);
+      ->check(NonNegative());
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_option("-c,--ctx", ctx, "context size in tokens (default: prompt + decode)")->check(NonNegative());
+  app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(Positive());
   app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   std::vector<int32_t> tokens;
   std::string error;
-  if (!ParseTokenList(tokens_text, &tokens, &error)) return Fail(error);
+  if (!ParseTokenList(tokens_text, &tokens, &error)) return UsageError(error);
 
   auto engine = Engine::Load(model_path);
   if (!engine.ok()) return Fail(engine.message());

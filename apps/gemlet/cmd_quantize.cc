@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -54,7 +55,7 @@ int RunQuantize(int argc, char** argv) {
   app.add_option("input", input, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
   app.add_option("output", output, "the GGUF file to write")->required();
   app.add_option("type", type_name, types_help)->required();
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
   app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
   app.add_flag("--allow-requantize", allow_requantize, "accept already-quantized tensors in the input");
   app.add_option("--token-embedding-type", embd_type_name,
@@ -67,19 +68,15 @@ int RunQuantize(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--dry-run", dry_run, "print the type each tensor would get and the sizes, write nothing");
   app.add_flag("-v,--verbose", verbose, "print one line per tensor");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   QuantizeOptions options;
   if (!ParseFileType(type_name, &options.ftype)) {
-    return Fail("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
+    return UsageError("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
   }
   if (!embd_type_name.empty()) {
     DType t;
-    if (!ParseDTypeName(embd_type_name, &t)) return Fail("unknown tensor type '" + embd_type_name + "'");
+    if (!ParseDTypeName(embd_type_name, &t)) return UsageError("unknown tensor type '" + embd_type_name + "'");
     options.token_embedding_type = t;
   }
   for (const std::string& spec : override_specs) {

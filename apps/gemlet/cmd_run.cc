@@ -23,17 +23,13 @@ int RunRun(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "the prompt (default: read stdin)")->each([&](const std::string&) { have_prompt = true; });
   app.add_option("--system", system, "system instruction (e.g. \"Rewrite this more formally\")");
   app.add_flag("--raw", raw, "send the prompt as is, without the chat template");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  if (std::string err = gf.sampling.Validate(); !err.empty()) return Fail(err);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = gf.sampling.Validate(); !err.empty()) return UsageError(err);
   if (!have_prompt) {
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   if (prompt.empty() && system.empty()) return Fail("the prompt is empty (give -p TEXT or pipe text in)");
-  if (raw && !system.empty()) return Fail("--system has no effect with --raw");
+  if (raw && !system.empty()) return UsageError("--system has no effect with --raw");
 
   auto loaded = LoadForGeneration(mo, gf.stats);
   if (!loaded.ok()) return Fail(loaded.message());

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "command.h"
@@ -60,15 +61,9 @@ int RunTokenize(int argc, char** argv) {
   app.add_flag("--jsonl", jsonl, "read one JSON string per line, print one result per line");
   app.add_flag("--no-parse-special", no_parse_special,
                "treat control-token text such as <start_of_turn> as plain text");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return Fail(std::string("tokenize: ") + e.what() + " (see 'gemlet tokenize --help')");
-  }
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   flags.parse_special = !no_parse_special;
-  if (model_path.empty() && tokenizer_path.empty()) return Fail("tokenize: give -m MODEL.gguf or --tokenizer tokenizer.json|tokenizer.model");
+  if (model_path.empty() && tokenizer_path.empty()) return UsageError("tokenize: give -m MODEL.gguf or --tokenizer tokenizer.json|tokenizer.model");
 
   std::unique_ptr<GgufFile> file;
   std::unique_ptr<Tokenizer> tok;

@@ -20,7 +20,7 @@ void PrintUsage() {
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     PrintUsage();
-    return argc < 2 ? 1 : 0;
+    return argc < 2 ? gemlet::cli::kUsageError : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
     std::printf("gemlet 0.1.0\n");
@@ -30,5 +30,5 @@ int main(int argc, char** argv) {
     if (std::strcmp(c.name, argv[1]) == 0) return c.run(argc - 1, argv + 1);
   }
   std::fprintf(stderr, "gemlet: unknown command '%s' (try 'gemlet --help')\n", argv[1]);
-  return 1;
+  return gemlet::cli::kUsageError;
 }

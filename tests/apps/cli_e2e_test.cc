@@ -146,5 +146,41 @@ TEST(CliEndToEnd, BadInputGivesOneClearErrorLine) {
   });
 }
 
+// A usage error (an unknown flag, a missing required one, a bad value) is one "gemlet: ..." line that
+// names the flag, and exit code 2, for every subcommand; a model or input error stays 1.
+TEST(CliEndToEnd, UsageErrorsAreOneLineNamingTheFlagAndExitTwo) {
+  const std::string m = " -m " + std::string(kModel);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run --bogus", "--bogus"},
+      {"chat --bogus", "--bogus"},
+      {"bench" + m + " --bogus", "--bogus"},
+      {"convert dir -o x.gguf --bogus", "--bogus"},
+      {"inspect x.gguf --bogus", "--bogus"},
+      {"tokenize --bogus", "--bogus"},
+      {"logits" + m + " --tokens 1 --out x.f32 --bogus", "--bogus"},
+      {"quantize " + std::string(kModel) + " b.gguf Q4_0 --bogus", "--bogus"},
+      {"synth --preset tiny-gemma3 -o x.gguf --bogus", "--bogus"},
+      {"eval" + m + " --text " + std::string(kModel) + " --bogus", "--bogus"},
+      {"synth -o /tmp/x.gguf", "--preset"},  // required
+      {"bench", "--model"},                  // required
+      {"run" + m + " -p hi -n abc", "--max-tokens: 'abc' is not a number >= 0"},
+      {"run" + m + " -p hi -t 0.5", "--threads"},
+      {"run" + m + " -p hi --temp -1", "temperature"},
+      {"bench" + m + " --kv-type q9", "--kv-type"},
+      {"logits" + m + " --tokens 1,x --out /tmp/x.f32", "token"},
+      {"tokenize", "--tokenizer"},
+      {"frobnicate", "unknown command"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const test::CommandResult r = test::RunCommand(test::GemletBinary() + " " + args + " 2>&1 >/dev/null </dev/null");
+    EXPECT_EQ(r.exit_code, 2) << args << " -> " << r.out;
+    EXPECT_EQ(r.out.rfind("gemlet: ", 0), 0u) << args << " -> " << r.out;
+    EXPECT_NE(r.out.find(flag), std::string::npos) << args << " -> " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << " -> " << r.out;
+  }
+  // Not a usage error: the flags are fine, the file is not.
+  EXPECT_EQ(test::RunCommand(test::GemletBinary() + " run -m /nonexistent.gguf -p hi 2>/dev/null").exit_code, 1);
+}
+
 }  // namespace
 }  // namespace gemlet

@@ -120,9 +120,34 @@ TEST(TokenizeCli, SentencePieceModelEqualsTokenizerJson) {
   EXPECT_NE(cut.err.find("not a valid SentencePiece model"), std::string::npos) << cut.err;
 }
 
+// A tokenizer.json alone (no tokenizer_config.json or config.json beside it): BOS comes from its own
+// post_processor, as HF tokenizers takes it (TemplateProcessing adds "<bos>", id 2). Without one,
+// nothing names the BOS token and the command says which files are missing instead of guessing.
+TEST(TokenizeCli, BareTokenizerJsonTakesBosFromItsPostProcessor) {
+  test::TempDir bare;
+  std::filesystem::copy_file(kGemma3Json, bare.File("tokenizer.json"));
+  const CliRun r = Tokenize("--tokenizer " + bare.File("tokenizer.json") + " --add-special", "hi 你好");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json ids = json::parse(r.out);
+  ASSERT_GE(ids.size(), 2u);
+  EXPECT_EQ(ids[0], 2) << r.out;  // <bos>, not <eos> (1)
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1) << r.out;
+
+  json root = json::parse(std::ifstream(kGemma3Json));
+  root["post_processor"] = nullptr;
+  test::TempDir none;
+  std::ofstream(none.File("tokenizer.json")) << root.dump();
+  const CliRun missing = Tokenize("--tokenizer " + none.File("tokenizer.json") + " --add-special", "hi");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err.rfind("gemlet: ", 0), 0u) << missing.err;
+  EXPECT_NE(missing.err.find("BOS"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("tokenizer_config.json"), std::string::npos) << missing.err;
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+}
+
 TEST(TokenizeCli, Errors) {
   const CliRun none = Tokenize("", "x");
-  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(none.exit_code, 2);  // a usage error
   EXPECT_EQ(none.err.rfind("gemlet: ", 0), 0u) << none.err;
 
   const CliRun missing = Tokenize("-m /nonexistent/model.gguf", "x");
@@ -135,7 +160,7 @@ TEST(TokenizeCli, Errors) {
   EXPECT_NE(bad_line.err.find("line 2"), std::string::npos) << bad_line.err;
 
   const CliRun both = Tokenize("-m a.gguf --tokenizer b.json", "x");
-  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_EQ(both.exit_code, 2);  // a usage error
   EXPECT_EQ(both.err.rfind("gemlet: ", 0), 0u) << both.err;
 }
 
