@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -175,6 +176,9 @@ void ReadSpecialVocab(const HfTokenizerJson& tok, const std::optional<json>& tco
     return TokenContent((*tconfig)[key]);
   };
   std::optional<std::string> bos = config_token("bos"), eos = config_token("eos"), cls = config_token("cls");
+  // The ids TemplateProcessing itself gives its special tokens ("special_tokens": {"<bos>": {"ids":
+  // [2]}}): what HF tokenizers adds when no other file names the token.
+  std::map<std::string, int64_t> post_processor_ids;
 
   // Crude TemplateProcessing parse, as gguf-py does: a leading special token means "add BOS", a
   // trailing one "add EOS".
@@ -189,6 +193,14 @@ void ReadSpecialVocab(const HfTokenizerJson& tok, const std::optional<json>& tco
     for (const json* p : processors) {
       if (p->value("type", std::string()) != "TemplateProcessing" || !p->contains("single")) continue;
       const json& single = (*p)["single"];
+      if (p->contains("special_tokens") && (*p)["special_tokens"].is_object()) {
+        for (const auto& [name, entry] : (*p)["special_tokens"].items()) {
+          if (entry.is_object() && entry.contains("ids") && entry["ids"].is_array() && entry["ids"].size() == 1 &&
+              entry["ids"][0].is_number_integer()) {
+            post_processor_ids[name] = entry["ids"][0].get<int64_t>();
+          }
+        }
+      }
       if (!single.is_array() || single.size() <= 1) continue;
       auto special_id = [](const json& item) -> std::optional<std::string> {
         if (item.contains("SpecialToken") && item["SpecialToken"].contains("id")) {
@@ -247,6 +259,29 @@ void ReadSpecialVocab(const HfTokenizerJson& tok, const std::optional<json>& tco
       if (v && v->is_number_integer()) set_id(t.id, v->get<int64_t>());
     }
   }
+  // Last, the tokens the post-processor adds, by the ids it gives them, else by their added-token
+  // entry (gguf-py stops before this; HF tokenizers does not, and neither does a bare tokenizer.json).
+  auto from_post_processor = [&](const std::optional<std::string>& name, std::optional<uint32_t>* slot) {
+    if (!name || *slot) return;
+    if (auto it = post_processor_ids.find(*name); it != post_processor_ids.end()) {
+      set_id(slot, it->second);
+      return;
+    }
+    for (const AddedToken& a : tok.added) {
+      if (a.content == *name) return set_id(slot, a.id);
+    }
+  };
+  from_post_processor(bos, &meta->bos);
+  from_post_processor(eos, &meta->eos);
+}
+
+// A vocabulary that adds BOS must say which token that is: no id is guessed (llama.cpp would take
+// id 1, which is <eos> in Gemma's vocabularies).
+Status CheckBosNamed(const TokenizerMetadata& meta, const fs::path& tokenizer_file, const fs::path& dir) {
+  if (meta.bos || !meta.add_bos.value_or(true)) return Status::Ok();
+  return Status::Error(tokenizer_file.string() +
+                       ": no file names the BOS token: its post_processor adds none, and " + dir.string() +
+                       " has no tokenizer_config.json (bos_token) or config.json (bos_token_id)");
 }
 
 // tokenizer_config.json "chat_template", else chat_template.jinja (+ additional_chat_templates/),
@@ -584,6 +619,7 @@ Result<TokenizerMetadata> ReadFromPaths(const fs::path& tokenizer_json, const fs
   } catch (const std::exception& e) {  // nlohmann's type errors, std::stoll on a bad id
     return Status::Error(tokenizer_json.string() + ": unexpected JSON structure: " + e.what());
   }
+  RETURN_IF_ERROR(CheckBosNamed(meta, tokenizer_json, dir));
   return meta;
 }
 
@@ -631,6 +667,7 @@ Result<TokenizerMetadata> ReadFromSpmModel(const fs::path& model_path, const fs:
   } catch (const std::exception& e) {  // nlohmann's type errors, std::stoll on a bad id
     return Status::Error(dir.string() + ": unexpected JSON structure: " + e.what());
   }
+  RETURN_IF_ERROR(CheckBosNamed(meta, model_path, dir));
   return meta;
 }
 

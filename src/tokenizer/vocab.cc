@@ -270,13 +270,9 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
     if (added_terminal_[node] < 0) added_terminal_[node] = static_cast<int32_t>(i);
   }
 
-  // Special ids: llama.cpp's defaults for SentencePiece vocabs, then the file's keys, then by text.
+  // Special ids: the file's keys, then by text. llama.cpp falls back to bos 1, eos 2, unk 0 for a
+  // SentencePiece vocabulary without keys; in Gemma's vocabularies 1 is <eos>, so nothing is guessed.
   special_ = SpecialTokens{};
-  if (model_ == VocabModel::kSpm) {
-    special_.bos = 1;
-    special_.eos = 2;
-    special_.unk = 0;
-  }
   auto apply = [n](const std::optional<int64_t>& key, int32_t* id) {
     if (key && *key >= 0 && static_cast<uint64_t>(*key) < n) *id = static_cast<int32_t>(*key);
   };
@@ -297,6 +293,10 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
   add_bos_ = spec.add_bos.value_or(model_ == VocabModel::kSpm);
   // llama.cpp forces BOS on for Gemma 4 (ggml-org/llama.cpp#21500): the model needs it.
   if (model_ == VocabModel::kBpe) add_bos_ = true;
+  if (add_bos_ && special_.bos < 0) {
+    return Status::Error("the vocabulary adds a BOS token but names none (tokenizer.ggml.bos_token_id is " +
+                         std::string(spec.bos ? "out of range" : "missing") + ")");
+  }
   add_eos_ = spec.add_eos.value_or(false);
   add_space_prefix_ = spec.add_space_prefix.value_or(model_ == VocabModel::kSpm);
   return Status::Ok();

@@ -30,6 +30,9 @@ struct TestVocab {
   std::vector<std::string> merges;
   bool with_bytes = true;
   std::optional<bool> add_space_prefix = false;
+  // Special ids are never guessed: a vocabulary that adds BOS must name it.
+  std::optional<int64_t> bos, eos;
+  std::optional<bool> add_bos = false;
 
   int32_t Add(const std::string& text, float score = 0, int32_t type = kNormal) {
     tokens.push_back(text);
@@ -52,6 +55,9 @@ struct TestVocab {
     spec.types = types;
     spec.merges = mv;
     spec.add_space_prefix = add_space_prefix;
+    spec.bos = bos;
+    spec.eos = eos;
+    spec.add_bos = add_bos;
     auto v = Vocab::Build(spec);
     EXPECT_TRUE(v.ok()) << v.message();
     return Tokenizer(std::move(*v));
@@ -83,6 +89,7 @@ TEST(Tokenizer, RankedMergesFollowRanksNotScores) {
   const int32_t a = v.Add("a"), b = v.Add("b"), c = v.Add("c");
   const int32_t ab = v.Add("ab"), bc = v.Add("bc");
   v.merges = {"a b", "b c"};  // "a b" first although "bc" would win on scores
+  v.bos = v.Add("<bos>", 0, kControl);  // Gemma 4 always adds BOS, so it must be named
   Tokenizer tok = v.Build();
   EXPECT_TRUE(tok.vocab().has_merges());
   EXPECT_EQ(tok.Encode("abc"), Ids({ab, c}));
@@ -129,8 +136,9 @@ TEST(Tokenizer, UnknownTokenFusesWhenNoBytes) {
   spec.types = u.types;
   spec.unk = unk;
   spec.add_space_prefix = false;
+  spec.add_bos = false;
   auto vocab = Vocab::Build(spec);
-  ASSERT_TRUE(vocab.ok());
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
   Tokenizer tok(std::move(*vocab));
   EXPECT_EQ(tok.Encode("x\xC3\xA9\xC3\xA9x"), Ids({x, unk, x}));  // "éé" fuse into one <unk>
 }
@@ -167,8 +175,11 @@ TEST(Tokenizer, BosEosAndSpecialIds) {
   const int32_t bos = v.Add("<bos>", 0, kControl), eos = v.Add("<eos>", 0, kControl);
   const int32_t eot = v.Add("<end_of_turn>", 0, kControl), sot = v.Add("<start_of_turn>", 0, kControl);
   const int32_t a = v.Add("a", -1);
+  v.bos = bos;
+  v.eos = eos;
+  v.add_bos = true;
   Tokenizer tok = v.Build();
-  // No *_token_id keys: llama.cpp's "llama" defaults bos=1, eos=2; eot/start_of_turn by text.
+  // bos and eos from the keys; eot/start_of_turn by text.
   EXPECT_EQ(tok.bos_id(), bos);
   EXPECT_EQ(tok.eos_id(), eos);
   EXPECT_EQ(tok.eot_id(), eot);
@@ -180,6 +191,34 @@ TEST(Tokenizer, BosEosAndSpecialIds) {
   EXPECT_EQ(tok.Decode(Ids({-1, 1 << 30, a})), "a");
   EXPECT_EQ(tok.TokenPiece(a), "a");
   EXPECT_EQ(tok.TokenPiece(-5), "");
+}
+
+// llama.cpp would take id 1 for a "llama" vocabulary without a bos_token_id key; in Gemma's
+// vocabularies that is <eos>. We refuse instead, and a vocabulary that adds no BOS needs none.
+TEST(Tokenizer, ABosThatIsAddedButNotNamedIsAnError) {
+  for (std::optional<bool> add_bos : {std::optional<bool>(), std::optional<bool>(true)}) {
+    std::vector<std::string_view> tokens = {"<pad>", "<eos>", "<bos>", "a"};
+    std::vector<float> scores(tokens.size(), 0.0f);
+    std::vector<int32_t> types = {kControl, kControl, kControl, kNormal};
+    VocabSpec spec;
+    spec.model = "llama";
+    spec.tokens = tokens;
+    spec.scores = scores;
+    spec.types = types;
+    spec.add_bos = add_bos;  // unset: SentencePiece vocabularies add BOS by default
+    auto v = Vocab::Build(spec);
+    ASSERT_FALSE(v.ok());
+    EXPECT_NE(v.message().find("bos_token_id"), std::string::npos) << v.message();
+    spec.bos = 2;
+    auto named = Vocab::Build(spec);
+    ASSERT_TRUE(named.ok()) << named.message();
+    EXPECT_EQ(Tokenizer(std::move(*named)).Encode("a", {.add_bos = true}).front(), 2);
+    spec.bos.reset();
+    spec.add_bos = false;
+    auto without = Vocab::Build(spec);
+    ASSERT_TRUE(without.ok()) << without.message();
+    EXPECT_EQ(Tokenizer(std::move(*without)).bos_id(), -1);
+  }
 }
 
 TEST(Tokenizer, DecodeByteRunsLikeHf) {
@@ -230,6 +269,7 @@ TEST(Tokenizer, Gemma4SplitsNewlineRuns) {
   v.model = "gemma4";
   const int32_t nl = v.Add("\n"), nl2 = v.Add("\n\n"), a = v.Add("a"), anl = v.Add("a\n");
   v.merges = {"a \n", "\n \n"};
+  v.bos = v.Add("<bos>", 0, kControl);
   Tokenizer tok = v.Build();
   // "a\n" is never formed: newline runs are split off first; a whole run that is a token is taken.
   EXPECT_EQ(tok.Encode("a\na"), Ids({a, nl, a}));
