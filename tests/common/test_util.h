@@ -95,19 +95,49 @@ inline std::string ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
-// Largest |a-b| over two equal-length arrays.
+// The larger of a running worst error and one more error, where a NaN error (a NaN on either side)
+// counts as infinitely bad: `std::max(worst, NaN)` keeps `worst`, so a reduction written that way
+// would let a NaN through.
+inline double Worse(double worst, double error) { return std::isnan(error) ? INFINITY : std::max(worst, error); }
+inline float Worse(float worst, float error) { return std::isnan(error) ? INFINITY : std::max(worst, error); }
+
+// Largest |a-b| over two arrays of n values; infinity where either holds a NaN or only one side is
+// infinite, so that `EXPECT_LE(MaxAbsDiff(...), tol)` fails on them.
 inline float MaxAbsDiff(const float* a, const float* b, size_t n) {
   float m = 0;
   for (size_t i = 0; i < n; ++i) {
-    const float d = std::abs(a[i] - b[i]);
-    m = d > m ? d : m;
+    if (a[i] == b[i]) continue;  // also the same infinity
+    m = Worse(m, std::abs(a[i] - b[i]));
   }
   return m;
 }
+// The same for two vectors, which must have the same size (a short one is infinitely far).
+inline float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  return MaxAbsDiff(a.data(), b.data(), a.size());
+}
 
+// Reads a raw little-endian f32 file that must hold exactly `n` values: for ASSERT_TRUE, so that a
+// missing, short or long reference file fails the test instead of being read past or half-compared.
+inline ::testing::AssertionResult ReadF32Exactly(const std::string& path, size_t n, std::vector<float>* out) {
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (ec) return ::testing::AssertionFailure() << path << ": " << ec.message();
+  if (bytes != n * sizeof(float)) {
+    return ::testing::AssertionFailure() << path << " holds " << bytes << " bytes, " << n * sizeof(float)
+                                         << " expected (" << n << " f32 values)";
+  }
+  *out = ReadF32File(path);
+  return ::testing::AssertionSuccess();
+}
+
+// Index of the largest value; -1 when the row holds a NaN (no NaN row may pass for any token).
 inline int ArgMax(const float* row, int n) {
   int best = 0;
-  for (int i = 1; i < n; ++i) best = row[i] > row[best] ? i : best;
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(row[i])) return -1;
+    best = row[i] > row[best] ? i : best;
+  }
   return best;
 }
 

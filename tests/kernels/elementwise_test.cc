@@ -1,5 +1,8 @@
-// Every SIMD element-wise kernel against its reference twin, on odd sizes, for every compiled
-// target. Tolerances are float rounding bounds of the two evaluation orders (kU = 2^-24).
+// Every element-wise kernel table (the scalar reference and each compiled SIMD target) against an
+// independent evaluation in double precision written here, on odd sizes: no table is compared with
+// itself, and the reference is held to the same bounds as the fast paths. Tolerances are float
+// rounding bounds of a float evaluation against the exact one (kU = 2^-24), with a factor of 2 to
+// spare for the order of summation.
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -17,15 +20,112 @@ namespace {
 
 using test::kU;
 
+// The kernels' definitions evaluated in double and rounded once at the end. RoPE's angle is the
+// float product pos * inv_freq, as the kernels' contract says (positions and frequencies are
+// floats); only its cosine and sine are taken in double.
+namespace exact {
+
+double Value(const float* row, int64_t i) { return row[i]; }
+double Value(const uint16_t* row, int64_t i) { return F16ToF32(row[i]); }
+double Value(const BlockQ8_0* row, int64_t i) {
+  const BlockQ8_0& b = row[i / kBlock32];
+  return static_cast<double>(b.qs[i % kBlock32]) * F16ToF32(b.d);
+}
+
+template <class T>
+void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+             float* out, size_t out_stride) {
+  for (int a = 0; a < n_q; ++a) {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += q[a * q_stride + i] * Value(rows + j * stride, i);
+      out[a * out_stride + j] = static_cast<float>(sum);
+    }
+  }
+}
+
+template <class T>
+void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t stride, int64_t n_rows, int64_t n,
+                 float* y, size_t y_stride) {
+  for (int a = 0; a < n_p; ++a) {
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = y[a * y_stride + i];
+      for (int64_t j = 0; j < n_rows; ++j) sum += p[a * p_stride + j] * Value(rows + j * stride, i);
+      y[a * y_stride + i] = static_cast<float>(sum);
+    }
+  }
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i] * inv * (w ? w[i] : 1.0));
+}
+
+void GeluTanhMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = gate[i];
+    const double gelu = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    gate[i] = static_cast<float>(gelu * up[i]);
+  }
+}
+
+void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    const double c = std::cos(static_cast<double>(angle)), s = std::sin(static_cast<double>(angle));
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<size_t>(h) * head_dim;
+      const double a = v[i], b = v[i + half];
+      v[i] = static_cast<float>(a * c - b * s);
+      v[i + half] = static_cast<float>(b * c + a * s);
+    }
+  }
+}
+
+float Softmax(float* x, int64_t n) {
+  double max = x[0], sum = 0;
+  for (int64_t i = 1; i < n; ++i) max = std::max<double>(max, x[i]);
+  std::vector<double> e(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) sum += e[i] = std::exp(x[i] - max);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(e[i] / sum);
+  return static_cast<float>(max + std::log(sum));
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
+const KernelTable& Table() {
+  static const KernelTable table = {"exact",
+                                    nullptr,
+                                    nullptr,
+                                    RmsNorm,
+                                    GeluTanhMul,
+                                    RopeRotateHalf,
+                                    DotRows<float>,
+                                    DotRows<uint16_t>,
+                                    DotRows<BlockQ8_0>,
+                                    WeightedSum<float>,
+                                    WeightedSum<uint16_t>,
+                                    WeightedSum<BlockQ8_0>,
+                                    Softmax,
+                                    SoftCap};
+  return table;
+}
+
+}  // namespace exact
+
 class ElementwiseTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     k_ = test::TableNamed(GetParam());
     ASSERT_NE(k_, nullptr);
-    ref_ = &RefKernels();
   }
   const KernelTable* k_ = nullptr;
-  const KernelTable* ref_ = nullptr;
+  const KernelTable* exact_ = &exact::Table();  // what every table is held to
 };
 
 // Attention rows: n_rows rows of n values with a gap between them (stride > n), f32 and f16, read
@@ -59,11 +159,11 @@ TEST_P(ElementwiseTest, DotRowsF32AndF16) {
         const auto q = test::RandomFloats(static_cast<int64_t>(q_stride) * n_q, static_cast<uint32_t>(1 + n + 10 * n_q));
         const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(2 + n + 100 * n_rows));
         const size_t size = out_stride * n_q;
-        std::vector<float> out(size, -7.0f), out_ref(size, -7.0f), out16(size, -7.0f), out16_ref(size, -7.0f);
+        std::vector<float> out(size, -7.0f), out_exact(size, -7.0f), out16(size, -7.0f), out16_exact(size, -7.0f);
         k_->dot_rows_f32(q.data(), q_stride, n_q, r.f32.data(), r.stride, n_rows, n, out.data(), out_stride);
-        ref_->dot_rows_f32(q.data(), q_stride, n_q, r.f32.data(), r.stride, n_rows, n, out_ref.data(), out_stride);
+        exact_->dot_rows_f32(q.data(), q_stride, n_q, r.f32.data(), r.stride, n_rows, n, out_exact.data(), out_stride);
         k_->dot_rows_f16(q.data(), q_stride, n_q, r.f16.data(), r.stride, n_rows, n, out16.data(), out_stride);
-        ref_->dot_rows_f16(q.data(), q_stride, n_q, r.f16.data(), r.stride, n_rows, n, out16_ref.data(), out_stride);
+        exact_->dot_rows_f16(q.data(), q_stride, n_q, r.f16.data(), r.stride, n_rows, n, out16_exact.data(), out_stride);
         for (int a = 0; a < n_q; ++a) {
           for (int64_t j = 0; j < n_rows; ++j) {
             double abs_sum = 0, abs_sum16 = 0;
@@ -75,8 +175,8 @@ TEST_P(ElementwiseTest, DotRowsF32AndF16) {
             // Any summation order of n products errs by at most (n - 1) u sum|a b| (plus u per
             // product); two orders differ by at most twice that.
             const size_t o = a * out_stride + j;
-            EXPECT_NEAR(out[o], out_ref[o], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
-            EXPECT_NEAR(out16[o], out16_ref[o], 2 * (n + 1) * kU * abs_sum16)
+            EXPECT_NEAR(out[o], out_exact[o], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+            EXPECT_NEAR(out16[o], out16_exact[o], 2 * (n + 1) * kU * abs_sum16)
                 << "n=" << n << " q=" << n_q << " rows=" << n_rows;
           }
           EXPECT_EQ(out[a * out_stride + n_rows], -7.0f);  // the gap after each output row
@@ -112,11 +212,11 @@ TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
         const auto p = test::RandomFloats(static_cast<int64_t>(p_stride) * n_p, static_cast<uint32_t>(3 + n + 10 * n_p));
         const auto y0 = test::RandomFloats(static_cast<int64_t>(y_stride) * n_p, static_cast<uint32_t>(4 + n));
         const AttentionRows r = MakeRows(n_rows, n, static_cast<uint32_t>(5 + n + 100 * n_rows));
-        auto y = y0, y_ref = y0, y16 = y0, y16_ref = y0;
+        auto y = y0, y_exact = y0, y16 = y0, y16_exact = y0;
         k_->weighted_sum_f32(p.data(), p_stride, n_p, r.f32.data(), r.stride, n_rows, n, y.data(), y_stride);
-        ref_->weighted_sum_f32(p.data(), p_stride, n_p, r.f32.data(), r.stride, n_rows, n, y_ref.data(), y_stride);
+        exact_->weighted_sum_f32(p.data(), p_stride, n_p, r.f32.data(), r.stride, n_rows, n, y_exact.data(), y_stride);
         k_->weighted_sum_f16(p.data(), p_stride, n_p, r.f16.data(), r.stride, n_rows, n, y16.data(), y_stride);
-        ref_->weighted_sum_f16(p.data(), p_stride, n_p, r.f16.data(), r.stride, n_rows, n, y16_ref.data(), y_stride);
+        exact_->weighted_sum_f16(p.data(), p_stride, n_p, r.f16.data(), r.stride, n_rows, n, y16_exact.data(), y_stride);
         for (int a = 0; a < n_p; ++a) {
           for (int64_t i = 0; i < n; ++i) {
             const size_t o = a * y_stride + i;
@@ -125,10 +225,10 @@ TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
               abs_sum += std::fabs(static_cast<double>(p[a * p_stride + j]) * r.F32At(j, i));
               abs_sum16 += std::fabs(static_cast<double>(p[a * p_stride + j]) * r.F16At(j, i));
             }
-            // n_rows + 1 terms summed in the same order; fused multiply-adds round once where the
-            // reference rounds twice: within the bound of two summation orders of n_rows + 1 terms.
-            EXPECT_NEAR(y[o], y_ref[o], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_p << " i=" << i;
-            EXPECT_NEAR(y16[o], y16_ref[o], 2 * (n_rows + 2) * kU * abs_sum16) << "n=" << n << " p=" << n_p << " i=" << i;
+            // n_rows + 1 terms summed in float, with or without fused multiply-adds: within twice
+            // the bound of one float summation of n_rows + 1 terms.
+            EXPECT_NEAR(y[o], y_exact[o], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_p << " i=" << i;
+            EXPECT_NEAR(y16[o], y16_exact[o], 2 * (n_rows + 2) * kU * abs_sum16) << "n=" << n << " p=" << n_p << " i=" << i;
           }
           EXPECT_EQ(y[a * y_stride + n], y0[a * y_stride + n]);  // the gap after each output row
         }
@@ -167,9 +267,8 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
         const Q8Rows r = MakeQ8Rows(n_rows, n, static_cast<uint32_t>(6 + n + 100 * n_rows));
         const size_t q_stride = static_cast<size_t>(n + 1), out_stride = static_cast<size_t>(n_rows + 2);
         const auto q = test::RandomFloats(static_cast<int64_t>(q_stride) * n_q, static_cast<uint32_t>(7 + n + 10 * n_q));
-        std::vector<float> out(out_stride * n_q, -7.0f), out_ref = out;
+        std::vector<float> out(out_stride * n_q, -7.0f);
         k_->dot_rows_q8_0(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out.data(), out_stride);
-        ref_->dot_rows_q8_0(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out_ref.data(), out_stride);
         for (int a = 0; a < n_q; ++a) {
           for (int64_t j = 0; j < n_rows; ++j) {
             double exact = 0, abs_sum = 0;
@@ -178,18 +277,16 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
               abs_sum += std::fabs(q[a * q_stride + i] * static_cast<double>(r.At(j, i)));
             }
             const size_t o = a * out_stride + j;
-            // The reference reads the stored blocks as DequantizeRowQ8_0 does (level * scale).
-            EXPECT_NEAR(out_ref[o], exact, (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
-            EXPECT_NEAR(out[o], out_ref[o], 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
+            // The stored blocks read as DequantizeRowQ8_0 does (level * scale).
+            EXPECT_NEAR(out[o], exact, 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
           }
           EXPECT_EQ(out[a * out_stride + n_rows], -7.0f);
         }
         const size_t p_stride = static_cast<size_t>(n_rows + 1), y_stride = static_cast<size_t>(n + 2);
         const auto p = test::RandomFloats(static_cast<int64_t>(p_stride) * n_q, static_cast<uint32_t>(8 + n + 10 * n_q));
         const auto y0 = test::RandomFloats(static_cast<int64_t>(y_stride) * n_q, static_cast<uint32_t>(9 + n));
-        auto y = y0, y_ref = y0;
+        auto y = y0;
         k_->weighted_sum_q8_0(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y.data(), y_stride);
-        ref_->weighted_sum_q8_0(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y_ref.data(), y_stride);
         for (int a = 0; a < n_q; ++a) {
           for (int64_t i = 0; i < n; ++i) {
             const size_t o = a * y_stride + i;
@@ -198,8 +295,7 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
               exact += p[a * p_stride + j] * static_cast<double>(r.At(j, i));
               abs_sum += std::fabs(p[a * p_stride + j] * static_cast<double>(r.At(j, i)));
             }
-            EXPECT_NEAR(y_ref[o], exact, (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_q << " i=" << i;
-            EXPECT_NEAR(y[o], y_ref[o], 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_q << " i=" << i;
+            EXPECT_NEAR(y[o], exact, 2 * (n_rows + 2) * kU * abs_sum) << "n=" << n << " p=" << n_q << " i=" << i;
           }
           EXPECT_EQ(y[a * y_stride + n], y0[a * y_stride + n]);
         }
@@ -212,20 +308,20 @@ TEST_P(ElementwiseTest, RmsNormWithAndWithoutWeight) {
   for (int64_t n : test::OddSizes()) {
     const auto x = test::RandomFloats(n, 5 + n), w = test::RandomFloats(n, 6 + n);
     for (const float* weight : {w.data(), static_cast<const float*>(nullptr)}) {
-      std::vector<float> out(n), out_ref(n);
+      std::vector<float> out(n), out_exact(n);
       k_->rms_norm(x.data(), weight, n, 1e-6f, out.data());
-      ref_->rms_norm(x.data(), weight, n, 1e-6f, out_ref.data());
-      // The reference sums squares in double; float partial sums of positive terms err by at most
+      exact_->rms_norm(x.data(), weight, n, 1e-6f, out_exact.data());
+      // Float partial sums of positive terms err by at most
       // (n + 8) u relative, the square root halves that, and 1/sqrt and the products add a few u.
       const double rel = ((n + 8) / 2.0 + 6) * kU;
-      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], out_ref[i], rel * std::fabs(out_ref[i])) << "n=" << n;
+      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], out_exact[i], rel * std::fabs(out_exact[i])) << "n=" << n;
     }
     // In place (out aliases x), as NormHeads does.
     auto inplace = x;
-    std::vector<float> out_ref(n);
+    std::vector<float> out_exact(n);
     k_->rms_norm(inplace.data(), nullptr, n, 1e-6f, inplace.data());
-    ref_->rms_norm(x.data(), nullptr, n, 1e-6f, out_ref.data());
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(inplace[i], out_ref[i], ((n + 8) / 2.0 + 6) * kU * std::fabs(out_ref[i]));
+    exact_->rms_norm(x.data(), nullptr, n, 1e-6f, out_exact.data());
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(inplace[i], out_exact[i], ((n + 8) / 2.0 + 6) * kU * std::fabs(out_exact[i]));
   }
 }
 
@@ -233,17 +329,17 @@ TEST_P(ElementwiseTest, GeluTanhMul) {
   for (int64_t n : test::OddSizes()) {
     auto gate = test::RandomFloats(n, 7 + n, 3.0f);
     const auto up = test::RandomFloats(n, 8 + n);
-    auto gate_ref = gate;
+    auto gate_exact = gate;
     const auto gate0 = gate;
     k_->gelu_tanh_mul(gate.data(), up.data(), n);
-    ref_->gelu_tanh_mul(gate_ref.data(), up.data(), n);
+    exact_->gelu_tanh_mul(gate_exact.data(), up.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       // tanh within 4 ulp of std::tanh; the inner polynomial (|inner| ulps of tanh's argument, its
       // slope <= 1) and the outer products a few u each.
       const double x = gate0[i];
       const double inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-      const double bound = std::fabs(0.5 * x * up[i]) * (8 + 4 * std::fabs(inner)) * kU + 4 * kU * std::fabs(gate_ref[i]);
-      EXPECT_NEAR(gate[i], gate_ref[i], bound) << "n=" << n << " x=" << x;
+      const double bound = std::fabs(0.5 * x * up[i]) * (8 + 4 * std::fabs(inner)) * kU + 4 * kU * std::fabs(gate_exact[i]);
+      EXPECT_NEAR(gate[i], gate_exact[i], bound) << "n=" << n << " x=" << x;
     }
   }
   // The scalar GeluTanh is the reference's element function.
@@ -265,20 +361,20 @@ TEST_P(ElementwiseTest, SoftCapTanhWithinAMillionth) {
 TEST_P(ElementwiseTest, Softmax) {
   for (int64_t n : test::OddSizes()) {
     auto x = test::RandomFloats(n, 10 + n, 4.0f);
-    auto x_ref = x;
+    auto x_exact = x;
     double exact_lse = 0, max = x[0];
     for (int64_t i = 0; i < n; ++i) max = std::max<double>(max, x[i]);
     for (int64_t i = 0; i < n; ++i) exact_lse += std::exp(x[i] - max);
     exact_lse = max + std::log(exact_lse);
     const float lse = k_->softmax(x.data(), n);
-    const float lse_ref = ref_->softmax(x_ref.data(), n);
+    const float lse_exact = exact_->softmax(x_exact.data(), n);
     // The log of a sum good to (n + 8) u, plus the rounding of max + log: relative to |lse| and 1.
     EXPECT_NEAR(lse, exact_lse, (n + 8) * kU * 2 + 2 * kU * std::fabs(exact_lse)) << "n=" << n;
-    EXPECT_NEAR(lse_ref, exact_lse, (n + 8) * kU * 2 + 2 * kU * std::fabs(exact_lse)) << "n=" << n;
+    EXPECT_NEAR(lse_exact, exact_lse, (n + 8) * kU * 2 + 2 * kU * std::fabs(exact_lse)) << "n=" << n;
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) {
       // exp within 1 ulp of std::exp; the sum in another order (n u), the scaling 2 u.
-      EXPECT_NEAR(x[i], x_ref[i], (n + 8) * kU * 2 * x_ref[i] + 1e-37) << "n=" << n << " i=" << i;
+      EXPECT_NEAR(x[i], x_exact[i], (n + 8) * kU * 2 * x_exact[i] + 1e-37) << "n=" << n << " i=" << i;
       sum += x[i];
     }
     EXPECT_NEAR(sum, 1.0, (n + 8) * kU * 2);
@@ -294,10 +390,10 @@ TEST_P(ElementwiseTest, RopeRotateHalf) {
     for (int n_heads : {1, 3, 8}) {
       for (int64_t pos : {0, 1, 17, 4095, 131071}) {
         auto x = test::RandomFloats(static_cast<size_t>(n_heads) * head_dim, 11 + head_dim + n_heads);
-        auto x_ref = x;
+        auto x_exact = x;
         const auto x0 = x;
         k_->rope_rotate_half(x.data(), n_heads, head_dim, inv_freq.data(), pos);
-        ref_->rope_rotate_half(x_ref.data(), n_heads, head_dim, inv_freq.data(), pos);
+        exact_->rope_rotate_half(x_exact.data(), n_heads, head_dim, inv_freq.data(), pos);
         const int half = head_dim / 2;
         for (int h = 0; h < n_heads; ++h) {
           for (int i = 0; i < head_dim; ++i) {
@@ -305,7 +401,7 @@ TEST_P(ElementwiseTest, RopeRotateHalf) {
             const int pair = i % half;
             // Same angles and sin/cos; a*c - b*s with or without fusing differs by 2u(|a c| + |b s|).
             const double bound = 2 * kU * (std::fabs(v[pair]) + std::fabs(v[pair + half]));
-            EXPECT_NEAR(x[h * head_dim + i], x_ref[h * head_dim + i], bound) << head_dim << " " << pos;
+            EXPECT_NEAR(x[h * head_dim + i], x_exact[h * head_dim + i], bound) << head_dim << " " << pos;
           }
         }
       }

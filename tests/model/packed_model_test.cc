@@ -33,6 +33,12 @@ std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>
 }
 
 TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
+  // Only the AVX-512 VNNI kernels pack weights; elsewhere both runs would read the rows as stored
+  // and the test would compare that path with itself.
+  if (std::string(ActiveKernelsName()) != "AVX3_DL") {
+    GTEST_SKIP() << "weights are packed by the AVX3_DL (AVX-512 VNNI) kernels only; this CPU runs "
+                 << ActiveKernelsName() << ", so there is no packed path to compare with";
+  }
   test::TempDir tmp;
   QuantizeOptions q;
   q.input_path = test::TestdataDir() + "/gguf/gemma4_moe_kv_eq_v.gguf";
@@ -64,14 +70,12 @@ TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
     ASSERT_EQ(stored.size(), packed.size());
     EXPECT_EQ(stored_packed, 0u);
     // Every layer's attention and dense MLP, and the experts that tokens were routed to.
-    if (std::string(ActiveKernelsName()) == "AVX3_DL") {
-      EXPECT_GT(packed_bytes, expert_bytes / 2) << "experts were not packed";
-    }
+    EXPECT_GT(packed_bytes, expert_bytes / 2) << "experts were not packed";
     // Both paths quantize activations the same way and sum exact integer dot products: they differ
     // by float rounding only, far below what a wrongly routed or wrongly packed expert moves.
     double max_diff = 0;
     for (size_t i = 0; i < stored.size(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(stored[i]) - packed[i]));
+      max_diff = test::Worse(max_diff, std::fabs(static_cast<double>(stored[i]) - packed[i]));
     }
     std::printf("MoE Q8_0, packed (%zu bytes) vs as stored: max |dlogit| %.2g over %zu positions\n", packed_bytes,
                 max_diff, tokens.size());
