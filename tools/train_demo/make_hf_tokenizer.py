@@ -6,10 +6,10 @@ Usage: make_hf_tokenizer.py TOKENIZER_MODEL CHAT_TEMPLATE_JINJA OUT_DIR [MODEL_M
 Writes what transformers' GemmaConverter (convert_slow_tokenizer.py) writes for a Gemma .model,
 without needing transformers: the same normalizer (" " -> "▁"), pre-tokenizer, BOS post-processor,
 decoder (▁ -> " ", byte fallback, fuse), a BPE model whose merges come from the piece scores
-(transformers' generate_merges), and control / user-defined pieces as added tokens
+(in the order transformers' generate_merges gives), and control / user-defined pieces as added tokens
 (<start_of_turn>, <end_of_turn> special, as in Gemma 3). Unlike GemmaConverter it keeps <0x09>
 as a byte piece (Gemma's own vocabulary has a literal tab there). Needs only `sentencepiece`
-(Debian: python3-sentencepiece) for the model's protobuf.
+(Debian: python3-sentencepiece, python3-protobuf) for the model's protobuf.
 """
 import json
 import os
@@ -22,19 +22,30 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 SPECIAL_USER_DEFINED = {"<start_of_turn>", "<end_of_turn>"}
 
 
-def generate_merges(vocab, vocab_scores):
-    """transformers.convert_slow_tokenizer.generate_merges, for a vocabulary with scores."""
-    merges = []
-    for merge, piece_score in vocab_scores.items():
-        local = []
-        for index in range(1, len(merge)):
-            piece_l, piece_r = merge[:index], merge[index:]
-            if piece_l in vocab and piece_r in vocab:
-                local.append((piece_l, piece_r, piece_score))
-        local = sorted(local, key=lambda x: (vocab[x[0]], vocab[x[1]]))
-        merges.extend(local)
-    merges = sorted(merges, key=lambda val: (val[2], len(val[0]), len(val[1])), reverse=True)
-    return [[l, r] for l, r, _ in merges]
+def _cuts(piece, vocab):
+    """The ways to write `piece` as left + right with both halves in `vocab`, shortest left first."""
+    for k in range(1, len(piece)):
+        left, right = piece[:k], piece[k:]
+        if left in vocab and right in vocab:
+            yield left, right
+
+
+def merges_from_scores(vocab, scores):
+    """BPE merge list for a SentencePiece BPE model, as Hugging Face's converter derives it.
+
+    SentencePiece stores no merges, only pieces with scores. Every piece that can be cut into two
+    pieces yields one candidate merge per cut, ranked by the score of the piece it builds. The list
+    is ordered by that score, highest first; among equal scores, a longer left half comes first,
+    then a longer right half; what is still tied keeps the order of the pieces in `scores`. (Two cuts
+    of one piece never tie, their left halves differ in length.) `vocab` maps piece -> id, `scores`
+    piece -> score, in piece order.
+    """
+    ranked = []
+    for order, (piece, score) in enumerate(scores.items()):
+        for left, right in _cuts(piece, vocab):
+            ranked.append(((-score, -len(left), -len(right), order), left, right))
+    ranked.sort(key=lambda entry: entry[0])
+    return [[left, right] for _, left, right in ranked]
 
 
 def main():
@@ -52,7 +63,7 @@ def main():
 
     vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
     vocab_scores = {p: s for p, s, _ in pieces}
-    merges = generate_merges(vocab, vocab_scores)
+    merges = merges_from_scores(vocab, vocab_scores)
 
     added = []
     for i, (piece, _, typ) in enumerate(pieces):
