@@ -1,6 +1,7 @@
 // Reference (scalar) quantize / dequantize of one row: dispatch, F16/BF16, and the 32-value types.
 // The K types live in quants_k.cc. Dequantization is bit-exact with ggml; the 32-value quantizers
-// give llama.cpp's reference bytes, so their arithmetic follows its order step by step.
+// give llama.cpp's reference bytes, so the arithmetic that picks a level is kept in its order.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "base/half.h"
 #include "tensor/dtype.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_math.h"
 
 namespace gemlet {
 
@@ -31,27 +33,45 @@ inline uint32_t LoadU32(const uint8_t* p) {
   return v;
 }
 
-// The signed value of largest magnitude (the first one on ties); llama.cpp's symmetric types map it
-// to the most negative level, which has one more step than the positive side.
-inline float SignedAbsMax(const float* x, int n) {
-  float amax = 0.0f;
-  float max = 0.0f;
-  for (int j = 0; j < n; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
+// The 32-value quantizers, llama.cpp's reference rounding: one scale per block taken from its range
+// (stored as f16), levels from the unrounded float reciprocal by truncating x / d + offset + 0.5.
+
+// Symmetric blocks (Q4_0, Q5_0): x ~= d * (q - half), q in 0..2 half - 1, the signed extreme on
+// q = 0 (d = extreme / -half). Returns d.
+float SymmetricLevels(const float* x, int half, uint8_t* q) {
+  const float d = SignedAbsMax(x, kBlock32) / -static_cast<float>(half);
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+  const float center = static_cast<float>(half) + 0.5f;  // the zero level, plus the rounding half
+  for (int j = 0; j < kBlock32; ++j) q[j] = static_cast<uint8_t>(TruncLevel(x[j] * inv + center, 2 * half - 1));
+  return d;
 }
 
-inline void MinMax(const float* x, int n, float* min, float* max) {
-  *min = std::numeric_limits<float>::max();
-  *max = -std::numeric_limits<float>::max();
-  for (int j = 0; j < n; ++j) {
-    if (x[j] < *min) *min = x[j];
-    if (x[j] > *max) *max = x[j];
+// Blocks with a minimum (Q4_1, Q5_1): x ~= d * q + lo, q in 0..top spanning the block's range.
+// Returns d, *lo the minimum.
+float RangeLevels(const float* x, int top, uint8_t* q, float* lo) {
+  float low = std::numeric_limits<float>::max();
+  float high = -std::numeric_limits<float>::max();
+  for (int j = 0; j < kBlock32; ++j) {
+    low = std::min(low, x[j]);
+    high = std::max(high, x[j]);
   }
+  const float d = (high - low) / static_cast<float>(top);
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < kBlock32; ++j) q[j] = static_cast<uint8_t>(TruncLevel((x[j] - low) * inv + 0.5f, top));
+  *lo = low;
+  return d;
+}
+
+// Value j and j + 16 share byte j: low and high nibble.
+void PackNibbles32(const uint8_t* q, uint8_t* qs) {
+  for (int j = 0; j < kHalf; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + kHalf] & 0xF) << 4));
+}
+
+// Bit 4 of the level of value j is bit j of the 32-bit word (Q5_0, Q5_1).
+void PackFifthBits32(const uint8_t* q, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int j = 0; j < kBlock32; ++j) bits |= static_cast<uint32_t>(q[j] >> 4) << j;
+  std::memcpy(qh, &bits, sizeof bits);
 }
 
 }  // namespace
@@ -114,72 +134,43 @@ void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n) {
   }
 }
 
-// ---- quantization, llama.cpp's reference rounding: scale from the (signed) extreme, f16 scale
-// stored but the unrounded float one used for the levels ----
+// ---- quantization ----
 
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
-    const float d = SignedAbsMax(x, kBlock32) / -8.0f;  // the extreme lands on level 0, i.e. -8
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = F32ToF16(d);
-    for (int j = 0; j < kHalf; ++j) {
-      const int q0 = TruncLevel(x[j] * id + 8.5f, 15);
-      const int q1 = TruncLevel(x[j + kHalf] * id + 8.5f, 15);
-      y[b].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    uint8_t q[kBlock32];
+    y[b].d = F32ToF16(SymmetricLevels(x, 8, q));
+    PackNibbles32(q, y[b].qs);
   }
 }
 
 void QuantizeRowQ4_1(const float* x, BlockQ4_1* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
-    float min, max;
-    MinMax(x, kBlock32, &min, &max);
-    const float d = (max - min) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = F32ToF16(d);
-    y[b].m = F32ToF16(min);
-    for (int j = 0; j < kHalf; ++j) {
-      const int q0 = TruncLevel((x[j] - min) * id + 0.5f, 15);
-      const int q1 = TruncLevel((x[j + kHalf] - min) * id + 0.5f, 15);
-      y[b].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
+    uint8_t q[kBlock32];
+    float lo;
+    y[b].d = F32ToF16(RangeLevels(x, 15, q, &lo));
+    y[b].m = F32ToF16(lo);
+    PackNibbles32(q, y[b].qs);
   }
 }
 
 void QuantizeRowQ5_0(const float* x, BlockQ5_0* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
-    const float d = SignedAbsMax(x, kBlock32) / -16.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = F32ToF16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < kHalf; ++j) {
-      const int q0 = TruncLevel(x[j] * id + 16.5f, 31);
-      const int q1 = TruncLevel(x[j + kHalf] * id + 16.5f, 31);
-      y[b].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
-      qh |= static_cast<uint32_t>(q0 >> 4) << j;
-      qh |= static_cast<uint32_t>(q1 >> 4) << (j + kHalf);
-    }
-    std::memcpy(y[b].qh, &qh, sizeof qh);
+    uint8_t q[kBlock32];
+    y[b].d = F32ToF16(SymmetricLevels(x, 16, q));
+    PackNibbles32(q, y[b].qs);
+    PackFifthBits32(q, y[b].qh);
   }
 }
 
 void QuantizeRowQ5_1(const float* x, BlockQ5_1* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
-    float min, max;
-    MinMax(x, kBlock32, &min, &max);
-    const float d = (max - min) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = F32ToF16(d);
-    y[b].m = F32ToF16(min);
-    uint32_t qh = 0;
-    for (int j = 0; j < kHalf; ++j) {
-      const int q0 = TruncLevel((x[j] - min) * id + 0.5f, 31);
-      const int q1 = TruncLevel((x[j + kHalf] - min) * id + 0.5f, 31);
-      y[b].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
-      qh |= static_cast<uint32_t>(q0 >> 4) << j;
-      qh |= static_cast<uint32_t>(q1 >> 4) << (j + kHalf);
-    }
-    std::memcpy(y[b].qh, &qh, sizeof qh);
+    uint8_t q[kBlock32];
+    float lo;
+    y[b].d = F32ToF16(RangeLevels(x, 31, q, &lo));
+    y[b].m = F32ToF16(lo);
+    PackNibbles32(q, y[b].qs);
+    PackFifthBits32(q, y[b].qh);
   }
 }
 

@@ -1,227 +1,310 @@
 // Reference (scalar) dequantize / quantize of the K types (256-value super-blocks) and Q8_K.
-// Dequantization is bit-exact with ggml. Quantization follows llama.cpp's search (no importance
-// matrix): fit each group's scale (and min) by sweeping candidate scales with a weighted
-// least-squares refit, quantize the group scales against one f16 super-scale, then re-pick every
-// level against the scales actually stored.
+// Dequantization is bit-exact with ggml. Quantization gives llama-quantize's bytes (no importance
+// matrix): every group of 16 or 32 values gets its own scale (and offset) from a small search, the
+// group scales are then coded against one f16 super-scale, and last every level is picked again
+// against the scales the block really stores. The float arithmetic that decides levels is kept in
+// llama.cpp's order, so the results match to the bit; the code around it is ours.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "base/half.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quant_math.h"
 
 namespace gemlet {
 
 namespace {
 
-// Below this a group counts as all zeros (llama.cpp's GROUP_MAX_EPS).
+// A group whose largest magnitude is below this is stored as zeros (llama.cpp's GROUP_MAX_EPS).
 constexpr float kZeroGroup = 1e-15f;
 
-// Round to nearest, ties to even: adding 1.5 * 2^23 makes the FPU round v to an integer in the
-// low mantissa bits. Out-of-range inputs saturate and NaN gives 0.
-inline int NearestInt(float v) {
-  constexpr float kLimit = 4194303.0f;
-  if (!(std::fabs(v) <= kLimit)) return v > 0.0f ? 4194303 : (v < 0.0f ? -4194303 : 0);
-  const float shifted = v + 12582912.0f;
-  return static_cast<int>(FloatToBits(shifted) & 0x007fffffu) - 0x00400000;
+// ---- group fit with an offset (Q2_K, Q4_K, Q5_K) ----
+//
+// A group x[0..n) with weights w is stored as x ~= d * q + m: integer levels q in 0..qmax, a step
+// d and an offset m <= 0 (the block keeps -m, which must not be negative). Finding the levels and
+// the pair (d, m) together is a small discrete problem; the search below scans a grid of level
+// assignments and solves each one exactly:
+//   * Levels come from mapping [origin, hi] onto the level grid with an inverse step t:
+//     q = round((x - origin) * t), clamped. The starting point is the plain mapping of the group's
+//     range: origin = lo (the minimum, lifted to 0 when positive), t = qmax / (hi - lo), d = 1 / t,
+//     m = lo.
+//   * The candidates are t_k = (qmax + r0 + k * dr) / (hi - origin), k = 0..steps: level counts a
+//     little below and above qmax, so a few outliers may clip while the bulk gets finer steps. The
+//     origin is the offset m of the best fit found so far, so a win moves the grid of the next
+//     candidates (llama.cpp's search does exactly this, and its bytes depend on it).
+//   * For fixed levels, the (d, m) minimizing sum w * (d * q + m - x)^2 solves the 2x2 normal
+//     equations  [Sw  Swq; Swq  Swq2] [m; d] = [Swx; Swqx]  (Cramer's rule, AffineSolve). If that
+//     puts m above 0, m is pinned to 0 and d refit alone: d = Swqx / Swq2.
+//   * Each candidate is scored by sum w * |err| or sum w * err^2 with its own (d, m); one that
+//     scores strictly lower than the best so far replaces it.
+// Returns d and writes -m and the levels.
+
+struct AffineGrid {
+  int qmax;       // levels 0..qmax
+  float r0, dr;   // candidate level counts qmax + r0 + k * dr ...
+  int steps;      // ... for k = 0..steps
+  bool abs_err;   // score by weighted absolute error (else squared)
+};
+constexpr AffineGrid kQ2Grid = {3, -0.5f, 0.1f, 15, true};
+constexpr AffineGrid kQ4Grid = {15, -1.0f, 0.1f, 20, false};
+constexpr AffineGrid kQ5Grid = {31, -0.5f, 0.1f, 15, false};
+
+// Weighted moments of one level assignment: Swq, Swq2, Swqx.
+struct LevelMoments {
+  float wq = 0.0f, wq2 = 0.0f, wqx = 0.0f;
+};
+
+// q = round((x - lo) * t) in 0..qmax for the whole group, and the moments of that assignment.
+LevelMoments AssignAffine(const float* x, const float* w, int n, float lo, float t, int qmax, uint8_t* q) {
+  LevelMoments m;
+  for (int i = 0; i < n; ++i) {
+    const int level = RoundToLevel(t * (x[i] - lo), 0, qmax);
+    q[i] = static_cast<uint8_t>(level);
+    const float fl = static_cast<float>(level);
+    const float wl = w[i] * fl;
+    m.wq += wl;
+    m.wq2 += wl * fl;
+    m.wqx += wl * x[i];
+  }
+  return m;
 }
 
-inline int Clamp(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
-
-// Packs 2-bit levels (0..3) of 256 values into 64 bytes: byte 32h + l holds values 128h + 32s + l
-// at bits 2s. Shared by Q2_K and the low bits of Q3_K.
-void Pack2Bit(const uint8_t* levels, uint8_t* qs) {
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* l = levels + 128 * h;
-    for (int i = 0; i < 32; ++i) {
-      qs[32 * h + i] = static_cast<uint8_t>(l[i] | (l[i + 32] << 2) | (l[i + 64] << 4) | (l[i + 96] << 6));
-    }
+// Least-squares (d, m) for fixed levels, given Sw and Swx of the group; m is kept <= 0. False when
+// the system is singular (every level equal), which leaves nothing to fit.
+bool AffineSolve(float sw, float swx, const LevelMoments& lm, float* d, float* m) {
+  const float det = sw * lm.wq2 - lm.wq * lm.wq;
+  if (!(det > 0.0f)) return false;
+  *d = (sw * lm.wqx - swx * lm.wq) / det;
+  *m = (lm.wq2 * swx - lm.wq * lm.wqx) / det;
+  if (*m > 0.0f) {
+    *m = 0.0f;
+    *d = lm.wqx / lm.wq2;
   }
+  return true;
 }
 
-// Writes 6-bit scale and min of group j into Q4_K / Q5_K's 12 scale bytes (inverse of
-// UnpackScaleMinK4); `scales` must start zeroed.
-void PackScaleMinK4(int j, int sc, int m, uint8_t* scales) {
-  if (j < 4) {
-    scales[j] = static_cast<uint8_t>(sc);
-    scales[j + 4] = static_cast<uint8_t>(m);
-  } else {
-    scales[j + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
-    scales[j - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
-    scales[j] |= static_cast<uint8_t>((m >> 4) << 6);
+// A candidate's step, offset and score.
+struct AffineFit {
+  float d = 0.0f, m = 0.0f, err = 0.0f;
+};
+
+float AffineError(const float* x, const float* w, int n, const uint8_t* q, float d, float m, bool abs_err) {
+  float total = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float r = d * static_cast<float>(q[i]) + m - x[i];
+    total += w[i] * (abs_err ? std::fabs(r) : r * r);
   }
+  return total;
 }
 
-// Fits x ~= scale * l + min with l in 0..nmax and min <= 0, minimizing sum w * |err| (abs_err) or
-// sum w * err^2. Starts from the min..max range, then tries inverse scales (nmax + rmin + k * rdelta)
-// / range for k = 0..nstep, refitting scale and min by weighted least squares for each level set.
-// Returns scale; *neg_min receives -min (>= 0). n <= 32.
-float FitScaleMin(const float* x, const float* w, int n, int nmax, float rmin, float rdelta, int nstep,
-                  bool abs_err, uint8_t* levels, float* neg_min) {
-  float min = x[0];
-  float max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    min = std::min(min, x[i]);
-    max = std::max(max, x[i]);
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
+// n <= 32.
+float FitAffine(const float* x, const float* w, int n, const AffineGrid& grid, uint8_t* levels, float* neg_m) {
+  float lo = x[0], hi = x[0];
+  float sw = 0.0f, swx = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sw += w[i];
+    swx += w[i] * x[i];
   }
-  if (min > 0.0f) min = 0.0f;
-  if (max == min) {
+  lo = std::min(lo, 0.0f);  // m <= 0: a range above zero is widened down to it
+  if (hi == lo) {
     std::fill(levels, levels + n, uint8_t{0});
-    *neg_min = -min;
+    *neg_m = -lo;
     return 0.0f;
   }
-  auto error_of = [&](float scale, float offset, const uint8_t* l) {
-    float err = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const float diff = scale * static_cast<float>(l[i]) + offset - x[i];
-      err += w[i] * (abs_err ? std::fabs(diff) : diff * diff);
-    }
-    return err;
-  };
+  // Two level buffers: `best` holds the winner so far, `trial` the candidate; a win swaps them.
+  uint8_t scratch[32];
+  uint8_t* best = levels;
+  uint8_t* trial = scratch;
+  const float t0 = static_cast<float>(grid.qmax) / (hi - lo);
+  AssignAffine(x, w, n, lo, t0, grid.qmax, best);
+  AffineFit fit{1.0f / t0, lo, 0.0f};
+  fit.err = AffineError(x, w, n, best, fit.d, fit.m, grid.abs_err);
 
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax));
-  float best_error = error_of(scale, min, levels);
-
-  uint8_t trial[32];
-  for (int k = 0; k <= nstep; ++k) {
-    iscale = (rmin + rdelta * static_cast<float>(k) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const int l = Clamp(NearestInt(iscale * (x[i] - min)), 0, nmax);
-      trial[i] = static_cast<uint8_t>(l);
-      const float wl = w[i] * static_cast<float>(l);
-      sum_l += wl;
-      sum_l2 += wl * static_cast<float>(l);
-      sum_xl += wl * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0.0f)) continue;
-    float trial_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float trial_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (trial_min > 0.0f) {  // the model keeps min <= 0: refit the scale alone
-      trial_min = 0.0f;
-      trial_scale = sum_xl / sum_l2;
-    }
-    const float err = error_of(trial_scale, trial_min, trial);
-    if (err < best_error) {
-      std::copy(trial, trial + n, levels);
-      best_error = err;
-      scale = trial_scale;
-      min = trial_min;
+  for (int k = 0; k <= grid.steps; ++k) {
+    const float origin = fit.m;  // the best offset so far (see above)
+    const float t = (grid.r0 + grid.dr * static_cast<float>(k) + static_cast<float>(grid.qmax)) / (hi - origin);
+    const LevelMoments lm = AssignAffine(x, w, n, origin, t, grid.qmax, trial);
+    AffineFit cand;
+    if (!AffineSolve(sw, swx, lm, &cand.d, &cand.m)) continue;
+    cand.err = AffineError(x, w, n, trial, cand.d, cand.m, grid.abs_err);
+    if (cand.err < fit.err) {
+      std::swap(best, trial);
+      fit = cand;
     }
   }
-  *neg_min = -min;
-  return scale;
+  if (best != levels) std::copy(best, best + n, levels);
+  *neg_m = -fit.m;
+  return fit.d;
 }
 
-// Fits x ~= scale * l with l in -nmax..nmax-1, the extreme value on -nmax, minimizing
-// sum w * err^2 with w = x^2. Tries 19 inverse scales around nmax / extreme and keeps the one whose
-// least-squares scale explains the most. levels receive l + nmax. n <= 16.
-float FitSymmetric(const float* x, int n, int nmax, uint8_t* levels) {
-  float max = 0.0f;
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kZeroGroup) {
-    std::fill(levels, levels + n, uint8_t{0});
-    return 0.0f;
-  }
-  // sum_lx^2 / sum_l2 is the squared norm of x explained by the best scale for levels l.
-  auto sums_for = [&](float iscale, float* sum_lx, float* sum_l2) {
-    *sum_lx = 0.0f;
-    *sum_l2 = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const int l = Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
-      const float w = x[i] * x[i];
-      *sum_lx += w * x[i] * static_cast<float>(l);
-      *sum_l2 += w * static_cast<float>(l) * static_cast<float>(l);
-    }
-  };
-  auto set_levels = [&](float iscale) {
-    for (int i = 0; i < n; ++i) {
-      levels[i] = static_cast<uint8_t>(nmax + Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1));
-    }
-  };
+// ---- symmetric group fits (Q3_K, Q6_K) ----
+//
+// A group is stored as x ~= d * q with q in -qmax..qmax-1, weights w = x^2 (large values matter
+// most). The starting levels map the signed extreme onto -qmax: q = round(x * t), t = -qmax /
+// extreme. For fixed levels the best step is d = Swxq / Swq2, and the weighted squared error left
+// is Swx2 - Swxq^2 / Swq2: maximizing the explained part Swxq^2 / Swq2 is the same as minimizing
+// the error. Q6_K tries a few other inverse steps (GridFit), Q3_K moves single levels (RefinedFit).
 
-  float iscale = -static_cast<float>(nmax) / max;
-  float sum_lx, sum_l2;
-  sums_for(iscale, &sum_lx, &sum_l2);
-  set_levels(iscale);
-  float scale = sum_l2 != 0.0f ? sum_lx / sum_l2 : 0.0f;
-  float best = scale * sum_lx;
-  for (int k = -9; k <= 9; ++k) {
-    if (k == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
-    sums_for(iscale, &sum_lx, &sum_l2);
-    if (sum_l2 > 0.0f && sum_lx * sum_lx > best * sum_l2) {
-      set_levels(iscale);
-      scale = sum_lx / sum_l2;
-      best = scale * sum_lx;
-    }
-  }
-  return scale;
-}
+struct SymMoments {
+  float wxq = 0.0f, wq2 = 0.0f;
+};
 
-// Q3_K's group fit: x ~= scale * l, l in -nmax..nmax-1, weights x^2; starts from nmax / extreme and
-// then moves single levels while that raises the explained norm (up to 5 passes). levels receive
-// l + nmax. n <= 16.
-float FitSymmetricRefined(const float* x, int n, int nmax, uint8_t* levels) {
-  float max = 0.0f;
-  float amax = 0.0f;
+// q = round(x * t) in -qmax..qmax-1 and the moments Swxq, Swq2 with w = x^2.
+SymMoments AssignSymmetric(const float* x, int n, float t, int qmax, int8_t* q) {
+  SymMoments s;
   for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kZeroGroup) {
-    std::fill(levels, levels + n, uint8_t{0});
-    return 0.0f;
-  }
-  const float iscale = -static_cast<float>(nmax) / max;
-  int l[16];
-  float sum_lx = 0.0f, sum_l2 = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    l[i] = Clamp(NearestInt(iscale * x[i]), -nmax, nmax - 1);
+    const int level = RoundToLevel(t * x[i], -qmax, qmax - 1);
+    q[i] = static_cast<int8_t>(level);
+    const float fl = static_cast<float>(level);
     const float w = x[i] * x[i];
-    sum_lx += w * x[i] * static_cast<float>(l[i]);
-    sum_l2 += w * static_cast<float>(l[i]) * static_cast<float>(l[i]);
+    s.wxq += w * x[i] * fl;
+    s.wq2 += w * fl * fl;
   }
-  for (int pass = 0; pass < 5; ++pass) {
-    int changed = 0;
-    for (int i = 0; i < n; ++i) {
-      const float w = x[i] * x[i];
-      const float fl = static_cast<float>(l[i]);
-      float lx = sum_lx - w * x[i] * fl;  // the sums without value i
-      if (!(lx > 0.0f)) continue;
-      float l2 = sum_l2 - w * fl * fl;
-      const int candidate = Clamp(NearestInt(x[i] * l2 / lx), -nmax, nmax - 1);
-      if (candidate == l[i]) continue;
-      const float fc = static_cast<float>(candidate);
-      lx += w * x[i] * fc;
-      l2 += w * fc * fc;
-      if (l2 > 0.0f && lx * lx * sum_l2 > sum_lx * sum_lx * l2) {
-        l[i] = candidate;
-        sum_lx = lx;
-        sum_l2 = l2;
-        ++changed;
-      }
+  return s;
+}
+
+void StoreBiased(const int8_t* q, int n, int bias, uint8_t* out) {
+  for (int i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(q[i] + bias);
+}
+
+// Q6_K: besides t = -qmax / extreme, the level counts qmax - 0.9 .. qmax + 0.9 in tenths (not
+// qmax itself again), in this order; a candidate replaces the best when it explains strictly more.
+// Levels are written as q + qmax. n <= 16.
+constexpr int kTenths[] = {-9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+float GridFit(const float* x, int n, int qmax, uint8_t* levels) {
+  const float extreme = SignedAbsMax(x, n);
+  if (std::fabs(extreme) < kZeroGroup) {
+    std::fill(levels, levels + n, uint8_t{0});
+    return 0.0f;
+  }
+  int8_t buf_a[16], buf_b[16];
+  int8_t* best = buf_a;
+  int8_t* trial = buf_b;
+  const SymMoments s0 = AssignSymmetric(x, n, -static_cast<float>(qmax) / extreme, qmax, best);
+  float d = s0.wq2 != 0.0f ? s0.wxq / s0.wq2 : 0.0f;
+  float explained = d * s0.wxq;
+  for (int tenth : kTenths) {
+    const float t = -(static_cast<float>(qmax) + 0.1f * static_cast<float>(tenth)) / extreme;
+    const SymMoments s = AssignSymmetric(x, n, t, qmax, trial);
+    if (s.wq2 > 0.0f && s.wxq * s.wxq > explained * s.wq2) {
+      std::swap(best, trial);
+      d = s.wxq / s.wq2;
+      explained = d * s.wxq;
     }
-    if (changed == 0) break;
   }
-  for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(l[i] + nmax);
-  return sum_l2 > 0.0f ? sum_lx / sum_l2 : 0.0f;
+  StoreBiased(best, n, qmax, levels);
+  return d;
+}
+
+// One sweep of single-level moves for RefinedFit: for each value, the level that fits it best
+// under the step the other values imply (x * Swq2' / Swxq', primes meaning "without this value")
+// replaces the current one if the group then explains strictly more. True if a level moved.
+bool RefineSweep(const float* x, int n, int qmax, int8_t* q, SymMoments* s) {
+  bool moved = false;
+  for (int i = 0; i < n; ++i) {
+    const float w = x[i] * x[i];
+    const float cur = static_cast<float>(q[i]);
+    SymMoments rest{s->wxq - w * x[i] * cur, s->wq2 - w * cur * cur};
+    if (!(rest.wxq > 0.0f)) continue;
+    const int cand = RoundToLevel(x[i] * rest.wq2 / rest.wxq, -qmax, qmax - 1);
+    if (cand == q[i]) continue;
+    const float fc = static_cast<float>(cand);
+    const SymMoments with{rest.wxq + w * x[i] * fc, rest.wq2 + w * fc * fc};
+    if (with.wq2 > 0.0f && with.wxq * with.wxq * s->wq2 > s->wxq * s->wxq * with.wq2) {
+      q[i] = static_cast<int8_t>(cand);
+      *s = with;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+// Q3_K: the starting levels, then up to five sweeps of RefineSweep, stopping after one that moves
+// nothing. Levels are written as q + qmax. n <= 16.
+float RefinedFit(const float* x, int n, int qmax, uint8_t* levels) {
+  const float extreme = SignedAbsMax(x, n);
+  if (std::fabs(extreme) < kZeroGroup) {
+    std::fill(levels, levels + n, uint8_t{0});
+    return 0.0f;
+  }
+  int8_t q[16];
+  SymMoments s = AssignSymmetric(x, n, -static_cast<float>(qmax) / extreme, qmax, q);
+  for (int sweep = 0; sweep < 5 && RefineSweep(x, n, qmax, q, &s); ++sweep) {
+  }
+  StoreBiased(q, n, qmax, levels);
+  return s.wq2 > 0.0f ? s.wxq / s.wq2 : 0.0f;
+}
+
+// ---- group scales against the super-scale ----
+
+// Non-negative group values (steps or -offsets) as codes 0..top of one f16 super-scale, the largest
+// value on `top`; all zero gives codes 0 and a zero super-scale. Returns the super-scale.
+uint16_t UnsignedScaleCodes(const float* v, int n, int top, int* codes) {
+  float largest = 0.0f;
+  for (int g = 0; g < n; ++g) largest = std::max(largest, v[g]);
+  const float inv = largest > 0.0f ? static_cast<float>(top) / largest : 0.0f;
+  for (int g = 0; g < n; ++g) codes[g] = RoundToLevel(inv * v[g], 0, top);
+  return F32ToF16(largest / static_cast<float>(top));
+}
+
+// Signed group steps as codes -half..half-1; `extreme` (SignedAbsMax of v, nonzero) lands on -half.
+// Returns the f16 super-scale.
+uint16_t SignedScaleCodes(const float* v, int n, float extreme, int half, int* codes) {
+  const float inv = -static_cast<float>(half) / extreme;
+  for (int g = 0; g < n; ++g) codes[g] = RoundToLevel(inv * v[g], -half, half - 1);
+  return F32ToF16(1.0f / inv);
+}
+
+// The final pass: a group's levels again from the step and offset the block stores,
+// q = round((x + offset) / step) in lo..hi, written as q - lo. A zero step keeps the fit's levels.
+void Requantize(const float* x, int n, float step, float offset, int lo, int hi, uint8_t* levels) {
+  if (step == 0.0f) return;
+  for (int i = 0; i < n; ++i) levels[i] = static_cast<uint8_t>(RoundToLevel((x[i] + offset) / step, lo, hi) - lo);
+}
+
+// ---- bit packing (the layouts are described in quant_blocks.h and mirrored by the dequantizers) ----
+
+// 2-bit fields of 256 values: value 128h + 32s + l in byte 32h + l, bits 2s (Q2_K; Q3_K's low bits).
+void PackTwoBit(const uint8_t* v, uint8_t* qs) {
+  std::memset(qs, 0, kBlockK / 4);
+  for (int i = 0; i < kBlockK; ++i) {
+    qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>((v[i] & 3) << (2 * ((i / 32) % 4)));
+  }
+}
+
+// 4-bit fields of Q4_K / Q5_K: value 32g + l in byte 32 (g / 2) + l, low nibble for even g.
+void PackNibblesK(const uint8_t* v, uint8_t* qs) {
+  std::memset(qs, 0, kBlockK / 2);
+  for (int i = 0; i < kBlockK; ++i) {
+    const int g = i / 32;
+    qs[32 * (g / 2) + i % 32] |= static_cast<uint8_t>((v[i] & 0xF) << (4 * (g % 2)));
+  }
+}
+
+// Q4_K / Q5_K's 6-bit code pair of group g in the 12 scale bytes (inverse of UnpackScaleMinK4):
+// groups 0-3 whole in bytes g and g + 4; groups 4-7 split into nibbles in byte g + 4 and top bits
+// in bits 6-7 of bytes g - 4 (scale) and g (min). `scales` must start zeroed.
+void PackScaleMinK4(int g, int sc, int m, uint8_t* scales) {
+  if (g < 4) {
+    scales[g] = static_cast<uint8_t>(sc);
+    scales[g + 4] = static_cast<uint8_t>(m);
+    return;
+  }
+  scales[g + 4] = static_cast<uint8_t>((sc & 0xF) | ((m & 0xF) << 4));
+  scales[g - 4] |= static_cast<uint8_t>((sc >> 4) << 6);
+  scales[g] |= static_cast<uint8_t>((m >> 4) << 6);
+}
+
+// Q3_K's 6-bit code of group g (inverse of UnpackQ3KScales); `scales` must start zeroed.
+void PackQ3KScale(int g, int code, uint8_t* scales) {
+  scales[g % 8] |= static_cast<uint8_t>((code & 0xF) << (4 * (g / 8)));
+  scales[8 + g % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (g / 4)));
 }
 
 }  // namespace
@@ -324,44 +407,24 @@ void QuantizeRowQ2_K(const float* x, BlockQ2_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     BlockQ2_K& blk = y[b];
     uint8_t levels[kBlockK];
-    float scales[16], mins[16];
-    float max_scale = 0.0f, max_min = 0.0f;  // scales are positive: the min absorbs the offset
+    float step[16], neg_offset[16];
     for (int g = 0; g < 16; ++g) {
+      const float* xg = x + 16 * g;
       float w[16];
-      for (int i = 0; i < 16; ++i) w[i] = std::fabs(x[16 * g + i]);
-      scales[g] = FitScaleMin(x + 16 * g, w, 16, 3, -0.5f, 0.1f, 15, /*abs_err=*/true, levels + 16 * g, &mins[g]);
-      max_scale = std::max(max_scale, scales[g]);
-      max_min = std::max(max_min, mins[g]);
+      for (int i = 0; i < 16; ++i) w[i] = std::fabs(xg[i]);
+      step[g] = FitAffine(xg, w, 16, kQ2Grid, levels + 16 * g, &neg_offset[g]);
     }
-    // 4-bit group scales and mins against f16 super-scales.
-    std::memset(blk.scales, 0, sizeof blk.scales);
-    if (max_scale > 0.0f) {
-      const float iscale = 15.0f / max_scale;
-      for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<uint8_t>(Clamp(NearestInt(iscale * scales[g]), 0, 15));
-      blk.d = F32ToF16(max_scale / 15.0f);
-    } else {
-      blk.d = F32ToF16(0.0f);
-    }
-    if (max_min > 0.0f) {
-      const float iscale = 15.0f / max_min;
-      for (int g = 0; g < 16; ++g) {
-        blk.scales[g] |= static_cast<uint8_t>(Clamp(NearestInt(iscale * mins[g]), 0, 15) << 4);
-      }
-      blk.dmin = F32ToF16(max_min / 15.0f);
-    } else {
-      blk.dmin = F32ToF16(0.0f);
-    }
-    // Re-pick the levels against the stored scales.
+    // 4-bit codes for both, a scale in the low and a min in the high nibble of each byte.
+    int sc[16], mn[16];
+    blk.d = UnsignedScaleCodes(step, 16, 15, sc);
+    blk.dmin = UnsignedScaleCodes(neg_offset, 16, 15, mn);
+    for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<uint8_t>(sc[g] | (mn[g] << 4));
     const float d = F16ToF32(blk.d), dmin = F16ToF32(blk.dmin);
     for (int g = 0; g < 16; ++g) {
-      const float dl = d * static_cast<float>(blk.scales[g] & 0xF);
-      if (dl == 0.0f) continue;
-      const float ml = dmin * static_cast<float>(blk.scales[g] >> 4);
-      for (int i = 0; i < 16; ++i) {
-        levels[16 * g + i] = static_cast<uint8_t>(Clamp(NearestInt((x[16 * g + i] + ml) / dl), 0, 3));
-      }
+      Requantize(x + 16 * g, 16, d * static_cast<float>(sc[g]), dmin * static_cast<float>(mn[g]), 0, 3,
+                 levels + 16 * g);
     }
-    Pack2Bit(levels, blk.qs);
+    PackTwoBit(levels, blk.qs);
   }
 }
 
@@ -369,89 +432,58 @@ void QuantizeRowQ3_K(const float* x, BlockQ3_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     BlockQ3_K& blk = y[b];
     uint8_t levels[kBlockK];
-    float scales[16];
-    float max_scale = 0.0f, amax = 0.0f;  // the group scale of largest magnitude, signed
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = FitSymmetricRefined(x + 16 * g, 16, 4, levels + 16 * g);
-      if (std::fabs(scales[g]) > amax) {
-        amax = std::fabs(scales[g]);
-        max_scale = scales[g];
-      }
-    }
-    // 6-bit signed group scales: the largest maps to -32, the side with one more step.
+    float step[16];
+    for (int g = 0; g < 16; ++g) step[g] = RefinedFit(x + 16 * g, 16, 4, levels + 16 * g);
+    // 6-bit signed codes; with every step zero the bytes stay zero (codes of -32 under d = 0).
     std::memset(blk.scales, 0, sizeof blk.scales);
-    if (max_scale != 0.0f) {
-      const float iscale = -32.0f / max_scale;
-      for (int g = 0; g < 16; ++g) {
-        const int q = Clamp(NearestInt(iscale * scales[g]), -32, 31) + 32;
-        blk.scales[g % 8] |= static_cast<uint8_t>((q & 0xF) << (4 * (g / 8)));
-        blk.scales[8 + g % 4] |= static_cast<uint8_t>((q >> 4) << (2 * (g / 4)));
-      }
-      blk.d = F32ToF16(1.0f / iscale);
-    } else {
-      blk.d = F32ToF16(0.0f);
+    blk.d = F32ToF16(0.0f);
+    const float extreme = SignedAbsMax(step, 16);
+    if (extreme != 0.0f) {
+      int code[16];
+      blk.d = SignedScaleCodes(step, 16, extreme, 32, code);
+      for (int g = 0; g < 16; ++g) PackQ3KScale(g, code[g] + 32, blk.scales);
     }
     int8_t stored[16];
     UnpackQ3KScales(blk.scales, stored);
     const float d = F16ToF32(blk.d);
     for (int g = 0; g < 16; ++g) {
-      const float dl = d * static_cast<float>(stored[g]);
-      if (dl == 0.0f) continue;
-      for (int i = 0; i < 16; ++i) {
-        levels[16 * g + i] = static_cast<uint8_t>(Clamp(NearestInt(x[16 * g + i] / dl), -4, 3) + 4);
-      }
+      Requantize(x + 16 * g, 16, d * static_cast<float>(stored[g]), 0.0f, -4, 3, levels + 16 * g);
     }
-    // Level bit 2 goes to hmask (value 128h + 32s + l -> byte l, bit 4h + s), bits 0-1 to qs.
+    // Level bit 2 to hmask (value i -> byte i % 32, bit i / 32), bits 0-1 to qs.
     std::memset(blk.hmask, 0, sizeof blk.hmask);
     for (int i = 0; i < kBlockK; ++i) {
-      if (levels[i] > 3) {
-        blk.hmask[i % 32] |= static_cast<uint8_t>(1u << (i / 32));
-        levels[i] -= 4;
-      }
+      blk.hmask[i % 32] |= static_cast<uint8_t>((levels[i] >> 2) << (i / 32));
+      levels[i] &= 3;
     }
-    Pack2Bit(levels, blk.qs);
+    PackTwoBit(levels, blk.qs);
   }
 }
 
 namespace {
 
-// Q4_K and Q5_K share everything but the level count and the search range.
+// Q4_K and Q5_K: 8 groups of 32 with an offset, 6-bit codes for steps and offsets.
 template <typename Block>
-void QuantizeScaleMinK(const float* x, Block& blk, int nmax, float rmin, float rdelta, int nstep,
-                       uint8_t* levels) {
-  float scales[8], mins[8];
-  float max_scale = 0.0f, max_min = 0.0f;
+void QuantizeGroupsWithMin(const float* x, const AffineGrid& grid, Block& blk, uint8_t* levels) {
+  float step[8], neg_offset[8];
   for (int g = 0; g < 8; ++g) {
     const float* xg = x + 32 * g;
-    float sum_x2 = 0.0f;
-    for (int i = 0; i < 32; ++i) sum_x2 += xg[i] * xg[i];
-    // Weights favour large values but keep a floor at the group's RMS so small ones still count.
-    const float rms = std::sqrt(sum_x2 / 32.0f);
+    // Weights: the value's magnitude on top of the group's RMS, so that small values still count.
+    float sum_sq = 0.0f;
+    for (int i = 0; i < 32; ++i) sum_sq += xg[i] * xg[i];
+    const float rms = std::sqrt(sum_sq / 32.0f);
     float w[32];
     for (int i = 0; i < 32; ++i) w[i] = rms + std::fabs(xg[i]);
-    scales[g] = FitScaleMin(xg, w, 32, nmax, rmin, rdelta, nstep, /*abs_err=*/false, levels + 32 * g, &mins[g]);
-    max_scale = std::max(max_scale, scales[g]);
-    max_min = std::max(max_min, mins[g]);
+    step[g] = FitAffine(xg, w, 32, grid, levels + 32 * g, &neg_offset[g]);
   }
-  const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
-  const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+  int sc[8], mn[8];
+  blk.d = UnsignedScaleCodes(step, 8, 63, sc);
+  blk.dmin = UnsignedScaleCodes(neg_offset, 8, 63, mn);
   std::memset(blk.scales, 0, sizeof blk.scales);
-  for (int g = 0; g < 8; ++g) {
-    PackScaleMinK4(g, Clamp(NearestInt(inv_scale * scales[g]), 0, 63), Clamp(NearestInt(inv_min * mins[g]), 0, 63),
-                   blk.scales);
-  }
-  blk.d = F32ToF16(max_scale / 63.0f);
-  blk.dmin = F32ToF16(max_min / 63.0f);
+  for (int g = 0; g < 8; ++g) PackScaleMinK4(g, sc[g], mn[g], blk.scales);
   const float d = F16ToF32(blk.d), dmin = F16ToF32(blk.dmin);
   for (int g = 0; g < 8; ++g) {
-    uint8_t sc, m;
-    UnpackScaleMinK4(g, blk.scales, &sc, &m);
-    const float dl = d * static_cast<float>(sc);
-    if (dl == 0.0f) continue;
-    const float ml = dmin * static_cast<float>(m);
-    for (int i = 0; i < 32; ++i) {
-      levels[32 * g + i] = static_cast<uint8_t>(Clamp(NearestInt((x[32 * g + i] + ml) / dl), 0, nmax));
-    }
+    Requantize(x + 32 * g, 32, d * static_cast<float>(sc[g]), dmin * static_cast<float>(mn[g]), 0, grid.qmax,
+               levels + 32 * g);
   }
 }
 
@@ -460,29 +492,19 @@ void QuantizeScaleMinK(const float* x, Block& blk, int nmax, float rmin, float r
 void QuantizeRowQ4_K(const float* x, BlockQ4_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     uint8_t levels[kBlockK];
-    QuantizeScaleMinK(x, y[b], 15, -1.0f, 0.1f, 20, levels);
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 32; ++l) {
-        y[b].qs[32 * c + l] = static_cast<uint8_t>(levels[64 * c + l] | (levels[64 * c + 32 + l] << 4));
-      }
-    }
+    QuantizeGroupsWithMin(x, kQ4Grid, y[b], levels);
+    PackNibblesK(levels, y[b].qs);
   }
 }
 
 void QuantizeRowQ5_K(const float* x, BlockQ5_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     uint8_t levels[kBlockK];
-    QuantizeScaleMinK(x, y[b], 31, -0.5f, 0.1f, 15, levels);
+    QuantizeGroupsWithMin(x, kQ5Grid, y[b], levels);
+    PackNibblesK(levels, y[b].qs);
+    // The fifth bit of value 32g + l: qh[l] bit g.
     std::memset(y[b].qh, 0, sizeof y[b].qh);
-    for (int g = 0; g < 8; ++g) {
-      for (int l = 0; l < 32; ++l) {
-        const int level = levels[32 * g + l];
-        y[b].qh[l] |= static_cast<uint8_t>((level >> 4) << g);
-        const int shift = 4 * (g % 2);
-        if (shift == 0) y[b].qs[32 * (g / 2) + l] = static_cast<uint8_t>(level & 0xF);
-        else y[b].qs[32 * (g / 2) + l] |= static_cast<uint8_t>((level & 0xF) << 4);
-      }
-    }
+    for (int i = 0; i < kBlockK; ++i) y[b].qh[i % 32] |= static_cast<uint8_t>((levels[i] >> 4) << (i / 32));
   }
 }
 
@@ -490,39 +512,29 @@ void QuantizeRowQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     BlockQ6_K& blk = y[b];
     uint8_t levels[kBlockK];
-    float scales[16];
-    float max_scale = 0.0f, amax = 0.0f;
-    for (int g = 0; g < 16; ++g) {
-      scales[g] = FitSymmetric(x + 16 * g, 16, 32, levels + 16 * g);
-      if (std::fabs(scales[g]) > amax) {
-        amax = std::fabs(scales[g]);
-        max_scale = scales[g];
-      }
-    }
-    if (amax < kZeroGroup) {
+    float step[16];
+    for (int g = 0; g < 16; ++g) step[g] = GridFit(x + 16 * g, 16, 32, levels + 16 * g);
+    const float extreme = SignedAbsMax(step, 16);
+    if (std::fabs(extreme) < kZeroGroup) {
       std::memset(&blk, 0, sizeof blk);
       continue;
     }
-    // 8-bit signed group scales, the largest on -128.
-    const float iscale = -128.0f / max_scale;
-    blk.d = F32ToF16(1.0f / iscale);
-    for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<int8_t>(Clamp(NearestInt(iscale * scales[g]), -128, 127));
+    // 8-bit signed codes.
+    int code[16];
+    blk.d = SignedScaleCodes(step, 16, extreme, 128, code);
+    for (int g = 0; g < 16; ++g) blk.scales[g] = static_cast<int8_t>(code[g]);
     const float d = F16ToF32(blk.d);
     for (int g = 0; g < 16; ++g) {
-      const float dl = d * static_cast<float>(blk.scales[g]);
-      if (dl == 0.0f) continue;
-      for (int i = 0; i < 16; ++i) {
-        levels[16 * g + i] = static_cast<uint8_t>(Clamp(NearestInt(x[16 * g + i] / dl), -32, 31) + 32);
-      }
+      Requantize(x + 16 * g, 16, d * static_cast<float>(code[g]), 0.0f, -32, 31, levels + 16 * g);
     }
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* l = levels + 128 * h;
-      for (int i = 0; i < 32; ++i) {
-        blk.ql[64 * h + i] = static_cast<uint8_t>((l[i] & 0xF) | ((l[i + 64] & 0xF) << 4));
-        blk.ql[64 * h + 32 + i] = static_cast<uint8_t>((l[i + 32] & 0xF) | ((l[i + 96] & 0xF) << 4));
-        blk.qh[32 * h + i] = static_cast<uint8_t>((l[i] >> 4) | ((l[i + 32] >> 4) << 2) | ((l[i + 64] >> 4) << 4) |
-                                                  ((l[i + 96] >> 4) << 6));
-      }
+    // Value 128h + 32s + l: low nibble in ql[64h + 32 (s & 1) + l] (high nibble of it when s >= 2),
+    // top two bits in qh[32h + l] at bit 2s.
+    std::memset(blk.ql, 0, sizeof blk.ql);
+    std::memset(blk.qh, 0, sizeof blk.qh);
+    for (int i = 0; i < kBlockK; ++i) {
+      const int h = i / 128, s = (i / 32) % 4, l = i % 32;
+      blk.ql[64 * h + 32 * (s & 1) + l] |= static_cast<uint8_t>((levels[i] & 0xF) << (4 * (s >> 1)));
+      blk.qh[32 * h + l] |= static_cast<uint8_t>((levels[i] >> 4) << (2 * s));
     }
   }
 }
@@ -530,26 +542,21 @@ void QuantizeRowQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / kBlockK; ++b, x += kBlockK) {
     BlockQ8_K& blk = y[b];
-    float max = 0.0f, amax = 0.0f;
-    for (int i = 0; i < kBlockK; ++i) {
-      if (std::fabs(x[i]) > amax) {
-        amax = std::fabs(x[i]);
-        max = x[i];
-      }
-    }
-    if (amax == 0.0f) {
+    const float extreme = SignedAbsMax(x, kBlockK);
+    if (extreme == 0.0f) {
       std::memset(&blk, 0, sizeof blk);
       continue;
     }
-    // -127 rather than -128 keeps every q in -127..127, which SIMD dot products rely on.
-    const float iscale = -127.0f / max;
-    for (int i = 0; i < kBlockK; ++i) blk.qs[i] = static_cast<int8_t>(std::min(127, NearestInt(iscale * x[i])));
-    for (int g = 0; g < 16; ++g) {
+    // The extreme on -127 rather than -128 keeps every q in -127..127, which SIMD dot products rely on.
+    const float inv = -127.0f / extreme;
+    for (int i = 0; i < kBlockK; ++i) blk.qs[i] = static_cast<int8_t>(std::min(127, NearestInt(inv * x[i])));
+    for (int g = 0; g < kBlockK / 16; ++g) {
+      const int8_t* q = blk.qs + 16 * g;
       int sum = 0;
-      for (int i = 0; i < 16; ++i) sum += blk.qs[16 * g + i];
+      for (int i = 0; i < 16; ++i) sum += q[i];
       blk.bsums[g] = static_cast<int16_t>(sum);
     }
-    blk.d = 1.0f / iscale;
+    blk.d = 1.0f / inv;
   }
 }
 
