@@ -1,11 +1,12 @@
-// llama.cpp's quantization mixes, rule for rule (src/llama-quant.cpp: llama_tensor_get_type_impl,
-// tensor_type_fallback, tensor_allows_quantization), for the non-IQ file types.
+// llama-quantize's quantization mixes for the non-IQ file types: the same choices as its type
+// selection (llama-quant.cpp), tensor for tensor, organized here by tensor role.
 #include "quantize/quant_mix.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <numeric>
+#include <utility>
 
 namespace gemlet {
 
@@ -36,29 +37,31 @@ const std::vector<FileTypeInfo> kFileTypes = {
 bool IsQuantized(DType t) { return GetDTypeInfo(t).block_size > 1; }
 int BlockSize(DType t) { return GetDTypeInfo(t).block_size; }
 
-// llama.cpp's tensor_category: broad roles found by substring, in this order.
-enum class Category { kTokenEmbd, kAttnQ, kAttnV, kAttnK, kAttnQkv, kAttnKvB, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOutput, kOther };
+// The broad role of a tensor, from its name: the first entry below whose pattern matches wins
+// (llama.cpp's tensor categories, tested in its order: attn_qkv before attn_v, for instance).
+enum class Role { kHead, kTokenEmbd, kAttnQ, kAttnK, kValue, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOther };
 
 bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 bool IsTokenEmbd(std::string_view name) { return name == "token_embd.weight" || name == "per_layer_token_embd.weight"; }
 
-Category CategoryOf(std::string_view name) {
-  if (name == "output.weight") return Category::kOutput;
-  if (IsTokenEmbd(name)) return Category::kTokenEmbd;
-  if (Contains(name, "attn_qkv.weight")) return Category::kAttnQkv;
-  if (Contains(name, "attn_kv_b.weight")) return Category::kAttnKvB;
-  if (Contains(name, "attn_v.weight")) return Category::kAttnV;
-  if (Contains(name, "attn_k.weight")) return Category::kAttnK;
-  if (Contains(name, "attn_q.weight")) return Category::kAttnQ;
-  if (Contains(name, "attn_output.weight")) return Category::kAttnOutput;
-  if (Contains(name, "ffn_up")) return Category::kFfnUp;
-  if (Contains(name, "ffn_gate")) return Category::kFfnGate;
-  if (Contains(name, "ffn_down")) return Category::kFfnDown;
-  return Category::kOther;
-}
+// Value-like projections (attn_v, fused qkv, MLA's kv_b) share the attn_v rules and its counter.
+constexpr std::pair<std::string_view, Role> kRolePatterns[] = {
+    {"attn_qkv.weight", Role::kValue},        {"attn_kv_b.weight", Role::kValue},
+    {"attn_v.weight", Role::kValue},          {"attn_k.weight", Role::kAttnK},
+    {"attn_q.weight", Role::kAttnQ},          {"attn_output.weight", Role::kAttnOutput},
+    {"ffn_up", Role::kFfnUp},                 {"ffn_gate", Role::kFfnGate},
+    {"ffn_down", Role::kFfnDown},
+};
 
-bool IsAttnVLike(Category c) { return c == Category::kAttnV || c == Category::kAttnQkv || c == Category::kAttnKvB; }
+Role RoleOf(std::string_view name) {
+  if (name == "output.weight") return Role::kHead;
+  if (IsTokenEmbd(name)) return Role::kTokenEmbd;
+  for (const auto& [pattern, role] : kRolePatterns) {
+    if (Contains(name, pattern)) return role;
+  }
+  return Role::kOther;
+}
 
 // "blk.N." -> N, or -1 (sscanf("blk.%d.") in llama.cpp, which also accepts a sign).
 int LayerOf(std::string_view name) {
@@ -73,90 +76,96 @@ int LayerOf(std::string_view name) {
   return static_cast<int>(negative ? -v : v);
 }
 
-// Half the layers get more bits: the first and last eighth and every third one between.
-bool UseMoreBits(int i_layer, int n_layers) {
-  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+// The _M mixes spend their extra bits on half of the layers: the first and the last eighth of the
+// stack (integer eighths: [0, n/8) and [7n/8, n)), and every third layer of the middle part,
+// counting from its start, beginning with the third one.
+bool LayerGetsMoreBits(int layer, int n_layers) {
+  const int front_end = n_layers / 8;
+  const int back_start = 7 * n_layers / 8;
+  if (layer < front_end || layer >= back_start) return true;
+  return (layer - front_end) % 3 == 2;
 }
 
-// quantize_state_impl: the running counters the rules consult.
-struct MixState {
-  int n_attention_wv = 0, i_attention_wv = 0;
-  int n_ffn = 0, i_ffn_down = 0, i_ffn_gate = 0, i_ffn_up = 0;
-  bool tied_embeddings = true;  // no output.weight: token_embd is also the LM head
+// What the rules remember while they walk the tensors in llama.cpp's order.
+struct MixWalk {
+  int values_total = 0;  // value-like projections in the model
+  int values_seen = 0;   // ... already given a type
+  int ffn_down_seen = 0;
+  int n_layer = 0;
+  bool tied_head = true;  // no output.weight: token_embd is also the LM head
 };
 
-DType RuleType(MixState& qs, const MixModel& m, DType new_type, const MixTensor& t, FileType ftype, Category category) {
-  const int n_expert = std::max(1, m.n_expert);
-  // With experts the layer comes from the name (llama.cpp: experts are not stored consecutively).
-  auto layer_of = [&](int counter) {
-    if (n_expert > 1) {
-      const int il = LayerOf(t.name);
-      if (il >= 0 && il < qs.n_ffn) return il;
-    }
-    return counter;
-  };
+// The LM head (or the tied embedding that serves as one) is the most sensitive matrix: Q6_K, unless
+// the mix is Q8_0 already or the row does not fit 256-value blocks.
+DType HeadType(DType base, int64_t row) {
+  if (row % BlockSize(base) != 0) return DType::kQ8_0;
+  return base == DType::kQ8_0 ? DType::kQ8_0 : DType::kQ6_K;
+}
 
-  if (category == Category::kOutput || (qs.tied_embeddings && category == Category::kTokenEmbd)) {
-    // Tied embeddings are quantized as the LM head, the most sensitive matrix of the model.
-    if (t.ne[0] % BlockSize(new_type) != 0) {
-      new_type = DType::kQ8_0;
-    } else if (new_type != DType::kQ8_0) {
-      new_type = DType::kQ6_K;
-    }
-  } else if (category == Category::kTokenEmbd) {
-    // Untied embeddings keep the base type (the IQ-only rules are not implemented).
-  } else if (IsAttnVLike(category)) {
-    if (ftype == F::kQ2_K) {
-      new_type = m.n_gqa() >= 4 ? DType::kQ4_K : DType::kQ3_K;
-    } else if (ftype == F::kQ3_K_M) {
-      new_type = qs.i_attention_wv < 2 ? DType::kQ5_K : DType::kQ4_K;
-    } else if (ftype == F::kQ3_K_L) {
-      new_type = DType::kQ5_K;
-    } else if ((ftype == F::kQ4_K_M || ftype == F::kQ5_K_M) && UseMoreBits(qs.i_attention_wv, qs.n_attention_wv)) {
-      new_type = DType::kQ6_K;
-    } else if (ftype == F::kQ4_K_S && qs.i_attention_wv < 4) {
-      new_type = DType::kQ5_K;
-    }
-    if (m.n_expert == 8) new_type = DType::kQ8_0;
-    ++qs.i_attention_wv;
-  } else if (category == Category::kAttnK) {
-    if (m.n_expert == 8) new_type = DType::kQ8_0;
-  } else if (category == Category::kFfnDown) {
-    const int i_layer = layer_of(qs.i_ffn_down), n_layer = qs.n_ffn;
-    if (ftype == F::kQ2_K) {
-      new_type = DType::kQ3_K;
-    } else if (ftype == F::kQ3_K_M) {
-      new_type = i_layer < n_layer / 16 ? DType::kQ5_K : DType::kQ4_K;
-    } else if (ftype == F::kQ3_K_L) {
-      new_type = DType::kQ5_K;
-    } else if (ftype == F::kQ4_K_M) {
-      if (UseMoreBits(i_layer, n_layer)) new_type = DType::kQ6_K;
-    } else if (ftype == F::kQ5_K_M && UseMoreBits(i_layer, n_layer)) {
-      new_type = DType::kQ6_K;
-    } else if (ftype == F::kQ4_K_S && i_layer < n_layer / 8) {
-      new_type = DType::kQ5_K;
-    }
-    ++qs.i_ffn_down;
-  } else if (category == Category::kAttnOutput) {
-    if (m.n_expert == 8) {
-      if (ftype == F::kQ2_K || ftype == F::kQ3_K_S || ftype == F::kQ3_K_M || ftype == F::kQ4_K_S || ftype == F::kQ4_K_M) {
-        new_type = DType::kQ5_K;
-      }
-    } else if (ftype == F::kQ2_K) {
-      new_type = DType::kQ3_K;
-    } else if (ftype == F::kQ3_K_M) {
-      new_type = DType::kQ4_K;
-    } else if (ftype == F::kQ3_K_L) {
-      new_type = DType::kQ5_K;
-    }
-  } else if (category == Category::kAttnQkv) {
-    // Unreachable (kAttnQkv is attn_v-like above), kept as llama.cpp has it.
-  } else if (category == Category::kFfnGate) {
-    ++qs.i_ffn_gate;  // only the IQ3_XS rule reads it
-  } else if (category == Category::kFfnUp) {
-    ++qs.i_ffn_up;
+// Value projection number `index` of `total`.
+DType ValueType(FileType ftype, const MixModel& m, int index, int total, DType base) {
+  if (m.n_expert == 8) return DType::kQ8_0;  // 8-expert models: whatever the mix (it costs little)
+  switch (ftype) {
+    case F::kQ2_K: return m.n_gqa() >= 4 ? DType::kQ4_K : DType::kQ3_K;
+    case F::kQ3_K_M: return index < 2 ? DType::kQ5_K : DType::kQ4_K;
+    case F::kQ3_K_L: return DType::kQ5_K;
+    case F::kQ4_K_M:
+    case F::kQ5_K_M: return LayerGetsMoreBits(index, total) ? DType::kQ6_K : base;
+    case F::kQ4_K_S: return index < 4 ? DType::kQ5_K : base;
+    default: return base;
   }
-  return new_type;
+}
+
+DType FfnDownType(FileType ftype, int layer, int n_layer, DType base) {
+  switch (ftype) {
+    case F::kQ2_K: return DType::kQ3_K;
+    case F::kQ3_K_M: return layer < n_layer / 16 ? DType::kQ5_K : DType::kQ4_K;
+    case F::kQ3_K_L: return DType::kQ5_K;
+    case F::kQ4_K_M:
+    case F::kQ5_K_M: return LayerGetsMoreBits(layer, n_layer) ? DType::kQ6_K : base;
+    case F::kQ4_K_S: return layer < n_layer / 8 ? DType::kQ5_K : base;
+    default: return base;
+  }
+}
+
+DType AttnOutputType(FileType ftype, int n_expert, DType base) {
+  if (n_expert == 8) {
+    const bool low_mix = ftype == F::kQ2_K || ftype == F::kQ3_K_S || ftype == F::kQ3_K_M || ftype == F::kQ4_K_S ||
+                         ftype == F::kQ4_K_M;
+    return low_mix ? DType::kQ5_K : base;
+  }
+  switch (ftype) {
+    case F::kQ2_K: return DType::kQ3_K;
+    case F::kQ3_K_M: return DType::kQ4_K;
+    case F::kQ3_K_L: return DType::kQ5_K;
+    default: return base;
+  }
+}
+
+// The mix's type for one tensor before any shape fallback; advances the walk's counters.
+DType MixType(MixWalk& walk, const MixModel& m, DType base, const MixTensor& t, FileType ftype) {
+  const Role role = RoleOf(t.name);
+  if (role == Role::kHead || (role == Role::kTokenEmbd && walk.tied_head)) return HeadType(base, t.ne[0]);
+  switch (role) {
+    case Role::kValue: {
+      const DType type = ValueType(ftype, m, walk.values_seen, walk.values_total, base);
+      ++walk.values_seen;
+      return type;
+    }
+    case Role::kAttnK: return m.n_expert == 8 ? DType::kQ8_0 : base;
+    case Role::kFfnDown: {
+      // Expert tensors are not stored layer by layer, so with experts the layer comes from the name.
+      int layer = walk.ffn_down_seen;
+      if (m.n_expert > 1) {
+        const int named = LayerOf(t.name);
+        if (named >= 0 && named < walk.n_layer) layer = named;
+      }
+      ++walk.ffn_down_seen;
+      return FfnDownType(ftype, layer, walk.n_layer, base);
+    }
+    case Role::kAttnOutput: return AttnOutputType(ftype, m.n_expert, base);
+    default: return base;  // untied embeddings (the IQ-only rules are not implemented), the rest
+  }
 }
 
 // A block type the row length does not fit falls back to a 32-value type, then to F16.
@@ -254,12 +263,12 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
   const DType base = GetFileTypeInfo(options.ftype).base;
   std::vector<MixDecision> out(tensors.size());
 
-  MixState qs;
-  qs.n_ffn = model.n_layer;
+  MixWalk walk;
+  walk.n_layer = model.n_layer;
   for (const MixTensor& t : tensors) {
-    const Category c = CategoryOf(t.name);
-    if (IsAttnVLike(c)) ++qs.n_attention_wv;
-    if (c == Category::kOutput) qs.tied_embeddings = false;
+    const Role role = RoleOf(t.name);
+    if (role == Role::kValue) ++walk.values_total;
+    if (role == Role::kHead) walk.tied_head = false;
   }
 
   std::vector<size_t> order(tensors.size());
@@ -281,7 +290,7 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
     }
     DType type = base;
     if (IsQuantized(base)) {
-      if (!options.pure) type = RuleType(qs, model, type, t, options.ftype, CategoryOf(t.name));
+      if (!options.pure) type = MixType(walk, model, base, t, options.ftype);
       type = Fallback(t, type, &d);
     }
     d.type = type;

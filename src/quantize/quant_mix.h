@@ -47,12 +47,12 @@ bool ParseFileType(std::string_view name, FileType* out);
 // "Q2_K, Q3_K_S, ..." for error messages.
 std::string FileTypeNames();
 
-// What the mix rules read from the model: {arch}.block_count, head counts of layer 0, expert_count.
+// What the mix rules read from the model.
 struct MixModel {
-  int n_layer = 0;
-  int n_head = 0;
-  int n_head_kv = 0;
-  int n_expert = 0;
+  int n_layer = 0;    // {arch}.block_count: the ffn_down rules' layer count
+  int n_head = 0;     // attention heads of layer 0 ...
+  int n_head_kv = 0;  // ... and its KV heads: n_gqa(), which Q2_K's attn_v rule reads
+  int n_expert = 0;   // {arch}.expert_count; 8 experts raise attn_v / attn_k / attn_output
   int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 0; }
 };
 
