@@ -24,10 +24,8 @@ SPECIAL_USER_DEFINED = {"<start_of_turn>", "<end_of_turn>"}
 
 def _cuts(piece, vocab):
     """The ways to write `piece` as left + right with both halves in `vocab`, shortest left first."""
-    for k in range(1, len(piece)):
-        left, right = piece[:k], piece[k:]
-        if left in vocab and right in vocab:
-            yield left, right
+    halves = ((piece[:k], piece[k:]) for k in range(1, len(piece)))
+    return [(left, right) for left, right in halves if left in vocab and right in vocab]
 
 
 def merges_from_scores(vocab, scores):
