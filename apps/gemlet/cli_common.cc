@@ -11,6 +11,8 @@
 
 namespace gemlet::cli {
 
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 

@@ -15,6 +15,11 @@
 
 namespace gemlet::cli {
 
+using runtime::Engine;
+using runtime::GenerateOptions;
+using runtime::GenerateResult;
+using runtime::Session;
+
 struct ModelOptions {
   std::string model_path;
   int threads = 0;

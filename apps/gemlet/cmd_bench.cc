@@ -25,6 +25,8 @@
 #include "runtime/session.h"
 
 namespace gemlet::cli {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }

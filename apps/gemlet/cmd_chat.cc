@@ -16,6 +16,8 @@
 #include "runtime/chat.h"
 
 namespace gemlet::cli {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 std::atomic<bool> g_interrupted{false};

@@ -10,6 +10,8 @@
 #include "runtime/session.h"
 
 namespace gemlet::cli {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 bool ParseTokenList(const std::string& text, std::vector<int32_t>* out, std::string* error) {

@@ -9,6 +9,8 @@
 #include "runtime/chat.h"
 
 namespace gemlet::cli {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 int RunRun(int argc, char** argv) {

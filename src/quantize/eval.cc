@@ -11,6 +11,8 @@
 
 namespace gemlet {
 
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+
 namespace {
 
 // Rows of logits held per model at once ([kRows, n_vocab] floats: 64 MiB for a 262k vocabulary).

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 ChatSession::ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling)
     : session_(std::move(session)), sampler_(sampling, session_->engine().config().n_vocab) {}
@@ -126,4 +126,4 @@ Status ChatSession::Load(const std::string& path) {
   return Status::Ok();  // the cache is reconciled by prefix on the next Send
 }
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

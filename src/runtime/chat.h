@@ -12,7 +12,7 @@
 #include "runtime/session.h"
 #include "sampling/sampler.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 struct ChatTurnStats {
   int tokens_evaluated = 0;  // prompt tokens actually run through the model this turn
@@ -51,4 +51,4 @@ class ChatSession {
   ChatTurnStats last_turn_;
 };
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

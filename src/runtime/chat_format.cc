@@ -1,7 +1,7 @@
 // Chat formats: a transcription of the official Gemma templates' text path (no tools, no images).
 #include "runtime/chat_format.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 namespace {
 
@@ -180,4 +180,4 @@ std::vector<std::string> TurnEndMarkers(ChatStyle style) {
   return {"<end_of_turn>"};
 }
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

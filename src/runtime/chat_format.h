@@ -8,7 +8,7 @@
 
 #include "base/status.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 enum class ChatStyle {
   kGemma,   // Gemma 1/2/3: <start_of_turn>user ... <end_of_turn>; system folded into the first user turn
@@ -54,4 +54,4 @@ std::string StripThinking(std::string_view text);
 // Python's str.strip() (Jinja's trim): removes Unicode whitespace at both ends of UTF-8 text.
 std::string TrimUnicodeWhitespace(std::string_view text);
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

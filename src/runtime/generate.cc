@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 const char* StopReasonName(StopReason reason) {
   switch (reason) {
@@ -174,4 +174,4 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   return result;
 }
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

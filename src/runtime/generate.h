@@ -11,7 +11,7 @@
 #include "runtime/session.h"
 #include "sampling/sampler.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 struct GenerateOptions {
   int max_tokens = 512;                  // new tokens at most; <= 0: until the context is full
@@ -45,4 +45,4 @@ using TextSink = std::function<bool(std::string_view text, bool thought)>;
 Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextSink& sink);
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 namespace {
 bool ReadByRows(const std::string& name, bool tied_output) {
@@ -128,4 +128,4 @@ size_t ResidentBytesInRange(const void* begin, size_t size) {
   return present * page;
 }
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

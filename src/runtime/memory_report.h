@@ -9,7 +9,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 struct MemoryReport {
   size_t file_bytes = 0;
@@ -51,4 +51,4 @@ size_t PeakRssBytes();
 // /proc/self/pagemap), i.e. what those pages add to RSS. The page cache alone does not count.
 size_t ResidentBytesInRange(const void* begin, size_t size);
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
@@ -102,4 +102,4 @@ Status Session::Truncate(int n) {
   return Evaluate(replay, nullptr, false);
 }
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

@@ -14,7 +14,7 @@
 #include "runtime/chat_format.h"
 #include "tokenizer/tokenizer.h"
 
-namespace gemlet {
+namespace gemlet::runtime {
 
 // The immutable half: mapped weights, tokenizer and chat format. Shared by any number of sessions.
 class Engine {
@@ -92,4 +92,4 @@ class Session {
   std::unique_ptr<ThreadPool> pool_;
 };
 
-}  // namespace gemlet
+}  // namespace gemlet::runtime

@@ -28,6 +28,8 @@
 #include "tensor/tensor_test_util.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 std::string RepoFile(const std::string& rel) { return std::string(GEMLET_SOURCE_DIR) + "/" + rel; }

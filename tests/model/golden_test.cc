@@ -10,6 +10,8 @@
 #include "runtime/session.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 using test::TestdataDir;

@@ -14,6 +14,8 @@
 #include "runtime/session.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>& tokens, size_t* packed_bytes) {

@@ -14,6 +14,8 @@
 #include "runtime/session.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 TEST(EvalMathTest, LogSumExpAndCompareRows) {

@@ -17,6 +17,8 @@
 #include "runtime/session.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 // The vocabulary a preset imitates, from the shared data (the tiny presets take placeholders).

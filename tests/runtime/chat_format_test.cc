@@ -6,6 +6,8 @@
 #include "runtime/chat_format.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 std::vector<ChatMessage> Messages(const nlohmann::json& j) {

@@ -15,6 +15,8 @@
 #include "runtime/session.h"
 
 namespace gemlet {
+
+using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 // Deterministic small random values, cheap enough for tens of megabytes.
