@@ -170,7 +170,8 @@ int RunChat(int argc, char** argv) {
     }
     prepare.Finish();
     g_interrupted.store(false);
-    auto result = chat.Send(input, go, [&](std::string_view text, bool thought) {
+    auto result = chat.Send(input, go, [&](std::string_view text, TextKind kind) {
+      const bool thought = kind == TextKind::kThought;
       if (thought && !gf.show_thinking) return true;
       if (thought && color) std::fputs("\033[2m", stdout);
       std::fwrite(text.data(), 1, text.size(), stdout);

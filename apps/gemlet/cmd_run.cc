@@ -37,7 +37,8 @@ int RunRun(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.message());
   LoadedModel& m = loaded.value();
   const bool color = StdoutIsTerminal();
-  TextSink sink = [&](std::string_view text, bool thought) {
+  TextSink sink = [&](std::string_view text, TextKind kind) {
+    const bool thought = kind == TextKind::kThought;
     if (thought && !gf.show_thinking) return true;
     if (thought && color) std::fputs("\033[2m", stdout);
     std::fwrite(text.data(), 1, text.size(), stdout);

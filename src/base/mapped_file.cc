@@ -37,21 +37,46 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
       return Status::Error("cannot map '" + path + "': " + std::strerror(err));
     }
     file->data_ = static_cast<const uint8_t*>(p);
+    file->map_base_ = static_cast<uint8_t*>(p);
+    file->map_size_ = file->size_;
   }
   ::close(fd);  // the mapping keeps its own reference
   return file;
 }
 
+Result<std::unique_ptr<MappedFile>> MappedFile::OpenRange(int fd, uint64_t offset, uint64_t length, std::string label) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::Error("cannot stat " + label + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Error(label + " is not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (length == 0 || offset > file_size || length > file_size - offset) {
+    return Status::Error(StatusCode::kInvalidArgument, label + ": bytes " + std::to_string(offset) + ".." +
+                                                           std::to_string(offset + length) + " are not inside its " +
+                                                           std::to_string(file_size) + "-byte file");
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;  // mmap takes page-aligned offsets only
+  std::unique_ptr<MappedFile> file(new MappedFile());
+  file->path_ = std::move(label);
+  file->map_size_ = static_cast<size_t>(length + (offset - start));
+  void* p = ::mmap(nullptr, file->map_size_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (p == MAP_FAILED) return Status::Error("cannot map " + file->path_ + ": " + std::strerror(errno));
+  file->map_base_ = static_cast<uint8_t*>(p);
+  file->data_ = file->map_base_ + (offset - start);
+  file->size_ = static_cast<size_t>(length);
+  return file;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (map_base_ != nullptr) ::munmap(map_base_, map_size_);
 }
 
 size_t MappedFile::ResidentBytes() const {
-  if (data_ == nullptr) return 0;
+  if (map_base_ == nullptr) return 0;
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t pages = (size_ + page - 1) / page;
+  const size_t pages = (map_size_ + page - 1) / page;
   std::vector<unsigned char> in_core(pages);
-  if (::mincore(const_cast<uint8_t*>(data_), size_, in_core.data()) != 0) return 0;
+  if (::mincore(map_base_, map_size_, in_core.data()) != 0) return 0;
   size_t resident = 0;
   for (unsigned char c : in_core) resident += (c & 1) ? page : 0;
   return resident < size_ ? resident : size_;

@@ -13,6 +13,9 @@ namespace gemlet {
 class MappedFile {
  public:
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // The `length` bytes from `offset` of an open file (a model stored inside an Android APK). fd is
+  // not kept; `label` names the range in messages.
+  static Result<std::unique_ptr<MappedFile>> OpenRange(int fd, uint64_t offset, uint64_t length, std::string label);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -39,6 +42,10 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  // The mapping itself: it starts on a page boundary, at or before data_ (OpenRange maps from the
+  // page holding `offset`).
+  uint8_t* map_base_ = nullptr;
+  size_t map_size_ = 0;
 };
 
 }  // namespace gemlet

@@ -310,6 +310,18 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   return file;
 }
 
+Result<std::unique_ptr<GgufFile>> GgufFile::OpenRange(int fd, uint64_t offset, uint64_t length) {
+  const std::string label = "fd " + std::to_string(fd) + " @" + std::to_string(offset) + "+" + std::to_string(length);
+  ASSIGN_OR_RETURN(auto mapped, MappedFile::OpenRange(fd, offset, length, label));
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->bytes_ = mapped->data();
+  file->size_ = mapped->size();
+  file->label_ = label;
+  file->file_ = std::move(mapped);
+  RETURN_IF_ERROR(file->ParseAll().WithContext("'" + label + "' is not a valid GGUF file"));
+  return file;
+}
+
 Result<std::unique_ptr<GgufFile>> GgufFile::Parse(const uint8_t* bytes, size_t size, std::string label) {
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->bytes_ = bytes;

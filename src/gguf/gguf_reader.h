@@ -35,6 +35,8 @@ class GgufFile {
   // Maps and validates the whole header and directory: every count, length, type, dimension and
   // offset is checked against the file size before use. Errors name the file and the bad field.
   static Result<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // A GGUF stored inside another file: `length` bytes from `offset` of fd (MappedFile::OpenRange).
+  static Result<std::unique_ptr<GgufFile>> OpenRange(int fd, uint64_t offset, uint64_t length);
   // Parses a GGUF held in memory (tests, fuzzing); `bytes` must outlive the GgufFile.
   static Result<std::unique_ptr<GgufFile>> Parse(const uint8_t* bytes, size_t size, std::string label);
 

@@ -99,6 +99,9 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Works
     if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
     else if (last_chunk) out = logits;
     ForwardChunk(tokens + start, n, cache, ws, pool, out, all_logits);
+    // A stopped chunk is not advanced: the cache holds the chunks before it (its ring slots may be
+    // overwritten; the session refills them before the next evaluation).
+    if (ws.StopRequested()) return Status::Error(StatusCode::kCancelled, "cancelled");
     cache.Advance(n);
     if (progress && *progress) (*progress)(start + n, n_tokens);
   }
@@ -121,6 +124,11 @@ Result<std::unique_ptr<Model>> LoadModel(std::shared_ptr<const GgufFile> gguf) {
 
 Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  return LoadModel(std::shared_ptr<const GgufFile>(std::move(file)));
+}
+
+Result<std::unique_ptr<Model>> LoadModelRange(int fd, uint64_t offset, uint64_t length) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::OpenRange(fd, offset, length));
   return LoadModel(std::shared_ptr<const GgufFile>(std::move(file)));
 }
 

@@ -51,6 +51,11 @@ struct Workspace {
 
   std::vector<float> extra;
 
+  // Set by the session for one evaluation: a stop requested from another thread ends it between
+  // layers (a long prefill would otherwise run its chunk to the end, seconds on a phone).
+  const std::atomic<bool>* stop = nullptr;
+  bool StopRequested() const { return stop != nullptr && stop->load(std::memory_order_relaxed); }
+
   size_t Bytes() const;  // all of the above: what a session holds for activations
 };
 
@@ -112,5 +117,7 @@ class Model {
 // Loads the family named by general.architecture; errors name the missing key or tensor.
 Result<std::unique_ptr<Model>> LoadModel(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadModelFile(const std::string& path);
+// A model stored inside another file: `length` bytes from `offset` of fd.
+Result<std::unique_ptr<Model>> LoadModelRange(int fd, uint64_t offset, uint64_t length);
 
 }  // namespace gemlet

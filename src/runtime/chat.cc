@@ -77,6 +77,10 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
   const GenerateResult& r = result.value();
   last_turn_.tokens_evaluated = static_cast<int>(session_->tokens_evaluated() - before) -
                                 static_cast<int>(r.tokens.size() - r.pending.size());
+  if (r.stop == StopReason::kCancelled && r.tokens.empty()) {
+    messages_.pop_back();  // cancelled before the answer began: as if the message was not sent
+    return result;
+  }
   messages_.push_back({"assistant", result.value().text});
   return result;
 }

@@ -29,6 +29,8 @@ class ChatSession {
 
   void SetSystem(const std::string& system);  // empty: no system message
   void SetThinking(bool on) { thinking_ = on; }
+  // Sampling for the next turns; the penalty window is refilled from the history each turn.
+  void SetSampling(const SamplingParams& params) { sampler_ = Sampler(params, session_->engine().config().n_vocab); }
   bool thinking() const { return thinking_; }
   void Reset();  // forget the conversation (keeps the system message)
 

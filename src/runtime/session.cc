@@ -9,8 +9,20 @@ namespace gemlet::runtime {
 
 Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path));
+  return FromModel(std::move(model), path, start);
+}
+
+Result<std::shared_ptr<const Engine>> Engine::LoadRange(int fd, uint64_t offset, uint64_t length) {
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelRange(fd, offset, length));
+  return FromModel(std::move(model), "fd " + std::to_string(fd), start);
+}
+
+Result<std::shared_ptr<const Engine>> Engine::FromModel(std::unique_ptr<Model> model, const std::string& path,
+                                                        std::chrono::steady_clock::time_point start) {
   std::shared_ptr<Engine> engine(new Engine());
-  ASSIGN_OR_RETURN(engine->model_, LoadModelFile(path));
+  engine->model_ = std::move(model);
   engine->model_map_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const GgufFile& gguf = engine->model_->gguf();
   auto tokenizer = Tokenizer::FromGguf(gguf);
@@ -67,6 +79,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
   s->pool_ = std::make_unique<ThreadPool>(o.n_threads);
+  s->max_threads_ = o.n_threads;
   for (const LayerConfig& l : engine->config().layers) {
     if (l.sliding) s->max_window_ = std::max(s->max_window_, engine->config().sliding_window);
   }
@@ -75,11 +88,38 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
 }
 
 Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
-  RETURN_IF_ERROR(engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *pool_,
-                                           logits, all_logits, &progress_));
-  history_.insert(history_.end(), tokens.begin(), tokens.end());
-  tokens_evaluated_ += static_cast<int64_t>(tokens.size());
-  return Status::Ok();
+  if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
+  const int before = cache_->n_past();
+  workspace_->stop = stop_;
+  Status s = engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *pool_,
+                                      logits, all_logits, &progress_);
+  workspace_->stop = nullptr;
+  // The chunks evaluated before a stop stay in the cache; the stopped one may have written over
+  // ring slots of positions still held, so the rings are refilled before the next evaluation.
+  const int done = cache_->n_past() - before;
+  history_.insert(history_.end(), tokens.begin(), tokens.begin() + done);
+  tokens_evaluated_ += done;
+  if (s.code() == StatusCode::kCancelled) rings_stale_ = max_window_ > 0;
+  return s;
+}
+
+Status Session::RefillRings(int n) {
+  rings_stale_ = false;
+  // Everything before n is evaluated again. Replaying only the last window is not enough: its first
+  // positions attend to ring slots that later positions have overwritten, and the error flows up
+  // through the layers (measured: 0.1 in the logits on the demo model). Rings with spare room beyond
+  // the window will make this cheap (rollback of a few tokens without any replay).
+  const int from = 0;
+  std::vector<int32_t> replay(history_.begin() + from, history_.begin() + n);
+  cache_->SetPast(from);
+  history_.resize(static_cast<size_t>(from));
+  if (replay.empty()) return Status::Ok();
+  return Evaluate(replay, nullptr, false);
+}
+
+void Session::SetThreads(int n) {
+  n = std::clamp(n, 1, max_threads_);
+  if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n);
 }
 
 Status Session::Truncate(int n) {
@@ -89,17 +129,13 @@ Status Session::Truncate(int n) {
   // A ring of W slots still holds position p < n only if no position >= n wrote over it: the
   // window before n survives when fewer than (capacity - window + 1) positions are dropped.
   // Capacity equals the window, so any rollback past one token needs the refill.
-  const bool refill = max_window_ > 0 && held - n > 1 && n > 0;
+  const bool refill = rings_stale_ || (max_window_ > 0 && held - n > 1 && n > 0);
   if (!refill) {
     cache_->SetPast(n);
     history_.resize(static_cast<size_t>(n));
     return Status::Ok();
   }
-  const int from = std::max(0, n - max_window_);
-  std::vector<int32_t> replay(history_.begin() + from, history_.begin() + n);
-  cache_->SetPast(from);
-  history_.resize(static_cast<size_t>(from));
-  return Evaluate(replay, nullptr, false);
+  return RefillRings(n);
 }
 
 }  // namespace gemlet::runtime

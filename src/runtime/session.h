@@ -1,6 +1,8 @@
 // Engine (immutable weights, shareable across sessions) and Session (KV cache, workspace, threads).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +22,8 @@ namespace gemlet::runtime {
 class Engine {
  public:
   static Result<std::shared_ptr<const Engine>> Load(const std::string& path);
+  // A GGUF stored inside another file: `length` bytes from `offset` of fd (not kept).
+  static Result<std::shared_ptr<const Engine>> LoadRange(int fd, uint64_t offset, uint64_t length);
   const Model& model() const { return *model_; }
   const ModelConfig& config() const { return model_->config(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -34,6 +38,8 @@ class Engine {
 
  private:
   Engine() = default;
+  static Result<std::shared_ptr<const Engine>> FromModel(std::unique_ptr<Model> model, const std::string& path,
+                                                         std::chrono::steady_clock::time_point start);
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_ = ChatStyle::kGemma;
@@ -61,9 +67,12 @@ class Session {
 
   // Called after each chunk of a long evaluation with (tokens done, total): progress displays.
   void SetProgress(std::function<void(int, int)> progress) { progress_ = std::move(progress); }
+  // A flag another thread may set to stop an evaluation between layers (nullptr: none). A stopped
+  // Evaluate returns kCancelled and keeps the chunks it finished; the session stays usable.
+  void SetStopFlag(const std::atomic<bool>* stop) { stop_ = stop; }
 
   // Forgets every token from position n on. Sliding-window layers whose ring has already overwritten
-  // positions needed before n are refilled by re-evaluating the last window of the history.
+  // positions needed before n are refilled by re-evaluating the history up to n.
   Status Truncate(int n);
 
   const Engine& engine() const { return *engine_; }
@@ -74,8 +83,12 @@ class Session {
   void Reset() {
     cache_->Clear();
     history_.clear();
+    rings_stale_ = false;
   }
   int n_threads() const { return pool_->size(); }
+  // Runs later evaluations on n threads (1 up to the count the session was created with: its
+  // workspace is sized for that many). Not during an evaluation.
+  void SetThreads(int n);
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
   size_t activation_bytes() const { return workspace_->Bytes(); }  // preallocated, for memory reports
@@ -84,8 +97,15 @@ class Session {
   Session() = default;
   std::vector<int32_t> history_;
   int64_t tokens_evaluated_ = 0;
+  // Re-evaluates positions [0, n) and drops everything after: the rings' slots for them may hold
+  // later positions.
+  Status RefillRings(int n);
+
   std::function<void(int, int)> progress_;
+  const std::atomic<bool>* stop_ = nullptr;
+  bool rings_stale_ = false;  // a stopped evaluation may have overwritten ring slots
   int max_window_ = 0;   // largest sliding window (0: none)
+  int max_threads_ = 1;  // the workspace's thread count
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;

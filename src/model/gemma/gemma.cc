@@ -37,7 +37,7 @@ class Gemma final : public Model {
                     bool all_logits) const override {
     const ModelConfig& c = config_;
     EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers; ++i) {
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
       const Layer& l = layers_[i];
       NormRows(pool, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
       AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
@@ -46,7 +46,7 @@ class Gemma final : public Model {
       MlpSublayer(l.mlp, ws, pool, n);
       AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
     }
-    if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
   }
 
  private:

@@ -39,8 +39,8 @@ class Gemma3 final : public Model {
                     bool all_logits) const override {
     const ModelConfig& c = config_;
     EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers; ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, pool, n);
-    if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, pool, n);
+    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
   }
 
  private:

@@ -253,7 +253,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
 
   const float sqrt2 = std::sqrt(2.0f);
   float* act = streams[active_];
-  for (int i = 0; i < c.n_layers; ++i) {
+  for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
     const Layer& l = layers_[i];
 
     // AltUp predict: stream_a += sum_b coef[a*na + b] * stream_b, coefs routed from the active stream.
@@ -312,6 +312,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     for (int k = 1; k < na; ++k) AddRows(pool, streams[k], s.ple_out, n, d);
   }
   CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
+  if (ws.StopRequested()) return;
   if (logits == nullptr) return;
 
   // Streams back to one: stream 0 plus altup_unembd_proj[k-1](stream k) rescaled to stream 0's RMS,

@@ -266,7 +266,7 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
   if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), pool, s.ple_row, s.per_layer);
-  for (int i = 0; i < c.n_layers; ++i) {
+  for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
     const Layer& l = layers_[i];
     NormRows(pool, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
     NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
@@ -298,7 +298,7 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
     }
   }
   CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
-  if (logits) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+  if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
 }
 
 }  // namespace

@@ -1,0 +1,235 @@
+/* gemlet's C API: what apps in any language embed (Swift, Kotlin/Java through JNI, Python through
+ * ctypes). A thin layer over the C++ API (gemlet.hpp) with the same objects:
+ *   gemlet_engine        a loaded model: immutable weights shared by its sessions, thread-safe
+ *   gemlet_session       tokens in, logits and tokens out, one KV cache
+ *   gemlet_conversation  messages, the model's chat format, streamed answers
+ * Conventions:
+ *   - every fallible call returns a gemlet_status; on failure gemlet_last_error() says what went
+ *     wrong, in the calling thread (each thread has its own last error);
+ *   - every object has a create/free pair; free accepts NULL;
+ *   - option structs start with struct_size: take them from *_options_default(), change what you
+ *     need, pass a pointer (NULL means defaults). A struct from an older header is still accepted;
+ *   - text is UTF-8 everywhere; streamed pieces are whole characters, never a split sequence;
+ *   - no call throws, aborts or exits; a NULL handle is GEMLET_INVALID_ARGUMENT.
+ * Thread safety: an engine may be used by many threads; a session or conversation by one thread at a
+ * time, except *_cancel(), which any thread may call while another runs the object. */
+#ifndef GEMLET_GEMLET_H_
+#define GEMLET_GEMLET_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define GEMLET_API __declspec(dllexport)
+#else
+#define GEMLET_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gemlet_status {
+  GEMLET_OK = 0,
+  GEMLET_ERROR = 1,            /* bad input or file: gemlet_last_error() names it */
+  GEMLET_INVALID_ARGUMENT = 2, /* a NULL handle, a bad option */
+  GEMLET_CANCELLED = 3,        /* stopped by *_cancel() or by a callback's return value */
+  GEMLET_CONTEXT_FULL = 4,     /* the context has no room for the tokens */
+  GEMLET_OUT_OF_MEMORY = 5
+} gemlet_status;
+
+typedef struct gemlet_engine gemlet_engine;
+typedef struct gemlet_session gemlet_session;
+typedef struct gemlet_conversation gemlet_conversation;
+
+/* "0.1.0" */
+GEMLET_API const char* gemlet_version(void);
+/* The message of the calling thread's last failed call ("" if none); valid until its next call. */
+GEMLET_API const char* gemlet_last_error(void);
+GEMLET_API const char* gemlet_status_name(gemlet_status status);
+
+/* Log messages of the library (level 0 debug, 1 info, 2 warning, 3 error); NULL restores the
+ * default (warnings and errors to stderr). The callback may be called from any thread. */
+typedef void (*gemlet_log_fn)(int level, const char* message, void* user_data);
+GEMLET_API void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data);
+
+/* ---- engine ---- */
+
+/* Called while loading with the fraction done; return false to cancel (GEMLET_CANCELLED). */
+typedef bool (*gemlet_progress_fn)(float fraction, void* user_data);
+
+typedef struct gemlet_engine_options {
+  size_t struct_size;       /* sizeof(gemlet_engine_options), set by the default initialiser */
+  int n_threads;            /* threads per session unless set there; 0: every hardware thread */
+  const char* cache_dir;    /* folders the app owns (phones have no XDG_*); NULL: none */
+  const char* data_dir;
+  gemlet_progress_fn progress;
+  void* progress_user_data;
+} gemlet_engine_options;
+
+GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
+GEMLET_API gemlet_status gemlet_engine_load(const char* path, const gemlet_engine_options* options,
+                                            gemlet_engine** out);
+/* A GGUF inside another file (an uncompressed Android asset: AAsset_openFileDescriptor gives fd,
+ * offset and length). fd is not kept: the caller may close it after the call. */
+GEMLET_API gemlet_status gemlet_engine_load_fd(int fd, uint64_t offset, uint64_t length,
+                                               const gemlet_engine_options* options, gemlet_engine** out);
+/* Sessions and conversations keep the engine's weights alive: free them in any order. */
+GEMLET_API void gemlet_engine_free(gemlet_engine* engine);
+
+GEMLET_API int gemlet_engine_n_vocab(const gemlet_engine* engine);
+GEMLET_API int gemlet_engine_n_ctx_train(const gemlet_engine* engine);
+/* general.architecture ("gemma3", ...); valid while the engine lives. */
+GEMLET_API const char* gemlet_engine_architecture(const gemlet_engine* engine);
+
+/* Text to token ids. Writes at most `capacity` ids to `tokens` and the full count to *n_tokens;
+ * GEMLET_ERROR (with the count) when they do not fit: call again with a larger buffer. */
+GEMLET_API gemlet_status gemlet_tokenize(const gemlet_engine* engine, const char* text, size_t text_len,
+                                         bool add_special, bool parse_special, int32_t* tokens,
+                                         size_t capacity, size_t* n_tokens);
+/* Token ids to text: a NUL-terminated string the caller frees with gemlet_string_free. */
+GEMLET_API gemlet_status gemlet_detokenize(const gemlet_engine* engine, const int32_t* tokens, size_t n_tokens,
+                                           char** text);
+GEMLET_API void gemlet_string_free(char* text);
+
+/* At most this many threads for every session of the engine from its next call on (0: no limit). */
+GEMLET_API gemlet_status gemlet_engine_set_thread_limit(gemlet_engine* engine, int n_threads);
+
+/* Platform signals, passed in by the app. Thermal levels are iOS ProcessInfo.ThermalState's; map
+ * Android's THERMAL_STATUS_NONE/LIGHT to NOMINAL, MODERATE to FAIR, SEVERE to SERIOUS, CRITICAL and
+ * above to CRITICAL. */
+typedef enum gemlet_thermal_state {
+  GEMLET_THERMAL_NOMINAL = 0,
+  GEMLET_THERMAL_FAIR = 1,
+  GEMLET_THERMAL_SERIOUS = 2,
+  GEMLET_THERMAL_CRITICAL = 3
+} gemlet_thermal_state;
+/* Android's onTrimMemory levels, by value; iOS's didReceiveMemoryWarning is RUNNING_CRITICAL. */
+typedef enum gemlet_memory_level {
+  GEMLET_MEMORY_NONE = 0,
+  GEMLET_MEMORY_RUNNING_MODERATE = 5,
+  GEMLET_MEMORY_RUNNING_LOW = 10,
+  GEMLET_MEMORY_RUNNING_CRITICAL = 15,
+  GEMLET_MEMORY_UI_HIDDEN = 20,
+  GEMLET_MEMORY_BACKGROUND = 40,
+  GEMLET_MEMORY_MODERATE = 60,
+  GEMLET_MEMORY_COMPLETE = 80
+} gemlet_memory_level;
+GEMLET_API gemlet_status gemlet_engine_set_thermal_state(gemlet_engine* engine, gemlet_thermal_state state);
+GEMLET_API gemlet_thermal_state gemlet_engine_thermal_state(const gemlet_engine* engine);
+GEMLET_API gemlet_status gemlet_engine_memory_warning(gemlet_engine* engine, gemlet_memory_level level);
+GEMLET_API gemlet_memory_level gemlet_engine_memory_level(const gemlet_engine* engine);
+GEMLET_API gemlet_status gemlet_engine_on_background(gemlet_engine* engine);
+GEMLET_API gemlet_status gemlet_engine_on_foreground(gemlet_engine* engine);
+GEMLET_API bool gemlet_engine_in_background(const gemlet_engine* engine);
+
+/* ---- session ---- */
+
+typedef enum gemlet_kv_type { GEMLET_KV_F16 = 0, GEMLET_KV_F32 = 1, GEMLET_KV_Q8_0 = 2 } gemlet_kv_type;
+
+typedef struct gemlet_session_options {
+  size_t struct_size;
+  int n_ctx;        /* 0: the model's training context, at most 4096 */
+  int n_threads;    /* 0: the engine's */
+  int max_batch;    /* prompt tokens per forward chunk (512) */
+  gemlet_kv_type kv_type;
+} gemlet_session_options;
+
+GEMLET_API gemlet_session_options gemlet_session_options_default(void);
+GEMLET_API gemlet_status gemlet_session_create(gemlet_engine* engine, const gemlet_session_options* options,
+                                               gemlet_session** out);
+GEMLET_API void gemlet_session_free(gemlet_session* session);
+/* Evaluates tokens after those cached; `logits` (NULL: none) receives the last position's n_vocab
+ * values. GEMLET_CANCELLED after gemlet_session_cancel() from another thread; what finished stays. */
+GEMLET_API gemlet_status gemlet_session_evaluate(gemlet_session* session, const int32_t* tokens, size_t n_tokens,
+                                                 float* logits);
+GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep);
+GEMLET_API void gemlet_session_reset(gemlet_session* session);
+GEMLET_API int gemlet_session_n_past(const gemlet_session* session);
+/* Thread-safe: stops the session's running call within one layer's time. */
+GEMLET_API void gemlet_session_cancel(gemlet_session* session);
+
+/* ---- generation ---- */
+
+typedef struct gemlet_generate_options {
+  size_t struct_size;
+  int max_tokens;           /* 512; <= 0: until the context is full */
+  float temperature;        /* 0.8; 0: greedy */
+  int top_k;                /* 64; 0: off */
+  float top_p;              /* 0.95; 1: off */
+  float min_p;              /* 0: off */
+  float repeat_penalty;     /* 1: off */
+  int repeat_last_n;        /* 64 */
+  float presence_penalty;
+  float frequency_penalty;
+  uint64_t seed;
+  const char* const* stop;  /* n_stop strings that end the answer (not included) */
+  size_t n_stop;
+} gemlet_generate_options;
+GEMLET_API gemlet_generate_options gemlet_generate_options_default(void);
+
+typedef enum gemlet_chunk_kind {
+  GEMLET_CHUNK_TEXT = 0,
+  GEMLET_CHUNK_THINKING = 1,  /* Gemma 4's thought channel */
+  GEMLET_CHUNK_TOOL_CALL = 2  /* Gemma 4's call:NAME{ARGS} */
+} gemlet_chunk_kind;
+/* A streamed piece: `len` bytes of whole UTF-8 characters (also NUL-terminated). Return false to
+ * stop generating (the call then returns GEMLET_CANCELLED). */
+typedef bool (*gemlet_stream_fn)(gemlet_chunk_kind kind, const char* text, size_t len, void* user_data);
+
+typedef enum gemlet_stop_reason {
+  GEMLET_STOP_END_OF_TURN = 0,
+  GEMLET_STOP_STOP_STRING = 1,
+  GEMLET_STOP_MAX_TOKENS = 2,
+  GEMLET_STOP_CONTEXT_FULL = 3,
+  GEMLET_STOP_CANCELLED = 4
+} gemlet_stop_reason;
+
+typedef struct gemlet_stats {
+  size_t struct_size;
+  int prompt_tokens;
+  int cached_tokens;
+  int generated_tokens;
+  double ttft_seconds;
+  double prefill_tokens_per_second;
+  double decode_tokens_per_second;
+  gemlet_stop_reason stop;
+  uint64_t kv_cache_bytes;
+  uint64_t activation_bytes;
+} gemlet_stats;
+
+/* ---- conversation ---- */
+
+typedef struct gemlet_conversation_options {
+  size_t struct_size;
+  gemlet_session_options session;
+  const char* system;  /* NULL: no system message */
+  bool thinking;       /* Gemma 4: think before answering */
+} gemlet_conversation_options;
+
+GEMLET_API gemlet_conversation_options gemlet_conversation_options_default(void);
+GEMLET_API gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_conversation_options* options,
+                                                    gemlet_conversation** out);
+GEMLET_API void gemlet_conversation_free(gemlet_conversation* conversation);
+/* Sends a user message and streams the answer to `callback` (NULL: none). `stats` (NULL: none;
+ * set its struct_size) receives the turn's figures. A cancel or a callback's false returns
+ * GEMLET_CANCELLED; the answer so far stays in the conversation, or none if it had not begun. */
+GEMLET_API gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const char* user_text,
+                                                  const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                                  void* user_data, gemlet_stats* stats);
+/* The last answer's text (no thinking); valid until the next call on the conversation. */
+GEMLET_API const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation);
+/* Thread-safe: stops the running send, in the prompt's evaluation too. */
+GEMLET_API void gemlet_conversation_cancel(gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_set_system(gemlet_conversation* conversation, const char* system);
+GEMLET_API void gemlet_conversation_reset(gemlet_conversation* conversation);
+GEMLET_API int gemlet_conversation_n_past(const gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path);
+GEMLET_API gemlet_status gemlet_conversation_load(gemlet_conversation* conversation, const char* path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEMLET_GEMLET_H_ */

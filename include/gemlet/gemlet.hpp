@@ -1,0 +1,280 @@
+// gemlet's public C++ API: Engine (a loaded model, immutable and shared), Session (tokens in,
+// logits and tokens out, one KV cache) and Conversation (messages, the model's chat format,
+// streamed answers). Apps, the CLI, the server and the C API (gemlet.h) all stand on this header;
+// nothing of the library's own headers is reachable from it.
+//
+// Thread safety: an Engine may be used from any number of threads at once, and so may its
+// sessions and conversations as long as each one is used by one thread at a time. Cancel() is the
+// exception: it may be called from any thread while another runs the object.
+//
+// Errors: every fallible call returns Status or Result<T> (gemlet/status.hpp); nothing throws or
+// exits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gemlet/status.hpp"
+
+namespace gemlet {
+
+// "0.1.0"
+const char* Version();
+
+// ---- platform signals (the app passes them in; phones have no SIGTSTP or /proc to watch) ----
+
+// iOS ProcessInfo.ThermalState; Android's THERMAL_STATUS_* map onto it (NONE, LIGHT -> kNominal/
+// kFair; MODERATE -> kFair; SEVERE -> kSerious; CRITICAL, EMERGENCY, SHUTDOWN -> kCritical).
+enum class ThermalState { kNominal = 0, kFair = 1, kSerious = 2, kCritical = 3 };
+// Android ComponentCallbacks2.onTrimMemory levels, by their values; iOS's memory warning is
+// kRunningCritical (the app is in the foreground and about to be killed).
+enum class MemoryPressure {
+  kNone = 0,
+  kRunningModerate = 5,
+  kRunningLow = 10,
+  kRunningCritical = 15,
+  kUiHidden = 20,
+  kBackground = 40,
+  kModerate = 60,
+  kComplete = 80,
+};
+const char* ThermalStateName(ThermalState state);
+const char* MemoryPressureName(MemoryPressure level);
+
+// Where messages of the library go (loading notes, warnings). Level: 0 debug, 1 info, 2 warning,
+// 3 error. Process-wide; nullptr restores the default (warnings and errors to stderr).
+using LogCallback = std::function<void(int level, std::string_view message)>;
+void SetLogCallback(LogCallback callback);
+
+// ---- Engine ----
+
+struct EngineOptions {
+  // Threads a session uses unless its options say otherwise; 0: every hardware thread.
+  int n_threads = 0;
+  // Folders the app owns (phones have no XDG_* variables): cache for files gemlet can rebuild
+  // (packed weights), data for files it cannot. Empty: none used.
+  std::string cache_dir;
+  std::string data_dir;
+  // Called while loading with the fraction done (0..1); return false to cancel the load, which then
+  // fails with StatusCode::kCancelled.
+  std::function<bool(float fraction)> progress;
+};
+
+// What a loaded model is.
+struct ModelInfo {
+  std::string architecture;  // general.architecture: "gemma3", "gemma4", ...
+  std::string name;          // general.name, when the file has one
+  std::string chat_format;   // "gemma" (Gemma 1-3) or "gemma4"
+  int n_vocab = 0;
+  int n_ctx_train = 0;       // the context the model was trained for
+  int n_layers = 0;
+  int d_model = 0;
+  uint64_t n_parameters = 0;
+  uint64_t file_bytes = 0;
+};
+
+struct TokenizeOptions {
+  bool add_special = false;    // add BOS (and EOS) as the model's tokenizer does
+  bool parse_special = false;  // text such as "<start_of_turn>" becomes its control token
+};
+
+class Engine {
+ public:
+  // Maps a GGUF file; its weights are read in place and shared by every session.
+  static Result<std::shared_ptr<Engine>> Load(const std::string& path, const EngineOptions& options = {});
+  // A GGUF stored inside another file (an uncompressed asset in an Android APK): the `length` bytes
+  // from `offset` of the open descriptor `fd`. The engine duplicates fd; the caller may close it.
+  static Result<std::shared_ptr<Engine>> LoadFromFd(int fd, uint64_t offset, uint64_t length,
+                                                    const EngineOptions& options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelInfo& info() const;
+  const EngineOptions& options() const;
+
+  // Tokenizer (thread-safe).
+  std::vector<int32_t> Tokenize(std::string_view text, const TokenizeOptions& options = {}) const;
+  std::string Detokenize(std::span<const int32_t> tokens) const;
+  std::string TokenText(int32_t token) const;  // one token's piece as text ("" when out of range)
+  int32_t bos_token() const;                   // -1 when the vocabulary has none
+  bool IsEndOfGeneration(int32_t token) const;
+
+  // Threads every session of this engine may use at most from its next call on (the thermal
+  // governor lowers it); 0 lifts the limit. Thread-safe.
+  void SetThreadLimit(int n_threads);
+  int thread_limit() const;
+
+  // Platform signals (thread-safe). They are recorded here; the memory and thermal governors act
+  // on them.
+  void SetThermalState(ThermalState state);
+  ThermalState thermal_state() const;
+  void OnMemoryWarning(MemoryPressure level);
+  MemoryPressure memory_pressure() const;  // the latest level, until OnForeground or kNone
+  void OnBackground();
+  void OnForeground();
+  bool in_background() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- Session ----
+
+enum class KvCacheType { kF16, kF32, kQ8_0 };
+
+struct SessionOptions {
+  int n_ctx = 0;         // tokens the KV cache holds; 0: the model's training context, at most 4096
+  int n_threads = 0;     // 0: the engine's n_threads
+  int max_batch = 512;   // prompt tokens evaluated per forward chunk
+  KvCacheType kv_cache_type = KvCacheType::kF16;
+};
+
+struct SamplingOptions {
+  float temperature = 0.8f;  // 0: greedy
+  int top_k = 64;            // 0: off
+  float top_p = 0.95f;       // 1: off
+  float min_p = 0.0f;        // 0: off; else keeps tokens with p >= min_p * p_max
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  uint64_t seed = 0;         // the same seed and logits give the same tokens, on every platform
+};
+
+struct GenerateOptions {
+  int max_tokens = 512;                   // <= 0: until the context is full
+  SamplingOptions sampling;
+  std::vector<std::string> stop;          // generation stops before any of these texts
+};
+
+// What one streamed piece of text is.
+enum class ChunkKind { kText, kThinking, kToolCall };
+// A piece of the answer, always whole UTF-8 characters. Return false to stop generating.
+using StreamCallback = std::function<bool(ChunkKind kind, std::string_view text)>;
+
+enum class StopReason { kEndOfTurn, kStopString, kMaxTokens, kContextFull, kCancelled };
+const char* StopReasonName(StopReason reason);
+
+// Memory a session holds (its own accounting).
+struct MemoryStats {
+  uint64_t kv_cache_bytes = 0;
+  uint64_t activation_bytes = 0;  // the session's workspace (scratch included)
+};
+
+struct GenerationStats {
+  int prompt_tokens = 0;     // tokens of the request
+  int cached_tokens = 0;     // of those, already in the KV cache (not evaluated again)
+  int generated_tokens = 0;
+  double ttft_seconds = 0;   // from the call to the first generated token
+  double prefill_tokens_per_second = 0;
+  double decode_tokens_per_second = 0;
+  StopReason stop = StopReason::kMaxTokens;
+  MemoryStats memory;
+};
+
+struct ToolCall {
+  std::string name;       // the function's name
+  std::string arguments;  // its arguments as the model wrote them (Gemma 4: "{key:<|"|>value<|"|>}")
+};
+
+struct Reply {
+  std::string text;      // the answer (no thinking, no tool calls)
+  std::string thinking;  // Gemma 4's thought channel
+  std::vector<ToolCall> tool_calls;
+  std::vector<int32_t> tokens;  // generated ids
+  GenerationStats stats;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<Engine> engine, const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Evaluates tokens after those the cache holds. `logits` (nullable) receives the last position's
+  // n_vocab logits, or every position's ([n, n_vocab], row-major) when all_logits. A Cancel() from
+  // another thread stops it between layers with kCancelled; what finished stays cached.
+  Status Evaluate(std::span<const int32_t> tokens, float* logits = nullptr, bool all_logits = false);
+  // Evaluates `prompt` (tokens after the cache's), then samples up to options.max_tokens tokens,
+  // streaming their text. Stops at the model's end of turn.
+  Result<Reply> Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                         const StreamCallback& on_text = {});
+
+  // Keeps the first n tokens of the cache. Reset keeps none.
+  Status Truncate(int n);
+  void Reset();
+  // Thread-safe: stops the Evaluate or Generate running on another thread within one layer's time.
+  void Cancel();
+
+  int n_past() const;
+  int n_ctx() const;
+  const std::vector<int32_t>& tokens() const;  // what the cache holds
+  MemoryStats memory() const;
+  const Engine& engine() const;
+
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- Conversation ----
+
+struct Message {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+struct ConversationOptions {
+  SessionOptions session;
+  std::string system;     // the system message; empty: none
+  bool thinking = false;  // Gemma 4: think before answering (the thought streams as kThinking)
+};
+
+class Conversation {
+ public:
+  static Result<std::unique_ptr<Conversation>> Create(std::shared_ptr<Engine> engine,
+                                                      const ConversationOptions& options = {});
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  // Adds a user message and streams the answer, which joins the conversation. Earlier turns are not
+  // evaluated again (the KV cache holds them). On an error, or a cancel before the answer began, the
+  // conversation is as it was before the call.
+  Result<Reply> Send(std::string_view user_text, const GenerateOptions& options = {},
+                     const StreamCallback& on_text = {});
+  // Thread-safe: stops the Send running on another thread, in the prompt's evaluation too.
+  void Cancel();
+
+  void SetSystem(std::string system);
+  void SetThinking(bool on);
+  void Reset();  // forgets the messages, keeps the system message
+  std::vector<Message> messages() const;  // user and assistant turns
+  Status Save(const std::string& path) const;
+  Status Load(const std::string& path);
+
+  int n_past() const;  // tokens the conversation's KV cache holds
+  int n_ctx() const;
+  MemoryStats memory() const;
+
+  struct Impl;
+
+ private:
+  explicit Conversation(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gemlet

@@ -1,0 +1,431 @@
+// The public C++ API (include/gemlet/gemlet.hpp) over the runtime: option translation, the platform
+// signals an app passes in, cancellation, and stats. No model logic lives here.
+#include "gemlet/gemlet.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "api/api_internal.h"
+#include "runtime/chat.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+
+namespace gemlet {
+
+const char* Version() { return "0.1.0"; }
+
+const char* ThermalStateName(ThermalState state) {
+  switch (state) {
+    case ThermalState::kNominal: return "nominal";
+    case ThermalState::kFair: return "fair";
+    case ThermalState::kSerious: return "serious";
+    case ThermalState::kCritical: return "critical";
+  }
+  return "?";
+}
+
+const char* MemoryPressureName(MemoryPressure level) {
+  switch (level) {
+    case MemoryPressure::kNone: return "none";
+    case MemoryPressure::kRunningModerate: return "running-moderate";
+    case MemoryPressure::kRunningLow: return "running-low";
+    case MemoryPressure::kRunningCritical: return "running-critical";
+    case MemoryPressure::kUiHidden: return "ui-hidden";
+    case MemoryPressure::kBackground: return "background";
+    case MemoryPressure::kModerate: return "moderate";
+    case MemoryPressure::kComplete: return "complete";
+  }
+  return "?";
+}
+
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kEndOfTurn: return "end of turn";
+    case StopReason::kStopString: return "stop string";
+    case StopReason::kMaxTokens: return "max tokens";
+    case StopReason::kContextFull: return "context full";
+    case StopReason::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+// ---- logging ----
+
+namespace {
+std::mutex& LogMutex() {
+  static std::mutex m;
+  return m;
+}
+LogCallback& LogTarget() {
+  static LogCallback callback;
+  return callback;
+}
+}  // namespace
+
+void SetLogCallback(LogCallback callback) {
+  std::lock_guard<std::mutex> lock(LogMutex());
+  LogTarget() = std::move(callback);
+}
+
+namespace api {
+void Log(int level, const std::string& message) {
+  std::lock_guard<std::mutex> lock(LogMutex());
+  if (LogTarget()) {
+    LogTarget()(level, message);
+  } else if (level >= 2) {
+    std::fprintf(stderr, "gemlet: %s\n", message.c_str());
+  }
+}
+}  // namespace api
+
+// ---- Engine ----
+
+namespace {
+
+ModelInfo DescribeModel(const runtime::Engine& engine) {
+  ModelInfo info;
+  const ModelConfig& c = engine.config();
+  info.architecture = c.arch;
+  info.name = c.name;
+  info.chat_format = runtime::ChatStyleName(engine.chat_style());
+  info.n_vocab = c.n_vocab;
+  info.n_ctx_train = c.n_ctx_train;
+  info.n_layers = c.n_layers;
+  info.d_model = c.d_model;
+  const GgufFile& gguf = engine.model().gguf();
+  for (const GgufTensor& t : gguf.tensors()) info.n_parameters += static_cast<uint64_t>(t.n_elements());
+  info.file_bytes = gguf.mapping() ? gguf.mapping()->size() : 0;
+  return info;
+}
+
+Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtime::Engine>> loaded,
+                                             const EngineOptions& o) {
+  if (!loaded.ok()) return loaded.status();
+  // Loading maps and validates the file in one step; the callback hears the end of it and may still
+  // refuse the engine (an app whose user went away meanwhile).
+  if (o.progress && !o.progress(1.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
+  auto impl = std::make_unique<Engine::Impl>();
+  impl->runtime = std::move(loaded).value();
+  impl->options = o;
+  impl->info = DescribeModel(*impl->runtime);
+  return impl;
+}
+
+Status CheckOptions(const EngineOptions& o) {
+  if (o.n_threads < 0) return Status::Error(StatusCode::kInvalidArgument, "n_threads must be >= 0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::shared_ptr<Engine>> Engine::Load(const std::string& path, const EngineOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  if (options.progress && !options.progress(0.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::Load(path), options));
+  return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<std::shared_ptr<Engine>> Engine::LoadFromFd(int fd, uint64_t offset, uint64_t length,
+                                                   const EngineOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  if (fd < 0) return Status::Error(StatusCode::kInvalidArgument, "invalid file descriptor " + std::to_string(fd));
+  if (options.progress && !options.progress(0.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::LoadRange(fd, offset, length), options));
+  return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const ModelInfo& Engine::info() const { return impl_->info; }
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+std::vector<int32_t> Engine::Tokenize(std::string_view text, const TokenizeOptions& options) const {
+  const Tokenizer& tok = impl_->runtime->tokenizer();
+  EncodeOptions e;
+  e.add_bos = options.add_special && tok.vocab().add_bos();
+  e.add_eos = options.add_special && tok.vocab().add_eos();
+  e.parse_special = options.parse_special;
+  return tok.Encode(text, e);
+}
+
+std::string Engine::Detokenize(std::span<const int32_t> tokens) const {
+  return impl_->runtime->tokenizer().Decode(tokens);
+}
+
+std::string Engine::TokenText(int32_t token) const {
+  return impl_->runtime->tokenizer().Decode(std::span<const int32_t>(&token, 1));
+}
+
+int32_t Engine::bos_token() const { return impl_->runtime->tokenizer().bos_id(); }
+bool Engine::IsEndOfGeneration(int32_t token) const { return impl_->runtime->IsEndOfGeneration(token); }
+
+void Engine::SetThreadLimit(int n_threads) { impl_->thread_limit.store(std::max(0, n_threads)); }
+int Engine::thread_limit() const { return impl_->thread_limit.load(); }
+
+void Engine::SetThermalState(ThermalState state) {
+  impl_->thermal.store(state);
+  api::Log(1, std::string("thermal state: ") + ThermalStateName(state));
+}
+ThermalState Engine::thermal_state() const { return impl_->thermal.load(); }
+
+void Engine::OnMemoryWarning(MemoryPressure level) {
+  impl_->pressure.store(level);
+  api::Log(1, std::string("memory warning: ") + MemoryPressureName(level));
+}
+MemoryPressure Engine::memory_pressure() const { return impl_->pressure.load(); }
+
+void Engine::OnBackground() { impl_->background.store(true); }
+void Engine::OnForeground() {
+  impl_->background.store(false);
+  impl_->pressure.store(MemoryPressure::kNone);
+}
+bool Engine::in_background() const { return impl_->background.load(); }
+
+// ---- Session ----
+
+namespace {
+
+runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine) {
+  runtime::SessionOptions r;
+  r.n_ctx = o.n_ctx;
+  r.n_threads = o.n_threads > 0 ? o.n_threads : engine.options().n_threads;
+  r.max_batch = o.max_batch;
+  switch (o.kv_cache_type) {
+    case KvCacheType::kF16: r.kv_type = KvType::kF16; break;
+    case KvCacheType::kF32: r.kv_type = KvType::kF32; break;
+    case KvCacheType::kQ8_0: r.kv_type = KvType::kQ8_0; break;
+  }
+  return r;
+}
+
+Status CheckSessionOptions(const SessionOptions& o) {
+  if (o.n_ctx < 0) return Status::Error(StatusCode::kInvalidArgument, "n_ctx must be >= 0");
+  if (o.n_threads < 0) return Status::Error(StatusCode::kInvalidArgument, "n_threads must be >= 0");
+  if (o.max_batch <= 0) return Status::Error(StatusCode::kInvalidArgument, "max_batch must be > 0");
+  return Status::Ok();
+}
+
+SamplingParams ToRuntime(const SamplingOptions& s) {
+  SamplingParams p;
+  p.temperature = s.temperature;
+  p.top_k = s.top_k;
+  p.top_p = s.top_p;
+  p.min_p = s.min_p;
+  p.repeat_penalty = s.repeat_penalty;
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
+  p.penalty_last_n = s.repeat_last_n;
+  p.seed = s.seed;
+  return p;
+}
+
+StopReason ToPublic(runtime::StopReason r) {
+  switch (r) {
+    case runtime::StopReason::kEndOfTurn: return StopReason::kEndOfTurn;
+    case runtime::StopReason::kStopString: return StopReason::kStopString;
+    case runtime::StopReason::kMaxTokens: return StopReason::kMaxTokens;
+    case runtime::StopReason::kContextFull: return StopReason::kContextFull;
+    case runtime::StopReason::kCancelled: return StopReason::kCancelled;
+  }
+  return StopReason::kMaxTokens;
+}
+
+// "call:NAME{ARGS}" (Gemma 4's tool-call text) -> {NAME, "{ARGS}"}; anything else keeps its text as
+// the arguments of a call with no name.
+ToolCall ParseToolCall(const std::string& text) {
+  ToolCall call;
+  const std::string_view t(text);
+  const size_t brace = t.find('{');
+  if (t.rfind("call:", 0) == 0 && brace != std::string_view::npos) {
+    call.name = std::string(t.substr(5, brace - 5));
+    call.arguments = std::string(t.substr(brace));
+  } else {
+    call.arguments = text;
+  }
+  return call;
+}
+
+MemoryStats SessionMemory(const runtime::Session& s) {
+  MemoryStats m;
+  m.kv_cache_bytes = s.cache().bytes();
+  m.activation_bytes = s.activation_bytes();
+  return m;
+}
+
+Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Session& session) {
+  Reply reply;
+  reply.text = r.text;
+  reply.thinking = r.thought;
+  for (const std::string& call : r.tool_calls) reply.tool_calls.push_back(ParseToolCall(call));
+  reply.tokens = r.tokens;
+  GenerationStats& st = reply.stats;
+  st.prompt_tokens = r.prompt_tokens + cached;
+  st.cached_tokens = cached;
+  st.generated_tokens = static_cast<int>(r.tokens.size());
+  st.ttft_seconds = r.prefill_seconds;
+  st.prefill_tokens_per_second = r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0;
+  st.decode_tokens_per_second =
+      r.decode_seconds > 0 && r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0;
+  st.stop = ToPublic(r.stop);
+  st.memory = SessionMemory(session);
+  return reply;
+}
+
+runtime::TextSink ToSink(const StreamCallback& on_text) {
+  if (!on_text) return {};
+  return [&on_text](std::string_view text, runtime::TextKind kind) {
+    const ChunkKind k = kind == runtime::TextKind::kThought    ? ChunkKind::kThinking
+                        : kind == runtime::TextKind::kToolCall ? ChunkKind::kToolCall
+                                                               : ChunkKind::kText;
+    return on_text(k, text);
+  };
+}
+
+Status CheckGenerateOptions(const GenerateOptions& o) {
+  if (std::string err = ToRuntime(o.sampling).Validate(); !err.empty()) {
+    return Status::Error(StatusCode::kInvalidArgument, err);
+  }
+  for (const std::string& s : o.stop) {
+    if (s.empty()) return Status::Error(StatusCode::kInvalidArgument, "stop strings must not be empty");
+  }
+  return Status::Ok();
+}
+
+runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel) {
+  runtime::GenerateOptions g;
+  g.max_tokens = o.max_tokens;
+  g.sampling = ToRuntime(o.sampling);
+  g.stop_strings = o.stop;
+  g.cancel = cancel;
+  return g;
+}
+
+}  // namespace
+
+struct Session::Impl {
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<runtime::Session> session;
+  std::atomic<bool> cancel{false};
+  int own_threads = 1;
+
+  // Before each call: the engine's thread limit (the thermal governor's knob), and a fresh cancel
+  // flag (a Cancel() meant for an earlier call must not stop this one).
+  void BeginCall() {
+    const int limit = engine->thread_limit();
+    session->SetThreads(limit > 0 ? std::min(limit, own_threads) : own_threads);
+    cancel.store(false);
+  }
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Engine> engine, const SessionOptions& options) {
+  if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
+  RETURN_IF_ERROR(CheckSessionOptions(options));
+  auto impl = std::make_unique<Impl>();
+  ASSIGN_OR_RETURN(impl->session, runtime::Session::Create(engine->impl().runtime, ToRuntime(options, *engine)));
+  impl->own_threads = impl->session->n_threads();
+  impl->engine = std::move(engine);
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Status Session::Evaluate(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  impl_->BeginCall();
+  impl_->session->SetStopFlag(&impl_->cancel);
+  Status s = impl_->session->Evaluate(std::vector<int32_t>(tokens.begin(), tokens.end()), logits, all_logits);
+  impl_->session->SetStopFlag(nullptr);
+  return s;
+}
+
+Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const StreamCallback& on_text) {
+  RETURN_IF_ERROR(CheckGenerateOptions(options));
+  impl_->BeginCall();
+  Sampler sampler(ToRuntime(options.sampling), impl_->engine->info().n_vocab);
+  const runtime::TextSink sink = ToSink(on_text);
+  ASSIGN_OR_RETURN(runtime::GenerateResult r,
+                   runtime::Generate(*impl_->session, sampler, std::vector<int32_t>(prompt.begin(), prompt.end()),
+                                     ToRuntime(options, &impl_->cancel), sink));
+  // The last sampled token is not in the cache yet: evaluate it so that the cache holds the whole
+  // exchange and a following Generate continues from it.
+  if (!r.pending.empty() && r.stop != runtime::StopReason::kContextFull && r.stop != runtime::StopReason::kCancelled) {
+    RETURN_IF_ERROR(impl_->session->Evaluate(r.pending, nullptr, false));
+  }
+  return ToReply(r, 0, *impl_->session);
+}
+
+Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
+void Session::Reset() { impl_->session->Reset(); }
+void Session::Cancel() { impl_->cancel.store(true); }
+int Session::n_past() const { return impl_->session->n_past(); }
+int Session::n_ctx() const { return impl_->session->n_ctx(); }
+const std::vector<int32_t>& Session::tokens() const { return impl_->session->history(); }
+MemoryStats Session::memory() const { return SessionMemory(*impl_->session); }
+const Engine& Session::engine() const { return *impl_->engine; }
+
+// ---- Conversation ----
+
+struct Conversation::Impl {
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<runtime::ChatSession> chat;
+  std::atomic<bool> cancel{false};
+  int own_threads = 1;
+};
+
+Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Conversation::~Conversation() = default;
+
+Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engine> engine,
+                                                           const ConversationOptions& options) {
+  if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
+  RETURN_IF_ERROR(CheckSessionOptions(options.session));
+  auto impl = std::make_unique<Impl>();
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
+                   runtime::Session::Create(engine->impl().runtime, ToRuntime(options.session, *engine)));
+  impl->own_threads = session->n_threads();
+  impl->chat = std::make_unique<runtime::ChatSession>(std::move(session), SamplingParams{});
+  impl->chat->SetSystem(options.system);
+  impl->chat->SetThinking(options.thinking);
+  impl->engine = std::move(engine);
+  return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
+}
+
+Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptions& options,
+                                 const StreamCallback& on_text) {
+  RETURN_IF_ERROR(CheckGenerateOptions(options));
+  const int limit = impl_->engine->thread_limit();
+  impl_->chat->session().SetThreads(limit > 0 ? std::min(limit, impl_->own_threads) : impl_->own_threads);
+  impl_->cancel.store(false);
+  impl_->chat->SetSampling(ToRuntime(options.sampling));
+  const runtime::TextSink sink = ToSink(on_text);
+  ASSIGN_OR_RETURN(runtime::GenerateResult r,
+                   impl_->chat->Send(std::string(user_text), ToRuntime(options, &impl_->cancel), sink));
+  return ToReply(r, impl_->chat->last_turn().tokens_reused, impl_->chat->session());
+}
+
+void Conversation::Cancel() { impl_->cancel.store(true); }
+void Conversation::SetSystem(std::string system) { impl_->chat->SetSystem(system); }
+void Conversation::SetThinking(bool on) { impl_->chat->SetThinking(on); }
+void Conversation::Reset() { impl_->chat->Reset(); }
+
+std::vector<Message> Conversation::messages() const {
+  std::vector<Message> out;
+  for (const runtime::ChatMessage& m : impl_->chat->messages()) out.push_back({m.role, m.content});
+  return out;
+}
+
+Status Conversation::Save(const std::string& path) const { return impl_->chat->Save(path); }
+Status Conversation::Load(const std::string& path) { return impl_->chat->Load(path); }
+int Conversation::n_past() const { return impl_->chat->session().n_past(); }
+int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
+MemoryStats Conversation::memory() const { return SessionMemory(impl_->chat->session()); }
+
+}  // namespace gemlet

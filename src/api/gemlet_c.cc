@@ -1,0 +1,479 @@
+// The C API (include/gemlet/gemlet.h) over the C++ API: handles, option structs that may grow
+// (struct_size), status codes with a per-thread last error, and callbacks with user data. No
+// exception leaves a function here.
+#include "gemlet/gemlet.h"
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gemlet/gemlet.hpp"
+
+struct gemlet_engine {
+  std::shared_ptr<gemlet::Engine> engine;
+  std::string architecture;
+};
+struct gemlet_session {
+  std::unique_ptr<gemlet::Session> session;
+};
+struct gemlet_conversation {
+  std::unique_ptr<gemlet::Conversation> conversation;
+  std::string last_reply;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+gemlet_status Code(gemlet::StatusCode code) {
+  switch (code) {
+    case gemlet::StatusCode::kOk: return GEMLET_OK;
+    case gemlet::StatusCode::kError: return GEMLET_ERROR;
+    case gemlet::StatusCode::kInvalidArgument: return GEMLET_INVALID_ARGUMENT;
+    case gemlet::StatusCode::kCancelled: return GEMLET_CANCELLED;
+    case gemlet::StatusCode::kContextFull: return GEMLET_CONTEXT_FULL;
+    case gemlet::StatusCode::kOutOfMemory: return GEMLET_OUT_OF_MEMORY;
+  }
+  return GEMLET_ERROR;
+}
+
+gemlet_status Fail(gemlet_status code, std::string message) {
+  g_last_error = std::move(message);
+  return code;
+}
+
+gemlet_status Report(const gemlet::Status& s) {
+  if (s.ok()) return GEMLET_OK;
+  return Fail(Code(s.code()), s.message());
+}
+
+// Runs fn, turning anything thrown (allocation failure, a bug) into a status: no exception may
+// unwind into C, Swift or the JVM.
+template <class Fn>
+gemlet_status Guard(Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Fail(GEMLET_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(GEMLET_ERROR, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Fail(GEMLET_ERROR, "internal error");
+  }
+}
+
+// An options struct from the caller over the defaults: only the fields its struct_size covers, so
+// a struct from an older, smaller header keeps defaults for the fields added since.
+template <class T>
+bool ReadOptions(const T* in, T* out) {
+  if (in == nullptr) return true;
+  if (in->struct_size < sizeof(size_t) || in->struct_size > sizeof(T)) return false;
+  std::memcpy(static_cast<void*>(out), in, in->struct_size);
+  out->struct_size = sizeof(T);
+  return true;
+}
+
+gemlet_status BadStruct(const char* what) {
+  return Fail(GEMLET_INVALID_ARGUMENT, std::string(what) + ": struct_size is not that of a gemlet.h struct "
+                                                           "(start from the *_default() initialiser)");
+}
+
+gemlet_status NullHandle(const char* what) { return Fail(GEMLET_INVALID_ARGUMENT, std::string(what) + " is NULL"); }
+
+gemlet::EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
+  gemlet::EngineOptions e;
+  e.n_threads = o.n_threads;
+  if (o.cache_dir) e.cache_dir = o.cache_dir;
+  if (o.data_dir) e.data_dir = o.data_dir;
+  if (o.progress) {
+    const gemlet_progress_fn fn = o.progress;
+    void* user = o.progress_user_data;
+    e.progress = [fn, user](float fraction) { return fn(fraction, user); };
+  }
+  return e;
+}
+
+gemlet::SessionOptions ToSessionOptions(const gemlet_session_options& o) {
+  gemlet::SessionOptions s;
+  s.n_ctx = o.n_ctx;
+  s.n_threads = o.n_threads;
+  s.max_batch = o.max_batch;
+  s.kv_cache_type = o.kv_type == GEMLET_KV_F32    ? gemlet::KvCacheType::kF32
+                    : o.kv_type == GEMLET_KV_Q8_0 ? gemlet::KvCacheType::kQ8_0
+                                                  : gemlet::KvCacheType::kF16;
+  return s;
+}
+
+bool ToGenerateOptions(const gemlet_generate_options& o, gemlet::GenerateOptions* g) {
+  g->max_tokens = o.max_tokens;
+  g->sampling.temperature = o.temperature;
+  g->sampling.top_k = o.top_k;
+  g->sampling.top_p = o.top_p;
+  g->sampling.min_p = o.min_p;
+  g->sampling.repeat_penalty = o.repeat_penalty;
+  g->sampling.repeat_last_n = o.repeat_last_n;
+  g->sampling.presence_penalty = o.presence_penalty;
+  g->sampling.frequency_penalty = o.frequency_penalty;
+  g->sampling.seed = o.seed;
+  if (o.n_stop > 0 && o.stop == nullptr) return false;
+  for (size_t i = 0; i < o.n_stop; ++i) {
+    if (o.stop[i] == nullptr) return false;
+    g->stop.emplace_back(o.stop[i]);
+  }
+  return true;
+}
+
+void WriteStats(const gemlet::GenerationStats& s, gemlet_stats* out) {
+  if (out == nullptr || out->struct_size < sizeof(size_t)) return;
+  gemlet_stats full{};
+  full.struct_size = sizeof(gemlet_stats);
+  full.prompt_tokens = s.prompt_tokens;
+  full.cached_tokens = s.cached_tokens;
+  full.generated_tokens = s.generated_tokens;
+  full.ttft_seconds = s.ttft_seconds;
+  full.prefill_tokens_per_second = s.prefill_tokens_per_second;
+  full.decode_tokens_per_second = s.decode_tokens_per_second;
+  full.stop = static_cast<gemlet_stop_reason>(static_cast<int>(s.stop));
+  full.kv_cache_bytes = s.memory.kv_cache_bytes;
+  full.activation_bytes = s.memory.activation_bytes;
+  const size_t n = out->struct_size < sizeof(full) ? out->struct_size : sizeof(full);
+  std::memcpy(static_cast<void*>(out), &full, n);
+  out->struct_size = n;
+}
+
+gemlet_status LoadInto(gemlet::Result<std::shared_ptr<gemlet::Engine>> r, gemlet_engine** out) {
+  if (!r.ok()) return Report(r.status());
+  auto* e = new gemlet_engine{std::move(r).value(), {}};
+  e->architecture = e->engine->info().architecture;
+  *out = e;
+  return GEMLET_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* gemlet_version(void) { return gemlet::Version(); }
+const char* gemlet_last_error(void) { return g_last_error.c_str(); }
+
+const char* gemlet_status_name(gemlet_status status) {
+  switch (status) {
+    case GEMLET_OK: return "ok";
+    case GEMLET_ERROR: return "error";
+    case GEMLET_INVALID_ARGUMENT: return "invalid argument";
+    case GEMLET_CANCELLED: return "cancelled";
+    case GEMLET_CONTEXT_FULL: return "context full";
+    case GEMLET_OUT_OF_MEMORY: return "out of memory";
+  }
+  return "unknown status";
+}
+
+void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data) {
+  if (callback == nullptr) {
+    gemlet::SetLogCallback(nullptr);
+    return;
+  }
+  gemlet::SetLogCallback([callback, user_data](int level, std::string_view message) {
+    const std::string text(message);  // NUL-terminated for C
+    callback(level, text.c_str(), user_data);
+  });
+}
+
+// ---- engine ----
+
+gemlet_engine_options gemlet_engine_options_default(void) {
+  gemlet_engine_options o{};
+  o.struct_size = sizeof(o);
+  return o;
+}
+
+gemlet_status gemlet_engine_load(const char* path, const gemlet_engine_options* options, gemlet_engine** out) {
+  return Guard([&] {
+    if (out == nullptr) return NullHandle("out");
+    *out = nullptr;
+    if (path == nullptr) return NullHandle("path");
+    gemlet_engine_options o = gemlet_engine_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_engine_options");
+    return LoadInto(gemlet::Engine::Load(path, ToEngineOptions(o)), out);
+  });
+}
+
+gemlet_status gemlet_engine_load_fd(int fd, uint64_t offset, uint64_t length, const gemlet_engine_options* options,
+                                    gemlet_engine** out) {
+  return Guard([&] {
+    if (out == nullptr) return NullHandle("out");
+    *out = nullptr;
+    gemlet_engine_options o = gemlet_engine_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_engine_options");
+    return LoadInto(gemlet::Engine::LoadFromFd(fd, offset, length, ToEngineOptions(o)), out);
+  });
+}
+
+void gemlet_engine_free(gemlet_engine* engine) { delete engine; }
+
+int gemlet_engine_n_vocab(const gemlet_engine* engine) { return engine ? engine->engine->info().n_vocab : 0; }
+int gemlet_engine_n_ctx_train(const gemlet_engine* engine) { return engine ? engine->engine->info().n_ctx_train : 0; }
+const char* gemlet_engine_architecture(const gemlet_engine* engine) {
+  return engine ? engine->architecture.c_str() : "";
+}
+
+gemlet_status gemlet_tokenize(const gemlet_engine* engine, const char* text, size_t text_len, bool add_special,
+                              bool parse_special, int32_t* tokens, size_t capacity, size_t* n_tokens) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (text == nullptr && text_len > 0) return NullHandle("text");
+    if (tokens == nullptr && capacity > 0) return NullHandle("tokens");
+    const std::vector<int32_t> ids =
+        engine->engine->Tokenize(std::string_view(text ? text : "", text_len), {add_special, parse_special});
+    if (n_tokens) *n_tokens = ids.size();
+    if (ids.size() > capacity) {
+      return Fail(GEMLET_ERROR, "the text has " + std::to_string(ids.size()) + " tokens, the buffer room for " +
+                                    std::to_string(capacity));
+    }
+    std::copy(ids.begin(), ids.end(), tokens);
+    return GEMLET_OK;
+  });
+}
+
+gemlet_status gemlet_detokenize(const gemlet_engine* engine, const int32_t* tokens, size_t n_tokens, char** text) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (text == nullptr) return NullHandle("text");
+    if (tokens == nullptr && n_tokens > 0) return NullHandle("tokens");
+    const std::string s = engine->engine->Detokenize(std::span<const int32_t>(tokens, n_tokens));
+    char* copy = new char[s.size() + 1];
+    std::memcpy(copy, s.c_str(), s.size() + 1);
+    *text = copy;
+    return GEMLET_OK;
+  });
+}
+
+void gemlet_string_free(char* text) { delete[] text; }
+
+gemlet_status gemlet_engine_set_thread_limit(gemlet_engine* engine, int n_threads) {
+  if (engine == nullptr) return NullHandle("engine");
+  if (n_threads < 0) return Fail(GEMLET_INVALID_ARGUMENT, "the thread limit must be >= 0");
+  engine->engine->SetThreadLimit(n_threads);
+  return GEMLET_OK;
+}
+
+gemlet_status gemlet_engine_set_thermal_state(gemlet_engine* engine, gemlet_thermal_state state) {
+  if (engine == nullptr) return NullHandle("engine");
+  if (state < GEMLET_THERMAL_NOMINAL || state > GEMLET_THERMAL_CRITICAL) {
+    return Fail(GEMLET_INVALID_ARGUMENT, "unknown thermal state " + std::to_string(static_cast<int>(state)));
+  }
+  engine->engine->SetThermalState(static_cast<gemlet::ThermalState>(state));
+  return GEMLET_OK;
+}
+
+gemlet_thermal_state gemlet_engine_thermal_state(const gemlet_engine* engine) {
+  return engine ? static_cast<gemlet_thermal_state>(engine->engine->thermal_state()) : GEMLET_THERMAL_NOMINAL;
+}
+
+gemlet_status gemlet_engine_memory_warning(gemlet_engine* engine, gemlet_memory_level level) {
+  if (engine == nullptr) return NullHandle("engine");
+  switch (level) {
+    case GEMLET_MEMORY_NONE:
+    case GEMLET_MEMORY_RUNNING_MODERATE:
+    case GEMLET_MEMORY_RUNNING_LOW:
+    case GEMLET_MEMORY_RUNNING_CRITICAL:
+    case GEMLET_MEMORY_UI_HIDDEN:
+    case GEMLET_MEMORY_BACKGROUND:
+    case GEMLET_MEMORY_MODERATE:
+    case GEMLET_MEMORY_COMPLETE:
+      engine->engine->OnMemoryWarning(static_cast<gemlet::MemoryPressure>(level));
+      return GEMLET_OK;
+  }
+  return Fail(GEMLET_INVALID_ARGUMENT, "unknown memory level " + std::to_string(static_cast<int>(level)) +
+                                           " (Android's onTrimMemory levels)");
+}
+
+gemlet_memory_level gemlet_engine_memory_level(const gemlet_engine* engine) {
+  return engine ? static_cast<gemlet_memory_level>(engine->engine->memory_pressure()) : GEMLET_MEMORY_NONE;
+}
+
+gemlet_status gemlet_engine_on_background(gemlet_engine* engine) {
+  if (engine == nullptr) return NullHandle("engine");
+  engine->engine->OnBackground();
+  return GEMLET_OK;
+}
+
+gemlet_status gemlet_engine_on_foreground(gemlet_engine* engine) {
+  if (engine == nullptr) return NullHandle("engine");
+  engine->engine->OnForeground();
+  return GEMLET_OK;
+}
+
+bool gemlet_engine_in_background(const gemlet_engine* engine) { return engine && engine->engine->in_background(); }
+
+// ---- session ----
+
+gemlet_session_options gemlet_session_options_default(void) {
+  gemlet_session_options o{};
+  o.struct_size = sizeof(o);
+  o.max_batch = 512;
+  o.kv_type = GEMLET_KV_F16;
+  return o;
+}
+
+gemlet_status gemlet_session_create(gemlet_engine* engine, const gemlet_session_options* options,
+                                    gemlet_session** out) {
+  return Guard([&] {
+    if (out == nullptr) return NullHandle("out");
+    *out = nullptr;
+    if (engine == nullptr) return NullHandle("engine");
+    gemlet_session_options o = gemlet_session_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_session_options");
+    auto s = gemlet::Session::Create(engine->engine, ToSessionOptions(o));
+    if (!s.ok()) return Report(s.status());
+    *out = new gemlet_session{std::move(s).value()};
+    return GEMLET_OK;
+  });
+}
+
+void gemlet_session_free(gemlet_session* session) { delete session; }
+
+gemlet_status gemlet_session_evaluate(gemlet_session* session, const int32_t* tokens, size_t n_tokens, float* logits) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    if (tokens == nullptr && n_tokens > 0) return NullHandle("tokens");
+    return Report(session->session->Evaluate(std::span<const int32_t>(tokens, n_tokens), logits, false));
+  });
+}
+
+gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    return Report(session->session->Truncate(n_keep));
+  });
+}
+
+void gemlet_session_reset(gemlet_session* session) {
+  if (session) session->session->Reset();
+}
+int gemlet_session_n_past(const gemlet_session* session) { return session ? session->session->n_past() : 0; }
+void gemlet_session_cancel(gemlet_session* session) {
+  if (session) session->session->Cancel();
+}
+
+// ---- generation and conversation ----
+
+gemlet_generate_options gemlet_generate_options_default(void) {
+  const gemlet::GenerateOptions d;
+  gemlet_generate_options o{};
+  o.struct_size = sizeof(o);
+  o.max_tokens = d.max_tokens;
+  o.temperature = d.sampling.temperature;
+  o.top_k = d.sampling.top_k;
+  o.top_p = d.sampling.top_p;
+  o.min_p = d.sampling.min_p;
+  o.repeat_penalty = d.sampling.repeat_penalty;
+  o.repeat_last_n = d.sampling.repeat_last_n;
+  o.presence_penalty = d.sampling.presence_penalty;
+  o.frequency_penalty = d.sampling.frequency_penalty;
+  o.seed = d.sampling.seed;
+  return o;
+}
+
+gemlet_conversation_options gemlet_conversation_options_default(void) {
+  gemlet_conversation_options o{};
+  o.struct_size = sizeof(o);
+  o.session = gemlet_session_options_default();
+  return o;
+}
+
+gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_conversation_options* options,
+                                         gemlet_conversation** out) {
+  return Guard([&] {
+    if (out == nullptr) return NullHandle("out");
+    *out = nullptr;
+    if (engine == nullptr) return NullHandle("engine");
+    gemlet_conversation_options o = gemlet_conversation_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_conversation_options");
+    gemlet_session_options so = gemlet_session_options_default();
+    if (!ReadOptions(&o.session, &so)) return BadStruct("gemlet_conversation_options.session");
+    gemlet::ConversationOptions co;
+    co.session = ToSessionOptions(so);
+    if (o.system) co.system = o.system;
+    co.thinking = o.thinking;
+    auto c = gemlet::Conversation::Create(engine->engine, co);
+    if (!c.ok()) return Report(c.status());
+    *out = new gemlet_conversation{std::move(c).value(), {}};
+    return GEMLET_OK;
+  });
+}
+
+void gemlet_conversation_free(gemlet_conversation* conversation) { delete conversation; }
+
+gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const char* user_text,
+                                       const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                       void* user_data, gemlet_stats* stats) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    if (user_text == nullptr) return NullHandle("user_text");
+    gemlet_generate_options o = gemlet_generate_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_generate_options");
+    gemlet::GenerateOptions g;
+    if (!ToGenerateOptions(o, &g)) return Fail(GEMLET_INVALID_ARGUMENT, "stop holds a NULL string");
+    conversation->last_reply.clear();
+    std::string piece;  // NUL-terminated copy for C callers
+    gemlet::StreamCallback on_text;
+    if (callback) {
+      on_text = [&](gemlet::ChunkKind kind, std::string_view text) {
+        piece.assign(text);
+        return callback(static_cast<gemlet_chunk_kind>(static_cast<int>(kind)), piece.c_str(), piece.size(), user_data);
+      };
+    }
+    auto reply = conversation->conversation->Send(user_text, g, on_text);
+    if (!reply.ok()) return Report(reply.status());
+    conversation->last_reply = reply->text;
+    WriteStats(reply->stats, stats);
+    if (reply->stats.stop == gemlet::StopReason::kCancelled) return Fail(GEMLET_CANCELLED, "cancelled");
+    return GEMLET_OK;
+  });
+}
+
+const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation) {
+  return conversation ? conversation->last_reply.c_str() : "";
+}
+
+void gemlet_conversation_cancel(gemlet_conversation* conversation) {
+  if (conversation) conversation->conversation->Cancel();
+}
+
+gemlet_status gemlet_conversation_set_system(gemlet_conversation* conversation, const char* system) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    conversation->conversation->SetSystem(system ? system : "");
+    return GEMLET_OK;
+  });
+}
+
+void gemlet_conversation_reset(gemlet_conversation* conversation) {
+  if (conversation) conversation->conversation->Reset();
+}
+
+int gemlet_conversation_n_past(const gemlet_conversation* conversation) {
+  return conversation ? conversation->conversation->n_past() : 0;
+}
+
+gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    if (path == nullptr) return NullHandle("path");
+    return Report(conversation->conversation->Save(path));
+  });
+}
+
+gemlet_status gemlet_conversation_load(gemlet_conversation* conversation, const char* path) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    if (path == nullptr) return NullHandle("path");
+    return Report(conversation->conversation->Load(path));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,404 @@
+// The public C++ API (include/gemlet/gemlet.hpp) on the bundled demo model, through the public
+// header only: loading (from a path and from a range of a file), tokenizing, sessions, streamed
+// conversations with whole UTF-8 pieces, cancellation from another thread in the middle of a long
+// prefill, one engine shared by four threads, and the platform signals an app passes in.
+#include "gemlet/gemlet.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "api_test_util.h"
+
+namespace gemlet {
+namespace {
+
+using test::kDemoModel;
+
+std::shared_ptr<Engine> DemoEngine() {
+  static std::shared_ptr<Engine> engine = [] {
+    auto e = Engine::Load(kDemoModel);
+    EXPECT_TRUE(e.ok()) << e.message();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }();
+  return engine;
+}
+
+ConversationOptions WithContext(int n_ctx) {
+  ConversationOptions o;
+  o.session.n_ctx = n_ctx;
+  return o;
+}
+
+GenerateOptions Greedy(int max_tokens) {
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.sampling.temperature = 0;
+  return g;
+}
+
+std::vector<float> LastLogits(Session& s, const std::vector<int32_t>& tokens) {
+  std::vector<float> logits(static_cast<size_t>(s.engine().info().n_vocab));
+  EXPECT_TRUE(s.Evaluate(tokens, logits.data()).ok());
+  return logits;
+}
+
+TEST(ApiEngine, LoadsAndDescribesTheModel) {
+  auto engine = DemoEngine();
+  ASSERT_TRUE(engine);
+  const ModelInfo& info = engine->info();
+  EXPECT_EQ(info.architecture, "gemma3");
+  EXPECT_EQ(info.chat_format, "gemma");
+  EXPECT_EQ(info.n_vocab, 8192);
+  EXPECT_EQ(info.n_layers, 12);
+  EXPECT_EQ(info.d_model, 256);
+  EXPECT_GT(info.n_parameters, 18'000'000u);
+  EXPECT_LT(info.n_parameters, 19'000'000u);
+  EXPECT_GT(info.file_bytes, 10u << 20);
+  EXPECT_STREQ(Version(), "0.1.0");
+}
+
+TEST(ApiEngine, BadPathsAndOptionsAreErrorsWithMessages) {
+  auto missing = Engine::Load("/nonexistent/model.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kError);
+  EXPECT_NE(missing.message().find("/nonexistent/model.gguf"), std::string::npos) << missing.message();
+  EngineOptions bad;
+  bad.n_threads = -1;
+  EXPECT_EQ(Engine::Load(kDemoModel, bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Session::Create(nullptr).status().code(), StatusCode::kInvalidArgument);
+  SessionOptions so;
+  so.max_batch = 0;
+  EXPECT_EQ(Session::Create(DemoEngine(), so).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ApiEngine, LoadProgressCanCancel) {
+  std::vector<float> seen;
+  EngineOptions o;
+  o.progress = [&](float f) {
+    seen.push_back(f);
+    return true;
+  };
+  ASSERT_TRUE(Engine::Load(kDemoModel, o).ok());
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen.front(), 0.0f);
+  EXPECT_EQ(seen.back(), 1.0f);
+  o.progress = [](float f) { return f < 0.5f; };  // refuses at the end
+  auto cancelled = Engine::Load(kDemoModel, o);
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+}
+
+TEST(ApiEngine, TokenizesChineseAndEnglishRoundTrip) {
+  auto engine = DemoEngine();
+  const std::string text = "床前明月光，疑是地上霜。 Hello, world!";
+  const std::vector<int32_t> ids = engine->Tokenize(text);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(engine->Detokenize(ids), text);
+  const std::vector<int32_t> with_bos = engine->Tokenize(text, {.add_special = true});
+  ASSERT_EQ(with_bos.size(), ids.size() + 1);
+  EXPECT_EQ(with_bos[0], engine->bos_token());
+  EXPECT_EQ(engine->bos_token(), 2);
+  // Control tokens only when asked.
+  EXPECT_EQ(engine->Tokenize("<start_of_turn>", {.parse_special = true}).size(), 1u);
+  EXPECT_GT(engine->Tokenize("<start_of_turn>").size(), 1u);
+}
+
+// A model inside another file (an Android asset): the same engine as from its own path, at a page
+// offset and at an offset that is not a page multiple.
+TEST(ApiEngine, LoadsFromARangeOfAFile) {
+  std::ifstream in(kDemoModel, std::ios::binary);
+  const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(model.size(), 1u << 20);
+  test::TempDir tmp;
+  auto engine = DemoEngine();
+  auto path_session = Session::Create(engine);
+  ASSERT_TRUE(path_session.ok());
+  const std::vector<int32_t> prompt = engine->Tokenize("And it came to pass", {.add_special = true});
+  const std::vector<float> want = LastLogits(**path_session, prompt);
+  for (size_t offset : {size_t{4096}, size_t{1056}}) {
+    const std::string pack = tmp.File("pack.bin");
+    {
+      std::ofstream out(pack, std::ios::binary);
+      out << std::string(offset, 'x') << model << std::string(777, 'y');
+    }
+    const int fd = ::open(pack.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    auto from_fd = Engine::LoadFromFd(fd, offset, model.size());
+    ::close(fd);  // the engine keeps its own mapping
+    ASSERT_TRUE(from_fd.ok()) << from_fd.message();
+    EXPECT_EQ((*from_fd)->info().n_parameters, engine->info().n_parameters);
+    auto s = Session::Create(*from_fd);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(LastLogits(**s, prompt), want) << "offset " << offset;
+  }
+  const int fd = ::open(kDemoModel, O_RDONLY);
+  ASSERT_GE(fd, 0);
+  auto past_end = Engine::LoadFromFd(fd, 16, model.size());
+  EXPECT_EQ(past_end.status().code(), StatusCode::kInvalidArgument) << past_end.message();
+  auto not_gguf = Engine::LoadFromFd(fd, 100, 4096);
+  EXPECT_FALSE(not_gguf.ok());
+  ::close(fd);
+  EXPECT_EQ(Engine::LoadFromFd(-1, 0, 10).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ApiSession, GenerateStreamsAndContinuesFromTheCache) {
+  auto engine = DemoEngine();
+  auto s = Session::Create(engine, {.n_ctx = 256});
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::vector<int32_t> prompt = engine->Tokenize("And it came to pass", {.add_special = true});
+  std::string streamed;
+  auto reply = (*s)->Generate(prompt, Greedy(12), [&](ChunkKind kind, std::string_view text) {
+    EXPECT_EQ(kind, ChunkKind::kText);
+    streamed += text;
+    return true;
+  });
+  ASSERT_TRUE(reply.ok()) << reply.message();
+  EXPECT_EQ(reply->stats.stop, StopReason::kMaxTokens);
+  EXPECT_EQ(reply->stats.generated_tokens, 12);
+  EXPECT_EQ(reply->text, streamed);
+  EXPECT_EQ(reply->text, engine->Detokenize(reply->tokens));
+  EXPECT_EQ((*s)->n_past(), static_cast<int>(prompt.size() + 12));
+
+  // The same 12 tokens one at a time by argmax over Evaluate's logits.
+  auto t = Session::Create(engine, {.n_ctx = 256});
+  ASSERT_TRUE(t.ok());
+  std::vector<int32_t> next = prompt;
+  for (int i = 0; i < 12; ++i) {
+    const std::vector<float> logits = LastLogits(**t, next);
+    const int32_t id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_EQ(id, reply->tokens[static_cast<size_t>(i)]) << "step " << i;
+    next.assign(1, id);
+  }
+  EXPECT_TRUE((*s)->Truncate(static_cast<int>(prompt.size())).ok());
+  EXPECT_EQ((*s)->n_past(), static_cast<int>(prompt.size()));
+  EXPECT_FALSE((*s)->Truncate(10'000).ok());
+  (*s)->Reset();
+  EXPECT_EQ((*s)->n_past(), 0);
+  EXPECT_GT((*s)->memory().kv_cache_bytes, 0u);
+}
+
+// Taking tokens back after the sliding-window rings wrapped (1024 tokens through rings of 128, back
+// to 512) must leave the state of a session that never saw the dropped tokens: the next tokens get
+// the logits of a fresh run, bit for bit. (Replaying only the last window was not enough: its
+// first positions read ring slots that later positions had overwritten; the logits moved by 0.1.)
+TEST(ApiSession, TruncateAfterTheRingsWrappedMatchesAFreshRun) {
+  auto engine = DemoEngine();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 1500; ++i) prompt.push_back(300 + (i * 37) % 7000);
+  const SessionOptions so{.n_ctx = 2048, .n_threads = 2};
+  auto fresh = Session::Create(engine, so);
+  ASSERT_TRUE(fresh.ok());
+  const std::vector<float> want = LastLogits(**fresh, prompt);
+  auto s = Session::Create(engine, so);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Evaluate(std::span<const int32_t>(prompt.data(), 1024)).ok());
+  ASSERT_TRUE((*s)->Truncate(512).ok());
+  EXPECT_EQ((*s)->n_past(), 512);
+  EXPECT_EQ(LastLogits(**s, std::vector<int32_t>(prompt.begin() + 512, prompt.end())), want);
+}
+
+TEST(ApiConversation, ChineseAnswerStreamsInWholeCharacters) {
+  auto c = Conversation::Create(DemoEngine(), WithContext(512));
+  ASSERT_TRUE(c.ok()) << c.message();
+  std::vector<std::string> chunks;
+  auto reply = (*c)->Send("请背诵《静夜思》。", Greedy(40), [&](ChunkKind, std::string_view text) {
+    chunks.emplace_back(text);
+    return true;
+  });
+  ASSERT_TRUE(reply.ok()) << reply.message();
+  std::string joined;
+  for (const std::string& chunk : chunks) {
+    EXPECT_TRUE(test::IsWholeUtf8(chunk)) << "a split character in " << testing::PrintToString(chunk);
+    joined += chunk;
+  }
+  EXPECT_EQ(joined, reply->text);
+  EXPECT_NE(reply->text.find("床前明月光"), std::string::npos) << reply->text;
+  EXPECT_EQ(reply->stats.stop, StopReason::kEndOfTurn);
+  const std::vector<Message> m = (*c)->messages();
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].role, "user");
+  EXPECT_EQ(m[1].content, reply->text);
+
+  // The second turn reuses the first from the cache.
+  auto second = (*c)->Send("Who are you?", Greedy(20));
+  ASSERT_TRUE(second.ok()) << second.message();
+  EXPECT_GT(second->stats.cached_tokens, 10);
+  EXPECT_EQ((*c)->messages().size(), 4u);
+}
+
+TEST(ApiConversation, ACallbackThatReturnsFalseStopsTheAnswer) {
+  auto c = Conversation::Create(DemoEngine(), WithContext(512));
+  ASSERT_TRUE(c.ok());
+  int calls = 0;
+  auto reply = (*c)->Send("Who are you?", Greedy(100), [&](ChunkKind, std::string_view) { return ++calls < 3; });
+  ASSERT_TRUE(reply.ok()) << reply.message();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(reply->stats.stop, StopReason::kCancelled);
+  EXPECT_LE(reply->stats.generated_tokens, 4);
+}
+
+TEST(ApiConversation, BadOptionsAreInvalidArguments) {
+  auto c = Conversation::Create(DemoEngine(), WithContext(128));
+  ASSERT_TRUE(c.ok());
+  GenerateOptions g = Greedy(4);
+  g.sampling.top_p = 2;
+  EXPECT_EQ((*c)->Send("hi", g).status().code(), StatusCode::kInvalidArgument);
+  g = Greedy(4);
+  g.stop = {""};
+  EXPECT_EQ((*c)->Send("hi", g).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*c)->messages().empty());
+}
+
+// Cancel() from another thread in the middle of a 2,000-token prefill returns within 100 ms (the
+// engine checks between layers), and the session stays correct: finishing the prompt afterwards
+// gives the logits of an uninterrupted run.
+TEST(ApiCancel, StopsALongPrefillWithin100msAndTheSessionStaysCorrect) {
+  auto engine = DemoEngine();
+  std::vector<int32_t> prompt = {engine->bos_token()};
+  const std::vector<int32_t> text = engine->Tokenize(
+      "In the beginning God created the heaven and the earth. And the earth was without form, and void. ");
+  while (prompt.size() < 2000) prompt.insert(prompt.end(), text.begin(), text.end());
+  prompt.resize(2000);
+  SessionOptions so{.n_ctx = 2048, .n_threads = 2};
+  auto s = Session::Create(engine, so);
+  ASSERT_TRUE(s.ok()) << s.message();
+
+  std::atomic<bool> started{false};
+  std::chrono::steady_clock::time_point returned;
+  Status status;
+  std::thread worker([&] {
+    started = true;
+    status = (*s)->Evaluate(prompt);
+    returned = std::chrono::steady_clock::now();
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // well into the prefill
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  (*s)->Cancel();
+  worker.join();
+  const double latency_ms = std::chrono::duration<double, std::milli>(returned - cancelled_at).count();
+  std::printf("cancel after 150 ms of a 2000-token prefill: returned in %.1f ms, %d tokens done\n", latency_ms,
+              (*s)->n_past());
+  ASSERT_EQ(status.code(), StatusCode::kCancelled) << "the prefill finished before the cancel";
+  EXPECT_LT(latency_ms, 100.0 * test::kSanitizerSlowdown);
+  EXPECT_LT((*s)->n_past(), 2000);
+  EXPECT_EQ((*s)->n_past() % so.max_batch, 0);  // whole chunks only
+
+  // Finish the prompt; the sliding-window rings the stopped chunk wrote into are refilled first.
+  const std::vector<int32_t> rest(prompt.begin() + (*s)->n_past(), prompt.end());
+  std::vector<float> resumed(static_cast<size_t>(engine->info().n_vocab));
+  ASSERT_TRUE((*s)->Evaluate(rest, resumed.data()).ok());
+  auto fresh = Session::Create(engine, so);
+  ASSERT_TRUE(fresh.ok());
+  const std::vector<float> want = LastLogits(**fresh, prompt);
+  EXPECT_LE(test::MaxAbsDiff(resumed, want), 1e-4f);
+}
+
+TEST(ApiCancel, CancelsAConversationFromAnotherThread) {
+  auto c = Conversation::Create(DemoEngine(), WithContext(1024));
+  ASSERT_TRUE(c.ok());
+  std::atomic<int> chunks{0};
+  std::thread canceller([&] {
+    while (chunks.load() < 2) std::this_thread::yield();
+    (*c)->Cancel();
+  });
+  GenerateOptions g = Greedy(900);
+  g.stop = {"\x01never"};
+  auto reply = (*c)->Send("And it came to pass", g, [&](ChunkKind, std::string_view) {
+    ++chunks;
+    return true;
+  });
+  canceller.join();
+  ASSERT_TRUE(reply.ok()) << reply.message();
+  EXPECT_EQ(reply->stats.stop, StopReason::kCancelled);
+  EXPECT_LT(reply->stats.generated_tokens, 900);
+  // Still usable.
+  auto next = (*c)->Send("Who are you?", Greedy(8));
+  ASSERT_TRUE(next.ok()) << next.message();
+  EXPECT_NE(next->stats.stop, StopReason::kCancelled);
+}
+
+// One engine, four threads, four sessions: the weights are shared read-only and every session gets
+// the answer a lone session gets. (Run under ThreadSanitizer by `make test-tsan`.)
+TEST(ApiThreads, FourThreadsShareOneEngine) {
+  auto engine = DemoEngine();
+  const std::vector<std::string> prompts = {"And it came to pass", "Who are you?", "床前明月光", "The dictionary says"};
+  std::vector<std::vector<int32_t>> want;
+  for (const std::string& p : prompts) {
+    auto s = Session::Create(engine, {.n_ctx = 128, .n_threads = 1});
+    auto r = (*s)->Generate(engine->Tokenize(p, {.add_special = true}), Greedy(16));
+    ASSERT_TRUE(r.ok());
+    want.push_back(r->tokens);
+  }
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto s = Session::Create(engine, {.n_ctx = 128, .n_threads = 1});
+      if (!s.ok()) return;
+      for (int round = 0; round < 2; ++round) {
+        (*s)->Reset();
+        auto r = (*s)->Generate(engine->Tokenize(prompts[i], {.add_special = true}), Greedy(16));
+        if (r.ok()) got[i] = r->tokens;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(got, want);
+}
+
+TEST(ApiEngine, PlatformSignalsReachTheEngine) {
+  auto engine = Engine::Load(kDemoModel);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  EXPECT_EQ(e.thermal_state(), ThermalState::kNominal);
+  e.SetThermalState(ThermalState::kSerious);
+  EXPECT_EQ(e.thermal_state(), ThermalState::kSerious);
+  EXPECT_EQ(e.memory_pressure(), MemoryPressure::kNone);
+  e.OnMemoryWarning(MemoryPressure::kRunningCritical);
+  EXPECT_EQ(e.memory_pressure(), MemoryPressure::kRunningCritical);
+  EXPECT_FALSE(e.in_background());
+  e.OnBackground();
+  EXPECT_TRUE(e.in_background());
+  e.OnForeground();
+  EXPECT_FALSE(e.in_background());
+  EXPECT_EQ(e.memory_pressure(), MemoryPressure::kNone);
+  EXPECT_STREQ(ThermalStateName(ThermalState::kCritical), "critical");
+
+  // The thread limit applies to sessions from their next call, with the same results.
+  auto s = Session::Create(*engine, {.n_ctx = 128, .n_threads = 2});
+  ASSERT_TRUE(s.ok());
+  const std::vector<int32_t> prompt = e.Tokenize("Who are you?", {.add_special = true});
+  auto two = (*s)->Generate(prompt, Greedy(8));
+  e.SetThreadLimit(1);
+  EXPECT_EQ(e.thread_limit(), 1);
+  (*s)->Reset();
+  auto one = (*s)->Generate(prompt, Greedy(8));
+  ASSERT_TRUE(two.ok() && one.ok());
+  EXPECT_EQ(one->tokens, two->tokens);
+}
+
+TEST(ApiLog, MessagesReachTheCallback) {
+  std::vector<std::string> messages;
+  SetLogCallback([&](int level, std::string_view m) {
+    if (level >= 1) messages.emplace_back(m);
+  });
+  auto engine = Engine::Load(kDemoModel);
+  ASSERT_TRUE(engine.ok());
+  (*engine)->SetThermalState(ThermalState::kFair);
+  SetLogCallback(nullptr);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_NE(messages.back().find("fair"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gemlet

@@ -1,0 +1,34 @@
+// Shared by the public-API tests: the demo model's path, a UTF-8 check for streamed pieces, and
+// how much slower a sanitizer build runs (for the one latency bound the API promises).
+#pragma once
+
+#include <string_view>
+
+#include "common/test_util.h"
+
+namespace gemlet::test {
+
+inline constexpr const char* kDemoModel = GEMLET_DEMO_MODEL;
+
+#if defined(GEMLET_TEST_SANITIZED)
+inline constexpr double kSanitizerSlowdown = 8.0;  // ASan/UBSan/TSan builds run the kernels unvectorised
+#else
+inline constexpr double kSanitizerSlowdown = 1.0;
+#endif
+
+// True when `s` is a sequence of whole, well-formed UTF-8 characters.
+inline bool IsWholeUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace gemlet::test

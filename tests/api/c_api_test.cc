@@ -1,0 +1,210 @@
+// The C API (include/gemlet/gemlet.h) on the bundled demo model: status codes and the per-thread
+// last error, option structs that grow (struct_size), streaming with user data and a stop by the
+// callback's return value, whole UTF-8 pieces, cancel from another thread, platform signals.
+#include "gemlet/gemlet.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api_test_util.h"
+
+namespace {
+
+using gemlet::test::kDemoModel;
+
+struct Engine {
+  gemlet_engine* e = nullptr;
+  Engine() { EXPECT_EQ(gemlet_engine_load(kDemoModel, nullptr, &e), GEMLET_OK) << gemlet_last_error(); }
+  ~Engine() { gemlet_engine_free(e); }
+};
+
+struct Collected {
+  std::string text;
+  std::vector<std::string> pieces;
+  int stop_after = -1;  // return false on this call
+};
+
+bool Collect(gemlet_chunk_kind kind, const char* text, size_t len, void* user_data) {
+  auto* c = static_cast<Collected*>(user_data);
+  EXPECT_EQ(kind, GEMLET_CHUNK_TEXT);
+  EXPECT_EQ(std::strlen(text), len);  // NUL-terminated too
+  c->pieces.emplace_back(text, len);
+  c->text.append(text, len);
+  return c->stop_after < 0 || static_cast<int>(c->pieces.size()) < c->stop_after;
+}
+
+gemlet_generate_options Greedy(int max_tokens) {
+  gemlet_generate_options g = gemlet_generate_options_default();
+  g.max_tokens = max_tokens;
+  g.temperature = 0;
+  return g;
+}
+
+TEST(CApi, VersionAndStatusNames) {
+  EXPECT_STREQ(gemlet_version(), "0.1.0");
+  EXPECT_STREQ(gemlet_status_name(GEMLET_CANCELLED), "cancelled");
+}
+
+TEST(CApi, ErrorsHaveCodesAndAPerThreadMessage) {
+  gemlet_engine* e = reinterpret_cast<gemlet_engine*>(0x1);
+  EXPECT_EQ(gemlet_engine_load("/nonexistent.gguf", nullptr, &e), GEMLET_ERROR);
+  EXPECT_EQ(e, nullptr);
+  const std::string message = gemlet_last_error();
+  EXPECT_NE(message.find("/nonexistent.gguf"), std::string::npos) << message;
+  // Another thread has its own last error.
+  std::string other = "unset";
+  std::thread([&] { other = gemlet_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_EQ(gemlet_engine_load(nullptr, nullptr, &e), GEMLET_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gemlet_last_error()).find("path"), std::string::npos);
+  EXPECT_EQ(gemlet_session_create(nullptr, nullptr, nullptr), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_conversation_send(nullptr, "hi", nullptr, nullptr, nullptr, nullptr), GEMLET_INVALID_ARGUMENT);
+  gemlet_session_free(nullptr);  // free accepts NULL
+  gemlet_conversation_free(nullptr);
+  gemlet_engine_free(nullptr);
+}
+
+TEST(CApi, OptionStructsAreCheckedAndMayBeOlder) {
+  gemlet_engine_options bad = gemlet_engine_options_default();
+  bad.struct_size = sizeof(bad) + 8;  // from a newer header than the library
+  gemlet_engine* e = nullptr;
+  EXPECT_EQ(gemlet_engine_load(kDemoModel, &bad, &e), GEMLET_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gemlet_last_error()).find("struct_size"), std::string::npos);
+  bad.struct_size = 0;  // not initialised
+  EXPECT_EQ(gemlet_engine_load(kDemoModel, &bad, &e), GEMLET_INVALID_ARGUMENT);
+  // An older, shorter struct: the fields it lacks keep their defaults.
+  gemlet_engine_options old = gemlet_engine_options_default();
+  old.struct_size = offsetof(gemlet_engine_options, cache_dir);
+  old.n_threads = 1;
+  ASSERT_EQ(gemlet_engine_load(kDemoModel, &old, &e), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_engine_n_vocab(e), 8192);
+  EXPECT_STREQ(gemlet_engine_architecture(e), "gemma3");
+  gemlet_engine_free(e);
+}
+
+TEST(CApi, TokenizeAndDetokenizeRoundTrip) {
+  Engine engine;
+  const char* text = "床前明月光 hello";
+  size_t n = 0;
+  EXPECT_EQ(gemlet_tokenize(engine.e, text, std::strlen(text), true, false, nullptr, 0, &n), GEMLET_ERROR);
+  ASSERT_GT(n, 1u);  // the count, to size the buffer
+  std::vector<int32_t> ids(n);
+  ASSERT_EQ(gemlet_tokenize(engine.e, text, std::strlen(text), true, false, ids.data(), ids.size(), &n), GEMLET_OK);
+  EXPECT_EQ(ids[0], 2);  // <bos>
+  char* back = nullptr;
+  ASSERT_EQ(gemlet_detokenize(engine.e, ids.data() + 1, ids.size() - 1, &back), GEMLET_OK);
+  EXPECT_STREQ(back, text);
+  gemlet_string_free(back);
+}
+
+TEST(CApi, ConversationStreamsChineseInWholeCharacters) {
+  Engine engine;
+  gemlet_conversation_options co = gemlet_conversation_options_default();
+  co.session.n_ctx = 512;
+  gemlet_conversation* c = nullptr;
+  ASSERT_EQ(gemlet_conversation_create(engine.e, &co, &c), GEMLET_OK) << gemlet_last_error();
+  Collected got;
+  gemlet_stats stats{};
+  stats.struct_size = sizeof(stats);
+  const gemlet_generate_options g = Greedy(40);
+  ASSERT_EQ(gemlet_conversation_send(c, "请背诵《静夜思》。", &g, Collect, &got, &stats), GEMLET_OK)
+      << gemlet_last_error();
+  for (const std::string& p : got.pieces) EXPECT_TRUE(gemlet::test::IsWholeUtf8(p)) << p;
+  EXPECT_NE(got.text.find("床前明月光"), std::string::npos) << got.text;
+  EXPECT_EQ(got.text, gemlet_conversation_last_reply(c));
+  EXPECT_EQ(stats.stop, GEMLET_STOP_END_OF_TURN);
+  // Each piece is at least one token; <end_of_turn> ends the answer without text.
+  EXPECT_GE(stats.generated_tokens, static_cast<int>(got.pieces.size()) + 1);
+  EXPECT_GT(stats.prompt_tokens, 5);
+  EXPECT_EQ(stats.cached_tokens, 0);  // the first turn
+  EXPECT_GT(stats.kv_cache_bytes, 0u);
+  EXPECT_GT(gemlet_conversation_n_past(c), 10);
+
+  // A callback's false stops the answer: GEMLET_CANCELLED, and the conversation goes on.
+  Collected stopped;
+  stopped.stop_after = 2;
+  const gemlet_generate_options long_g = Greedy(100);
+  EXPECT_EQ(gemlet_conversation_send(c, "Who are you?", &long_g, Collect, &stopped, nullptr), GEMLET_CANCELLED);
+  EXPECT_EQ(stopped.pieces.size(), 2u);
+  Collected after;
+  EXPECT_EQ(gemlet_conversation_send(c, "你好", &g, Collect, &after, nullptr), GEMLET_OK) << gemlet_last_error();
+  EXPECT_FALSE(after.text.empty());
+  gemlet_conversation_free(c);
+}
+
+TEST(CApi, SessionEvaluateAndCancelFromAnotherThread) {
+  Engine engine;
+  gemlet_session_options so = gemlet_session_options_default();
+  so.n_ctx = 2048;
+  so.n_threads = 2;
+  gemlet_session* s = nullptr;
+  ASSERT_EQ(gemlet_session_create(engine.e, &so, &s), GEMLET_OK) << gemlet_last_error();
+  std::vector<int32_t> prompt(2000);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(300 + (i * 37) % 7000);
+  prompt[0] = 2;
+  gemlet_status status = GEMLET_OK;
+  std::chrono::steady_clock::time_point returned;
+  std::atomic<bool> started{false};
+  std::thread worker([&] {
+    started = true;
+    status = gemlet_session_evaluate(s, prompt.data(), prompt.size(), nullptr);
+    returned = std::chrono::steady_clock::now();
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto at = std::chrono::steady_clock::now();
+  gemlet_session_cancel(s);
+  worker.join();
+  ASSERT_EQ(status, GEMLET_CANCELLED) << "the prefill ended before the cancel";
+  const double latency_ms = std::chrono::duration<double, std::milli>(returned - at).count();
+  EXPECT_LT(latency_ms, 100.0 * gemlet::test::kSanitizerSlowdown);
+  EXPECT_LT(gemlet_session_n_past(s), 2000);
+  std::vector<float> logits(8192);
+  const int32_t one = 300;
+  EXPECT_EQ(gemlet_session_evaluate(s, &one, 1, logits.data()), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_session_truncate(s, 100000), GEMLET_ERROR);
+  EXPECT_EQ(gemlet_session_truncate(s, 3), GEMLET_OK);
+  EXPECT_EQ(gemlet_session_n_past(s), 3);
+  gemlet_session_reset(s);
+  EXPECT_EQ(gemlet_session_n_past(s), 0);
+  gemlet_session_free(s);
+}
+
+TEST(CApi, PlatformSignalsReachTheEngine) {
+  Engine engine;
+  EXPECT_EQ(gemlet_engine_set_thermal_state(engine.e, GEMLET_THERMAL_CRITICAL), GEMLET_OK);
+  EXPECT_EQ(gemlet_engine_thermal_state(engine.e), GEMLET_THERMAL_CRITICAL);
+  EXPECT_EQ(gemlet_engine_set_thermal_state(engine.e, static_cast<gemlet_thermal_state>(9)), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_engine_memory_warning(engine.e, GEMLET_MEMORY_RUNNING_LOW), GEMLET_OK);
+  EXPECT_EQ(gemlet_engine_memory_level(engine.e), GEMLET_MEMORY_RUNNING_LOW);
+  EXPECT_EQ(gemlet_engine_memory_warning(engine.e, static_cast<gemlet_memory_level>(7)), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_engine_on_background(engine.e), GEMLET_OK);
+  EXPECT_TRUE(gemlet_engine_in_background(engine.e));
+  EXPECT_EQ(gemlet_engine_on_foreground(engine.e), GEMLET_OK);
+  EXPECT_FALSE(gemlet_engine_in_background(engine.e));
+  EXPECT_EQ(gemlet_engine_set_thread_limit(engine.e, 1), GEMLET_OK);
+  EXPECT_EQ(gemlet_engine_set_thread_limit(engine.e, -1), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_engine_set_thermal_state(nullptr, GEMLET_THERMAL_FAIR), GEMLET_INVALID_ARGUMENT);
+}
+
+void CountLog(int level, const char* message, void* user_data) {
+  if (level >= 1 && std::strstr(message, "memory warning")) ++*static_cast<int*>(user_data);
+}
+
+TEST(CApi, LogCallbackGetsUserData) {
+  Engine engine;
+  int count = 0;
+  gemlet_set_log_callback(CountLog, &count);
+  gemlet_engine_memory_warning(engine.e, GEMLET_MEMORY_COMPLETE);
+  gemlet_set_log_callback(nullptr, nullptr);
+  gemlet_engine_memory_warning(engine.e, GEMLET_MEMORY_COMPLETE);
+  EXPECT_EQ(count, 1);
+}
+
+}  // namespace
