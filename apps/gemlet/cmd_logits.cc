@@ -1,17 +1,18 @@
 // `gemlet logits`: raw logits of a forward pass (or of greedy decode steps) for tests and acceptance.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "command.h"
-#include "runtime/session.h"
+#include "gemlet/gemlet.hpp"
 
 namespace gemlet::cli {
-
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 bool ParseTokenList(const std::string& text, std::vector<int32_t>* out, std::string* error) {
@@ -70,13 +71,15 @@ int RunLogits(int argc, char** argv) {
 
   auto engine = Engine::Load(model_path);
   if (!engine.ok()) return Fail(engine.message());
-  const int n_vocab = engine.value()->config().n_vocab;
+  const int n_vocab = engine.value()->info().n_vocab;
 
   SessionOptions options;
   options.n_ctx = ctx > 0 ? ctx : static_cast<int>(tokens.size()) + decode;
   options.n_threads = threads;
   options.max_batch = batch;
-  ParseKvType(kv_type_name, &options.kv_type);
+  options.kv_cache_type = kv_type_name == "f16"    ? KvCacheType::kF16
+                          : kv_type_name == "q8_0" ? KvCacheType::kQ8_0
+                                                   : KvCacheType::kF32;
   auto session = Session::Create(engine.value(), options);
   if (!session.ok()) return Fail(session.message());
 

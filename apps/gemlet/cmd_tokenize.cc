@@ -10,9 +10,7 @@
 #include <string>
 
 #include "command.h"
-#include "gguf/gguf_reader.h"
-#include "tokenizer/hf_tokenizer_json.h"
-#include "tokenizer/tokenizer.h"
+#include "gemlet/gemlet.hpp"
 
 namespace gemlet::cli {
 namespace {
@@ -26,11 +24,11 @@ struct TokenizeFlags {
 };
 
 // Ids as a JSON array, or {"ids": [...], "pieces": [...]} with --pieces.
-std::string Render(const Tokenizer& tok, const std::vector<int32_t>& ids, const TokenizeFlags& flags) {
+std::string Render(const TextTokenizer& tok, const std::vector<int32_t>& ids, const TokenizeFlags& flags) {
   json out;
   if (flags.pieces) {
     json pieces = json::array();
-    for (int32_t id : ids) pieces.push_back(std::string(tok.TokenPiece(id)));
+    for (int32_t id : ids) pieces.push_back(tok.Piece(id));
     out = json{{"ids", ids}, {"pieces", pieces}};
   } else {
     out = ids;
@@ -38,12 +36,8 @@ std::string Render(const Tokenizer& tok, const std::vector<int32_t>& ids, const 
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::vector<int32_t> Tokenize(const Tokenizer& tok, const std::string& text, const TokenizeFlags& flags) {
-  EncodeOptions options;
-  options.add_bos = flags.add_special && tok.vocab().add_bos();
-  options.add_eos = flags.add_special && tok.vocab().add_eos();
-  options.parse_special = flags.parse_special;
-  return tok.Encode(text, options);
+std::vector<int32_t> Tokenize(const TextTokenizer& tok, const std::string& text, const TokenizeFlags& flags) {
+  return tok.Encode(text, {.add_special = flags.add_special, .parse_special = flags.parse_special});
 }
 
 int RunTokenize(int argc, char** argv) {
@@ -65,22 +59,10 @@ int RunTokenize(int argc, char** argv) {
   flags.parse_special = !no_parse_special;
   if (model_path.empty() && tokenizer_path.empty()) return UsageError("tokenize: give -m MODEL.gguf or --tokenizer tokenizer.json|tokenizer.model");
 
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-  if (!model_path.empty()) {
-    Result<std::unique_ptr<GgufFile>> f = GgufFile::Open(model_path);
-    if (!f.ok()) return Fail(f.message());
-    file = std::move(*f);
-    Result<Tokenizer> t = Tokenizer::FromGguf(*file);
-    if (!t.ok()) return Fail(model_path + ": " + t.message());
-    tok = std::make_unique<Tokenizer>(std::move(*t));
-  } else {
-    Result<TokenizerMetadata> meta = ReadHfTokenizerFile(tokenizer_path, /*keep_merges=*/true);
-    if (!meta.ok()) return Fail(meta.message());
-    Result<Vocab> vocab = VocabFromMetadata(*meta);
-    if (!vocab.ok()) return Fail(tokenizer_path + ": " + vocab.message());
-    tok = std::make_unique<Tokenizer>(std::move(*vocab));
-  }
+  // A model's tokenizer comes from its GGUF metadata alone: the weights are not loaded.
+  Result<std::unique_ptr<TextTokenizer>> opened = TextTokenizer::Open(model_path.empty() ? tokenizer_path : model_path);
+  if (!opened.ok()) return Fail(opened.message());
+  const std::unique_ptr<TextTokenizer>& tok = *opened;
 
   if (!jsonl) {
     const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());

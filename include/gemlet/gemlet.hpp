@@ -83,6 +83,28 @@ struct TokenizeOptions {
   bool parse_special = false;  // text such as "<start_of_turn>" becomes its control token
 };
 
+// A tokenizer on its own, without a model: from a GGUF file's tokenizer.ggml.* metadata, a Hugging
+// Face tokenizer.json, or a SentencePiece tokenizer.model (tokenizer_config.json and config.json
+// are read from beside the file). Thread-safe.
+class TextTokenizer {
+ public:
+  static Result<std::unique_ptr<TextTokenizer>> Open(const std::string& path);
+  ~TextTokenizer();
+  TextTokenizer(const TextTokenizer&) = delete;
+  TextTokenizer& operator=(const TextTokenizer&) = delete;
+
+  std::vector<int32_t> Encode(std::string_view text, const TokenizeOptions& options = {}) const;
+  std::string Decode(std::span<const int32_t> tokens) const;
+  std::string Piece(int32_t token) const;  // the vocabulary's piece ("▁the", "<0x0A>"); "" out of range
+  int vocab_size() const;
+
+  struct Impl;
+  explicit TextTokenizer(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 class Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.

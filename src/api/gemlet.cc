@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "api/api_internal.h"
+#include "gguf/gguf_reader.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
@@ -84,6 +86,54 @@ void Log(int level, const std::string& message) {
 }
 }  // namespace api
 
+// ---- TextTokenizer ----
+
+struct TextTokenizer::Impl {
+  std::unique_ptr<GgufFile> gguf;  // keeps a GGUF's strings alive for the tokenizer
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+TextTokenizer::TextTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TextTokenizer::~TextTokenizer() = default;
+
+Result<std::unique_ptr<TextTokenizer>> TextTokenizer::Open(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::Error("cannot open '" + path + "'");
+  char magic[4] = {};
+  const size_t got = std::fread(magic, 1, 4, f);
+  std::fclose(f);
+  if (got == 4 && std::string_view(magic, 4) == "GGUF") {
+    ASSIGN_OR_RETURN(impl->gguf, GgufFile::Open(path));
+    auto tok = Tokenizer::FromGguf(*impl->gguf);
+    if (!tok.ok()) return tok.status().WithContext(path);
+    impl->tokenizer = std::make_unique<Tokenizer>(std::move(tok).value());
+  } else {
+    ASSIGN_OR_RETURN(TokenizerMetadata meta, ReadHfTokenizerFile(path, /*keep_merges=*/true));
+    auto vocab = VocabFromMetadata(meta);
+    if (!vocab.ok()) return vocab.status().WithContext(path);
+    impl->tokenizer = std::make_unique<Tokenizer>(std::move(vocab).value());
+  }
+  return std::make_unique<TextTokenizer>(std::move(impl));
+}
+
+namespace {
+std::vector<int32_t> Encode(const Tokenizer& tok, std::string_view text, const TokenizeOptions& options) {
+  EncodeOptions e;
+  e.add_bos = options.add_special && tok.vocab().add_bos();
+  e.add_eos = options.add_special && tok.vocab().add_eos();
+  e.parse_special = options.parse_special;
+  return tok.Encode(text, e);
+}
+}  // namespace
+
+std::vector<int32_t> TextTokenizer::Encode(std::string_view text, const TokenizeOptions& options) const {
+  return gemlet::Encode(*impl_->tokenizer, text, options);
+}
+std::string TextTokenizer::Decode(std::span<const int32_t> tokens) const { return impl_->tokenizer->Decode(tokens); }
+std::string TextTokenizer::Piece(int32_t token) const { return std::string(impl_->tokenizer->TokenPiece(token)); }
+int TextTokenizer::vocab_size() const { return impl_->tokenizer->vocab_size(); }
+
 // ---- Engine ----
 
 namespace {
@@ -147,12 +197,7 @@ const ModelInfo& Engine::info() const { return impl_->info; }
 const EngineOptions& Engine::options() const { return impl_->options; }
 
 std::vector<int32_t> Engine::Tokenize(std::string_view text, const TokenizeOptions& options) const {
-  const Tokenizer& tok = impl_->runtime->tokenizer();
-  EncodeOptions e;
-  e.add_bos = options.add_special && tok.vocab().add_bos();
-  e.add_eos = options.add_special && tok.vocab().add_eos();
-  e.parse_special = options.parse_special;
-  return tok.Encode(text, e);
+  return gemlet::Encode(impl_->runtime->tokenizer(), text, options);
 }
 
 std::string Engine::Detokenize(std::span<const int32_t> tokens) const {

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Checks the layering of ../shared/STYLE.md: a folder of src/ (and the CLI) may include headers only
+from the folders its CMake target links, directly or through them, and the public headers in
+include/gemlet/ reach nothing of src/. The CLI's subcommands that sit on the public API alone
+(PUBLIC_ONLY below) include nothing of src/ at all.
+
+Usage: check_layering.py REPO_ROOT   (exit 1 and one line per violation when the layering is broken)
+"""
+import pathlib
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+LIBRARY = re.compile(r'gemlet_library\(\s*(\w+)(.*?)\)', re.S)
+DEPS = re.compile(r'\bgemlet_(\w+)\b')
+
+# CLI sources that may include only the public API (gemlet/...) and the CLI's own headers.
+# run, chat and bench follow once the public API reports memory the way their --stats need.
+PUBLIC_ONLY = {"apps/gemlet/cmd_tokenize.cc", "apps/gemlet/cmd_logits.cc"}
+
+
+def folder_deps(root):
+    """{folder: set of folders its library links directly}, from src/*/CMakeLists.txt."""
+    deps = {}
+    for cmake in sorted((root / "src").glob("*/CMakeLists.txt")):
+        folder = cmake.parent.name
+        text = cmake.read_text()
+        for name, body in LIBRARY.findall(text):
+            if name != "gemlet_" + folder:
+                continue
+            after = body.split("DEPS", 1)[1] if "DEPS" in body else ""
+            deps[folder] = {d for d in DEPS.findall(after)} - {folder}
+    return deps
+
+
+def closure(folder, deps, seen=None):
+    seen = set() if seen is None else seen
+    for d in deps.get(folder, ()):
+        if d not in seen:
+            seen.add(d)
+            closure(d, deps, seen)
+    return seen
+
+
+def sources(path):
+    return sorted(p for p in path.rglob("*") if p.suffix in {".h", ".hpp", ".cc", ".cpp", ".c"})
+
+
+def main():
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    deps = folder_deps(root)
+    src_folders = {p.name for p in (root / "src").iterdir() if p.is_dir()}
+    problems = []
+
+    def check(path, allowed, public_allowed):
+        rel = path.relative_to(root).as_posix()
+        for header in INCLUDE.findall(path.read_text(errors="replace")):
+            top = header.split("/", 1)[0] if "/" in header else None
+            if top is None:
+                continue  # a header of the same folder ("command.h")
+            if top == "gemlet":
+                if not (public_allowed or header == "gemlet/status.hpp"):
+                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api implements")
+            elif top in src_folders and top not in allowed:
+                problems.append(f"{rel}: includes {header}, but its target does not link gemlet_{top}")
+
+    for folder in sorted(deps):
+        allowed = {folder} | closure(folder, deps)
+        for path in sources(root / "src" / folder):
+            check(path, allowed, public_allowed=(folder == "api"))
+
+    # The public headers: nothing of src/.
+    for path in sources(root / "include"):
+        check(path, allowed=set(), public_allowed=True)
+
+    # The CLI: what apps/gemlet/CMakeLists.txt links; PUBLIC_ONLY files: nothing of src/.
+    apps_cmake = (root / "apps/gemlet/CMakeLists.txt").read_text()
+    linked = set(DEPS.findall(apps_cmake)) & set(deps)
+    cli_allowed = set(linked)
+    for d in linked:
+        cli_allowed |= closure(d, deps)
+    for path in sources(root / "apps/gemlet"):
+        rel = path.relative_to(root).as_posix()
+        check(path, set() if rel in PUBLIC_ONLY else cli_allowed, public_allowed=True)
+
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"check_layering: {len(problems)} include(s) break the layering of STYLE.md")
+        return 1
+    print(f"check_layering: ok ({len(deps)} src folders, include/, apps/gemlet)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
