@@ -2,7 +2,8 @@
 # ARM64 (phones): cross-compiles the NEON kernels with g++-aarch64-linux-gnu
 # (cmake/aarch64-linux-gnu.cmake) and runs, under qemu-aarch64, the kernel tests of the NEON table
 # and one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits), and
-# attention over the KV cache (f32/f16/q8_0 rows, split decode steps) on the NEON kernels.
+# attention over the KV cache (f32/f16/q8_0 rows, split decode steps) on the NEON kernels, the C
+# API's tests, and libgemlet.so's page alignment.
 # The scalar tables (ref, and Highway's SCALAR target, which runs the reference matmul) are the
 # same code the x86 build tests, and slow under emulation, so they are filtered out.
 #   scripts/test-arm64.sh [BUILD_DIR]      (default build-arm64; JOBS sets the build's parallelism)
@@ -14,7 +15,7 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DGEMLET_BUILD_APPS=OFF -DGEMLET_BUILD_TESTS=ON > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
-  model_golden_test attention_test
+  model_golden_test attention_test c_api_test gemlet_shared
 status=0
 run() {
   echo "== qemu-aarch64 ${*#$out/}"
@@ -25,4 +26,13 @@ run "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='*/NEON' --gtes
 run "$out/tests/kernels/kernels_thread_pool_test" --gtest_brief=1
 run "$out/tests/model/model_golden_test" --gtest_filter='*/gemma4_e2b_like_llamacpp_gguf' --gtest_brief=1
 run "$out/tests/model/attention_test" --gtest_brief=1
+# The C API on the demo model (a Chinese answer streamed in whole characters, cancel from another
+# thread), and libgemlet.so's segments aligned to 16 KiB pages as Android 15+ and iOS load them.
+run "$out/tests/api/c_api_test" --gtest_brief=1
+echo "== libgemlet.so LOAD segments (alignment must be 0x4000)"
+if aarch64-linux-gnu-readelf -lW "$out/src/api/libgemlet.so" | awk '$1 == "LOAD" { print; if ($NF != "0x4000") bad = 1 } END { exit bad }'; then
+  :
+else
+  echo "libgemlet.so: a LOAD segment is not 16 KiB-aligned"; status=1
+fi
 exit $status

@@ -169,8 +169,9 @@ TEST(CApi, SessionEvaluateAndCancelFromAnotherThread) {
   const int32_t one = 300;
   EXPECT_EQ(gemlet_session_evaluate(s, &one, 1, logits.data()), GEMLET_OK) << gemlet_last_error();
   EXPECT_EQ(gemlet_session_truncate(s, 100000), GEMLET_ERROR);
-  EXPECT_EQ(gemlet_session_truncate(s, 3), GEMLET_OK);
-  EXPECT_EQ(gemlet_session_n_past(s), 3);
+  const int keep = gemlet_session_n_past(s) / 2;  // how much finished depends on the machine's speed
+  EXPECT_EQ(gemlet_session_truncate(s, keep), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_session_n_past(s), keep);
   gemlet_session_reset(s);
   EXPECT_EQ(gemlet_session_n_past(s), 0);
   gemlet_session_free(s);
