@@ -1,7 +1,5 @@
-// Shared option handling for run and chat.
+// Shared option handling and output for run and chat, over the public API.
 #include "cli_common.h"
-
-#include "command.h"
 
 #include <unistd.h>
 
@@ -9,9 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-namespace gemlet::cli {
+#include "command.h"
 
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+namespace gemlet::cli {
 
 bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
@@ -26,7 +24,7 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
 }
 
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
-  SamplingParams& s = g->sampling;
+  SamplingOptions& s = g->sampling;
   app.add_option("-n,--max-tokens", g->max_tokens, "new tokens at most (0: until the context is full)")
       ->check(NonNegative());
   app.add_option("--temp", s.temperature, "sampling temperature (0: greedy)");
@@ -36,7 +34,7 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
   app.add_option("--repeat-penalty", s.repeat_penalty, "penalise tokens seen recently (1: off)");
   app.add_option("--presence-penalty", s.presence_penalty, "subtract from seen tokens' logits");
   app.add_option("--frequency-penalty", s.frequency_penalty, "subtract per occurrence");
-  app.add_option("--repeat-last-n", s.penalty_last_n, "tokens the penalties look back over");
+  app.add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalties look back over");
   app.add_option("-s,--seed", s.seed, "random seed (same seed, same output)");
   app.add_option("--stop", g->stop, "stop before this text (repeatable)");
   app.add_flag("--stats", g->stats, "print load time, time to first token, speeds, KV memory and peak RSS");
@@ -55,33 +53,28 @@ Result<std::string> ResolveModelPath(const std::string& flag) {
                        std::string(GEMLET_DEFAULT_MODEL) + " is missing)");
 }
 
-Result<LoadedModel> LoadForGeneration(const ModelOptions& o, bool verbose) {
-  ASSIGN_OR_RETURN(std::string path, ResolveModelPath(o.model_path));
+Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
+  Result<std::string> path = ResolveModelPath(o.model_path);
+  if (!path.ok()) return path.status();
   const bool tty = StderrIsTerminal();
-  if (tty) std::fprintf(stderr, "loading %s ...\r", path.c_str());
+  if (tty) std::fprintf(stderr, "loading %s ...\r", path->c_str());
+  Result<std::shared_ptr<Engine>> engine = Engine::Load(*path);
+  if (!engine.ok()) return engine.status();
   LoadedModel m;
-  ASSIGN_OR_RETURN(m.engine, Engine::Load(path));
-  m.load_seconds = m.engine->load_seconds();
-  SessionOptions so;
-  so.n_ctx = o.ctx;
-  so.n_threads = o.threads;
-  so.max_batch = o.batch;
-  ParseKvType(o.kv_type, &so.kv_type);
-  m.kv_bytes = Session::PlanKvBytes(*m.engine, so);
-  ASSIGN_OR_RETURN(m.session, Session::Create(m.engine, so));
-  if (verbose) {
-    if (tty) std::fprintf(stderr, "\r\033[K");
-    MemoryReport plan = ComputeMemoryReport(m.engine->model(), m.session->n_ctx(), so.kv_type);
-    plan.activations = m.session->activation_bytes();
-    std::fputs(plan.ToString().c_str(), stderr);
-  }
+  m.engine = std::move(engine).value();
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  m.session.n_ctx = o.ctx;
+  m.session.n_threads = o.threads;
+  m.session.max_batch = o.batch;
+  m.session.kv_cache_type = o.kv_type == "f32"    ? KvCacheType::kF32
+                            : o.kv_type == "q8_0" ? KvCacheType::kQ8_0
+                                                  : KvCacheType::kF16;
   if (tty) {
-    std::fprintf(stderr, "\r\033[K");
     // Long prompts show their progress on a terminal; piped output stays clean.
-    m.session->SetProgress([](int done, int total) {
+    m.session.progress = [](int done, int total) {
       if (total < 256) return;
       std::fprintf(stderr, done < total ? "\rprompt %d/%d tokens" : "\r\033[K", done, total);
-    });
+    };
   }
   return m;
 }
@@ -90,21 +83,31 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   GenerateOptions o;
   o.max_tokens = g.max_tokens;
   o.sampling = g.sampling;
-  o.stop_strings = g.stop;
+  o.stop = g.stop;
   return o;
 }
 
-void PrintStats(const LoadedModel& m, const GenerateResult& r) {
-  const int generated = static_cast<int>(r.tokens.size());
-  const double prefill_tps = r.prefill_seconds > 0 ? r.prompt_tokens / r.prefill_seconds : 0;
-  const double decode_tps = r.decode_seconds > 0 && generated > 1 ? (generated - 1) / r.decode_seconds : 0;
+bool PrintChunk(const GenerationFlags& g, bool color, ChunkKind kind, std::string_view text) {
+  const bool thought = kind == ChunkKind::kThinking;
+  if (thought && !g.show_thinking) return true;
+  if (thought && color) std::fputs("\033[2m", stdout);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (thought && color) std::fputs("\033[0m", stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+void PrintStats(const Engine& engine, const Reply& reply) {
+  const GenerationStats& s = reply.stats;
+  const MemoryUsage now = engine.MeasureMemory();
   std::fprintf(stderr,
                "\n[stats] load %.2f s | prompt %d tok, ttft %.3f s, prefill %.1f tok/s | generated %d tok, decode %.1f "
                "tok/s | KV %.1f MiB | peak RSS %.1f MiB | stop: %s\n",
-               m.load_seconds, r.prompt_tokens, r.prefill_seconds, prefill_tps, generated, decode_tps,
-               static_cast<double>(m.kv_bytes) / (1 << 20), static_cast<double>(PeakRssBytes()) / (1 << 20),
-               StopReasonName(r.stop));
-  std::fputs(MeasureMemory(m.engine->model()).ToString().c_str(), stderr);
+               engine.info().load_seconds, s.prompt_tokens - s.cached_tokens, s.ttft_seconds,
+               s.prefill_tokens_per_second, s.generated_tokens, s.decode_tokens_per_second,
+               static_cast<double>(s.memory.kv_cache_bytes) / (1 << 20),
+               static_cast<double>(now.peak_rss_bytes) / (1 << 20), StopReasonName(s.stop));
+  std::fputs(now.ToString().c_str(), stderr);
 }
 
 }  // namespace gemlet::cli

@@ -1,24 +1,17 @@
-// Options and helpers shared by the generating subcommands (run, chat): model lookup, sampling and
-// session flags, stats, terminal detection.
+// Options and helpers shared by the generating subcommands (run, chat), over the public API: model
+// lookup, sampling and session flags, printing streamed text and stats, terminal detection.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "runtime/generate.h"
-#include "runtime/memory_report.h"
-#include "runtime/session.h"
-#include "sampling/sampler.h"
+#include "gemlet/gemlet.hpp"
 
 namespace gemlet::cli {
-
-using runtime::Engine;
-using runtime::GenerateOptions;
-using runtime::GenerateResult;
-using runtime::Session;
 
 struct ModelOptions {
   std::string model_path;
@@ -30,7 +23,7 @@ struct ModelOptions {
 
 struct GenerationFlags {
   int max_tokens = 512;
-  SamplingParams sampling;
+  SamplingOptions sampling;
   std::vector<std::string> stop;
   bool stats = false;
   bool think = false;
@@ -43,20 +36,22 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model.
 Result<std::string> ResolveModelPath(const std::string& flag);
 
-// Loads the engine and creates a session; prints the KV memory it will take to stderr with --stats
-// and a short "loading" line when stderr is a terminal.
+// The engine and the options of the session to create; a short "loading" line when stderr is a
+// terminal, and a progress line for long prompts there.
 struct LoadedModel {
-  std::shared_ptr<const Engine> engine;
-  std::unique_ptr<Session> session;
-  double load_seconds = 0;
-  size_t kv_bytes = 0;
+  std::shared_ptr<Engine> engine;
+  SessionOptions session;
 };
-Result<LoadedModel> LoadForGeneration(const ModelOptions& o, bool verbose);
+Result<LoadedModel> LoadForGeneration(const ModelOptions& o);
 
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
 
-// "load 0.12 s | ttft 0.35 s | prefill 412.0 tok/s | decode 21.3 tok/s | KV 64.0 MiB | peak RSS 512 MiB"
-void PrintStats(const LoadedModel& m, const GenerateResult& r);
+// Prints one streamed piece to stdout: thinking only with --show-thinking (dimmed on a terminal).
+bool PrintChunk(const GenerationFlags& g, bool color, ChunkKind kind, std::string_view text);
+
+// "[stats] load 0.12 s | prompt 20 tok, ttft 0.35 s, ... | peak RSS 512 MiB | stop: end of turn", then
+// what the process holds now.
+void PrintStats(const Engine& engine, const Reply& reply);
 
 bool StdoutIsTerminal();
 bool StderrIsTerminal();

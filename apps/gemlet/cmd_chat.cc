@@ -13,16 +13,18 @@
 
 #include "cli_common.h"
 #include "command.h"
-#include "runtime/chat.h"
 
 namespace gemlet::cli {
-
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
+// Ctrl-C: at the prompt it drops the line; while an answer is written it cancels it (Cancel only
+// stores an atomic flag, which a signal handler may do).
 std::atomic<bool> g_interrupted{false};
-
-void OnSigint(int) { g_interrupted.store(true); }
+std::atomic<Conversation*> g_answering{nullptr};
+void OnSigint(int) {
+  g_interrupted.store(true);
+  if (Conversation* c = g_answering.load()) c->Cancel();
+}
 
 const char* kHelp =
     "commands:\n"
@@ -78,14 +80,21 @@ int RunChat(int argc, char** argv) {
   AddGenerationOptions(app, &gf);
   app.add_option("--system", system, "system message");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (std::string err = gf.sampling.Validate(); !err.empty()) return UsageError(err);
+  const GenerateOptions go = MakeGenerateOptions(gf);
+  if (std::string err = Validate(go); !err.empty()) return UsageError(err);
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
-  auto loaded = LoadForGeneration(mo, gf.stats);
+
+  auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
-  LoadedModel& m = loaded.value();
-  ChatSession chat(std::move(m.session), gf.sampling);
-  chat.SetSystem(system);
-  chat.SetThinking(gf.think);
+  const LoadedModel& m = loaded.value();
+  ConversationOptions co;
+  co.session = m.session;
+  co.system = system;
+  co.thinking = gf.think;
+  auto created = Conversation::Create(m.engine, co);
+  if (!created.ok()) return Fail(created.message());
+  Conversation& chat = **created;
+  if (gf.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
 
   struct sigaction sa {};
   sa.sa_handler = OnSigint;
@@ -106,21 +115,16 @@ int RunChat(int argc, char** argv) {
     ~BackgroundPrepare() { Finish(); }
   } prepare;
   if (interactive) {
-    prepare.thread = std::thread([engine = m.engine, stop = &prepare.stop] {
-      ThreadPool pool(1);
-      engine->model().PrepareWeights(pool, stop);
-    });
+    prepare.thread = std::thread([engine = m.engine, stop = &prepare.stop] { engine->PrepareWeights(stop, 1); });
   }
 
   if (interactive) {
+    const ModelInfo& info = m.engine->info();
     std::fprintf(stderr, "gemlet chat: %s (%s format). /help for commands, Ctrl-D to leave.\n",
-                 m.engine->config().name.empty() ? m.engine->config().arch.c_str() : m.engine->config().name.c_str(),
-                 ChatStyleName(m.engine->chat_style()));
+                 info.name.empty() ? info.architecture.c_str() : info.name.c_str(), info.chat_format.c_str());
   }
   const bool color = StdoutIsTerminal();
-  GenerateOptions go = MakeGenerateOptions(gf);
-  go.cancel = &g_interrupted;
-  GenerateResult last;
+  Reply last;
   bool have_last = false;
   std::string input;
   while (ReadInput(interactive, &input)) {
@@ -159,9 +163,9 @@ int RunChat(int argc, char** argv) {
           std::fputs("(no answer yet)\n", stderr);
         } else {
           std::fprintf(stderr, "last turn: %d prompt tokens evaluated, %d reused from the cache; context %d/%d\n",
-                       chat.last_turn().tokens_evaluated, chat.last_turn().tokens_reused, chat.session().n_past(),
-                       chat.session().n_ctx());
-          PrintStats(m, last);
+                       last.stats.prompt_tokens - last.stats.cached_tokens, last.stats.cached_tokens, chat.n_past(),
+                       chat.n_ctx());
+          PrintStats(*m.engine, last);
         }
       } else {
         std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
@@ -170,15 +174,11 @@ int RunChat(int argc, char** argv) {
     }
     prepare.Finish();
     g_interrupted.store(false);
-    auto result = chat.Send(input, go, [&](std::string_view text, TextKind kind) {
-      const bool thought = kind == TextKind::kThought;
-      if (thought && !gf.show_thinking) return true;
-      if (thought && color) std::fputs("\033[2m", stdout);
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      if (thought && color) std::fputs("\033[0m", stdout);
-      std::fflush(stdout);
-      return true;
+    g_answering.store(&chat);
+    auto result = chat.Send(input, go, [&](ChunkKind kind, std::string_view text) {
+      return PrintChunk(gf, color, kind, text);
     });
+    g_answering.store(nullptr);
     std::fputs("\n", stdout);
     std::fflush(stdout);
     if (!result.ok()) {
@@ -187,8 +187,8 @@ int RunChat(int argc, char** argv) {
     }
     last = std::move(result).value();
     have_last = true;
-    if (last.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
-    if (gf.stats) PrintStats(m, last);
+    if (last.stats.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
+    if (gf.stats) PrintStats(*m.engine, last);
   }
   if (interactive) std::fputs("\n", stdout);
   return 0;

@@ -6,11 +6,8 @@
 
 #include "cli_common.h"
 #include "command.h"
-#include "runtime/chat.h"
 
 namespace gemlet::cli {
-
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 int RunRun(int argc, char** argv) {
@@ -26,47 +23,45 @@ int RunRun(int argc, char** argv) {
   app.add_option("--system", system, "system instruction (e.g. \"Rewrite this more formally\")");
   app.add_flag("--raw", raw, "send the prompt as is, without the chat template");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (std::string err = gf.sampling.Validate(); !err.empty()) return UsageError(err);
+  const GenerateOptions go = MakeGenerateOptions(gf);
+  if (std::string err = Validate(go); !err.empty()) return UsageError(err);
   if (!have_prompt) {
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   if (prompt.empty() && system.empty()) return Fail("the prompt is empty (give -p TEXT or pipe text in)");
   if (raw && !system.empty()) return UsageError("--system has no effect with --raw");
 
-  auto loaded = LoadForGeneration(mo, gf.stats);
+  auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
-  LoadedModel& m = loaded.value();
+  const LoadedModel& m = loaded.value();
   const bool color = StdoutIsTerminal();
-  TextSink sink = [&](std::string_view text, TextKind kind) {
-    const bool thought = kind == TextKind::kThought;
-    if (thought && !gf.show_thinking) return true;
-    if (thought && color) std::fputs("\033[2m", stdout);
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    if (thought && color) std::fputs("\033[0m", stdout);
-    std::fflush(stdout);
-    return true;
-  };
-  GenerateOptions go = MakeGenerateOptions(gf);
-  Result<GenerateResult> result = Status::Error("unreachable");
-  std::optional<ChatSession> chat;  // lives until the stats are printed: its KV cache counts in "memory now"
+  const StreamCallback print = [&](ChunkKind kind, std::string_view text) { return PrintChunk(gf, color, kind, text); };
+  // The session (or conversation) lives until the stats are printed: its KV cache counts in
+  // "memory now".
+  std::unique_ptr<Session> session;
+  std::unique_ptr<Conversation> chat;
+  Result<Reply> reply = Status::Error("unreachable");
   if (raw) {
-    const Tokenizer& tok = m.engine->tokenizer();
-    EncodeOptions e;
-    e.add_bos = true;
-    std::vector<int32_t> tokens = tok.Encode(prompt, e);
-    Sampler sampler(gf.sampling, m.engine->config().n_vocab);
-    go.stop_at_end_of_turn = true;
-    result = Generate(*m.session, sampler, tokens, go, sink);
+    auto created = Session::Create(m.engine, m.session);
+    if (!created.ok()) return Fail(created.message());
+    session = std::move(created).value();
+    if (gf.stats) std::fputs(session->memory_plan().text.c_str(), stderr);
+    reply = session->Generate(m.engine->Tokenize(prompt, {.add_special = true}), go, print);
   } else {
-    chat.emplace(std::move(m.session), gf.sampling);
-    chat->SetSystem(system);
-    chat->SetThinking(gf.think);
+    ConversationOptions co;
+    co.session = m.session;
+    co.system = system;
+    co.thinking = gf.think;
+    auto created = Conversation::Create(m.engine, co);
+    if (!created.ok()) return Fail(created.message());
+    chat = std::move(created).value();
+    if (gf.stats) std::fputs(chat->memory_plan().text.c_str(), stderr);
     // A system instruction with no prompt text is allowed: the instruction is the whole request.
-    result = chat->Send(prompt.empty() ? system : prompt, go, sink);
+    reply = chat->Send(prompt.empty() ? system : prompt, go, print);
   }
-  if (!result.ok()) return Fail(result.message());
-  if (color || !result.value().text.empty()) std::fputs("\n", stdout);
-  if (gf.stats) PrintStats(m, result.value());
+  if (!reply.ok()) return Fail(reply.message());
+  if (color || !reply->text.empty()) std::fputs("\n", stdout);
+  if (gf.stats) PrintStats(*m.engine, *reply);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 // exits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -58,11 +59,11 @@ struct EngineOptions {
   int n_threads = 0;
   // Folders the app owns (phones have no XDG_* variables): cache for files gemlet can rebuild
   // (packed weights), data for files it cannot. Empty: none used.
-  std::string cache_dir;
-  std::string data_dir;
+  std::string cache_dir{};
+  std::string data_dir{};
   // Called while loading with the fraction done (0..1); return false to cancel the load, which then
   // fails with StatusCode::kCancelled.
-  std::function<bool(float fraction)> progress;
+  std::function<bool(float fraction)> progress{};
 };
 
 // What a loaded model is.
@@ -76,6 +77,17 @@ struct ModelInfo {
   int d_model = 0;
   uint64_t n_parameters = 0;
   uint64_t file_bytes = 0;
+  double load_seconds = 0;   // mapping, validating and binding the file, and building the tokenizer
+};
+
+// What the process holds now beside the plan (MemoryPlan): its resident set and peak, and how much
+// of the model file is mapped into it (of that, the embedding tables read by rows).
+struct MemoryUsage {
+  uint64_t rss_bytes = 0;
+  uint64_t peak_rss_bytes = 0;
+  uint64_t model_file_resident_bytes = 0;
+  uint64_t on_demand_resident_bytes = 0;
+  std::string ToString() const;  // one line, "memory now: RSS ..."
 };
 
 struct TokenizeOptions {
@@ -132,6 +144,12 @@ class Engine {
   void SetThreadLimit(int n_threads);
   int thread_limit() const;
 
+  // Packs the weights into the layout the kernels read (done on first use otherwise): an app calls
+  // it while the user types the first message. A set `stop` ends it after the matrix in hand; what is
+  // left is packed on first use. Thread-safe; uses n_threads threads.
+  void PrepareWeights(const std::atomic<bool>* stop = nullptr, int n_threads = 1) const;
+  MemoryUsage MeasureMemory() const;
+
   // Platform signals (thread-safe). They are recorded here; the memory and thermal governors act
   // on them.
   void SetThermalState(ThermalState state);
@@ -159,6 +177,21 @@ struct SessionOptions {
   int n_threads = 0;     // 0: the engine's n_threads
   int max_batch = 512;   // prompt tokens evaluated per forward chunk
   KvCacheType kv_cache_type = KvCacheType::kF16;
+  // Called after each chunk of a long prompt with (tokens done, total), on the evaluating thread.
+  std::function<void(int done, int total)> progress{};
+};
+
+// What a session costs before it runs: weights that become resident (read for every token),
+// weights that stay on disk (embedding tables read by rows), the KV cache for its context, and its
+// activations.
+struct MemoryPlan {
+  uint64_t file_bytes = 0;
+  uint64_t weights_resident_bytes = 0;
+  uint64_t weights_on_demand_bytes = 0;
+  uint64_t kv_cache_bytes = 0;
+  uint64_t activation_bytes = 0;
+  int n_ctx = 0;
+  std::string text;  // the same as a readable table, "memory plan (n_ctx ...)"
 };
 
 struct SamplingOptions {
@@ -176,8 +209,12 @@ struct SamplingOptions {
 struct GenerateOptions {
   int max_tokens = 512;                   // <= 0: until the context is full
   SamplingOptions sampling;
-  std::vector<std::string> stop;          // generation stops before any of these texts
+  std::vector<std::string> stop{};          // generation stops before any of these texts
 };
+
+// Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that
+// check flags before loading a model. Generate and Send check the same and fail with kInvalidArgument.
+std::string Validate(const GenerateOptions& options);
 
 // What one streamed piece of text is.
 enum class ChunkKind { kText, kThinking, kToolCall };
@@ -243,6 +280,7 @@ class Session {
   int n_ctx() const;
   const std::vector<int32_t>& tokens() const;  // what the cache holds
   MemoryStats memory() const;
+  MemoryPlan memory_plan() const;
   const Engine& engine() const;
 
   struct Impl;
@@ -261,7 +299,7 @@ struct Message {
 
 struct ConversationOptions {
   SessionOptions session;
-  std::string system;     // the system message; empty: none
+  std::string system{};     // the system message; empty: none
   bool thinking = false;  // Gemma 4: think before answering (the thought streams as kThinking)
 };
 
@@ -291,6 +329,7 @@ class Conversation {
   int n_past() const;  // tokens the conversation's KV cache holds
   int n_ctx() const;
   MemoryStats memory() const;
+  MemoryPlan memory_plan() const;
 
   struct Impl;
 

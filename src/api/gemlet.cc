@@ -16,6 +16,7 @@
 #include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
+#include "runtime/memory_report.h"
 #include "runtime/session.h"
 
 namespace gemlet {
@@ -151,6 +152,7 @@ ModelInfo DescribeModel(const runtime::Engine& engine) {
   const GgufFile& gguf = engine.model().gguf();
   for (const GgufTensor& t : gguf.tensors()) info.n_parameters += static_cast<uint64_t>(t.n_elements());
   info.file_bytes = gguf.mapping() ? gguf.mapping()->size() : 0;
+  info.load_seconds = engine.load_seconds();
   return info;
 }
 
@@ -210,6 +212,34 @@ std::string Engine::TokenText(int32_t token) const {
 
 int32_t Engine::bos_token() const { return impl_->runtime->tokenizer().bos_id(); }
 bool Engine::IsEndOfGeneration(int32_t token) const { return impl_->runtime->IsEndOfGeneration(token); }
+
+void Engine::PrepareWeights(const std::atomic<bool>* stop, int n_threads) const {
+  ThreadPool pool(std::max(1, n_threads));
+  impl_->runtime->model().PrepareWeights(pool, stop);
+}
+
+namespace {
+runtime::MeasuredMemory ToRuntime(const MemoryUsage& u) {
+  runtime::MeasuredMemory m;
+  m.rss = u.rss_bytes;
+  m.peak_rss = u.peak_rss_bytes;
+  m.file_resident = u.model_file_resident_bytes;
+  m.on_demand_resident = u.on_demand_resident_bytes;
+  return m;
+}
+}  // namespace
+
+std::string MemoryUsage::ToString() const { return ToRuntime(*this).ToString(); }
+
+MemoryUsage Engine::MeasureMemory() const {
+  const runtime::MeasuredMemory m = runtime::MeasureMemory(impl_->runtime->model());
+  MemoryUsage u;
+  u.rss_bytes = m.rss;
+  u.peak_rss_bytes = m.peak_rss;
+  u.model_file_resident_bytes = m.file_resident;
+  u.on_demand_resident_bytes = m.on_demand_resident;
+  return u;
+}
 
 void Engine::SetThreadLimit(int n_threads) { impl_->thread_limit.store(std::max(0, n_threads)); }
 int Engine::thread_limit() const { return impl_->thread_limit.load(); }
@@ -334,13 +364,22 @@ runtime::TextSink ToSink(const StreamCallback& on_text) {
 }
 
 Status CheckGenerateOptions(const GenerateOptions& o) {
-  if (std::string err = ToRuntime(o.sampling).Validate(); !err.empty()) {
-    return Status::Error(StatusCode::kInvalidArgument, err);
-  }
-  for (const std::string& s : o.stop) {
-    if (s.empty()) return Status::Error(StatusCode::kInvalidArgument, "stop strings must not be empty");
-  }
+  if (std::string err = Validate(o); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
   return Status::Ok();
+}
+
+MemoryPlan PlanMemory(const runtime::Session& s, KvType kv_type) {
+  runtime::MemoryReport r = runtime::ComputeMemoryReport(s.engine().model(), s.n_ctx(), kv_type);
+  r.activations = s.activation_bytes();
+  MemoryPlan p;
+  p.file_bytes = r.file_bytes;
+  p.weights_resident_bytes = r.weights_resident;
+  p.weights_on_demand_bytes = r.weights_on_demand;
+  p.kv_cache_bytes = r.kv_total;
+  p.activation_bytes = r.activations;
+  p.n_ctx = r.n_ctx;
+  p.text = r.ToString();
+  return p;
 }
 
 runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel) {
@@ -354,11 +393,20 @@ runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<b
 
 }  // namespace
 
+std::string Validate(const GenerateOptions& o) {
+  if (std::string err = ToRuntime(o.sampling).Validate(); !err.empty()) return err;
+  for (const std::string& s : o.stop) {
+    if (s.empty()) return "stop strings must not be empty";
+  }
+  return std::string();
+}
+
 struct Session::Impl {
   std::shared_ptr<Engine> engine;
   std::unique_ptr<runtime::Session> session;
   std::atomic<bool> cancel{false};
   int own_threads = 1;
+  KvType kv_type = KvType::kF16;
 
   // Before each call: the engine's thread limit (the thermal governor's knob), and a fresh cancel
   // flag (a Cancel() meant for an earlier call must not stop this one).
@@ -376,8 +424,11 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Engine> engine,
   if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
   RETURN_IF_ERROR(CheckSessionOptions(options));
   auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(impl->session, runtime::Session::Create(engine->impl().runtime, ToRuntime(options, *engine)));
+  const runtime::SessionOptions ro = ToRuntime(options, *engine);
+  ASSIGN_OR_RETURN(impl->session, runtime::Session::Create(engine->impl().runtime, ro));
   impl->own_threads = impl->session->n_threads();
+  impl->kv_type = ro.kv_type;
+  if (options.progress) impl->session->SetProgress(options.progress);
   impl->engine = std::move(engine);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -414,6 +465,7 @@ int Session::n_past() const { return impl_->session->n_past(); }
 int Session::n_ctx() const { return impl_->session->n_ctx(); }
 const std::vector<int32_t>& Session::tokens() const { return impl_->session->history(); }
 MemoryStats Session::memory() const { return SessionMemory(*impl_->session); }
+MemoryPlan Session::memory_plan() const { return PlanMemory(*impl_->session, impl_->kv_type); }
 const Engine& Session::engine() const { return *impl_->engine; }
 
 // ---- Conversation ----
@@ -423,6 +475,7 @@ struct Conversation::Impl {
   std::unique_ptr<runtime::ChatSession> chat;
   std::atomic<bool> cancel{false};
   int own_threads = 1;
+  KvType kv_type = KvType::kF16;
 };
 
 Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -433,9 +486,11 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
   if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
   RETURN_IF_ERROR(CheckSessionOptions(options.session));
   auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
-                   runtime::Session::Create(engine->impl().runtime, ToRuntime(options.session, *engine)));
+  const runtime::SessionOptions ro = ToRuntime(options.session, *engine);
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::Create(engine->impl().runtime, ro));
   impl->own_threads = session->n_threads();
+  impl->kv_type = ro.kv_type;
+  if (options.session.progress) session->SetProgress(options.session.progress);
   impl->chat = std::make_unique<runtime::ChatSession>(std::move(session), SamplingParams{});
   impl->chat->SetSystem(options.system);
   impl->chat->SetThinking(options.thinking);
@@ -472,5 +527,6 @@ Status Conversation::Load(const std::string& path) { return impl_->chat->Load(pa
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }
 int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
 MemoryStats Conversation::memory() const { return SessionMemory(impl_->chat->session()); }
+MemoryPlan Conversation::memory_plan() const { return PlanMemory(impl_->chat->session(), impl_->kv_type); }
 
 }  // namespace gemlet
