@@ -1,0 +1,69 @@
+// A chat with the model (gemlet_conversation): messages in, streamed answers out, cancel from any thread.
+package ai.gemlet;
+
+import java.util.Objects;
+
+/**
+ * One generate() at a time (a second thread waits); cancel() from any thread, e.g. a Stop button
+ * while a background thread generates.
+ */
+public final class Conversation implements AutoCloseable {
+  // Guards the handle's lifetime apart from `this`, which generate() holds: cancel() must not wait
+  // for the answer it is stopping, nor reach a handle close() freed.
+  private final Object life = new Object();
+  private long handle;
+  private StopReason lastStop = StopReason.END_OF_TURN;
+
+  Conversation(long handle) {
+    this.handle = handle;
+  }
+
+  /**
+   * Sends a user message and streams the answer to callback (null: none); returns the answer, or as
+   * much as was generated when the callback returned false or cancel() stopped it (lastStopReason()
+   * then says CANCELLED). temperature 0 is greedy; maxTokens <= 0 runs until the context is full.
+   */
+  public synchronized String generate(String userText, int maxTokens, float temperature, TokenCallback callback) {
+    Objects.requireNonNull(userText, "userText");
+    int[] stop = new int[1];
+    String reply = Gemlet.conversationSend(handle(), userText, maxTokens, temperature, callback, stop);
+    lastStop = StopReason.values()[stop[0]];
+    return reply;
+  }
+
+  public synchronized StopReason lastStopReason() {
+    return lastStop;
+  }
+
+  /** Thread-safe: stops the generate() running on another thread, in the prompt's evaluation too. */
+  public void cancel() {
+    synchronized (life) {
+      if (handle != 0) Gemlet.conversationCancel(handle);
+    }
+  }
+
+  /** Forgets the messages, keeps the system message. */
+  public synchronized void reset() {
+    Gemlet.conversationReset(handle());
+  }
+
+  @Override
+  public void close() {
+    cancel();
+    synchronized (this) {  // a generate() on another thread returns first
+      synchronized (life) {
+        if (handle != 0) {
+          Gemlet.conversationFree(handle);
+          handle = 0;
+        }
+      }
+    }
+  }
+
+  private long handle() {
+    synchronized (life) {
+      if (handle == 0) throw new IllegalStateException("the conversation is closed");
+      return handle;
+    }
+  }
+}

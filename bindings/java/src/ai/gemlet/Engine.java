@@ -1,0 +1,72 @@
+// A loaded model (gemlet_engine): what an app opens once and shares between its conversations.
+package ai.gemlet;
+
+import java.util.Objects;
+
+/** Immutable weights, shared by its conversations and usable from any thread. */
+public final class Engine implements AutoCloseable {
+  private long handle;
+
+  private Engine(long handle) {
+    this.handle = handle;
+  }
+
+  /** Loads a GGUF file; nThreads 0 uses every hardware thread. Throws GemletException. */
+  public static Engine load(String path, int nThreads) {
+    return new Engine(Gemlet.engineLoad(Objects.requireNonNull(path, "path"), nThreads));
+  }
+
+  public Conversation newConversation(String system, int nCtx) {
+    return new Conversation(Gemlet.conversationCreate(handle(), system, nCtx));
+  }
+
+  public int nVocab() {
+    return Gemlet.engineNVocab(handle());
+  }
+
+  public String architecture() {
+    return Gemlet.engineArchitecture(handle());
+  }
+
+  public int[] tokenize(String text, boolean addSpecial) {
+    return Gemlet.tokenize(handle(), Objects.requireNonNull(text, "text"), addSpecial);
+  }
+
+  public String detokenize(int[] tokens) {
+    return Gemlet.detokenize(handle(), Objects.requireNonNull(tokens, "tokens"));
+  }
+
+  // Platform signals, from the app's callbacks.
+
+  /** PowerManager.OnThermalStatusChangedListener, mapped to Gemlet.THERMAL_*. */
+  public void setThermalState(int state) {
+    Gemlet.engineSetThermalState(handle(), state);
+  }
+
+  /** ComponentCallbacks2.onTrimMemory's level, as it comes. */
+  public void onTrimMemory(int level) {
+    Gemlet.engineMemoryWarning(handle(), level);
+  }
+
+  public void onBackground() {
+    Gemlet.engineOnBackground(handle());
+  }
+
+  public void onForeground() {
+    Gemlet.engineOnForeground(handle());
+  }
+
+  /** Conversations keep the weights alive: close in any order. */
+  @Override
+  public synchronized void close() {
+    if (handle != 0) {
+      Gemlet.engineFree(handle);
+      handle = 0;
+    }
+  }
+
+  private synchronized long handle() {
+    if (handle == 0) throw new IllegalStateException("the engine is closed");
+    return handle;
+  }
+}

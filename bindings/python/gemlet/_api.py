@@ -1,0 +1,560 @@
+"""The Python objects over the C API: Engine, Session, Conversation, their enums and GemletError."""
+
+import atexit
+import ctypes
+import dataclasses
+import enum
+import queue
+import threading
+
+from . import _ffi
+
+
+class _IntEnum(enum.IntEnum):
+    # Python 3.11 prints an IntEnum as its number; "StopReason.CANCELLED" says more.
+    __str__ = enum.Enum.__str__
+
+
+class Status(_IntEnum):
+    OK = 0
+    ERROR = 1
+    INVALID_ARGUMENT = 2
+    CANCELLED = 3
+    CONTEXT_FULL = 4
+    OUT_OF_MEMORY = 5
+
+
+class ChunkKind(_IntEnum):
+    TEXT = 0
+    THINKING = 1   # Gemma 4's thought channel
+    TOOL_CALL = 2  # Gemma 4's call:NAME{ARGS}
+
+
+class StopReason(_IntEnum):
+    END_OF_TURN = 0
+    STOP_STRING = 1
+    MAX_TOKENS = 2
+    CONTEXT_FULL = 3
+    CANCELLED = 4
+
+
+class ThermalState(_IntEnum):
+    """iOS ProcessInfo.ThermalState; gemlet.h says how Android's THERMAL_STATUS_* map onto it."""
+    NOMINAL = 0
+    FAIR = 1
+    SERIOUS = 2
+    CRITICAL = 3
+
+
+class MemoryLevel(_IntEnum):
+    """Android's onTrimMemory levels, by value."""
+    NONE = 0
+    RUNNING_MODERATE = 5
+    RUNNING_LOW = 10
+    RUNNING_CRITICAL = 15
+    UI_HIDDEN = 20
+    BACKGROUND = 40
+    MODERATE = 60
+    COMPLETE = 80
+
+
+class KvType(_IntEnum):
+    F16 = 0
+    F32 = 1
+    Q8_0 = 2
+
+
+class GemletError(Exception):
+    """A failed gemlet call: `code` is a Status, `message` gemlet_last_error()'s text."""
+
+    def __init__(self, code, message):
+        try:
+            code = Status(code)
+        except ValueError:
+            pass
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self):
+        name = self.code.name.lower() if isinstance(self.code, Status) else str(self.code)
+        return f"{self.message} ({name})" if self.message else name
+
+
+def _check(status):
+    # gemlet_last_error is per thread, so it must be read here, on the thread that made the call,
+    # before any other gemlet call on it.
+    if status != Status.OK:
+        raise GemletError(status, _ffi.lib().gemlet_last_error().decode("utf-8", "replace"))
+
+
+def _utf8(text, what):
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be str, not {type(text).__name__}")
+    data = text.encode("utf-8")
+    # The C API takes these as NUL-terminated strings: a NUL inside would silently cut the text.
+    if b"\0" in data:
+        raise ValueError(f"{what} contains a NUL character")
+    return data
+
+
+def version():
+    return _ffi.lib().gemlet_version().decode()
+
+
+_log_callback = None  # keeps the ctypes thunk alive while the library may call it
+
+
+def set_log_callback(callback):
+    """callback(level, message) receives the library's messages (0 debug .. 3 error), from any
+    thread; None restores the default (warnings and errors to stderr)."""
+    global _log_callback
+    lib = _ffi.lib()
+    if callback is None:
+        lib.gemlet_set_log_callback(_ffi.LOG_FN(), None)
+        _log_callback = None
+        return
+
+    def thunk(level, message, _user):
+        try:
+            callback(level, message.decode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 - an exception must not unwind into C
+            pass
+
+    fn = _ffi.LOG_FN(thunk)
+    if _log_callback is None:
+        # A message logged while the interpreter shuts down must not call into a dying Python.
+        atexit.register(set_log_callback, None)
+    lib.gemlet_set_log_callback(fn, None)
+    _log_callback = fn
+
+
+@dataclasses.dataclass
+class Stats:
+    """One turn's figures (gemlet_stats)."""
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_seconds: float = 0.0
+    prefill_tokens_per_second: float = 0.0
+    decode_tokens_per_second: float = 0.0
+    stop: StopReason = StopReason.END_OF_TURN
+    kv_cache_bytes: int = 0
+    activation_bytes: int = 0
+
+    @classmethod
+    def _from_c(cls, s):
+        return cls(s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.ttft_seconds,
+                   s.prefill_tokens_per_second, s.decode_tokens_per_second, StopReason(s.stop),
+                   s.kv_cache_bytes, s.activation_bytes)
+
+
+@dataclasses.dataclass
+class Reply:
+    """An answer: its text (without thinking) and the turn's stats."""
+    text: str
+    stats: Stats
+
+    @property
+    def cancelled(self):
+        return self.stats.stop == StopReason.CANCELLED
+
+    def __str__(self):
+        return self.text
+
+
+def _session_options(n_ctx, n_threads, max_batch, kv_type, base=None):
+    o = base if base is not None else _ffi.lib().gemlet_session_options_default()
+    if n_ctx is not None:
+        o.n_ctx = n_ctx
+    if n_threads is not None:
+        o.n_threads = n_threads
+    if max_batch is not None:
+        o.max_batch = max_batch
+    if kv_type is not None:
+        o.kv_type = KvType(kv_type)
+    return o
+
+
+class Engine:
+    """A loaded model: immutable weights that its sessions and conversations share; usable from
+    many threads at once."""
+
+    def __init__(self, path, n_threads=0, cache_dir=None, data_dir=None, progress=None):
+        """Loads the GGUF at `path`. progress(fraction) is called while loading; returning False
+        cancels the load (GemletError with Status.CANCELLED)."""
+        lib = _ffi.lib()
+        self._h = None
+        o = lib.gemlet_engine_options_default()
+        o.n_threads = n_threads
+        if cache_dir is not None:
+            o.cache_dir = _utf8(str(cache_dir), "cache_dir")
+        if data_dir is not None:
+            o.data_dir = _utf8(str(data_dir), "data_dir")
+        failure = []
+        if progress is not None:
+            def on_progress(fraction, _user):
+                try:
+                    return progress(fraction) is not False
+                except BaseException as e:  # noqa: BLE001 - raised again below, outside C
+                    failure.append(e)
+                    return False
+            o.progress = _ffi.PROGRESS_FN(on_progress)
+        out = ctypes.c_void_p()
+        status = lib.gemlet_engine_load(_utf8(str(path), "path"), ctypes.byref(o), ctypes.byref(out))
+        if failure:
+            raise failure[0]
+        _check(status)
+        self._h = out
+
+    @classmethod
+    def load(cls, path, n_threads=0, **kwargs):
+        return cls(path, n_threads=n_threads, **kwargs)
+
+    def close(self):
+        """Frees the engine; its sessions and conversations keep the weights alive."""
+        if getattr(self, "_h", None):
+            _ffi.lib().gemlet_engine_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the engine is closed")
+        return self._h
+
+    @property
+    def n_vocab(self):
+        return _ffi.lib().gemlet_engine_n_vocab(self._handle())
+
+    @property
+    def n_ctx_train(self):
+        return _ffi.lib().gemlet_engine_n_ctx_train(self._handle())
+
+    @property
+    def architecture(self):
+        return _ffi.lib().gemlet_engine_architecture(self._handle()).decode()
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Text to token ids; add_special adds <bos>, parse_special reads "<start_of_turn>" and the
+        like as the special tokens they name."""
+        lib = _ffi.lib()
+        data = text.encode("utf-8")  # passed with its length: a NUL inside is fine here
+        n = ctypes.c_size_t()
+        # A first guess that fits most texts; the call reports the full count when it does not.
+        capacity = len(data) + 8
+        while True:
+            buf = (ctypes.c_int32 * capacity)()
+            status = lib.gemlet_tokenize(self._handle(), data, len(data), add_special, parse_special, buf,
+                                         capacity, ctypes.byref(n))
+            if status == Status.ERROR and n.value > capacity:
+                capacity = n.value
+                continue
+            _check(status)
+            return list(buf[:n.value])
+
+    def detokenize(self, tokens):
+        lib = _ffi.lib()
+        ids = (ctypes.c_int32 * len(tokens))(*tokens)
+        out = ctypes.c_void_p()
+        _check(lib.gemlet_detokenize(self._handle(), ids, len(tokens), ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out.value).decode("utf-8")
+        finally:
+            lib.gemlet_string_free(out)
+
+    def set_thread_limit(self, n_threads):
+        """At most n_threads for every session of the engine from its next call on (0: no limit)."""
+        _check(_ffi.lib().gemlet_engine_set_thread_limit(self._handle(), n_threads))
+
+    # ---- platform signals, passed in by the app ----
+
+    @property
+    def thermal_state(self):
+        return ThermalState(_ffi.lib().gemlet_engine_thermal_state(self._handle()))
+
+    @thermal_state.setter
+    def thermal_state(self, state):
+        _check(_ffi.lib().gemlet_engine_set_thermal_state(self._handle(), int(state)))
+
+    def memory_warning(self, level):
+        _check(_ffi.lib().gemlet_engine_memory_warning(self._handle(), int(level)))
+
+    @property
+    def memory_level(self):
+        return MemoryLevel(_ffi.lib().gemlet_engine_memory_level(self._handle()))
+
+    def on_background(self):
+        _check(_ffi.lib().gemlet_engine_on_background(self._handle()))
+
+    def on_foreground(self):
+        _check(_ffi.lib().gemlet_engine_on_foreground(self._handle()))
+
+    @property
+    def in_background(self):
+        return bool(_ffi.lib().gemlet_engine_in_background(self._handle()))
+
+    # ---- what runs on it ----
+
+    def conversation(self, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, thinking=False):
+        return Conversation(self, system=system, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch,
+                            kv_type=kv_type, thinking=thinking)
+
+    def session(self, n_ctx=None, n_threads=None, max_batch=None, kv_type=None):
+        return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type)
+
+
+class _OneCallAtATime:
+    """The C API allows one call at a time on a session or conversation (cancel excepted); two
+    threads racing on one would corrupt its KV cache, so the second gets an error instead."""
+
+    def __init__(self):
+        self._busy = threading.Lock()
+        # Held to free the handle and to cancel: a cancel() racing close() must not reach freed memory.
+        self._life = threading.Lock()
+
+    def _enter(self):
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(f"the {type(self).__name__.lower()} is already running a call on another thread")
+
+    def _leave(self):
+        self._busy.release()
+
+
+class Session(_OneCallAtATime):
+    """Tokens in, logits out, one KV cache."""
+
+    def __init__(self, engine, n_ctx=None, n_threads=None, max_batch=None, kv_type=None):
+        super().__init__()
+        lib = _ffi.lib()
+        self._h = None
+        self._n_vocab = engine.n_vocab
+        o = _session_options(n_ctx, n_threads, max_batch, kv_type)
+        out = ctypes.c_void_p()
+        _check(lib.gemlet_session_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
+        self._h = out
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self.cancel()
+            with self._busy, self._life:  # a call still running on another thread finishes first
+                _ffi.lib().gemlet_session_free(self._h)
+                self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the session is closed")
+        return self._h
+
+    def evaluate(self, tokens, logits=True):
+        """Evaluates `tokens` after those cached; returns the last position's n_vocab logits (a
+        ctypes float array, indexable and convertible with list()) or None."""
+        ids = (ctypes.c_int32 * len(tokens))(*tokens)
+        out = (ctypes.c_float * self._n_vocab)() if logits else None
+        self._enter()
+        try:
+            _check(_ffi.lib().gemlet_session_evaluate(self._handle(), ids, len(tokens), out))
+        finally:
+            self._leave()
+        return out
+
+    def truncate(self, n_keep):
+        _check(_ffi.lib().gemlet_session_truncate(self._handle(), n_keep))
+
+    def reset(self):
+        _ffi.lib().gemlet_session_reset(self._handle())
+
+    @property
+    def n_past(self):
+        return _ffi.lib().gemlet_session_n_past(self._handle())
+
+    def cancel(self):
+        """Thread-safe: stops the evaluation running on another thread."""
+        with self._life:
+            if self._h:
+                _ffi.lib().gemlet_session_cancel(self._h)
+
+
+_STREAM_END = object()
+
+
+class Conversation(_OneCallAtATime):
+    """Messages in the model's chat format, with streamed answers. One send at a time; cancel()
+    from any thread."""
+
+    def __init__(self, engine, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None,
+                 thinking=False):
+        super().__init__()
+        lib = _ffi.lib()
+        self._h = None
+        self._stop_requested = False
+        o = lib.gemlet_conversation_options_default()
+        _session_options(n_ctx, n_threads, max_batch, kv_type, base=o.session)
+        if system is not None:
+            o.system = _utf8(system, "system")
+        o.thinking = thinking
+        out = ctypes.c_void_p()
+        _check(lib.gemlet_conversation_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
+        self._h = out
+        self.last_stats = None
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self.cancel()
+            with self._busy, self._life:  # a send still running on another thread finishes first
+                _ffi.lib().gemlet_conversation_free(self._h)
+                self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the conversation is closed")
+        return self._h
+
+    def send(self, text, on_text=None, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
+             repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None, seed=None,
+             stop=None):
+        """Sends a user message and returns the Reply. on_text(kind, text) receives each streamed
+        piece (whole UTF-8 characters, as str); returning False from it stops the answer. Options
+        left None keep the library's defaults (temperature 0 is greedy). A stop by on_text or by
+        cancel() is not an error: the Reply's stats.stop is StopReason.CANCELLED."""
+        lib = _ffi.lib()
+        g = lib.gemlet_generate_options_default()
+        for name, value in (("max_tokens", max_tokens), ("temperature", temperature), ("top_k", top_k),
+                            ("top_p", top_p), ("min_p", min_p), ("repeat_penalty", repeat_penalty),
+                            ("repeat_last_n", repeat_last_n), ("presence_penalty", presence_penalty),
+                            ("frequency_penalty", frequency_penalty), ("seed", seed)):
+            if value is not None:
+                setattr(g, name, value)
+        if stop:
+            if isinstance(stop, str):
+                stop = [stop]
+            stops = (ctypes.c_char_p * len(stop))(*[_utf8(s, "stop") for s in stop])
+            g.stop = ctypes.cast(stops, ctypes.POINTER(ctypes.c_char_p))
+            g.n_stop = len(stop)
+        data = _utf8(text, "text")
+
+        failure = []
+
+        def on_chunk(kind, ptr, length, _user):
+            # Also stops for a cancel() that came between the call's start and the library's reset
+            # of its own cancel flag (gemlet_conversation_send clears a cancel made before it).
+            if self._stop_requested:
+                return False
+            if on_text is None:
+                return True
+            try:
+                return on_text(ChunkKind(kind), ctypes.string_at(ptr, length).decode("utf-8")) is not False
+            except BaseException as e:  # noqa: BLE001 - raised again below, outside C
+                failure.append(e)
+                return False
+
+        stats = _ffi.Stats()
+        stats.struct_size = ctypes.sizeof(stats)
+        self._enter()
+        try:
+            self._stop_requested = False
+            # The thunk lives until the call returns: the library calls it only during the call.
+            status = lib.gemlet_conversation_send(self._handle(), data, ctypes.byref(g), _ffi.STREAM_FN(on_chunk),
+                                                  None, ctypes.byref(stats))
+            if failure:
+                raise failure[0]
+            if status == Status.CANCELLED:
+                # A cancel during the prompt's evaluation returns before the stats are written.
+                stats.stop = StopReason.CANCELLED
+            else:
+                _check(status)
+            reply = Reply(lib.gemlet_conversation_last_reply(self._h).decode("utf-8"), Stats._from_c(stats))
+        finally:
+            self._leave()
+        self.last_stats = reply.stats
+        return reply
+
+    def stream(self, text, **options):
+        """Sends a user message and yields (ChunkKind, str) pieces as they come; the generator's
+        return value (StopIteration.value, or `yield from`'s) is the Reply, also in last_stats.
+        Leaving the loop early stops the answer. Takes send()'s keyword options."""
+        if "on_text" in options:
+            raise TypeError("stream() yields the pieces; on_text is send()'s")
+        pieces = queue.Queue()
+        abandoned = threading.Event()
+
+        def on_text(kind, piece):
+            if abandoned.is_set():
+                return False
+            pieces.put((kind, piece))
+            return True
+
+        def run():
+            # send() runs on this thread, so its last error is read here too.
+            try:
+                pieces.put((_STREAM_END, self.send(text, on_text, **options)))
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer's thread
+                pieces.put((_STREAM_END, e))
+
+        worker = threading.Thread(target=run, name="gemlet-stream", daemon=True)
+        worker.start()
+        try:
+            while True:
+                kind, item = pieces.get()
+                if kind is _STREAM_END:
+                    if isinstance(item, BaseException):
+                        raise item
+                    return item
+                yield kind, item
+        finally:
+            if worker.is_alive():
+                abandoned.set()
+                self.cancel()
+            worker.join()
+
+    def cancel(self):
+        """Thread-safe: stops the send running on another thread, in the prompt's evaluation too."""
+        with self._life:
+            if self._h:
+                self._stop_requested = True
+                _ffi.lib().gemlet_conversation_cancel(self._h)
+
+    @property
+    def last_reply(self):
+        """The last answer's text (without thinking)."""
+        return _ffi.lib().gemlet_conversation_last_reply(self._handle()).decode("utf-8")
+
+    def set_system(self, system):
+        _check(_ffi.lib().gemlet_conversation_set_system(self._handle(), _utf8(system or "", "system")))
+
+    def reset(self):
+        """Forgets the messages, keeps the system message."""
+        _ffi.lib().gemlet_conversation_reset(self._handle())
+
+    @property
+    def n_past(self):
+        return _ffi.lib().gemlet_conversation_n_past(self._handle())
+
+    def save(self, path):
+        _check(_ffi.lib().gemlet_conversation_save(self._handle(), _utf8(str(path), "path")))
+
+    def load(self, path):
+        _check(_ffi.lib().gemlet_conversation_load(self._handle(), _utf8(str(path), "path")))

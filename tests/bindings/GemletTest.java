@@ -1,0 +1,155 @@
+// The Java binding (bindings/java) on the demo model: load, the Chinese answer streamed through a
+// TokenCallback in whole characters, a stop by the callback's false, cancel from another thread,
+// errors as GemletException; exits non-zero on any failure (ctest: java_binding_test).
+import ai.gemlet.Conversation;
+import ai.gemlet.Engine;
+import ai.gemlet.Gemlet;
+import ai.gemlet.GemletException;
+import ai.gemlet.StopReason;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+public final class GemletTest {
+  private static int failures = 0;
+
+  private static void check(boolean ok, String what) {
+    if (!ok) {
+      failures++;
+      System.err.println("FAILED: " + what);
+    }
+  }
+
+  // Whole characters: no lone surrogate (a split emoji) and no U+FFFD (a split UTF-8 sequence).
+  private static boolean wholeCharacters(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '\uFFFD') return false;
+      if (Character.isHighSurrogate(c)) {
+        if (i + 1 >= s.length() || !Character.isLowSurrogate(s.charAt(i + 1))) return false;
+        i++;
+      } else if (Character.isLowSurrogate(c)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  public static void main(String[] args) throws Exception {
+    final String model = args[0];
+    check(Gemlet.version().equals("0.1.0"), "version " + Gemlet.version());
+
+    try {
+      Engine.load("/nonexistent/model.gguf", 1);
+      check(false, "a missing model loads");
+    } catch (GemletException e) {
+      check(e.code == GemletException.ERROR, "missing model code " + e.code);
+      check(e.getMessage().contains("/nonexistent/model.gguf"), "missing model message: " + e.getMessage());
+    }
+
+    try (Engine engine = Engine.load(model, 2)) {
+      check(engine.nVocab() == 8192, "n_vocab " + engine.nVocab());
+      check(engine.architecture().equals("gemma3"), "architecture " + engine.architecture());
+
+      // A character outside the BMP each way: JNI's modified UTF-8 would mangle it.
+      final String text = "😀 床前明月光 hello";
+      int[] ids = engine.tokenize(text, false);
+      check(ids.length > 3, "token count " + ids.length);
+      check(engine.detokenize(ids).equals(text), "round trip: " + engine.detokenize(ids));
+      check(engine.tokenize(text, true)[0] == 2, "<bos> first");
+      check(engine.tokenize("", false).length == 0 && engine.detokenize(new int[0]).isEmpty(), "empty text");
+
+      try (Conversation chat = engine.newConversation(null, 512)) {
+        List<String> pieces = new ArrayList<>();
+        String reply = chat.generate("请背诵《静夜思》。", 40, 0.0f, piece -> pieces.add(piece));
+        check(reply.contains("床前明月光"), "the poem: " + reply);
+        check(String.join("", pieces).equals(reply), "pieces join to the reply");
+        for (String p : pieces) check(!p.isEmpty() && wholeCharacters(p), "whole characters: " + p);
+        check(chat.lastStopReason() == StopReason.END_OF_TURN, "stop " + chat.lastStopReason());
+
+        // The callback's false stops the answer; the conversation goes on.
+        List<String> two = new ArrayList<>();
+        String partial = chat.generate("Who are you?", 100, 0.0f, piece -> {
+          two.add(piece);
+          return two.size() < 2;
+        });
+        check(two.size() == 2, "callback calls after false: " + two.size());
+        check(partial.equals(String.join("", two)), "partial reply: " + partial);
+        check(chat.lastStopReason() == StopReason.CANCELLED, "stop after false " + chat.lastStopReason());
+
+        // An exception in the callback stops the answer and reaches the caller.
+        try {
+          chat.generate("Who are you?", 50, 0.0f, piece -> {
+            throw new IllegalStateException("from the callback");
+          });
+          check(false, "the callback's exception was lost");
+        } catch (IllegalStateException e) {
+          check(e.getMessage().equals("from the callback"), "callback exception " + e);
+        }
+        check(!chat.generate("Who are you?", 8, 0.0f, null).isEmpty(), "an answer after the exception");
+
+        // Cancel from another thread (a Stop button). The callback holds the answer at its first
+        // piece until the cancel has been made, so the tiny model cannot finish first.
+        CountDownLatch firstPiece = new CountDownLatch(1);
+        CountDownLatch cancelled = new CountDownLatch(1);
+        List<String> seen = new ArrayList<>();
+        Thread stopper = new Thread(() -> {
+          try {
+            firstPiece.await(10, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+          chat.cancel();
+          cancelled.countDown();
+        });
+        stopper.start();
+        String stopped = chat.generate("Who are you?", 200, 0.0f, piece -> {
+          seen.add(piece);
+          firstPiece.countDown();
+          try {
+            cancelled.await(10, TimeUnit.SECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+          return true;
+        });
+        stopper.join();
+        check(chat.lastStopReason() == StopReason.CANCELLED, "stop after cancel " + chat.lastStopReason());
+        check(seen.size() <= 2, "pieces after cancel: " + seen.size());
+        check(stopped.equals(String.join("", seen)), "cancelled reply: " + stopped);
+
+        chat.reset();
+        check(chat.generate("请背诵《静夜思》。", 40, 0.0f, null).equals(reply), "the same answer after reset");
+      }
+
+      // Platform signals.
+      engine.setThermalState(Gemlet.THERMAL_SERIOUS);
+      engine.onTrimMemory(10);  // TRIM_MEMORY_RUNNING_LOW
+      engine.onBackground();
+      engine.onForeground();
+      try {
+        engine.setThermalState(9);
+        check(false, "thermal state 9 accepted");
+      } catch (GemletException e) {
+        check(e.code == GemletException.INVALID_ARGUMENT, "thermal state code " + e.code);
+      }
+      Conversation closed = engine.newConversation("You are terse.", 256);
+      closed.close();
+      closed.close();
+      closed.cancel();  // harmless after close
+      try {
+        closed.generate("hi", 4, 0.0f, null);
+        check(false, "generate after close");
+      } catch (IllegalStateException expected) {
+        // the handle is gone
+      }
+    }
+
+    if (failures > 0) {
+      System.err.println(failures + " check(s) failed");
+      System.exit(1);
+    }
+    System.out.println("GemletTest: all checks passed");
+  }
+}
