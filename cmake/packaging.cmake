@@ -1,0 +1,30 @@
+# `cmake --install`: the public headers, libgemlet.so and libgemlet.a, the CMake package (gemlet::gemlet,
+# gemlet::gemlet_static) and gemlet.pc for pkg-config; the CLI goes to bin (apps/gemlet).
+include(CMakePackageConfigHelpers)
+
+set(GEMLET_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gemlet)
+
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/gemlet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT gemletTargets NAMESPACE gemlet:: DESTINATION ${GEMLET_CMAKE_DIR})
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gemletConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/gemletConfig.cmake INSTALL_DESTINATION ${GEMLET_CMAKE_DIR})
+# 0.x: a minor version may change the API, so only the same minor version is compatible.
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/gemletConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/gemletConfig.cmake ${CMAKE_BINARY_DIR}/gemletConfigVersion.cmake
+        DESTINATION ${GEMLET_CMAKE_DIR})
+
+# gemlet.pc is written when it is installed: `cmake --install --prefix P` chooses the prefix then.
+install(CODE "
+  get_filename_component(GEMLET_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\" ABSOLUTE)
+  set(GEMLET_PC_LIBDIR ${CMAKE_INSTALL_LIBDIR})
+  set(GEMLET_PC_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
+  set(GEMLET_PC_VERSION ${PROJECT_VERSION})
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/gemlet.pc.in ${CMAKE_BINARY_DIR}/gemlet.pc @ONLY)")
+install(FILES ${CMAKE_BINARY_DIR}/gemlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
