@@ -20,11 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
-#define GEMLET_API __declspec(dllexport)
-#else
-#define GEMLET_API __attribute__((visibility("default")))
-#endif
+#include "gemlet/export.h"
 
 #ifdef __cplusplus
 extern "C" {

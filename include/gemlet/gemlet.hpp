@@ -20,12 +20,13 @@
 #include <string_view>
 #include <vector>
 
+#include "gemlet/export.h"
 #include "gemlet/status.hpp"
 
 namespace gemlet {
 
 // "0.1.0"
-const char* Version();
+GEMLET_CXX_API const char* Version();
 
 // ---- platform signals (the app passes them in; phones have no SIGTSTP or /proc to watch) ----
 
@@ -44,13 +45,13 @@ enum class MemoryPressure {
   kModerate = 60,
   kComplete = 80,
 };
-const char* ThermalStateName(ThermalState state);
-const char* MemoryPressureName(MemoryPressure level);
+GEMLET_CXX_API const char* ThermalStateName(ThermalState state);
+GEMLET_CXX_API const char* MemoryPressureName(MemoryPressure level);
 
 // Where messages of the library go (loading notes, warnings). Level: 0 debug, 1 info, 2 warning,
 // 3 error. Process-wide; nullptr restores the default (warnings and errors to stderr).
 using LogCallback = std::function<void(int level, std::string_view message)>;
-void SetLogCallback(LogCallback callback);
+GEMLET_CXX_API void SetLogCallback(LogCallback callback);
 
 // ---- Engine ----
 
@@ -82,7 +83,7 @@ struct ModelInfo {
 
 // What the process holds now beside the plan (MemoryPlan): its resident set and peak, and how much
 // of the model file is mapped into it (of that, the embedding tables read by rows).
-struct MemoryUsage {
+struct GEMLET_CXX_API MemoryUsage {
   uint64_t rss_bytes = 0;
   uint64_t peak_rss_bytes = 0;
   uint64_t model_file_resident_bytes = 0;
@@ -98,7 +99,7 @@ struct TokenizeOptions {
 // A tokenizer on its own, without a model: from a GGUF file's tokenizer.ggml.* metadata, a Hugging
 // Face tokenizer.json, or a SentencePiece tokenizer.model (tokenizer_config.json and config.json
 // are read from beside the file). Thread-safe.
-class TextTokenizer {
+class GEMLET_CXX_API TextTokenizer {
  public:
   static Result<std::unique_ptr<TextTokenizer>> Open(const std::string& path);
   ~TextTokenizer();
@@ -117,7 +118,7 @@ class TextTokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-class Engine {
+class GEMLET_CXX_API Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.
   static Result<std::shared_ptr<Engine>> Load(const std::string& path, const EngineOptions& options = {});
@@ -214,7 +215,7 @@ struct GenerateOptions {
 
 // Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that
 // check flags before loading a model. Generate and Send check the same and fail with kInvalidArgument.
-std::string Validate(const GenerateOptions& options);
+GEMLET_CXX_API std::string Validate(const GenerateOptions& options);
 
 // What one streamed piece of text is.
 enum class ChunkKind { kText, kThinking, kToolCall };
@@ -222,7 +223,7 @@ enum class ChunkKind { kText, kThinking, kToolCall };
 using StreamCallback = std::function<bool(ChunkKind kind, std::string_view text)>;
 
 enum class StopReason { kEndOfTurn, kStopString, kMaxTokens, kContextFull, kCancelled };
-const char* StopReasonName(StopReason reason);
+GEMLET_CXX_API const char* StopReasonName(StopReason reason);
 
 // Memory a session holds (its own accounting).
 struct MemoryStats {
@@ -254,7 +255,7 @@ struct Reply {
   GenerationStats stats;
 };
 
-class Session {
+class GEMLET_CXX_API Session {
  public:
   static Result<std::unique_ptr<Session>> Create(std::shared_ptr<Engine> engine, const SessionOptions& options = {});
   ~Session();
@@ -303,7 +304,7 @@ struct ConversationOptions {
   bool thinking = false;  // Gemma 4: think before answering (the thought streams as kThinking)
 };
 
-class Conversation {
+class GEMLET_CXX_API Conversation {
  public:
   static Result<std::unique_ptr<Conversation>> Create(std::shared_ptr<Engine> engine,
                                                       const ConversationOptions& options = {});
