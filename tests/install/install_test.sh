@@ -3,13 +3,14 @@
 # examples (examples/) built against that prefix only, with CMake's find_package (libgemlet.so, and
 # libgemlet.a) and with pkg-config (shared, and --static), each run on the demo model; libgemlet.so
 # exports the public API only.
-#   tests/install/install_test.sh BUILD_DIR SOURCE_DIR [EXTRA_FLAGS]
+#   tests/install/install_test.sh BUILD_DIR SOURCE_DIR LIBDIR [EXTRA_FLAGS]      (LIBDIR: lib, lib64, ...)
 # It installs what BUILD_DIR has built (`make test` builds every target before ctest runs).
 # EXTRA_FLAGS go to every compile and link: a sanitizer build's library needs its runtime in the app.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
-extra=${3:-}
+lib=$3
+extra=${4:-}
 model=$src/models/gemlet-demo.gguf
 tmp=$(mktemp -d /tmp/gemlet-install-test-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -19,17 +20,19 @@ quiet() { "$@" > "$tmp/log" 2>&1 || { cat "$tmp/log"; fail "failed: $*"; }; }
 
 echo "== cmake --install $build --prefix $prefix"
 quiet cmake --install "$build" --prefix "$prefix"
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+export PKG_CONFIG_PATH=$prefix/$lib/pkgconfig
 libdir=$(pkg-config --variable=libdir gemlet) || fail "pkg-config finds no gemlet.pc in $PKG_CONFIG_PATH"
 for f in include/gemlet/gemlet.h include/gemlet/gemlet.hpp include/gemlet/status.hpp include/gemlet/export.h \
-         lib/libgemlet.so lib/libgemlet.so.0 lib/libgemlet.a lib/cmake/gemlet/gemletConfig.cmake \
-         lib/cmake/gemlet/gemletConfigVersion.cmake lib/pkgconfig/gemlet.pc bin/gemlet; do
+         $lib/libgemlet.so $lib/libgemlet.so.0 $lib/libgemlet.a $lib/cmake/gemlet/gemletConfig.cmake \
+         $lib/cmake/gemlet/gemletConfigVersion.cmake $lib/pkgconfig/gemlet.pc bin/gemlet; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
 done
 (cd "$prefix" && find . -type f -o -type l | sort)
 # Nothing of src/ is public: the headers are include/gemlet's, and they include only each other.
 extra_headers=$(cd "$prefix/include" && find . -type f ! -path './gemlet/*')
 [ -z "$extra_headers" ] || fail "headers outside include/gemlet: $extra_headers"
+private_includes=$(grep -h '^#include "' "$prefix"/include/gemlet/* | grep -v '^#include "gemlet/' || true)
+[ -z "$private_includes" ] || fail "installed headers include what is not installed: $private_includes"
 
 echo "== libgemlet.so exports the public API only"
 # The C API, the C++ API's classes (their members, not their Impl's) and free functions, and std:: template instances
@@ -59,7 +62,7 @@ check_linked() {  # BINARY shared|static
     grep -q 'libgemlet.so.0' <<< "$needed" || fail "$1 does not load libgemlet.so"
     # Captured first: grep -q would stop reading, and pipefail would then count ldd's SIGPIPE.
     loads=$(LD_LIBRARY_PATH= ldd "$1")
-    grep -q "$prefix/lib/libgemlet.so.0" <<< "$loads" || { echo "$loads"; fail "$1 does not find the prefix's libgemlet.so"; }
+    grep -q "$prefix/$lib/libgemlet.so.0" <<< "$loads" || { echo "$loads"; fail "$1 does not find the prefix's libgemlet.so"; }
   else
     ! grep -q 'libgemlet' <<< "$needed" || fail "$1 loads libgemlet.so, not libgemlet.a"
   fi
