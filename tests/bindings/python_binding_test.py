@@ -268,7 +268,10 @@ class ConversationTest(unittest.TestCase):
         timer.join()
         self.assertTrue(reply.cancelled)
         self.assertEqual(reply.stats.generated_tokens, 0)
-        self.assertEqual(conv.n_past, 0)  # as before the call
+        # The chunks of the prompt finished before the cancel stay cached (a later turn reuses them);
+        # the message itself is not part of the conversation.
+        self.assertEqual(conv.n_past % 512, 0)
+        self.assertLess(conv.n_past, 3000)
         conv.close()
 
     def test_stream_cancelled_from_another_thread(self):
