@@ -12,7 +12,10 @@
  *   - text is UTF-8 everywhere; streamed pieces are whole characters, never a split sequence;
  *   - no call throws, aborts or exits; a NULL handle is GEMLET_INVALID_ARGUMENT.
  * Thread safety: an engine may be used by many threads; a session or conversation by one thread at a
- * time, except *_cancel(), which any thread may call while another runs the object. */
+ * time, except *_cancel(), which any thread may call while another runs the object. A cancel stops
+ * the call in progress; one made while nothing runs is forgotten when the next call starts.
+ * Callbacks (stream, progress) run on the thread that made the call, before it returns; the log
+ * callback may run on any thread. */
 #ifndef GEMLET_GEMLET_H_
 #define GEMLET_GEMLET_H_
 
@@ -182,6 +185,7 @@ typedef enum gemlet_stop_reason {
   GEMLET_STOP_CANCELLED = 4
 } gemlet_stop_reason;
 
+/* Take it from gemlet_stats_default() (which sets struct_size) before passing it to a call. */
 typedef struct gemlet_stats {
   size_t struct_size;
   int prompt_tokens;
@@ -194,6 +198,8 @@ typedef struct gemlet_stats {
   uint64_t kv_cache_bytes;
   uint64_t activation_bytes;
 } gemlet_stats;
+
+GEMLET_API gemlet_stats gemlet_stats_default(void);
 
 /* ---- conversation ---- */
 

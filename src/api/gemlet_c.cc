@@ -378,6 +378,12 @@ gemlet_generate_options gemlet_generate_options_default(void) {
   return o;
 }
 
+gemlet_stats gemlet_stats_default(void) {
+  gemlet_stats s{};
+  s.struct_size = sizeof(s);
+  return s;
+}
+
 gemlet_conversation_options gemlet_conversation_options_default(void) {
   gemlet_conversation_options o{};
   o.struct_size = sizeof(o);

@@ -110,8 +110,8 @@ TEST(CApi, ConversationStreamsChineseInWholeCharacters) {
   gemlet_conversation* c = nullptr;
   ASSERT_EQ(gemlet_conversation_create(engine.e, &co, &c), GEMLET_OK) << gemlet_last_error();
   Collected got;
-  gemlet_stats stats{};
-  stats.struct_size = sizeof(stats);
+  gemlet_stats stats = gemlet_stats_default();
+  EXPECT_EQ(stats.struct_size, sizeof(stats));
   const gemlet_generate_options g = Greedy(40);
   ASSERT_EQ(gemlet_conversation_send(c, "请背诵《静夜思》。", &g, Collect, &got, &stats), GEMLET_OK)
       << gemlet_last_error();
