@@ -29,6 +29,15 @@ run "$out/tests/model/attention_test" --gtest_brief=1
 # The C API on the demo model (a Chinese answer streamed in whole characters, cancel from another
 # thread), and libgemlet.so's segments aligned to 16 KiB pages as Android 15+ and iOS load them.
 GEMLET_TEST_TIME_SCALE=100 run "$out/tests/api/c_api_test" --gtest_brief=1  # emulated: far slower
+# examples/c/chat.c built against the arm64 libgemlet.so, as an app would: two turns on stdin.
+echo "== qemu-aarch64 examples/c/chat (over libgemlet.so)"
+aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude examples/c/chat.c -o "$out/chat" \
+  -L"$out/src/api" -lgemlet -Wl,-rpath,"$PWD/$out/src/api"
+if printf 'Who are you?\n请背诵《静夜思》。\n' | qemu-aarch64 "$out/chat" models/gemlet-demo.gguf > "$out/chat.txt"; then
+  grep -q "床前明月光" "$out/chat.txt" || { cat "$out/chat.txt"; echo "chat: the poem is missing"; status=1; }
+else
+  echo "chat: failed"; status=1
+fi
 echo "== libgemlet.so LOAD segments (alignment must be 0x4000)"
 if aarch64-linux-gnu-readelf -lW "$out/src/api/libgemlet.so" | awk '$1 == "LOAD" { print; if ($NF != "0x4000") bad = 1 } END { exit bad }'; then
   :
