@@ -47,15 +47,9 @@ const char* MemoryPressureName(MemoryPressure level) {
   return "?";
 }
 
+// The public StopReason mirrors the runtime's, value for value.
 const char* StopReasonName(StopReason reason) {
-  switch (reason) {
-    case StopReason::kEndOfTurn: return "end of turn";
-    case StopReason::kStopString: return "stop string";
-    case StopReason::kMaxTokens: return "max tokens";
-    case StopReason::kContextFull: return "context full";
-    case StopReason::kCancelled: return "cancelled";
-  }
-  return "?";
+  return runtime::StopReasonName(static_cast<runtime::StopReason>(static_cast<int>(reason)));
 }
 
 // ---- logging ----
