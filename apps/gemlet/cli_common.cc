@@ -79,6 +79,14 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   return m;
 }
 
+Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, const std::string& system, bool think) {
+  ConversationOptions co;
+  co.session = m.session;
+  co.system = system;
+  co.thinking = think;
+  return Conversation::Create(m.engine, co);
+}
+
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   GenerateOptions o;
   o.max_tokens = g.max_tokens;

@@ -44,6 +44,9 @@ struct LoadedModel {
 };
 Result<LoadedModel> LoadForGeneration(const ModelOptions& o);
 
+// A conversation on the loaded model with the session options, system message and --think.
+Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, const std::string& system, bool think);
+
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
 
 // Prints one streamed piece to stdout: thinking only with --show-thinking (dimmed on a terminal).

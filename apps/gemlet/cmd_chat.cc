@@ -87,11 +87,7 @@ int RunChat(int argc, char** argv) {
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
   const LoadedModel& m = loaded.value();
-  ConversationOptions co;
-  co.session = m.session;
-  co.system = system;
-  co.thinking = gf.think;
-  auto created = Conversation::Create(m.engine, co);
+  auto created = OpenConversation(m, system, gf.think);
   if (!created.ok()) return Fail(created.message());
   Conversation& chat = **created;
   if (gf.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
