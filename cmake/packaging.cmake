@@ -5,7 +5,8 @@ include(CMakePackageConfigHelpers)
 set(GEMLET_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gemlet)
 
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/gemlet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp"
+        PATTERN "tools.hpp" EXCLUDE)  # the CLI's tools API: not in libgemlet
 install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

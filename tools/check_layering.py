@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks the layering of ../shared/STYLE.md: a folder of src/ (and the CLI) may include headers only
 from the folders its CMake target links, directly or through them, and the public headers in
-include/gemlet/ reach nothing of src/. The CLI's subcommands that sit on the public API alone
-(PUBLIC_ONLY below) include nothing of src/ at all.
+include/gemlet/ reach nothing of src/. The CLI sits on the public API alone (gemlet.hpp and
+tools.hpp): it includes nothing of src/ at all.
 
 Usage: check_layering.py REPO_ROOT   (exit 1 and one line per violation when the layering is broken)
 """
@@ -14,10 +14,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LIBRARY = re.compile(r'gemlet_library\(\s*(\w+)(.*?)\)', re.S)
 DEPS = re.compile(r'\bgemlet_(\w+)\b')
 
-# CLI sources that may include only the public API (gemlet/...) and the CLI's own headers.
-# bench follows once the public API can measure what it measures (bandwidth, first evaluation).
-PUBLIC_ONLY = {"apps/gemlet/cmd_tokenize.cc", "apps/gemlet/cmd_logits.cc", "apps/gemlet/cmd_run.cc",
-               "apps/gemlet/cmd_chat.cc", "apps/gemlet/cli_common.h", "apps/gemlet/cli_common.cc"}
+# The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp).
+IMPLEMENTS_PUBLIC = {"api", "tools"}
 
 
 def folder_deps(root):
@@ -61,28 +59,22 @@ def main():
                 continue  # a header of the same folder ("command.h")
             if top == "gemlet":
                 if not (public_allowed or header == "gemlet/status.hpp"):
-                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api implements")
+                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api and src/tools implement")
             elif top in src_folders and top not in allowed:
                 problems.append(f"{rel}: includes {header}, but its target does not link gemlet_{top}")
 
     for folder in sorted(deps):
         allowed = {folder} | closure(folder, deps)
         for path in sources(root / "src" / folder):
-            check(path, allowed, public_allowed=(folder == "api"))
+            check(path, allowed, public_allowed=(folder in IMPLEMENTS_PUBLIC))
 
     # The public headers: nothing of src/.
     for path in sources(root / "include"):
         check(path, allowed=set(), public_allowed=True)
 
-    # The CLI: what apps/gemlet/CMakeLists.txt links; PUBLIC_ONLY files: nothing of src/.
-    apps_cmake = (root / "apps/gemlet/CMakeLists.txt").read_text()
-    linked = set(DEPS.findall(apps_cmake)) & set(deps)
-    cli_allowed = set(linked)
-    for d in linked:
-        cli_allowed |= closure(d, deps)
+    # The CLI: the public API only.
     for path in sources(root / "apps/gemlet"):
-        rel = path.relative_to(root).as_posix()
-        check(path, set() if rel in PUBLIC_ONLY else cli_allowed, public_allowed=True)
+        check(path, set(), public_allowed=True)
 
     for p in problems:
         print(p)

@@ -21,6 +21,19 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(Positive());
   app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory) or f32")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  AddKernelFlags(app, o->kernels);
+}
+
+void AddKernelFlags(CLI::App& app, KernelOptions& k) {
+  std::string names = "auto";
+  for (const std::string& n : AvailableKernels()) names += ", " + n;
+  app.add_option("--kernels", k.kernels, "kernels: " + names + " (auto: the best this CPU runs; ref: the scalar "
+                 "reference)");
+  app.add_flag("!--no-pack", k.pack_weights, "read weights as stored instead of repacking them for the kernels");
+  app.add_option("--prefetch", k.prefetch_bytes, "bytes decode prefetches ahead of the weight rows (0: off)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("!--no-vnni-gemm", k.vnni_gemm, "prefill with the per-row tiles instead of the VNNI panel GEMM");
+  app.add_flag("!--no-spin", k.spin_wait, "threads sleep between the loops of a step instead of polling");
 }
 
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
@@ -58,7 +71,10 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   if (!path.ok()) return path.status();
   const bool tty = StderrIsTerminal();
   if (tty) std::fprintf(stderr, "loading %s ...\r", path->c_str());
-  Result<std::shared_ptr<Engine>> engine = Engine::Load(*path);
+  if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
+  EngineOptions engine_options;
+  engine_options.kernels = o.kernels;
+  Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
   if (!engine.ok()) return engine.status();
   LoadedModel m;
   m.engine = std::move(engine).value();

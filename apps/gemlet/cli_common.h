@@ -19,6 +19,7 @@ struct ModelOptions {
   int ctx = 4096;
   int batch = 512;
   std::string kv_type = "f16";
+  KernelOptions kernels;
 };
 
 struct GenerationFlags {
@@ -31,6 +32,9 @@ struct GenerationFlags {
 };
 
 void AddModelOptions(CLI::App& app, ModelOptions* o);
+// --kernels, --no-pack, --prefetch, --no-vnni-gemm, --no-spin: the engine's KernelOptions (A/B
+// measurements, checks against the reference kernels). Check them with Validate() after parsing.
+void AddKernelFlags(CLI::App& app, KernelOptions& k);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model.

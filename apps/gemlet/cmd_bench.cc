@@ -19,14 +19,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_common.h"
 #include "command.h"
-#include "kernels/kernels.h"
-#include "runtime/chat_format.h"
-#include "runtime/session.h"
+#include "gemlet/gemlet.hpp"
+#include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
-
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -53,16 +51,6 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// VmHWM: the process's peak resident set, in bytes.
-size_t PeakRssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return static_cast<size_t>(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
-  }
-  return 0;
-}
-
 std::string CpuInfo() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -75,77 +63,12 @@ std::string CpuInfo() {
   return "unknown";
 }
 
-// llama.cpp's file type names (general.file_type), for the model column.
-std::string FileTypeName(const GgufFile& f) {
-  auto t = f.GetU32Or("general.file_type", 1000);
-  if (!t.ok()) return "?";
-  switch (t.value()) {
-    case 0: return "F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K_S";
-    case 12: return "Q3_K_M";
-    case 13: return "Q3_K_L";
-    case 14: return "Q4_K_S";
-    case 15: return "Q4_K_M";
-    case 16: return "Q5_K_S";
-    case 17: return "Q5_K_M";
-    case 18: return "Q6_K";
-    case 32: return "BF16";
-    default: return "?";
-  }
-}
-
 std::string ParamsShort(double n) {
   char buf[32];
   if (n >= 0.95e9) std::snprintf(buf, sizeof buf, "%.0fB", n / 1e9);
   else if (n >= 1e7) std::snprintf(buf, sizeof buf, "%.0fM", n / 1e6);
   else std::snprintf(buf, sizeof buf, "%.1fM", n / 1e6);
   return buf;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
-
-// Weight bytes one decoded token reads: every matrix once, except lookup tables (token and
-// per-layer embeddings: one row each) and MoE experts (the used fraction). With tied embeddings the
-// token table is also the output head, read whole.
-double WeightBytesPerToken(const GgufFile& f, const std::string& arch) {
-  bool has_output = false;
-  for (const GgufTensor& t : f.tensors()) has_output |= t.name == "output.weight";
-  auto u32_or_zero = [&](const std::string& key) {
-    auto v = f.GetU32Or(key, 0);
-    return v.ok() ? static_cast<double>(v.value()) : 0.0;
-  };
-  const double n_expert = u32_or_zero(arch + ".expert_count"), n_used = u32_or_zero(arch + ".expert_used_count");
-  double bytes = 0;
-  for (const GgufTensor& t : f.tensors()) {
-    const bool lookup = StartsWith(t.name, "token_embd") || StartsWith(t.name, "per_layer_token_embd");
-    if (lookup) {
-      bytes += static_cast<double>(t.nbytes) / static_cast<double>(std::max<int64_t>(1, t.n_rows()));
-      if (t.name == "token_embd.weight" && !has_output) bytes += static_cast<double>(t.nbytes);
-    } else if (t.name.find("_exps") != std::string_view::npos && n_expert > 0) {
-      bytes += static_cast<double>(t.nbytes) * n_used / n_expert;
-    } else {
-      bytes += static_cast<double>(t.nbytes);
-    }
-  }
-  return bytes;
-}
-
-// KV bytes read to decode the token at position pos: every layer's keys and values in its window.
-double KvBytesAt(const Model& model, KvType type, int64_t pos) {
-  double bytes = 0;
-  for (const KvLayerSpec& s : model.KvLayout()) {
-    const int64_t n = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
-    bytes += static_cast<double>(n) * (KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
-                                       KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v));
-  }
-  return bytes;
 }
 
 struct TestResult {
@@ -156,14 +79,19 @@ struct TestResult {
 
 // A chat prompt of at least `n` tokens (one user turn, rendered with the model's chat template),
 // or nothing when the vocabulary cannot spell it (placeholder tokenizers).
+std::vector<int32_t> TokenizeChat(const Engine& engine, const std::string& text) {
+  return engine.Tokenize(text, TokenizeOptions{.add_special = true, .parse_special = true});
+}
+
 std::string ChatPromptText(const Engine& engine, int n) {
   const std::string sentence = "Summarise the following notes on memory bandwidth and caches in two sentences. ";
   std::string body;
   for (int i = 0; i < 64; ++i) {
     body += sentence;
-    auto text = RenderChat(engine.chat_style(), {{"user", body}}, ChatRenderOptions{true, false, false});
+    const Message turn{"user", body};
+    auto text = engine.ApplyChatTemplate(std::span<const Message>(&turn, 1));
     if (!text.ok()) return "";
-    if (static_cast<int>(engine.tokenizer().Encode(text.value(), EncodeOptions{true}).size()) >= n) return text.value();
+    if (static_cast<int>(TokenizeChat(engine, text.value()).size()) >= n) return text.value();
   }
   return "";
 }
@@ -192,10 +120,11 @@ int RunBench(int argc, char** argv) {
       ->check(NonNegative());
   app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
-  app.add_option("--kernels", kernels, "kernels to use: ref, auto, or a target (AVX2, AVX3, ...); sets GEMLET_KERNELS");
+  KernelOptions kernel_options;
+  AddKernelFlags(app, kernel_options);
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (!kernels.empty()) ::setenv("GEMLET_KERNELS", kernels.c_str(), 1);
+  if (std::string err = Validate(kernel_options); !err.empty()) return UsageError(err);
   if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
   const int max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
   const int max_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
@@ -207,28 +136,24 @@ int RunBench(int argc, char** argv) {
   // machine does not inflate).
   timespec cpu0{}, cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
-  auto loaded = Engine::Load(model_path);
+  EngineOptions engine_options;
+  engine_options.kernels = kernel_options;
+  auto loaded = Engine::Load(model_path, engine_options);
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   const double load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
   if (!loaded.ok()) return Fail(loaded.message());
-  std::shared_ptr<const Engine> engine = loaded.value();
-  const ModelConfig& config = engine->config();
-  const GgufFile& gguf = engine->model().gguf();
-  KvType kv_type = KvType::kF16;
-  ParseKvType(kv_type_name, &kv_type);
-
-  double model_size = 0, n_params = 0;
-  for (const GgufTensor& t : gguf.tensors()) {
-    model_size += static_cast<double>(t.nbytes);
-    n_params += static_cast<double>(t.n_elements());
-  }
-  const std::string model_type = config.arch + " " + ParamsShort(n_params) + " " + FileTypeName(gguf);
-  const double weight_bytes = WeightBytesPerToken(gguf, config.arch);
+  std::shared_ptr<Engine> engine = loaded.value();
+  const ModelInfo& info = engine->info();
+  const KvCacheType kv_type = kv_type_name == "f32" ? KvCacheType::kF32 : kv_type_name == "q8_0" ? KvCacheType::kQ8_0
+                                                                                                 : KvCacheType::kF16;
+  const double model_size = static_cast<double>(info.tensor_bytes), n_params = static_cast<double>(info.n_parameters);
+  const std::string model_type = info.architecture + " " + ParamsShort(n_params) + " " + info.file_type;
+  const double weight_bytes = static_cast<double>(info.decode_weight_bytes);
 
   std::mt19937 rng(1234);
   auto random_tokens = [&](int n) {
     std::vector<int32_t> tokens(static_cast<size_t>(n));
-    std::uniform_int_distribution<int32_t> id(4, std::max(5, config.n_vocab - 1));
+    std::uniform_int_distribution<int32_t> id(4, std::max(5, info.n_vocab - 1));
     for (int32_t& t : tokens) t = id(rng);
     if (n > 0) tokens[0] = 2;  // <bos>
     return tokens;
@@ -236,11 +161,11 @@ int RunBench(int argc, char** argv) {
   const std::string ttft_text = ttft_prompt > 0 ? ChatPromptText(*engine, ttft_prompt) : "";
   const int ttft_tokens = ttft_text.empty()
                               ? ttft_prompt
-                              : static_cast<int>(engine->tokenizer().Encode(ttft_text, EncodeOptions{true}).size());
+                              : static_cast<int>(TokenizeChat(*engine, ttft_text).size());
   // Like llama-bench, each test starts from a cache holding n_depth tokens (none by default); one
   // context fits the longest of them.
   const int n_ctx = std::max({max_depth + std::max(max_prompt, max_gen), ttft_tokens, 16}) + 1;
-  std::vector<float> logits(static_cast<size_t>(config.n_vocab));
+  std::vector<float> logits(static_cast<size_t>(info.n_vocab));
 
   std::vector<TestResult> results;
   std::vector<double> ttft_by_threads, first_eval_by_threads;
@@ -249,7 +174,7 @@ int RunBench(int argc, char** argv) {
     options.n_ctx = n_ctx;
     options.n_threads = n_threads;
     options.max_batch = batch;
-    options.kv_type = kv_type;
+    options.kv_cache_type = kv_type;
     auto created = Session::Create(engine, options);
     if (!created.ok()) return Fail(created.message());
     Session& session = *created.value();
@@ -309,7 +234,7 @@ int RunBench(int argc, char** argv) {
       for (int i = 0; i < reps; ++i) {
         session.Reset();
         const double t0 = Now();
-        evaluate(ttft_text.empty() ? random_tokens(ttft_prompt) : engine->tokenizer().Encode(ttft_text, EncodeOptions{true}));
+        evaluate(ttft_text.empty() ? random_tokens(ttft_prompt) : TokenizeChat(*engine, ttft_text));
         volatile int first = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         (void)first;
         t.push_back(Now() - t0);
@@ -318,17 +243,19 @@ int RunBench(int argc, char** argv) {
     }
     if (!status.ok()) return Fail(status.message());
   }
-  const size_t peak_rss = PeakRssBytes();  // before the bandwidth test's buffer
+  const MemoryUsage memory = engine->MeasureMemory();
+  const size_t peak_rss = memory.peak_rss_bytes;  // before the bandwidth test's buffer
   const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
-  const double bandwidth = MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
+  const double bandwidth = tools::MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
 
   auto kv_bytes_mean = [&](const TestResult& r) {
     double sum = 0;
-    for (int j = 0; j < r.n_gen; ++j) sum += KvBytesAt(engine->model(), kv_type, r.n_depth + j);
+    for (int j = 0; j < r.n_gen; ++j) sum += static_cast<double>(engine->DecodeKvBytesAt(kv_type, r.n_depth + j));
     return r.n_gen > 0 ? sum / r.n_gen : 0.0;
   };
 
-  const std::string backend = std::string("CPU (") + ActiveKernelsName() + ")";
+  const std::string kernels_name = engine->kernels_name();
+  const std::string backend = "CPU (" + kernels_name + ")";
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     char time_buf[64];
@@ -369,12 +296,12 @@ int RunBench(int argc, char** argv) {
           {"samples_ns", r.samples_ns},
           {"samples_ts", r.samples_ts},
           // gemlet's own fields
-          {"kernels", ActiveKernelsName()},
+          {"kernels", kernels_name},
           {"n_ctx", n_ctx},
-          {"load_ms", engine->load_seconds() * 1e3},
-          {"load_model_ms", engine->model_map_seconds() * 1e3},
+          {"load_ms", info.load_seconds * 1e3},
+          {"load_model_ms", info.map_seconds * 1e3},
           {"first_eval_ms", ti < first_eval_by_threads.size() ? first_eval_by_threads[ti] * 1e3 : 0.0},
-          {"packed_weight_bytes", engine->model().PackedWeightBytes()},
+          {"packed_weight_bytes", memory.packed_weight_bytes},
           {"load_cpu_ms", load_cpu_ms},
           {"peak_rss_bytes", peak_rss},
           {"mem_read_bw_gbs", bandwidth / 1e9},
@@ -412,10 +339,10 @@ int RunBench(int argc, char** argv) {
   }
   std::printf("\n");
   std::printf("model ready (mmap + checks + tokenizer): %.1f ms (%.1f ms CPU); mmap + checks + weights bound: %.1f ms\n",
-              engine->load_seconds() * 1e3, load_cpu_ms, engine->model_map_seconds() * 1e3);
+              info.load_seconds * 1e3, load_cpu_ms, info.map_seconds * 1e3);
   for (size_t i = 0; i < first_eval_by_threads.size(); ++i) {
     std::printf("first evaluation (16 tokens: pages in the weights and packs %.1f MiB of them for the kernels, "
-                "%d threads): %.1f ms\n", engine->model().PackedWeightBytes() / (1024.0 * 1024.0), threads_list[i],
+                "%d threads): %.1f ms\n", memory.packed_weight_bytes / (1024.0 * 1024.0), threads_list[i],
                 first_eval_by_threads[i] * 1e3);
   }
   for (size_t i = 0; i < ttft_by_threads.size(); ++i) {

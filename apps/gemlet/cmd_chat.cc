@@ -82,6 +82,7 @@ int RunChat(int argc, char** argv) {
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
+  if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
 
   auto loaded = LoadForGeneration(mo);

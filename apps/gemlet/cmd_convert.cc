@@ -8,7 +8,7 @@
 #include <string>
 
 #include "command.h"
-#include "convert/convert.h"
+#include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
 namespace {
@@ -17,11 +17,10 @@ int RunConvert(int argc, char** argv) {
   CLI::App app{"Convert a HuggingFace Gemma checkpoint folder (config.json + safetensors) to GGUF, with\n"
                "llama.cpp's tensor names and metadata keys.",
                "gemlet convert"};
-  ConvertOptions options;
-  std::string outtype;
+  tools::ConvertOptions options;
   app.add_option("hf_dir", options.hf_dir, "the checkpoint folder")->required();
   app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
-  app.add_option("--outtype", outtype,
+  app.add_option("--outtype", options.outtype,
                  "f32, f16 or bf16 for the weight matrices (default: the checkpoint's own type); "
                  "norms and other small tensors stay f32");
   app.add_option("--weights", options.weights_path,
@@ -31,11 +30,6 @@ int RunConvert(int argc, char** argv) {
                  "folder's tokenizer.json, else its tokenizer.model); tokenizer_config.json still comes from the folder");
   app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (!outtype.empty()) {
-    Result<DType> type = ParseOutType(outtype);
-    if (!type.ok()) return UsageError(type.message());
-    options.outtype = *type;
-  }
 
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   bool progress_shown = false;
@@ -48,12 +42,12 @@ int RunConvert(int argc, char** argv) {
   }
   options.warn = [&](const std::string& message) { std::fprintf(stderr, "gemlet: warning: %s\n", message.c_str()); };
 
-  Result<ConvertResult> result = ConvertHfToGguf(options);
+  Result<tools::ConvertReport> result = tools::Convert(options);
   if (progress_shown) std::fprintf(stderr, "\r\033[K");
-  if (!result.ok()) return Fail(result.message());
+  if (!result.ok()) return Fail(result.status());
   if (tty) {
     std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s\n", options.output_path.c_str(), result->arch.c_str(),
-                 result->n_tensors, DTypeName(result->outtype));
+                 result->n_tensors, result->outtype.c_str());
   }
   return 0;
 }

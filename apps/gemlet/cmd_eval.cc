@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "quantize/eval.h"
+#include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
 namespace {
@@ -40,7 +40,7 @@ int RunEval(int argc, char** argv) {
   text << in.rdbuf();
   if (!in && !in.eof()) return Fail("cannot read '" + text_path + "'");
 
-  EvalOptions options;
+  tools::EvalOptions options;
   options.model_path = model;
   options.ref_model_path = ref;
   options.text = text.str();
@@ -50,10 +50,10 @@ int RunEval(int argc, char** argv) {
   options.n_threads = threads;
   const bool bar = ::isatty(::fileno(stderr));
   if (bar) options.progress = [](int c, int n) { std::fprintf(stderr, "\rwindow %d/%d", c + 1, n); };
-  auto result = EvaluateText(options);
+  auto result = tools::Eval(options);
   if (bar) std::fprintf(stderr, "\r%30s\r", "");
-  if (!result.ok()) return Fail(result.message());
-  const EvalResult& r = *result;
+  if (!result.ok()) return Fail(result.status());
+  const tools::EvalReport& r = *result;
 
   if (json) {
     nlohmann::json j;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_common.h"
 #include "command.h"
 #include "gemlet/gemlet.hpp"
 
@@ -63,13 +64,16 @@ int RunLogits(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(Positive());
   app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  EngineOptions engine_options;
+  AddKernelFlags(app, engine_options.kernels);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = Validate(engine_options.kernels); !err.empty()) return UsageError(err);
 
   std::vector<int32_t> tokens;
   std::string error;
   if (!ParseTokenList(tokens_text, &tokens, &error)) return UsageError(error);
 
-  auto engine = Engine::Load(model_path);
+  auto engine = Engine::Load(model_path, engine_options);
   if (!engine.ok()) return Fail(engine.message());
   const int n_vocab = engine.value()->info().n_vocab;
 

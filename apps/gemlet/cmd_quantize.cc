@@ -8,7 +8,7 @@
 #include <string>
 
 #include "command.h"
-#include "quantize/quantize.h"
+#include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
 namespace {
@@ -44,52 +44,32 @@ std::string ShapeText(const std::vector<int64_t>& ne) {
 
 int RunQuantize(int argc, char** argv) {
   std::string types_help = "file type:";
-  for (const FileTypeInfo& info : FileTypes()) types_help += std::string("\n  ") + info.name + ": " + info.description;
+  for (const tools::FileTypeDescription& t : tools::FileTypes()) types_help += "\n  " + t.name + ": " + t.description;
   types_help += "\n  (Q3_K, Q4_K, Q5_K are aliases of the _M mixes)";
 
   CLI::App app{"Quantize a GGUF model (F32/F16/BF16 weights) with llama-quantize's per-tensor type mixes"};
   app.name("gemlet quantize");
-  std::string input, output, type_name, embd_type_name;
-  int threads = 0;
-  bool pure = false, allow_requantize = false, dry_run = false, verbose = false;
-  app.add_option("input", input, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
-  app.add_option("output", output, "the GGUF file to write")->required();
-  app.add_option("type", type_name, types_help)->required();
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
-  app.add_flag("--pure", pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
-  app.add_flag("--allow-requantize", allow_requantize, "accept already-quantized tensors in the input");
-  app.add_option("--token-embedding-type", embd_type_name,
+  tools::QuantizeOptions options;
+  bool verbose = false;
+  app.add_option("input", options.input_path, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
+  app.add_option("output", options.output_path, "the GGUF file to write")->required();
+  app.add_option("type", options.type, types_help)->required();
+  app.add_option("-t,--threads", options.n_threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_flag("--pure", options.pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
+  app.add_flag("--allow-requantize", options.allow_requantize, "accept already-quantized tensors in the input");
+  app.add_option("--token-embedding-type", options.token_embedding_type,
                  "type of token_embd and per_layer_token_embd (default: the mix's, Q6_K for most types)");
-  std::vector<std::string> override_specs;
-  app.add_option("--override-kv", override_specs,
+  app.add_option("--override-kv", options.overrides,
                  "set a metadata key in the output, as llama-quantize: KEY=TYPE:VALUE, TYPE int, float, bool or "
                  "str (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_flag("--dry-run", dry_run, "print the type each tensor would get and the sizes, write nothing");
+  app.add_flag("--dry-run", options.dry_run, "print the type each tensor would get and the sizes, write nothing");
   app.add_flag("-v,--verbose", verbose, "print one line per tensor");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
-  QuantizeOptions options;
-  if (!ParseFileType(type_name, &options.ftype)) {
-    return UsageError("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
-  }
-  if (!embd_type_name.empty()) {
-    DType t;
-    if (!ParseDTypeName(embd_type_name, &t)) return UsageError("unknown tensor type '" + embd_type_name + "'");
-    options.token_embedding_type = t;
-  }
-  for (const std::string& spec : override_specs) {
-    Result<MetadataOverride> m = ParseMetadataOverride(spec);
-    if (!m.ok()) return Fail(m.message());
-    options.overrides.push_back(*m);
-  }
-  options.input_path = input;
-  options.output_path = output;
-  options.n_threads = threads;
-  options.pure = pure;
-  options.allow_requantize = allow_requantize;
-  options.dry_run = dry_run;
+  const bool dry_run = options.dry_run;
+  const std::string& output = options.output_path;
   if (verbose) {
     options.warn = [](const std::string& line) { std::fprintf(stderr, "gemlet: warning: %s\n", line.c_str()); };
   }
@@ -98,19 +78,19 @@ int RunQuantize(int argc, char** argv) {
     options.progress = [&bar](uint64_t done, uint64_t total) { bar.Update(done, total); };
   }
 
-  auto report = QuantizeGguf(options);
+  auto report = tools::Quantize(options);
   bar.Finish();
-  if (!report.ok()) return Fail(report.message());
-  const QuantizeReport& r = *report;
+  if (!report.ok()) return Fail(report.status());
+  const tools::QuantizeReport& r = *report;
 
   std::map<std::string, std::pair<int, uint64_t>> by_type;  // type -> (tensors, bytes)
-  for (const QuantizedTensor& t : r.tensors) {
-    auto& entry = by_type[DTypeName(t.to)];
+  for (const tools::QuantizedTensor& t : r.tensors) {
+    auto& entry = by_type[t.to];
     entry.first += 1;
     entry.second += t.bytes_out;
     if (verbose || dry_run) {
-      std::printf("%-40s %-22s %5s -> %-5s %9.3f MiB%s\n", t.name.c_str(), ShapeText(t.ne).c_str(), DTypeName(t.from),
-                  DTypeName(t.to), MiB(t.bytes_out), t.fallback ? "  (fallback)" : "");
+      std::printf("%-40s %-22s %5s -> %-5s %9.3f MiB%s\n", t.name.c_str(), ShapeText(t.shape).c_str(), t.from.c_str(),
+                  t.to.c_str(), MiB(t.bytes_out), t.fallback ? "  (fallback)" : "");
     }
   }
   const double n = static_cast<double>(r.n_elements);

@@ -25,6 +25,7 @@ int RunRun(int argc, char** argv) {
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
+  if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
   if (!have_prompt) {
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }

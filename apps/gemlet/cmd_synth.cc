@@ -7,43 +7,31 @@
 #include <string>
 
 #include "command.h"
-#include "quantize/synth.h"
+#include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
 namespace {
 
 int RunSynth(int argc, char** argv) {
   std::string presets_help = "model to imitate:";
-  for (const SynthPreset& p : SynthPresets()) presets_help += std::string("\n  ") + p.name + ": " + p.description;
+  for (const tools::SynthPreset& p : tools::SynthPresets()) presets_help += "\n  " + p.name + ": " + p.description;
 
   CLI::App app{"Write a GGUF with the dimensions, metadata and vocabulary of a released Gemma and random weights\n"
                "(N(0,1)/sqrt(fan_in) matrices, norms near 1), generated row by row and quantized on the fly"};
   app.name("gemlet synth");
-  std::string preset, type_name = "F16", tokenizer, output;
-  uint64_t seed = 0;
-  int layers = 0, threads = 0;
-  app.add_option("--preset", preset, presets_help)->required();
-  app.add_option("--type", type_name, "F32, F16 (default), BF16, or a quantize type such as Q4_K_M");
-  app.add_option("--tokenizer", tokenizer,
+  tools::SynthOptions options;
+  app.add_option("--preset", options.preset, presets_help)->required();
+  app.add_option("--type", options.type, "F32, F16 (default), BF16, or a quantize type such as Q4_K_M");
+  app.add_option("--tokenizer", options.tokenizer,
                  "tokenizer.json[.xz], a GGUF to copy tokenizer.* from, or 'none' for placeholder tokens "
                  "(required but for the tiny presets, which default to none; e.g. Gemma 3's tokenizer.json, or Gemma 4's "
                  "ggml-vocab-gemma-4.gguf for gemma4 presets)");
-  app.add_option("--seed", seed, "random seed (the same seed gives the same weights at any thread count)");
-  app.add_option("--layers", layers, "keep only the first N layers (KV-shared layers scale along)")->check(Positive());
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
-  app.add_option("-o,--output", output, "the GGUF file to write")->required();
+  app.add_option("--seed", options.seed, "random seed (the same seed gives the same weights at any thread count)");
+  app.add_option("--layers", options.n_layers, "keep only the first N layers (KV-shared layers scale along)")->check(Positive());
+  app.add_option("-t,--threads", options.n_threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
-  SynthOptions options;
-  if (!ParseFileType(type_name, &options.ftype)) {
-    return UsageError("unknown type '" + type_name + "' (choose one of " + FileTypeNames() + ")");
-  }
-  options.preset = preset;
-  options.output_path = output;
-  options.tokenizer = tokenizer;
-  options.seed = seed;
-  options.n_layers = layers;
-  options.n_threads = threads;
   int last = -1;
   if (::isatty(::fileno(stderr))) {
     options.progress = [&last](uint64_t done, uint64_t total) {
@@ -52,12 +40,12 @@ int RunSynth(int argc, char** argv) {
       last = percent;
     };
   }
-  auto report = WriteSynthModel(options);
+  auto report = tools::Synth(options);
   if (last >= 0) std::fprintf(stderr, "\r%20s\r", "");
-  if (!report.ok()) return Fail(report.message());
-  const SynthReport& r = *report;
-  std::printf("wrote %s: %s (%s), %zu tensors, %.1fM parameters, vocab %d, %.2f MiB in %.2f s\n", output.c_str(),
-              preset.c_str(), r.arch.c_str(), r.n_tensors, static_cast<double>(r.n_elements) / 1e6, r.n_vocab,
+  if (!report.ok()) return Fail(report.status());
+  const tools::SynthReport& r = *report;
+  std::printf("wrote %s: %s (%s), %zu tensors, %.1fM parameters, vocab %d, %.2f MiB in %.2f s\n",
+              options.output_path.c_str(), options.preset.c_str(), r.arch.c_str(), r.n_tensors, static_cast<double>(r.n_elements) / 1e6, r.n_vocab,
               static_cast<double>(r.bytes) / (1024.0 * 1024.0), r.seconds);
   return 0;
 }

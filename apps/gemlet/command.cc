@@ -23,6 +23,10 @@ int UsageError(const std::string& message) {
   return kUsageError;
 }
 
+int Fail(const Status& status) {
+  return status.code() == StatusCode::kInvalidArgument ? UsageError(status.message()) : Fail(status.message());
+}
+
 namespace {
 CLI::Validator NumberAtLeast(double min, bool inclusive, const std::string& description) {
   return CLI::Validator(

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "gemlet/status.hpp"
+
 namespace CLI {
 class App;
 class Validator;
@@ -37,6 +39,8 @@ constexpr int kUsageError = 2;
 int Fail(const std::string& message);
 // Prints "gemlet: <message>" (which names the flag) to stderr and returns kUsageError.
 int UsageError(const std::string& message);
+// A failed call's status: kInvalidArgument (an option the library refused) is a usage error.
+int Fail(const Status& status);
 
 // Parses a subcommand's flags. Returns nullopt when the command should go on; otherwise the exit
 // code to return at once: 0 after --help (printed to stdout), kUsageError after one

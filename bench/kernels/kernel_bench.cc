@@ -144,7 +144,7 @@ std::vector<const KernelTable*> Tables(const Options& o) {
 }
 
 void BenchMatMul(const Options& o, bool gemm) {
-  ThreadPool pool(o.threads);
+  KernelContext ctx(o.threads);
   if (gemm) {
     std::printf("\nGEMM (prefill), %d tokens, %d threads: GFLOP/s (2 n_in n_out tokens / time), weights in cache\n",
                 o.tokens, o.threads);
@@ -180,7 +180,7 @@ void BenchMatMul(const Options& o, bool gemm) {
         WeightMatrix hot = View(type, weights.data(), s.n_in, s.n_out);
         PackedWeights hot_slot(nullptr);
         if (o.packed) hot.packed = &hot_slot;
-        const double t_hot = TimePerCall([&] { k->matmul(hot, x.data(), n_tokens, y.data(), pool); }, o.reps);
+        const double t_hot = TimePerCall([&] { k->matmul(hot, x.data(), n_tokens, y.data(), ctx); }, o.reps);
         if (gemm) {
           const double flops = 2.0 * static_cast<double>(s.n_in) * s.n_out * n_tokens;
           std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.1f%s\n", type_name.c_str(), s.name.c_str(), k->name, t_hot * 1e3,
@@ -194,10 +194,10 @@ void BenchMatMul(const Options& o, bool gemm) {
           };
           if (o.packed) {  // pack every copy before timing
             for (size_t c = 0; c < copies; ++c) slots.emplace_back(nullptr);
-            for (size_t c = 0; c < copies; ++c) k->matmul(cold_copy(c), x.data(), 1, y.data(), pool);
+            for (size_t c = 0; c < copies; ++c) k->matmul(cold_copy(c), x.data(), 1, y.data(), ctx);
           }
           size_t next = 0;
-          const double t_cold = TimePerCall([&] { k->matmul(cold_copy(next++ % copies), x.data(), 1, y.data(), pool); },
+          const double t_cold = TimePerCall([&] { k->matmul(cold_copy(next++ % copies), x.data(), 1, y.data(), ctx); },
                                             o.reps);
           std::printf("%-6s %-20s %-8s %10.3f %10.2f %10.2f\n", type_name.c_str(), s.name.c_str(), k->name, t_cold * 1e3,
                       bytes / t_hot / 1e9, bytes / t_cold / 1e9);
@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("active kernels: %s\n", ActiveKernelsName());
+  std::printf("best kernels: %s\n", BestKernels().name);
   if (o.only.empty() || o.only == "bandwidth") {
     for (int t = 1; t <= o.threads; ++t) {
       std::printf("memory read bandwidth, %d thread%s, 1 GiB: %.2f GB/s\n", t, t > 1 ? "s" : "",

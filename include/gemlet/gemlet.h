@@ -35,7 +35,8 @@ typedef enum gemlet_status {
   GEMLET_INVALID_ARGUMENT = 2, /* a NULL handle, a bad option */
   GEMLET_CANCELLED = 3,        /* stopped by *_cancel() or by a callback's return value */
   GEMLET_CONTEXT_FULL = 4,     /* the context has no room for the tokens */
-  GEMLET_OUT_OF_MEMORY = 5
+  GEMLET_OUT_OF_MEMORY = 5,
+  GEMLET_BUFFER_TOO_SMALL = 6  /* an output buffer cannot hold the result: the call says the size needed */
 } gemlet_status;
 
 typedef struct gemlet_engine gemlet_engine;
@@ -65,6 +66,7 @@ typedef struct gemlet_engine_options {
   const char* data_dir;
   gemlet_progress_fn progress;
   void* progress_user_data;
+  const char* kernels;      /* "auto" (NULL), "ref" (the scalar reference) or a CPU target ("AVX2") */
 } gemlet_engine_options;
 
 GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
@@ -83,7 +85,7 @@ GEMLET_API int gemlet_engine_n_ctx_train(const gemlet_engine* engine);
 GEMLET_API const char* gemlet_engine_architecture(const gemlet_engine* engine);
 
 /* Text to token ids. Writes at most `capacity` ids to `tokens` and the full count to *n_tokens;
- * GEMLET_ERROR (with the count) when they do not fit: call again with a larger buffer. */
+ * GEMLET_BUFFER_TOO_SMALL (with the count) when they do not fit: call again with a larger buffer. */
 GEMLET_API gemlet_status gemlet_tokenize(const gemlet_engine* engine, const char* text, size_t text_len,
                                          bool add_special, bool parse_special, int32_t* tokens,
                                          size_t capacity, size_t* n_tokens);
@@ -94,6 +96,11 @@ GEMLET_API void gemlet_string_free(char* text);
 
 /* At most this many threads for every session of the engine from its next call on (0: no limit). */
 GEMLET_API gemlet_status gemlet_engine_set_thread_limit(gemlet_engine* engine, int n_threads);
+/* The kernels every session of the engine runs from its next call on: "auto", "ref" or a CPU target
+ * name. GEMLET_INVALID_ARGUMENT (naming the ones this CPU runs) for any other. */
+GEMLET_API gemlet_status gemlet_engine_set_kernels(gemlet_engine* engine, const char* kernels);
+/* The kernels in use ("AVX3_DL", "NEON", "ref", ...): a static string. */
+GEMLET_API const char* gemlet_engine_kernels(const gemlet_engine* engine);
 
 /* Platform signals, passed in by the app. Thermal levels are iOS ProcessInfo.ThermalState's; map
  * Android's THERMAL_STATUS_NONE/LIGHT to NOMINAL, MODERATE to FAIR, SEVERE to SERIOUS, CRITICAL and

@@ -55,6 +55,24 @@ GEMLET_CXX_API void SetLogCallback(LogCallback callback);
 
 // ---- Engine ----
 
+enum class KvCacheType { kF16, kF32, kQ8_0 };
+
+// How the kernels run. The defaults are the fastest on this CPU; the rest are for A/B measurements,
+// for checking results against the reference, and for governors (a hot phone trades speed for heat).
+struct KernelOptions {
+  // "auto": the best this CPU runs; "ref": the scalar reference (slow; it defines the results); or a
+  // name from AvailableKernels() ("AVX2", "NEON", ...).
+  std::string kernels = "auto";
+  bool pack_weights = true;   // repack weights on first use into the layout the kernels stream fastest
+  int prefetch_bytes = 2048;  // how far ahead decode prefetches weights (0: off, at most 1 MiB)
+  bool vnni_gemm = true;      // prefill through the VNNI panel GEMM where the CPU has VNNI
+  bool spin_wait = true;      // threads poll briefly between the loops of a step instead of sleeping
+};
+// The kernel names this build runs on this CPU: "ref", then the SIMD targets, best first.
+GEMLET_CXX_API std::vector<std::string> AvailableKernels();
+// Empty when the options are valid, else what is wrong.
+GEMLET_CXX_API std::string Validate(const KernelOptions& options);
+
 struct EngineOptions {
   // Threads a session uses unless its options say otherwise; 0: every hardware thread.
   int n_threads = 0;
@@ -65,6 +83,7 @@ struct EngineOptions {
   // Called while loading with the fraction done (0..1); return false to cancel the load, which then
   // fails with StatusCode::kCancelled.
   std::function<bool(float fraction)> progress{};
+  KernelOptions kernels{};
 };
 
 // What a loaded model is.
@@ -78,7 +97,13 @@ struct ModelInfo {
   int d_model = 0;
   uint64_t n_parameters = 0;
   uint64_t file_bytes = 0;
+  uint64_t tensor_bytes = 0;  // the tensors' data (file_bytes less header and metadata)
+  std::string file_type;      // llama.cpp's name of general.file_type: "Q4_K_M", "F16", ...; "?" unknown
+  // Weight bytes one decoded token reads (every matrix once; embedding tables one row; MoE experts
+  // the used share): with Session::DecodeKvBytesAt, the traffic a bandwidth bound divides.
+  uint64_t decode_weight_bytes = 0;
   double load_seconds = 0;   // mapping, validating and binding the file, and building the tokenizer
+  double map_seconds = 0;    // of that, mapping, validating and binding (the rest is the tokenizer)
 };
 
 // What the process holds now beside the plan (MemoryPlan): its resident set and peak, and how much
@@ -88,6 +113,7 @@ struct GEMLET_CXX_API MemoryUsage {
   uint64_t peak_rss_bytes = 0;
   uint64_t model_file_resident_bytes = 0;
   uint64_t on_demand_resident_bytes = 0;
+  uint64_t packed_weight_bytes = 0;  // weights repacked for the kernels so far (packed on first use)
   std::string ToString() const;  // one line, "memory now: RSS ..."
 };
 
@@ -118,6 +144,11 @@ class GEMLET_CXX_API TextTokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+struct Message {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
 class GEMLET_CXX_API Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.
@@ -139,17 +170,30 @@ class GEMLET_CXX_API Engine {
   std::string TokenText(int32_t token) const;  // one token's piece as text ("" when out of range)
   int32_t bos_token() const;                   // -1 when the vocabulary has none
   bool IsEndOfGeneration(int32_t token) const;
+  // The model's chat format applied to messages, as text with its markup (tokenize it with
+  // parse_special, and add_special as the tokenizer adds BOS: the text carries none).
+  // add_generation_prompt: end with the opening of the model's turn.
+  Result<std::string> ApplyChatTemplate(std::span<const Message> messages, bool add_generation_prompt = true) const;
 
   // Threads every session of this engine may use at most from its next call on (the thermal
   // governor lowers it); 0 lifts the limit. Thread-safe.
   void SetThreadLimit(int n_threads);
   int thread_limit() const;
+  // The kernels every session of this engine runs from its next call on (a call in progress keeps
+  // the ones it started with). kInvalidArgument for an unknown name or a bad value. Thread-safe.
+  Status SetKernelOptions(const KernelOptions& options);
+  KernelOptions kernel_options() const;
+  // The name of the kernels in use now ("AVX3_DL", "ref", ...): "auto" resolved.
+  std::string kernels_name() const;
 
   // Packs the weights into the layout the kernels read (done on first use otherwise): an app calls
   // it while the user types the first message. A set `stop` ends it after the matrix in hand; what is
   // left is packed on first use. Thread-safe; uses n_threads threads.
   void PrepareWeights(const std::atomic<bool>* stop = nullptr, int n_threads = 1) const;
   MemoryUsage MeasureMemory() const;
+  // K and V bytes a decode step at position pos reads from a cache of this type (with
+  // ModelInfo::decode_weight_bytes: the traffic a bandwidth bound divides).
+  uint64_t DecodeKvBytesAt(KvCacheType type, int64_t pos) const;
 
   // Platform signals (thread-safe). They are recorded here; the memory and thermal governors act
   // on them.
@@ -170,8 +214,6 @@ class GEMLET_CXX_API Engine {
 };
 
 // ---- Session ----
-
-enum class KvCacheType { kF16, kF32, kQ8_0 };
 
 struct SessionOptions {
   int n_ctx = 0;         // tokens the KV cache holds; 0: the model's training context, at most 4096
@@ -292,11 +334,6 @@ class GEMLET_CXX_API Session {
 };
 
 // ---- Conversation ----
-
-struct Message {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
-};
 
 struct ConversationOptions {
   SessionOptions session;

@@ -2,8 +2,10 @@
 // facade (gemlet.cc) and the C API (gemlet_c.cc), never seen by users.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gemlet/gemlet.hpp"
@@ -16,6 +18,28 @@ struct Engine::Impl {
   EngineOptions options;
   ModelInfo info;
   std::atomic<int> thread_limit{0};
+
+  // The kernels sessions run (SetKernelOptions): the options as given, and resolved.
+  struct Kernels {
+    KernelOptions options;
+    const KernelTable* table = nullptr;
+    KernelTuning tuning;
+  };
+  mutable std::mutex kernels_mutex;
+  Kernels kernels;
+  Kernels CurrentKernels() const {
+    std::lock_guard<std::mutex> lock(kernels_mutex);
+    return kernels;
+  }
+  // Before each call of a session or conversation: the engine's thread limit (the thermal
+  // governor's knob) and kernels.
+  void Apply(runtime::Session& session, int own_threads) const {
+    const int limit = thread_limit.load();
+    session.SetThreads(limit > 0 ? std::min(limit, own_threads) : own_threads);
+    const Kernels k = CurrentKernels();
+    session.SetKernels(*k.table, k.tuning);
+  }
+
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};
   std::atomic<bool> background{false};

@@ -13,6 +13,7 @@
 
 #include "api/api_internal.h"
 #include "gguf/gguf_reader.h"
+#include "kernels/kernels.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
@@ -146,8 +147,23 @@ ModelInfo DescribeModel(const runtime::Engine& engine) {
   const GgufFile& gguf = engine.model().gguf();
   for (const GgufTensor& t : gguf.tensors()) info.n_parameters += static_cast<uint64_t>(t.n_elements());
   info.file_bytes = gguf.mapping() ? gguf.mapping()->size() : 0;
+  for (const GgufTensor& t : gguf.tensors()) info.tensor_bytes += t.nbytes;
+  info.file_type = runtime::FileTypeName(gguf);
+  info.decode_weight_bytes = static_cast<uint64_t>(runtime::DecodeWeightBytesPerToken(gguf, c.arch));
   info.load_seconds = engine.load_seconds();
+  info.map_seconds = engine.model_map_seconds();
   return info;
+}
+
+Engine::Impl::Kernels ResolveKernels(const KernelOptions& o) {
+  Engine::Impl::Kernels k;
+  k.options = o;
+  k.table = KernelsNamed(o.kernels);
+  k.tuning.pack_weights = o.pack_weights;
+  k.tuning.prefetch_bytes = static_cast<size_t>(o.prefetch_bytes);
+  k.tuning.vnni_gemm = o.vnni_gemm;
+  k.tuning.spin_wait = o.spin_wait;
+  return k;
 }
 
 Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtime::Engine>> loaded,
@@ -160,13 +176,16 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
   impl->runtime = std::move(loaded).value();
   impl->options = o;
   impl->info = DescribeModel(*impl->runtime);
+  impl->kernels = ResolveKernels(o.kernels);
   return impl;
 }
 
 Status CheckOptions(const EngineOptions& o) {
   if (o.n_threads < 0) return Status::Error(StatusCode::kInvalidArgument, "n_threads must be >= 0");
+  if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
   return Status::Ok();
 }
+
 
 }  // namespace
 
@@ -208,8 +227,9 @@ int32_t Engine::bos_token() const { return impl_->runtime->tokenizer().bos_id();
 bool Engine::IsEndOfGeneration(int32_t token) const { return impl_->runtime->IsEndOfGeneration(token); }
 
 void Engine::PrepareWeights(const std::atomic<bool>* stop, int n_threads) const {
-  ThreadPool pool(std::max(1, n_threads));
-  impl_->runtime->model().PrepareWeights(pool, stop);
+  const Impl::Kernels k = impl_->CurrentKernels();
+  KernelContext ctx(std::max(1, n_threads), k.table, k.tuning);
+  impl_->runtime->model().PrepareWeights(ctx, stop);
 }
 
 namespace {
@@ -232,11 +252,48 @@ MemoryUsage Engine::MeasureMemory() const {
   u.peak_rss_bytes = m.peak_rss;
   u.model_file_resident_bytes = m.file_resident;
   u.on_demand_resident_bytes = m.on_demand_resident;
+  u.packed_weight_bytes = impl_->runtime->model().PackedWeightBytes();
   return u;
+}
+
+uint64_t Engine::DecodeKvBytesAt(KvCacheType type, int64_t pos) const {
+  const KvType t = type == KvCacheType::kF32 ? KvType::kF32 : type == KvCacheType::kQ8_0 ? KvType::kQ8_0 : KvType::kF16;
+  return static_cast<uint64_t>(runtime::DecodeKvBytesAt(impl_->runtime->model(), t, pos));
+}
+
+Result<std::string> Engine::ApplyChatTemplate(std::span<const Message> messages, bool add_generation_prompt) const {
+  std::vector<runtime::ChatMessage> chat;
+  for (const Message& m : messages) chat.push_back({m.role, m.content});
+  runtime::ChatRenderOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.add_bos = false;
+  return runtime::RenderChat(impl_->runtime->chat_style(), chat, o);
 }
 
 void Engine::SetThreadLimit(int n_threads) { impl_->thread_limit.store(std::max(0, n_threads)); }
 int Engine::thread_limit() const { return impl_->thread_limit.load(); }
+
+std::vector<std::string> AvailableKernels() { return KernelNames(); }
+
+std::string Validate(const KernelOptions& o) {
+  if (KernelsNamed(o.kernels) == nullptr) {
+    std::string names;
+    for (const std::string& n : KernelNames()) names += ", " + n;
+    return "unknown kernels '" + o.kernels + "' (this CPU runs: auto" + names + ")";
+  }
+  if (o.prefetch_bytes < 0 || o.prefetch_bytes > (1 << 20)) return "prefetch bytes must be in [0, 1048576]";
+  return std::string();
+}
+
+Status Engine::SetKernelOptions(const KernelOptions& options) {
+  if (std::string err = Validate(options); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
+  std::lock_guard<std::mutex> lock(impl_->kernels_mutex);
+  impl_->kernels = ResolveKernels(options);
+  return Status::Ok();
+}
+
+KernelOptions Engine::kernel_options() const { return impl_->CurrentKernels().options; }
+std::string Engine::kernels_name() const { return impl_->CurrentKernels().table->name; }
 
 void Engine::SetThermalState(ThermalState state) {
   impl_->thermal.store(state);
@@ -266,6 +323,9 @@ runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine)
   r.n_ctx = o.n_ctx;
   r.n_threads = o.n_threads > 0 ? o.n_threads : engine.options().n_threads;
   r.max_batch = o.max_batch;
+  const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
+  r.kernels = k.table;
+  r.tuning = k.tuning;
   switch (o.kv_cache_type) {
     case KvCacheType::kF16: r.kv_type = KvType::kF16; break;
     case KvCacheType::kF32: r.kv_type = KvType::kF32; break;
@@ -402,11 +462,10 @@ struct Session::Impl {
   int own_threads = 1;
   KvType kv_type = KvType::kF16;
 
-  // Before each call: the engine's thread limit (the thermal governor's knob), and a fresh cancel
-  // flag (a Cancel() meant for an earlier call must not stop this one).
+  // Before each call: the engine's threads and kernels, and a fresh cancel flag (a Cancel() meant
+  // for an earlier call must not stop this one).
   void BeginCall() {
-    const int limit = engine->thread_limit();
-    session->SetThreads(limit > 0 ? std::min(limit, own_threads) : own_threads);
+    engine->impl().Apply(*session, own_threads);
     cancel.store(false);
   }
 };
@@ -460,6 +519,7 @@ int Session::n_ctx() const { return impl_->session->n_ctx(); }
 const std::vector<int32_t>& Session::tokens() const { return impl_->session->history(); }
 MemoryStats Session::memory() const { return SessionMemory(*impl_->session); }
 MemoryPlan Session::memory_plan() const { return PlanMemory(*impl_->session, impl_->kv_type); }
+
 const Engine& Session::engine() const { return *impl_->engine; }
 
 // ---- Conversation ----
@@ -495,8 +555,7 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
 Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptions& options,
                                  const StreamCallback& on_text) {
   RETURN_IF_ERROR(CheckGenerateOptions(options));
-  const int limit = impl_->engine->thread_limit();
-  impl_->chat->session().SetThreads(limit > 0 ? std::min(limit, impl_->own_threads) : impl_->own_threads);
+  impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
   impl_->cancel.store(false);
   impl_->chat->SetSampling(ToRuntime(options.sampling));
   const runtime::TextSink sink = ToSink(on_text);

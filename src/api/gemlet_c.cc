@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "api/api_internal.h"
 #include "gemlet/gemlet.hpp"
+#include "kernels/kernels.h"
 
 struct gemlet_engine {
   std::shared_ptr<gemlet::Engine> engine;
@@ -93,6 +95,7 @@ gemlet::EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
     void* user = o.progress_user_data;
     e.progress = [fn, user](float fraction) { return fn(fraction, user); };
   }
+  if (o.kernels) e.kernels.kernels = o.kernels;
   return e;
 }
 
@@ -167,6 +170,7 @@ const char* gemlet_status_name(gemlet_status status) {
     case GEMLET_CANCELLED: return "cancelled";
     case GEMLET_CONTEXT_FULL: return "context full";
     case GEMLET_OUT_OF_MEMORY: return "out of memory";
+    case GEMLET_BUFFER_TOO_SMALL: return "buffer too small";
   }
   return "unknown status";
 }
@@ -230,7 +234,7 @@ gemlet_status gemlet_tokenize(const gemlet_engine* engine, const char* text, siz
         engine->engine->Tokenize(std::string_view(text ? text : "", text_len), {add_special, parse_special});
     if (n_tokens) *n_tokens = ids.size();
     if (ids.size() > capacity) {
-      return Fail(GEMLET_ERROR, "the text has " + std::to_string(ids.size()) + " tokens, the buffer room for " +
+      return Fail(GEMLET_BUFFER_TOO_SMALL, "the text has " + std::to_string(ids.size()) + " tokens, the buffer room for " +
                                     std::to_string(capacity));
     }
     std::copy(ids.begin(), ids.end(), tokens);
@@ -258,6 +262,20 @@ gemlet_status gemlet_engine_set_thread_limit(gemlet_engine* engine, int n_thread
   if (n_threads < 0) return Fail(GEMLET_INVALID_ARGUMENT, "the thread limit must be >= 0");
   engine->engine->SetThreadLimit(n_threads);
   return GEMLET_OK;
+}
+
+gemlet_status gemlet_engine_set_kernels(gemlet_engine* engine, const char* kernels) {
+  if (engine == nullptr) return NullHandle("engine");
+  if (kernels == nullptr) return NullHandle("kernels");
+  return Guard([&] {
+    gemlet::KernelOptions k = engine->engine->kernel_options();
+    k.kernels = kernels;
+    return Report(engine->engine->SetKernelOptions(k));
+  });
+}
+
+const char* gemlet_engine_kernels(const gemlet_engine* engine) {
+  return engine ? engine->engine->impl().CurrentKernels().table->name : "";
 }
 
 gemlet_status gemlet_engine_set_thermal_state(gemlet_engine* engine, gemlet_thermal_state state) {

@@ -37,23 +37,13 @@ constexpr int kSpinBackoffJobs = 500;
 // pauses when the score reaches kSlowStartLimit (3 slow starts within ~20 jobs).
 constexpr int kSlowStartWeight = 10, kSlowStartLimit = 21;
 
-// GEMLET_POOL_SPIN=0 turns spinning off: every hand-off sleeps (for A/B measurements, and for
-// machines shared with other busy processes).
-bool SpinEnabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("GEMLET_POOL_SPIN");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return enabled;
-}
-
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, bool spin) : n_threads_(n_threads < 1 ? 1 : n_threads), spin_(spin) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -74,7 +64,7 @@ void ThreadPool::Wait(Done done, std::atomic<int>& sleepers, std::condition_vari
   // Spinning only pays while this thread keeps its core: a gap between two polls means the OS is
   // sharing the core with other work, and then a sleeping thread (woken with priority) is served
   // sooner than a preempted spinning one.
-  if (spin_pause_.load(std::memory_order_relaxed) == 0 && SpinEnabled()) {
+  if (spin_.load(std::memory_order_relaxed) && spin_pause_.load(std::memory_order_relaxed) == 0) {
     const auto start = std::chrono::steady_clock::now();
     auto last = start;
     for (unsigned i = 1;; ++i) {

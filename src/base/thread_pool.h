@@ -14,13 +14,17 @@ namespace gemlet {
 
 class ThreadPool {
  public:
-  // n_threads counts the calling thread: a pool of 1 runs everything inline.
-  explicit ThreadPool(int n_threads);
+  // n_threads counts the calling thread: a pool of 1 runs everything inline. spin: threads poll
+  // briefly for the next job before they sleep (see Wait); off, every hand-off sleeps (A/B
+  // measurements, and machines shared with other busy processes).
+  explicit ThreadPool(int n_threads, bool spin = true);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  bool spin() const { return spin_.load(std::memory_order_relaxed); }
+  void SetSpin(bool spin) { spin_.store(spin, std::memory_order_relaxed); }
 
   // Calls fn(begin, end, thread_index) on disjoint chunks covering [0, n); returns when all are done.
   // Chunks are contiguous and balanced so that each thread streams its own slice of a weight matrix.
@@ -46,6 +50,7 @@ class ThreadPool {
   void UpdateSpinPolicy(int64_t publish_ns, bool workers_spinning);
 
   int n_threads_;
+  std::atomic<bool> spin_;
   std::vector<std::thread> workers_;
 
   // A decode step issues hundreds of small loops: waking sleeping threads through a mutex and a

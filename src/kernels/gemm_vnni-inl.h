@@ -291,40 +291,20 @@ HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kPanelRows, acc[t]);
 }
 
-// GEMLET_VNNI_GEMM=0 falls back to the per-row tiles of quant_dot-inl.h (A/B measurements only).
-inline bool Enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("GEMLET_VNNI_GEMM");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return enabled;
-}
-
-// Thread-local buffers that grow to the largest size seen: no allocation in steady state.
-template <class T>
-T* Scratch(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-
 // fill(row0, rows, panel) decodes rows [row0, row0 + rows) into the panel, kGroups scale groups per
 // 32-value block; D gives kGroups, kZeroPoint and kHasMin.
 template <class D, class Fill>
-void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, const Fill& fill) {
+void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx, const Fill& fill) {
   constexpr int G = D::kGroups;
   const int64_t n_blocks = w.n_in / kBlock32;
   Acts acts;
   acts.n_blocks = n_blocks;
-  {
-    thread_local std::vector<int8_t> q;
-    thread_local std::vector<float> d, sum;
-    thread_local std::vector<int32_t> zero;
-    acts.q = Scratch(q, static_cast<size_t>(n_tokens * n_blocks * 32));
-    acts.d = Scratch(d, static_cast<size_t>(n_tokens * n_blocks));
-    acts.sum = Scratch(sum, static_cast<size_t>(n_tokens * n_blocks * G));
-    acts.zero = Scratch(zero, static_cast<size_t>(n_tokens * n_blocks * G));
-  }
-  pool.ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+  KernelScratch& scratch = ctx.scratch();
+  acts.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
+  acts.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_blocks));
+  acts.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * G));
+  acts.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_tokens * n_blocks * G));
+  ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       QuantizeActRow<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, acts.q + t * n_blocks * 32, acts.d + t * n_blocks,
                         acts.sum + t * n_blocks * G, acts.zero + t * n_blocks * G);
@@ -332,13 +312,11 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Thr
   });
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;
   // Panels are taken one at a time: a thread that the OS time-slices away holds up no one.
-  pool.ParallelForDynamic(static_cast<size_t>(n_panels), 1, [&](size_t begin, size_t end, int) {
-    thread_local std::vector<uint8_t> pq;
-    thread_local std::vector<float> ps, po;
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(n_panels), 1, [&](size_t begin, size_t end, int thread) {
     Panel p;
-    p.q = Scratch(pq, static_cast<size_t>(n_blocks * 512));
-    p.scale = Scratch(ps, static_cast<size_t>(n_blocks * G * kPanelRows));
-    p.offset = Scratch(po, static_cast<size_t>(n_blocks * G * kPanelRows));
+    p.q = scratch.Get<uint8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(n_blocks * 512));
+    p.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, static_cast<size_t>(n_blocks * G * kPanelRows));
+    p.offset = scratch.Get<float>(thread, KernelScratch::kPanelOffset, static_cast<size_t>(n_blocks * G * kPanelRows));
     alignas(64) float out[kTileTokens * kPanelRows];
     for (size_t panel = begin; panel < end; ++panel) {
       const int64_t row0 = static_cast<int64_t>(panel) * kPanelRows;
@@ -371,8 +349,8 @@ static_assert(kTileTokens == 8, "Gemm's switch lists the tile sizes");
 
 // The GEMM over rows as stored: panels filled by the type's row decoder.
 template <class D>
-void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  Gemm<D>(w, x, n_tokens, y, pool, [&](int64_t row0, int rows, const Panel& p) {
+void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  Gemm<D>(w, x, n_tokens, y, ctx, [&](int64_t row0, int rows, const Panel& p) {
     for (int r = 0; r < rows; ++r) {
       PanelRowWriter<D::kGroups> writer(p, r);
       D::DecodeRow(w.Row(row0 + r), w.n_in, writer);

@@ -1,11 +1,8 @@
-// The public kernel functions: each forwards to the KernelTable chosen once per process.
+// Choosing a kernel table by name, and the memory bandwidth probe.
 #include <hwy/targets.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -13,73 +10,29 @@
 
 namespace gemlet {
 
-namespace {
-const KernelTable& ChooseKernels() {
-  const char* env = std::getenv("GEMLET_KERNELS");
-  const std::vector<int64_t> targets = SimdTargets();
-  if (env != nullptr && *env != '\0' && std::strcmp(env, "auto") != 0) {
-    if (std::strcmp(env, "ref") == 0) return RefKernels();
-    for (int64_t t : targets) {
-      if (std::strcmp(env, hwy::TargetName(t)) == 0) return *SimdKernels(t);
-    }
-    std::fprintf(stderr, "gemlet: GEMLET_KERNELS=%s is not ref, auto or a supported target; using auto\n", env);
-  }
-  if (targets.empty()) return RefKernels();
-  const KernelTable* best = SimdKernels(targets.front());
-  return best != nullptr ? *best : RefKernels();
-}
-}  // namespace
-
-const KernelTable& ActiveKernels() {
-  static const KernelTable& table = ChooseKernels();
+const KernelTable& BestKernels() {
+  static const KernelTable& table = [] () -> const KernelTable& {
+    const std::vector<int64_t> targets = SimdTargets();
+    const KernelTable* best = targets.empty() ? nullptr : SimdKernels(targets.front());
+    return best != nullptr ? *best : RefKernels();
+  }();
   return table;
 }
 
-const char* ActiveKernelsName() { return ActiveKernels().name; }
+const KernelTable* KernelsNamed(const std::string& name) {
+  if (name == "auto" || name.empty()) return &BestKernels();
+  if (name == "ref") return &RefKernels();
+  for (int64_t t : SimdTargets()) {
+    if (name == hwy::TargetName(t)) return SimdKernels(t);
+  }
+  return nullptr;
+}
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  ActiveKernels().matmul(w, x, n_tokens, y, pool);
+std::vector<std::string> KernelNames() {
+  std::vector<std::string> names = {"ref"};
+  for (int64_t t : SimdTargets()) names.emplace_back(hwy::TargetName(t));
+  return names;
 }
-void PrepareMatMul(const WeightMatrix& w, ThreadPool& pool) { ActiveKernels().prepare_matmul(w, pool); }
-void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
-  ActiveKernels().rms_norm(x, w, n, eps, out);
-}
-void GeluTanhMul(float* gate, const float* up, int64_t n) { ActiveKernels().gelu_tanh_mul(gate, up, n); }
-void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
-  ActiveKernels().rope_rotate_half(x, n_heads, head_dim, inv_freq, pos);
-}
-void DotRowsF32(const float* q, size_t q_stride, int n_q, const float* rows, size_t stride, int64_t n_rows, int64_t n,
-                float* out, size_t out_stride) {
-  ActiveKernels().dot_rows_f32(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
-}
-void DotRowsF16(const float* q, size_t q_stride, int n_q, const uint16_t* rows, size_t stride, int64_t n_rows,
-                int64_t n, float* out, size_t out_stride) {
-  ActiveKernels().dot_rows_f16(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
-}
-void DotRowsQ8_0(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
-                 int64_t n, float* out, size_t out_stride) {
-  ActiveKernels().dot_rows_q8_0(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
-}
-void WeightedSumF32(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
-                    int64_t n, float* y, size_t y_stride) {
-  ActiveKernels().weighted_sum_f32(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
-}
-void WeightedSumF16(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride, int64_t n_rows,
-                    int64_t n, float* y, size_t y_stride) {
-  ActiveKernels().weighted_sum_f16(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
-}
-void WeightedSumQ8_0(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
-                     int64_t n, float* y, size_t y_stride) {
-  ActiveKernels().weighted_sum_q8_0(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
-}
-float DotF32(const float* a, const float* b, int64_t n) {
-  float out;
-  ActiveKernels().dot_rows_f32(a, 0, 1, b, 0, 1, n, &out, 0);
-  return out;
-}
-void AxpyF32(float a, const float* x, float* y, int64_t n) { ActiveKernels().weighted_sum_f32(&a, 0, 1, x, 0, 1, n, y, 0); }
-float Softmax(float* x, int64_t n) { return ActiveKernels().softmax(x, n); }
-void SoftCap(float* x, int64_t n, float cap) { ActiveKernels().soft_cap(x, n, cap); }
 
 double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {
   std::vector<uint8_t> buffer(bytes, 1);

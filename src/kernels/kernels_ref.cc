@@ -1,7 +1,6 @@
 // Reference (scalar) kernels: the specification every faster path is tested against.
 #include <cmath>
 #include <type_traits>
-#include <vector>
 
 #include "base/half.h"
 #include "kernels/kernel_table.h"
@@ -15,20 +14,11 @@ float GeluTanh(float x) {
 }
 
 namespace ref {
-float DotF32(const float* a, const float* b, int64_t n);  // not the dispatching gemlet::DotF32
+float DotF32(const float* a, const float* b, int64_t n);
 
-namespace {
-// One decode buffer per thread, grown once: the matmul loop itself never allocates.
-float* ThreadRowBuffer(int64_t n) {
-  thread_local std::vector<float> buffer;
-  if (static_cast<int64_t>(buffer.size()) < n) buffer.resize(static_cast<size_t>(n));
-  return buffer.data();
-}
-}  // namespace
-
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
-    float* row = ThreadRowBuffer(w.n_in);
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int thread) {
+    float* row = ctx.scratch().Get<float>(thread, KernelScratch::kRowDecode, static_cast<size_t>(w.n_in));
     for (size_t o = begin; o < end; ++o) {
       const float* wrow;
       if (w.type == DType::kF32) {
@@ -138,7 +128,7 @@ void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
 
 const KernelTable& RefKernels() {
   // The reference reads every matrix as stored: nothing to prepare.
-  static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, ThreadPool&) {},
+  static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, KernelContext&) {},
                                     ref::RmsNorm,   ref::GeluTanhMul,
                                     ref::RopeRotateHalf,
                                     ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>,

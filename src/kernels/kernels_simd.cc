@@ -8,7 +8,8 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include <cmath>
-#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "base/half.h"
 #include "kernels/kernel_table.h"
@@ -20,8 +21,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Defined per target in matmul_simd.cc.
-void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
-void PrepareMatMulSimd(const WeightMatrix& w, ThreadPool& pool);
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
+void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
 
 namespace {
 using DF = hn::ScalableTag<float>;
@@ -392,17 +393,22 @@ uint32_t ReadForBandwidth(const void* data, size_t n) { return HWY_DYNAMIC_DISPA
 std::vector<int64_t> SimdTargets() { return hwy::SupportedAndGeneratedTargets(); }
 
 const KernelTable* SimdKernels(int64_t target) {
-  bool found = false;
-  for (int64_t t : SimdTargets()) found |= t == target;
-  if (!found) return nullptr;
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  // Highway's own way to reach one target's code: pretend the CPU supports only it, dispatch, undo.
-  hwy::SetSupportedTargetsForTest(target);
-  const KernelTable* table = HWY_DYNAMIC_DISPATCH(GetKernelTable)();
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-  return table;
+  // Every table is looked up once, together: Highway's only way to reach one target's code is to
+  // pretend the CPU supports only it, dispatch and undo, which must not race with other dispatches.
+  static const std::vector<std::pair<int64_t, const KernelTable*>> tables = [] {
+    std::vector<std::pair<int64_t, const KernelTable*>> found;
+    for (int64_t t : SimdTargets()) {
+      hwy::SetSupportedTargetsForTest(t);
+      found.emplace_back(t, HWY_DYNAMIC_DISPATCH(GetKernelTable)());
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    return found;
+  }();
+  for (const auto& [t, table] : tables) {
+    if (t == target) return table;
+  }
+  return nullptr;
 }
 
 }  // namespace gemlet

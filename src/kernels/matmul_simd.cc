@@ -25,10 +25,10 @@ HWY_BEFORE_NAMESPACE();
 namespace gemlet {
 namespace HWY_NAMESPACE {
 #if HWY_TARGET == HWY_SCALAR
-void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  RefKernels().matmul(w, x, n_tokens, y, pool);  // one-lane vectors: see quant_dot-inl.h
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  RefKernels().matmul(w, x, n_tokens, y, ctx);  // one-lane vectors: see quant_dot-inl.h
 }
-void PrepareMatMulSimd(const WeightMatrix&, ThreadPool&) {}
+void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
 #else
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -157,20 +157,11 @@ void QuantizeRowK(const float* x, int64_t n, BlockQ8_K* out) {
   }
 }
 
-// The calling thread's activation buffer, grown once to the largest size seen: a matmul never
-// allocates in steady state.
 template <class Act>
-Act* ActScratch(size_t n) {
-  thread_local std::vector<Act> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
-
-template <class Act>
-const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, ThreadPool& pool) {
+const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
   constexpr int64_t kBlock = sizeof(Act) == sizeof(BlockQ8x32) ? kBlock32 : kBlockK;
   const int64_t nb = n_in / kBlock;
-  Act* out = ActScratch<Act>(static_cast<size_t>(n_tokens * nb));
+  Act* out = ctx.scratch().Get<Act>(0, KernelScratch::kActivations, static_cast<size_t>(n_tokens * nb));
   auto run = [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       const float* row = x + static_cast<int64_t>(t) * n_in;
@@ -179,33 +170,26 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, T
     }
   };
   if (n_tokens == 1) run(0, 1, 0);
-  else pool.ParallelFor(static_cast<size_t>(n_tokens), run);
+  else ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), run);
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Drivers. act[t * act_stride] is token t's activation row (floats, or its quantized blocks).
 
-// How far ahead of the rows being computed decode prefetches (bytes). Decode streams weights that
-// are not in any cache, and on its own one core keeps too few DRAM reads in flight while it also
-// decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode from 6.1-7.3 to 8.1-8.4 t/s
-// (bench/RESULTS.md). GEMLET_PREFETCH=0 turns it off (experiments only).
-size_t PrefetchDistance() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("GEMLET_PREFETCH");
-    return env != nullptr ? static_cast<size_t>(std::atol(env)) : size_t{2048};
-  }();
-  return bytes;
-}
+// How far ahead of the rows being computed decode prefetches (bytes, KernelTuning::prefetch_bytes).
+// Decode streams weights that are not in any cache, and on its own one core keeps too few DRAM
+// reads in flight while it also decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode
+// from 6.1-7.3 to 8.1-8.4 t/s (bench/RESULTS.md).
 
 // Rows per decode step: independent accumulation chains that share each activation load.
 constexpr int kGemvRows = 4;
 
 // Decode: one token, rows split across the pool, kGemvRows at a time.
 template <class K>
-void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, ThreadPool& pool) {
-  pool.ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
-    const size_t ahead = PrefetchDistance();
+void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, KernelContext& ctx) {
+  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
+    const size_t ahead = ctx.tuning().prefetch_bytes;
     const uint8_t* rows[kGemvRows];
     size_t o = begin;
     for (; o + kGemvRows <= end; o += kGemvRows) {
@@ -233,11 +217,11 @@ HWY_INLINE void GemmTile(const WeightMatrix& w, int64_t r0, int64_t r1, const ty
 // kTileTokens tokens runs over the block's rows while they are hot in cache.
 template <class K>
 void Gemm(const WeightMatrix& w, const typename K::Act* act, int64_t act_stride, int64_t n_tokens, float* y,
-          ThreadPool& pool) {
+          KernelContext& ctx) {
   const int64_t rows_per_block =
       std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<size_t>(w.row_bytes, 1)), 1, 64);
   const int64_t n_blocks = (w.n_out + rows_per_block - 1) / rows_per_block;
-  pool.ParallelForDynamic(static_cast<size_t>(n_blocks), 1, [&](size_t begin, size_t end, int) {
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(n_blocks), 1, [&](size_t begin, size_t end, int) {
     for (size_t blk = begin; blk < end; ++blk) {
       const int64_t r0 = static_cast<int64_t>(blk) * rows_per_block;
       const int64_t r1 = std::min(w.n_out, r0 + rows_per_block);
@@ -259,17 +243,17 @@ static_assert(kTileTokens == 4, "Gemm's switch lists the tile sizes");
 
 template <class K>
 void Run(const WeightMatrix& w, const typename K::Act* act, int64_t act_stride, int64_t n_tokens, float* y,
-         ThreadPool& pool) {
-  if (n_tokens == 1) Gemv<K>(w, act, y, pool);
-  else Gemm<K>(w, act, act_stride, n_tokens, y, pool);
+         KernelContext& ctx) {
+  if (n_tokens == 1) Gemv<K>(w, act, y, ctx);
+  else Gemm<K>(w, act, act_stride, n_tokens, y, ctx);
 }
 
 template <class K>
-void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   using Act = typename K::Act;
   constexpr int64_t kBlock = sizeof(Act) == sizeof(BlockQ8x32) ? kBlock32 : kBlockK;
-  const Act* act = QuantizeActivations<Act>(x, n_tokens, w.n_in, pool);
-  Run<K>(w, act, w.n_in / kBlock, n_tokens, y, pool);
+  const Act* act = QuantizeActivations<Act>(x, n_tokens, w.n_in, ctx);
+  Run<K>(w, act, w.n_in / kBlock, n_tokens, y, ctx);
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -288,9 +272,9 @@ bool WithPackedType(DType type, Fn&& fn) {
 
 template <class T>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
-               ThreadPool& pool) {
-  if (n_tokens > 1 && vnni::Enabled()) {
-    packed::Gemm<T>(w, data, x, n_tokens, y, pool);
+               KernelContext& ctx) {
+  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {
+    packed::Gemm<T>(w, data, x, n_tokens, y, ctx);
     return;
   }
   const int64_t n_blocks = w.n_in / T::kBlockValues;
@@ -298,10 +282,9 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     const float* xt = x + t * w.n_in;
     typename T::Act act;
     if constexpr (T::kBlockValues == kBlockK) {
-      act.blocks = QuantizeActivations<BlockQ8_K>(xt, 1, w.n_in, pool);
+      act.blocks = QuantizeActivations<BlockQ8_K>(xt, 1, w.n_in, ctx);
       // Q4_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
-      thread_local std::vector<int32_t> pair_sums;
-      if (pair_sums.size() < static_cast<size_t>(4 * n_blocks)) pair_sums.resize(static_cast<size_t>(4 * n_blocks));
+      int32_t* pair_sums = ctx.scratch().Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks));
       for (int64_t i = 0; i < n_blocks; ++i) {
         const int16_t* b = act.blocks[i].bsums;
         for (int p = 0; p < 4; ++p) {
@@ -309,30 +292,28 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
           pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
         }
       }
-      act.pair_sums = pair_sums.data();
+      act.pair_sums = pair_sums;
     } else {
-      thread_local std::vector<int8_t> q;
-      thread_local std::vector<float> d, sum;
-      thread_local std::vector<int32_t> zero;
+      KernelScratch& scratch = ctx.scratch();
       act.n_blocks = n_blocks;
-      act.q = vnni::Scratch(q, static_cast<size_t>(n_blocks * 32));
-      act.d = vnni::Scratch(d, static_cast<size_t>(n_blocks));
-      act.sum = vnni::Scratch(sum, static_cast<size_t>(n_blocks));
-      act.zero = vnni::Scratch(zero, static_cast<size_t>(n_blocks));
+      act.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_blocks * 32));
+      act.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks));
+      act.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_blocks));
+      act.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks));
       vnni::QuantizeActRow<1>(xt, n_blocks, T::kZeroPoint, act.q, act.d, act.sum, act.zero);
     }
-    packed::Gemv<T>(w, data, act, y + t * w.n_out, PrefetchDistance(), pool);
+    packed::Gemv<T>(w, data, act, y + t * w.n_out, ctx.tuning().prefetch_bytes, ctx);
   }
 }
 
 // False when w has no packed layout here (then the rows as stored are used).
-bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   bool done = false;
   WithPackedType(w.type, [&](auto type) {
     using T = decltype(type);
-    const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), pool);
+    const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), ctx.pool());
     if (data == nullptr) return;
-    RunPacked<T>(w, data, x, n_tokens, y, pool);
+    RunPacked<T>(w, data, x, n_tokens, y, ctx);
     done = true;
   });
   return done;
@@ -341,22 +322,22 @@ bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 
 }  // namespace
 
-void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
-  if (w.packed != nullptr && MatMulPacked(w, x, n_tokens, y, pool)) return;
-  if (n_tokens > 1 && vnni::Enabled()) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+  if (w.packed != nullptr && ctx.tuning().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
+  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
     switch (w.type) {
-      case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, pool);
-      case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, pool);
-      case DType::kQ5_0: return vnni::Gemm<vnni::DQ5_0>(w, x, n_tokens, y, pool);
-      case DType::kQ5_1: return vnni::Gemm<vnni::DQ5_1>(w, x, n_tokens, y, pool);
-      case DType::kQ8_0: return vnni::Gemm<vnni::DQ8_0>(w, x, n_tokens, y, pool);
-      case DType::kQ2_K: return vnni::Gemm<vnni::DQ2_K>(w, x, n_tokens, y, pool);
-      case DType::kQ3_K: return vnni::Gemm<vnni::DQ3_K>(w, x, n_tokens, y, pool);
-      case DType::kQ4_K: return vnni::Gemm<vnni::DQ4_K>(w, x, n_tokens, y, pool);
-      case DType::kQ5_K: return vnni::Gemm<vnni::DQ5_K>(w, x, n_tokens, y, pool);
-      case DType::kQ6_K: return vnni::Gemm<vnni::DQ6_K>(w, x, n_tokens, y, pool);
+      case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, ctx);
+      case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, ctx);
+      case DType::kQ5_0: return vnni::Gemm<vnni::DQ5_0>(w, x, n_tokens, y, ctx);
+      case DType::kQ5_1: return vnni::Gemm<vnni::DQ5_1>(w, x, n_tokens, y, ctx);
+      case DType::kQ8_0: return vnni::Gemm<vnni::DQ8_0>(w, x, n_tokens, y, ctx);
+      case DType::kQ2_K: return vnni::Gemm<vnni::DQ2_K>(w, x, n_tokens, y, ctx);
+      case DType::kQ3_K: return vnni::Gemm<vnni::DQ3_K>(w, x, n_tokens, y, ctx);
+      case DType::kQ4_K: return vnni::Gemm<vnni::DQ4_K>(w, x, n_tokens, y, ctx);
+      case DType::kQ5_K: return vnni::Gemm<vnni::DQ5_K>(w, x, n_tokens, y, ctx);
+      case DType::kQ6_K: return vnni::Gemm<vnni::DQ6_K>(w, x, n_tokens, y, ctx);
       default: break;
     }
   }
@@ -365,29 +346,29 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
     // F32 weights are the reference format (converted checkpoints, goldens): they keep the scalar
     // reference's summation order so results are bit-identical to it. Gemma 3n's test model is
     // chaotic enough that a different order alone moves a logit by 3e-2 against HF (1e-2 allowed).
-    case DType::kF32: return RefKernels().matmul(w, x, n_tokens, y, pool);
-    case DType::kF16: return Run<KFloat<hwy::float16_t>>(w, x, w.n_in, n_tokens, y, pool);
-    case DType::kBF16: return Run<KFloat<hwy::bfloat16_t>>(w, x, w.n_in, n_tokens, y, pool);
-    case DType::kQ4_0: return RunQuantized<qd::KQ4_0>(w, x, n_tokens, y, pool);
-    case DType::kQ4_1: return RunQuantized<qd::KQ4_1>(w, x, n_tokens, y, pool);
-    case DType::kQ5_0: return RunQuantized<qd::KQ5_0>(w, x, n_tokens, y, pool);
-    case DType::kQ5_1: return RunQuantized<qd::KQ5_1>(w, x, n_tokens, y, pool);
-    case DType::kQ8_0: return RunQuantized<qd::KQ8_0>(w, x, n_tokens, y, pool);
-    case DType::kQ2_K: return RunQuantized<qd::KQ2_K>(w, x, n_tokens, y, pool);
-    case DType::kQ3_K: return RunQuantized<qd::KQ3_K>(w, x, n_tokens, y, pool);
-    case DType::kQ4_K: return RunQuantized<qd::KQ4_K>(w, x, n_tokens, y, pool);
-    case DType::kQ5_K: return RunQuantized<qd::KQ5_K>(w, x, n_tokens, y, pool);
-    case DType::kQ6_K: return RunQuantized<qd::KQ6_K>(w, x, n_tokens, y, pool);
-    default: return RefKernels().matmul(w, x, n_tokens, y, pool);  // types without a SIMD path
+    case DType::kF32: return RefKernels().matmul(w, x, n_tokens, y, ctx);
+    case DType::kF16: return Run<KFloat<hwy::float16_t>>(w, x, w.n_in, n_tokens, y, ctx);
+    case DType::kBF16: return Run<KFloat<hwy::bfloat16_t>>(w, x, w.n_in, n_tokens, y, ctx);
+    case DType::kQ4_0: return RunQuantized<qd::KQ4_0>(w, x, n_tokens, y, ctx);
+    case DType::kQ4_1: return RunQuantized<qd::KQ4_1>(w, x, n_tokens, y, ctx);
+    case DType::kQ5_0: return RunQuantized<qd::KQ5_0>(w, x, n_tokens, y, ctx);
+    case DType::kQ5_1: return RunQuantized<qd::KQ5_1>(w, x, n_tokens, y, ctx);
+    case DType::kQ8_0: return RunQuantized<qd::KQ8_0>(w, x, n_tokens, y, ctx);
+    case DType::kQ2_K: return RunQuantized<qd::KQ2_K>(w, x, n_tokens, y, ctx);
+    case DType::kQ3_K: return RunQuantized<qd::KQ3_K>(w, x, n_tokens, y, ctx);
+    case DType::kQ4_K: return RunQuantized<qd::KQ4_K>(w, x, n_tokens, y, ctx);
+    case DType::kQ5_K: return RunQuantized<qd::KQ5_K>(w, x, n_tokens, y, ctx);
+    case DType::kQ6_K: return RunQuantized<qd::KQ6_K>(w, x, n_tokens, y, ctx);
+    default: return RefKernels().matmul(w, x, n_tokens, y, ctx);  // types without a SIMD path
   }
 }
-void PrepareMatMulSimd(const WeightMatrix& w, ThreadPool& pool) {
+void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (w.packed == nullptr) return;
-  WithPackedType(w.type, [&](auto type) { w.packed->Get(w, packed::LayoutOf<decltype(type)>(), pool); });
+  if (w.packed == nullptr || !ctx.tuning().pack_weights) return;
+  WithPackedType(w.type, [&](auto type) { w.packed->Get(w, packed::LayoutOf<decltype(type)>(), ctx.pool()); });
 #else
   (void)w;
-  (void)pool;
+  (void)ctx;
 #endif
 }
 #endif  // HWY_TARGET == HWY_SCALAR

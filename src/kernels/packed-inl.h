@@ -404,10 +404,10 @@ const PackedWeights::Layout& LayoutOf() {
 // Decode: one token; groups of 16 rows split across the pool, each prefetching `ahead` bytes ahead.
 template <class T>
 void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act& act, float* y, size_t ahead,
-          ThreadPool& pool) {
+          KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
-  pool.ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
+  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
     for (size_t g = begin; g < end; ++g) {
       _mm512_storeu_ps(y + g * kRows, T::Dot(data + g * group_bytes, n_blocks, act, ahead));
     }
@@ -416,10 +416,10 @@ void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act& act
 
 // Prefill: the VNNI GEMM with panels filled from the packed groups.
 template <class T>
-void Gemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void Gemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
-  vnni::Gemm<T>(w, x, n_tokens, y, pool, [&](int64_t row0, int rows, const vnni::Panel& p) {
+  vnni::Gemm<T>(w, x, n_tokens, y, ctx, [&](int64_t row0, int rows, const vnni::Panel& p) {
     (void)rows;  // always 16: packed matrices have whole groups
     T::Fill(data + static_cast<size_t>(row0 / kRows) * group_bytes, n_blocks, p);
   });

@@ -12,22 +12,9 @@
 
 namespace gemlet {
 
-namespace {
-std::atomic<bool>& EnabledFlag() {
-  static std::atomic<bool> enabled = [] {
-    const char* env = std::getenv("GEMLET_PACK");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return enabled;
-}
-}  // namespace
-
-bool PackedWeights::Enabled() { return EnabledFlag().load(std::memory_order_relaxed); }
-void PackedWeights::SetEnabled(bool enabled) { EnabledFlag().store(enabled, std::memory_order_relaxed); }
-
 const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, ThreadPool& pool) {
   std::call_once(once_, [&] {
-    const size_t group_bytes = Enabled() ? layout.group_bytes(w) : 0;
+    const size_t group_bytes = layout.group_bytes(w);
     if (group_bytes == 0) return;
     const size_t n_groups = static_cast<size_t>(w.n_out / kGroupRows), bytes = n_groups * group_bytes;
     // Anonymous pages of their own (2 MiB pages where the kernel allows): 64-byte aligned, and
@@ -88,10 +75,10 @@ void PackedWeightStore::ReleasePackedNear(const uint8_t* begin, size_t size) {
   }
 }
 
-void PackedWeightStore::Prepare(ThreadPool& pool, const std::atomic<bool>* stop) const {
+void PackedWeightStore::Prepare(KernelContext& ctx, const std::atomic<bool>* stop) const {
   for (const WeightMatrix& w : matrices_) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return;
-    PrepareMatMul(w, pool);
+    PrepareMatMul(w, ctx);
   }
 }
 

@@ -58,11 +58,6 @@ class PackedWeights {
   // piece of a matrix that is already resident packed. Does nothing before packing.
   void ReleaseAfterRead(const WeightMatrix& w, const uint8_t* begin, size_t size) const;
 
-  // GEMLET_PACK=0 turns packing off (A/B measurements): every kernel reads the rows as stored.
-  static bool Enabled();
-  // Tests: turns packing on or off for slots not packed yet (the environment's choice until then).
-  static void SetEnabled(bool enabled);
-
  private:
   const MappedFile* source_;
   PackedWeightStore* store_;
@@ -86,7 +81,7 @@ class PackedWeightStore {
   }
   // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), until done or
   // until *stop is set.
-  void Prepare(ThreadPool& pool, const std::atomic<bool>* stop) const;
+  void Prepare(KernelContext& ctx, const std::atomic<bool>* stop) const;
   // Bytes of packed weights made so far.
   size_t PackedBytes() const;
 

@@ -209,15 +209,15 @@ Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int i, boo
 }
 
 void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, KvCache& cache, Workspace& ws,
-                      ThreadPool& pool, int n) {
-  NormRows(pool, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-  AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-  NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-  AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
-  NormRows(pool, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-  MlpSublayer(l.mlp, ws, pool, n);
-  NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
-  AddRows(pool, ws.x.data(), ws.tmp.data(), n, c.d_model);
+                      KernelContext& ctx, int n) {
+  NormRows(ctx, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+  NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
+  NormRows(ctx, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
+  MlpSublayer(l.mlp, ws, ctx, n);
+  NormRows(ctx, ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
+  AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
 }
 
 std::vector<float> RopeInvFreq(const LayerConfig& l) {
@@ -238,45 +238,45 @@ void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, fl
   }
 }
 
-void ForRows(ThreadPool& pool, int n, const std::function<void(int, int)>& fn) {
-  if (n < 4 || pool.size() == 1) return fn(0, n);
-  pool.ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) { fn(static_cast<int>(begin), static_cast<int>(end)); });
+void ForRows(KernelContext& ctx, int n, const std::function<void(int, int)>& fn) {
+  if (n < 4 || ctx.n_threads() == 1) return fn(0, n);
+  ctx.pool().ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) { fn(static_cast<int>(begin), static_cast<int>(end)); });
 }
 
-void NormRows(ThreadPool& pool, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out) {
-  ForRows(pool, n, [&](int begin, int end) {
+void NormRows(KernelContext& ctx, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out) {
+  ForRows(ctx, n, [&](int begin, int end) {
     for (int t = begin; t < end; ++t) {
-      RmsNorm(x + static_cast<size_t>(t) * d, w.empty() ? nullptr : w.data(), d, eps, out + static_cast<size_t>(t) * d);
+      ctx.kernels().rms_norm(x + static_cast<size_t>(t) * d, w.empty() ? nullptr : w.data(), d, eps, out + static_cast<size_t>(t) * d);
     }
   });
 }
 
-void AddRows(ThreadPool& pool, float* x, const float* y, int n, int d) {
-  ForRows(pool, n, [&](int begin, int end) {
+void AddRows(KernelContext& ctx, float* x, const float* y, int n, int d) {
+  ForRows(ctx, n, [&](int begin, int end) {
     for (size_t i = static_cast<size_t>(begin) * d; i < static_cast<size_t>(end) * d; ++i) x[i] += y[i];
   });
 }
 
-void GeluMulRows(ThreadPool& pool, float* gate, const float* up, int n, int64_t d) {
-  ForRows(pool, n, [&](int begin, int end) {
-    for (int t = begin; t < end; ++t) GeluTanhMul(gate + t * d, up + t * d, d);
+void GeluMulRows(KernelContext& ctx, float* gate, const float* up, int n, int64_t d) {
+  ForRows(ctx, n, [&](int begin, int end) {
+    for (int t = begin; t < end; ++t) ctx.kernels().gelu_tanh_mul(gate + t * d, up + t * d, d);
   });
 }
 
-void NormHeads(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
-  ForRows(pool, n, [&](int begin, int end) {
+void NormHeads(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
+  ForRows(ctx, n, [&](int begin, int end) {
     for (int r = begin * n_heads; r < end * n_heads; ++r) {
       float* h = x + static_cast<size_t>(r) * head_dim;
-      RmsNorm(h, w.empty() ? nullptr : w.data(), head_dim, eps, h);
+      ctx.kernels().rms_norm(h, w.empty() ? nullptr : w.data(), head_dim, eps, h);
     }
   });
 }
 
-void RopeRows(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
+void RopeRows(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
               int64_t pos0) {
-  ForRows(pool, n, [&](int begin, int end) {
+  ForRows(ctx, n, [&](int begin, int end) {
     for (int t = begin; t < end; ++t) {
-      RopeRotateHalf(x + static_cast<size_t>(t) * n_heads * head_dim, n_heads, head_dim, inv_freq.data(), pos0 + t);
+      ctx.kernels().rope_rotate_half(x + static_cast<size_t>(t) * n_heads * head_dim, n_heads, head_dim, inv_freq.data(), pos0 + t);
     }
   });
 }
@@ -302,7 +302,7 @@ constexpr int64_t kKeysPerSplit = 256;
 // those before the batch come from the cache (in runs), the rest from the batch. Writes the heads'
 // outputs, normalised over these keys alone, to out (head_dim_v apart), and their log-sum-exps to
 // lse when it is not null. scores: one row of `stride` floats per head.
-void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_head, int64_t k_begin, int64_t k_end,
+void AttendKeyRange(const KernelTable& kernels, const AttendArgs& a, const KvCache& cache, int t, int kv_head, int64_t k_begin, int64_t k_end,
                     float* scores, size_t stride, float* out, float* lse) {
   const LayerConfig& l = *a.layer;
   const int hd = l.head_dim, hdv = l.head_dim_v, heads = l.n_heads / l.n_kv_heads;
@@ -317,24 +317,24 @@ void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_hea
     const void* rows = cache.KeyRow(a.cache_layer, first);
     float* s = scores + (first - k_begin);
     if (type == KvType::kF16) {
-      DotRowsF16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
+      kernels.dot_rows_f16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
     } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
-      DotRowsQ8_0(q, hd, heads, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
+      kernels.dot_rows_q8_0(q, hd, heads, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
                   s, stride);
     } else {
-      DotRowsF32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
+      kernels.dot_rows_f32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
     }
   });
   if (batch_begin < k_end) {
-    DotRowsF32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
+    kernels.dot_rows_f32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
                k_end - batch_begin, hd, scores + (batch_begin - k_begin), stride);
   }
   for (int r = 0; r < heads; ++r) {
     float* s = scores + r * stride;
     for (int64_t k = 0; k < n_keys; ++k) s[k] *= a.scale;
     // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
-    if (a.softcap > 0) SoftCap(s, n_keys, a.softcap);
-    const float log_sum = Softmax(s, n_keys);
+    if (a.softcap > 0) kernels.soft_cap(s, n_keys, a.softcap);
+    const float log_sum = kernels.softmax(s, n_keys);
     if (lse != nullptr) lse[r] = log_sum;
   }
   std::fill(out, out + static_cast<size_t>(heads) * hdv, 0.0f);
@@ -342,23 +342,23 @@ void AttendKeyRange(const AttendArgs& a, const KvCache& cache, int t, int kv_hea
     const void* rows = cache.ValueRow(a.cache_layer, first);
     const float* p = scores + (first - k_begin);
     if (type == KvType::kF16) {
-      WeightedSumF16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
+      kernels.weighted_sum_f16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
     } else if (type == KvType::kQ8_0) {
-      WeightedSumQ8_0(p, stride, heads, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
+      kernels.weighted_sum_q8_0(p, stride, heads, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
                       count, hdv, out, hdv);
     } else {
-      WeightedSumF32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
+      kernels.weighted_sum_f32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
     }
   });
   if (batch_begin < k_end) {
-    WeightedSumF32(scores + (batch_begin - k_begin), stride, heads,
+    kernels.weighted_sum_f32(scores + (batch_begin - k_begin), stride, heads,
                    a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width, k_end - batch_begin,
                    hdv, out, hdv);
   }
 }
 }  // namespace
 
-void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool& pool) {
+void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, KernelContext& ctx) {
   const LayerConfig& l = *a.layer;
   const int group = l.n_heads / l.n_kv_heads, hdv = l.head_dim_v;
   const size_t stride = static_cast<size_t>(ws.scores_stride);
@@ -377,8 +377,8 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
   }
   // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
   const size_t items = token_items * splits;
-  const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(pool.size()) * 16));
-  pool.ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
+  const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(ctx.n_threads()) * 16));
+  ctx.pool().ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
     float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_per_thread;
     for (size_t item = begin; item < end; ++item) {
       const size_t token_item = item / splits, split = item % splits;
@@ -387,7 +387,7 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
       const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
       if (splits == 1) {
         float* out = a.out + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * group) * hdv;
-        AttendKeyRange(a, cache, t, kv_head, lo, pos + 1, scores, stride, out, nullptr);
+        AttendKeyRange(ctx.kernels(), a, cache, t, kv_head, lo, pos + 1, scores, stride, out, nullptr);
         continue;
       }
       const int64_t per_split = (pos + 1 - lo + static_cast<int64_t>(splits) - 1) / static_cast<int64_t>(splits);
@@ -398,7 +398,7 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
         std::fill(lse, lse + group, -std::numeric_limits<float>::infinity());
         continue;
       }
-      AttendKeyRange(a, cache, t, kv_head, k_begin, k_end, scores, stride,
+      AttendKeyRange(ctx.kernels(), a, cache, t, kv_head, k_begin, k_end, scores, stride,
                      ws.attn_parts.data() + item * group * hdv, lse);
     }
   });
@@ -417,7 +417,7 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, ThreadPool
       std::fill(out, out + hdv, 0.0f);
       for (size_t s = 0; s < splits; ++s) {
         const float weight = std::exp(ws.attn_lse[(first + s) * group + r] - max_lse) / total;
-        if (weight > 0) AxpyF32(weight, ws.attn_parts.data() + ((first + s) * group + r) * hdv, out, hdv);
+        if (weight > 0) ctx.kernels().Axpy(weight, ws.attn_parts.data() + ((first + s) * group + r) * hdv, out, hdv);
       }
     }
   }
@@ -431,41 +431,41 @@ void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, 
 }
 
 void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                       KvCache& cache, Workspace& ws, ThreadPool& pool, int n) {
+                       KvCache& cache, Workspace& ws, KernelContext& ctx, int n) {
   const LayerConfig& l = c.layers[i];
   const int64_t pos0 = cache.n_past();
-  MatMul(w.q, ws.xn.data(), n, ws.q.data(), pool);
-  MatMul(w.k, ws.xn.data(), n, ws.k.data(), pool);
-  MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
+  MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
+  MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
+  MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
   // Gemma 3 normalises each query/key head before RoPE (HF: q_norm / k_norm).
-  if (!w.q_norm.empty()) NormHeads(pool, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
-  if (!w.k_norm.empty()) NormHeads(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
-  RopeRows(pool, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
-  RopeRows(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+  if (!w.q_norm.empty()) NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
+  if (!w.k_norm.empty()) NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
+  RopeRows(ctx, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  RopeRows(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
   AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
                c.attn_scale, c.attn_softcap, ws.attn.data()};
-  Attend(a, cache, ws, pool);
+  Attend(a, cache, ws, ctx);
   CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
-  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), pool);
+  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
 }
 
-void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n) {
-  MatMul(w.gate, ws.xn.data(), n, ws.gate.data(), pool);
-  MatMul(w.up, ws.xn.data(), n, ws.up.data(), pool);
+void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n) {
+  MatMul(w.gate, ws.xn.data(), n, ws.gate.data(), ctx);
+  MatMul(w.up, ws.xn.data(), n, ws.up.data(), ctx);
   const int64_t ffn = w.gate.n_out;
-  GeluMulRows(pool, ws.gate.data(), ws.up.data(), n, ffn);
-  MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), pool);
+  GeluMulRows(ctx, ws.gate.data(), ws.up.data(), n, ffn);
+  MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), ctx);
 }
 
-void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, ThreadPool& pool, int n, float* logits,
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int n, float* logits,
                   bool all_logits) {
   const int first = all_logits ? 0 : n - 1;
   const int rows = n - first;
   const float* x = ws.x.data() + static_cast<size_t>(first) * c.d_model;
-  NormRows(pool, x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
-  MatMul(head.output, ws.xn.data(), rows, logits, pool);
+  NormRows(ctx, x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
+  MatMul(head.output, ws.xn.data(), rows, logits, ctx);
   // Gemma 2 and 4 soft-cap the final logits (HF: final_logit_softcapping).
-  if (c.final_softcap > 0) SoftCap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
+  if (c.final_softcap > 0) ctx.kernels().soft_cap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -505,13 +505,13 @@ Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int i, b
 }
 
 void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                             KvCache& cache, Workspace& ws, ThreadPool& pool, int n) {
+                             KvCache& cache, Workspace& ws, KernelContext& ctx, int n) {
   const LayerConfig& l = c.layers[i];
   const int64_t pos0 = cache.n_past();
   const float eps = c.norm_eps;
-  MatMul(w.q, ws.xn.data(), n, ws.q.data(), pool);
-  NormHeads(pool, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
-  RopeRows(pool, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
+  MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
+  NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
+  RopeRows(ctx, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
   AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
                c.attn_scale, c.attn_softcap, ws.attn.data()};
   if (l.kv_source >= 0) {
@@ -520,18 +520,18 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     a.cache_layer = l.kv_source;
     a.k_new = ws.hold_k[slot].data();
     a.v_new = ws.hold_v[slot].data();
-    Attend(a, cache, ws, pool);
+    Attend(a, cache, ws, ctx);
   } else {
     const size_t k_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim;
     const size_t v_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim_v;
-    MatMul(w.k, ws.xn.data(), n, ws.k.data(), pool);
+    MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
     // K=V layers (Gemma 4 26B/31B/12B global layers) have no v projection: V is K before norm/RoPE.
-    if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), pool);
+    if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
     else std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.v.begin());
-    NormHeads(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
-    NormHeads(pool, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
-    RopeRows(pool, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
-    Attend(a, cache, ws, pool);
+    NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
+    NormHeads(ctx, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
+    RopeRows(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
+    Attend(a, cache, ws, ctx);
     const int slot = ws.hold_slot[i];
     if (slot >= 0) {
       std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.hold_k[slot].begin());
@@ -540,7 +540,7 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
       CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
     }
   }
-  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), pool);
+  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
 }
 
 void CommitHeldKv(KvCache& cache, Workspace& ws, int n) {
@@ -564,17 +564,17 @@ Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, cons
   return Status::Ok();
 }
 
-void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, ThreadPool& pool,
+void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, KernelContext& ctx,
                                 float* row, float* out) const {
   const int width = dim * c.n_layers;
-  MatMul(model_proj, x, n, out, pool);
+  MatMul(model_proj, x, n, out, ctx);
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model));
   const float table_scale = std::sqrt(static_cast<float>(dim));
   const float mix = 1.0f / std::sqrt(2.0f);
   for (int t = 0; t < n; ++t) {
     float* o = out + static_cast<size_t>(t) * width;
     for (int k = 0; k < width; ++k) o[k] *= proj_scale;
-    NormRows(pool, o, proj_norm, c.n_layers, dim, c.norm_eps, o);
+    NormRows(ctx, o, proj_norm, c.n_layers, dim, c.norm_eps, o);
     // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
     const int64_t id = tokens[t] < table.n_out ? tokens[t] : 0;
     GetRow(table, id, table_scale, row);
@@ -586,12 +586,12 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
   }
 }
 
-void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, ThreadPool& pool,
+void PerLayerEmbedding::GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, KernelContext& ctx,
                                       float* gate) const {
-  ForRows(pool, n, [&](int begin, int end) {
+  ForRows(ctx, n, [&](int begin, int end) {
     for (int t = begin; t < end; ++t) {
       const float* input = per_layer + (static_cast<size_t>(t) * c.n_layers + layer) * dim;
-      GeluTanhMul(gate + static_cast<size_t>(t) * dim, input, dim);
+      ctx.kernels().gelu_tanh_mul(gate + static_cast<size_t>(t) * dim, input, dim);
     }
   });
 }

@@ -79,19 +79,19 @@ void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, fl
 // otherwise run on one thread while the others wait); a single row (decode) runs inline.
 //
 // Calls fn(begin, end) over [0, n) rows: on the pool when there are enough rows to pay for it.
-void ForRows(ThreadPool& pool, int n, const std::function<void(int, int)>& fn);
+void ForRows(KernelContext& ctx, int n, const std::function<void(int, int)>& fn);
 
 // out[t] = RmsNorm(x[t]) * w for n rows of width d.
-void NormRows(ThreadPool& pool, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out);
+void NormRows(KernelContext& ctx, const float* x, const std::vector<float>& w, int n, int d, float eps, float* out);
 // x[t] += y[t]
-void AddRows(ThreadPool& pool, float* x, const float* y, int n, int d);
+void AddRows(KernelContext& ctx, float* x, const float* y, int n, int d);
 // gate[t] = gelu_tanh(gate[t]) * up[t] for n rows of width d.
-void GeluMulRows(ThreadPool& pool, float* gate, const float* up, int n, int64_t d);
+void GeluMulRows(KernelContext& ctx, float* gate, const float* up, int n, int64_t d);
 
 // Per-head RmsNorm (QK-norm) over n rows of n_heads * head_dim values.
-void NormHeads(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps);
+void NormHeads(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, const std::vector<float>& w, float eps);
 // Rotates n rows of n_heads heads, row t at position pos0 + t.
-void RopeRows(ThreadPool& pool, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
+void RopeRows(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
               int64_t pos0);
 
 // Scaled dot-product attention of n new queries against the cached past of `cache_layer` and the
@@ -109,7 +109,7 @@ struct AttendArgs {
   float softcap;          // 0: none
   float* out;
 };
-void Attend(const AttendArgs& args, const KvCache& cache, Workspace& ws, ThreadPool& pool);
+void Attend(const AttendArgs& args, const KvCache& cache, Workspace& ws, KernelContext& ctx);
 
 // Writes the batch's K/V rows into the cache (only those a ring of this capacity keeps).
 void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0);
@@ -117,13 +117,13 @@ void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, 
 // The standard Gemma 1/2/3 attention sub-layer over ws.xn: projections, optional QK-norm, RoPE,
 // attention, KV commit, output projection into ws.tmp.
 void AttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                       KvCache& cache, Workspace& ws, ThreadPool& pool, int n);
+                       KvCache& cache, Workspace& ws, KernelContext& ctx, int n);
 
 // GeGLU MLP over ws.xn into ws.tmp: down(gelu_tanh(gate(x)) * up(x)).
-void MlpSublayer(const MlpWeights& w, Workspace& ws, ThreadPool& pool, int n);
+void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n);
 
 // Final norm, tied or separate output projection, optional soft-cap. Writes all rows or the last.
-void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, ThreadPool& pool, int n, float* logits,
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int n, float* logits,
                   bool all_logits);
 
 // The Gemma 2/3 decoder layer: RMSNorm before and after both attention and MLP ("sandwich").
@@ -136,7 +136,7 @@ struct SandwichLayer {
 Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int layer, bool qk_norm, SandwichLayer* out);
 // x += post_attn_norm(attn(attn_norm(x))); x += post_ffn_norm(mlp(ffn_norm(x)))
 void RunSandwichLayer(const ModelConfig& c, int layer, const SandwichLayer& l, KvCache& cache, Workspace& ws,
-                      ThreadPool& pool, int n);
+                      KernelContext& ctx, int n);
 
 // ---- Gemma 3n / Gemma 4 (on-device families) ----
 
@@ -151,7 +151,7 @@ Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int laye
 // The attention sub-layer of Gemma 3n/4 over ws.xn into ws.tmp. A layer whose K/V are shared keeps
 // its batch K/V in ws.hold_* (committed by CommitHeldKv); a shared layer reads them from there.
 void NormedAttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w,
-                             const std::vector<float>& inv_freq, KvCache& cache, Workspace& ws, ThreadPool& pool,
+                             const std::vector<float>& inv_freq, KvCache& cache, Workspace& ws, KernelContext& ctx,
                              int n);
 // Writes the held K/V of KV-source layers into the cache, at the end of a chunk.
 void CommitHeldKv(KvCache& cache, Workspace& ws, int n);
@@ -168,10 +168,10 @@ struct PerLayerEmbedding {
   Status Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim);
   // out[t] = (norm(model_proj(x[t]) / sqrt(d)) + table[token] * sqrt(dim)) / sqrt(2), [n, n_layers, dim];
   // x is the scaled token embedding. row: scratch of n_layers * dim floats.
-  void Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, ThreadPool& pool, float* row,
+  void Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, KernelContext& ctx, float* row,
                float* out) const;
   // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
-  void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, ThreadPool& pool, float* gate) const;
+  void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, KernelContext& ctx, float* gate) const;
 };
 
 }  // namespace gemlet

@@ -82,7 +82,7 @@ std::vector<KvLayerSpec> Model::KvLayout() const {
   return specs;
 }
 
-Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                       float* logits, bool all_logits, const std::function<void(int, int)>* progress) const {
   if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
   for (int i = 0; i < n_tokens; ++i) {
@@ -98,7 +98,7 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Works
     float* out = nullptr;
     if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
     else if (last_chunk) out = logits;
-    ForwardChunk(tokens + start, n, cache, ws, pool, out, all_logits);
+    ForwardChunk(tokens + start, n, cache, ws, ctx, out, all_logits);
     // A stopped chunk is not advanced: the cache holds the chunks before it (its ring slots may be
     // overwritten; the session refills them before the next evaluation).
     if (ws.StopRequested()) return Status::Error(StatusCode::kCancelled, "cancelled");

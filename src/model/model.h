@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/thread_pool.h"
+#include "kernels/kernel_context.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/packed_weights.h"
 #include "model/kv_cache.h"
@@ -89,7 +89,7 @@ class Model {
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache.
   // logits: [n_tokens, n_vocab] when all_logits, else [n_vocab] for the last token only.
   // progress, if given, is called after each chunk with (tokens done, tokens total).
-  Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+  Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                  float* logits, bool all_logits, const std::function<void(int, int)>* progress = nullptr) const;
 
   explicit Model(std::shared_ptr<const GgufFile> gguf)
@@ -100,11 +100,11 @@ class Model {
   // Packs now what the first evaluation would pack (not routed experts: only those in use are),
   // e.g. on a background thread while a chat waits for its first message; stops early once *stop
   // is set. Evaluations may run meanwhile: a matrix is packed once, whoever gets to it first.
-  void PrepareWeights(ThreadPool& pool, const std::atomic<bool>* stop = nullptr) const { packed_->Prepare(pool, stop); }
+  void PrepareWeights(KernelContext& ctx, const std::atomic<bool>* stop = nullptr) const { packed_->Prepare(ctx, stop); }
 
  protected:
   // One chunk of at most ws.max_batch tokens; positions start at cache.n_past().
-  virtual void ForwardChunk(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, ThreadPool& pool,
+  virtual void ForwardChunk(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                             float* logits, bool all_logits) const = 0;
 
   ModelConfig config_;

@@ -38,6 +38,64 @@ std::string Mib(size_t bytes) {
 }
 }  // namespace
 
+double DecodeWeightBytesPerToken(const GgufFile& f, const std::string& arch) {
+  const bool has_output = f.FindTensor("output.weight") != nullptr;
+  auto u32_or_zero = [&](const std::string& key) {
+    auto v = f.GetU32Or(key, 0);
+    return v.ok() ? static_cast<double>(v.value()) : 0.0;
+  };
+  const double n_expert = u32_or_zero(arch + ".expert_count"), n_used = u32_or_zero(arch + ".expert_used_count");
+  double bytes = 0;
+  for (const GgufTensor& t : f.tensors()) {
+    const bool lookup = t.name.rfind("token_embd", 0) == 0 || t.name.rfind("per_layer_token_embd", 0) == 0;
+    if (lookup) {
+      bytes += static_cast<double>(t.nbytes) / static_cast<double>(std::max<int64_t>(1, t.n_rows()));
+      if (t.name == "token_embd.weight" && !has_output) bytes += static_cast<double>(t.nbytes);
+    } else if (t.name.find("_exps") != std::string_view::npos && n_expert > 0) {
+      bytes += static_cast<double>(t.nbytes) * n_used / n_expert;
+    } else {
+      bytes += static_cast<double>(t.nbytes);
+    }
+  }
+  return bytes;
+}
+
+double DecodeKvBytesAt(const Model& model, KvType type, int64_t pos) {
+  // A layer that shares another's cache reads those rows again: it counts like its source.
+  double bytes = 0;
+  for (const KvLayerSpec& s : model.KvLayout()) {
+    const int64_t n = s.window > 0 ? std::min<int64_t>(pos + 1, s.window) : pos + 1;
+    bytes += static_cast<double>(n) * static_cast<double>(KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
+                                                          KvCache::RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v));
+  }
+  return bytes;
+}
+
+std::string FileTypeName(const GgufFile& f) {
+  auto t = f.GetU32Or("general.file_type", 1000);
+  if (!t.ok()) return "?";
+  switch (t.value()) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return "?";
+  }
+}
+
 MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type) {
   MemoryReport r;
   const GgufFile& f = model.gguf();

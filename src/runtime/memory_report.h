@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "model/kv_cache.h"
@@ -31,6 +32,16 @@ struct MemoryReport {
 };
 
 MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type);
+
+// What decoding one token reads, for bandwidth bounds: every weight matrix once, except lookup
+// tables (token and per-layer embeddings: one row each; a tied token table is also the output head,
+// read whole) and MoE experts (the used fraction).
+double DecodeWeightBytesPerToken(const GgufFile& file, const std::string& arch);
+// The K and V bytes a decode step at position pos reads: every layer's cache within its window
+// (a layer sharing another's cache reads its rows again).
+double DecodeKvBytesAt(const Model& model, KvType type, int64_t pos);
+// llama.cpp's name of general.file_type ("Q4_K_M"), "?" when absent or unknown.
+std::string FileTypeName(const GgufFile& file);
 
 // What the process holds now, to set beside the plan: its RSS and peak, and how much of the model
 // file is mapped into it — in total and of the tensors read by rows (weights_on_demand).

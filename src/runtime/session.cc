@@ -78,7 +78,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
   ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, o.kv_type));
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
-  s->pool_ = std::make_unique<ThreadPool>(o.n_threads);
+  s->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.tuning);
   s->max_threads_ = o.n_threads;
   for (const LayerConfig& l : engine->config().layers) {
     if (l.sliding) s->max_window_ = std::max(s->max_window_, engine->config().sliding_window);
@@ -91,7 +91,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();
   workspace_->stop = stop_;
-  Status s = engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *pool_,
+  Status s = engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *ctx_,
                                       logits, all_logits, &progress_);
   workspace_->stop = nullptr;
   // The chunks evaluated before a stop stay in the cache; the stopped one may have written over
@@ -118,8 +118,7 @@ Status Session::RefillRings(int n) {
 }
 
 void Session::SetThreads(int n) {
-  n = std::clamp(n, 1, max_threads_);
-  if (n != pool_->size()) pool_ = std::make_unique<ThreadPool>(n);
+  ctx_->SetThreads(std::clamp(n, 1, max_threads_));
 }
 
 Status Session::Truncate(int n) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/thread_pool.h"
+#include "kernels/kernel_context.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "runtime/chat_format.h"
@@ -53,6 +53,8 @@ struct SessionOptions {
   int n_threads = 0;      // 0: all hardware threads
   int max_batch = 512;    // prompt tokens evaluated per forward chunk
   KvType kv_type = KvType::kF16;
+  const KernelTable* kernels = nullptr;  // null: BestKernels()
+  KernelTuning tuning{};
 };
 
 class Session {
@@ -85,13 +87,18 @@ class Session {
     history_.clear();
     rings_stale_ = false;
   }
-  int n_threads() const { return pool_->size(); }
+  int n_threads() const { return ctx_->n_threads(); }
   // Runs later evaluations on n threads (1 up to the count the session was created with: its
   // workspace is sized for that many). Not during an evaluation.
   void SetThreads(int n);
+  // Runs later evaluations with these kernels, tuned so. Not during an evaluation.
+  void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
+  const KernelTable& kernels() const { return ctx_->kernels(); }
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
-  size_t activation_bytes() const { return workspace_->Bytes(); }  // preallocated, for memory reports
+  // The workspace (preallocated) and the kernels' scratch (grown to the largest call so far): what
+  // memory reports count as the session's activations.
+  size_t activation_bytes() const { return workspace_->Bytes() + ctx_->scratch().Bytes(); }
 
  private:
   Session() = default;
@@ -109,7 +116,7 @@ class Session {
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<KernelContext> ctx_;
 };
 
 }  // namespace gemlet::runtime

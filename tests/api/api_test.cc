@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -79,6 +80,104 @@ TEST(ApiEngine, BadPathsAndOptionsAreErrorsWithMessages) {
   SessionOptions so;
   so.max_batch = 0;
   EXPECT_EQ(Session::Create(DemoEngine(), so).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Kernels are an engine option and may change while sessions live: a session's next call runs the
+// engine's current kernels. The reference kernels give the same logits whichever session runs them;
+// tuning that only moves memory traffic (prefetch, spinning) changes no bit; an unknown name is
+// refused and leaves the kernels as they were. The scratch the kernels grow counts in the memory.
+TEST(ApiKernels, EngineKernelsReachSessionsAndChangeAtRunTime) {
+  const std::vector<std::string> names = AvailableKernels();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front(), "ref");
+  EngineOptions ref_options;
+  ref_options.kernels.kernels = "ref";
+  auto ref_engine = Engine::Load(kDemoModel, ref_options);
+  ASSERT_TRUE(ref_engine.ok()) << ref_engine.message();
+  EXPECT_EQ((*ref_engine)->kernels_name(), "ref");
+  auto engine = Engine::Load(kDemoModel);
+  ASSERT_TRUE(engine.ok());
+  const std::string best = names.size() > 1 ? names[1] : "ref";
+  EXPECT_EQ((*engine)->kernels_name(), best);
+
+  const std::vector<int32_t> prompt = (*engine)->Tokenize("Tell me a story about the sea.", {.add_special = true});
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  auto on_ref = Session::Create(*ref_engine, so), on_best = Session::Create(*engine, so);
+  ASSERT_TRUE(on_ref.ok() && on_best.ok());
+  const uint64_t scratch_before = (*on_best)->memory().activation_bytes;
+  const std::vector<float> ref = LastLogits(**on_ref, prompt);
+  const std::vector<float> fast = LastLogits(**on_best, prompt);
+  EXPECT_GT((*on_best)->memory().activation_bytes, scratch_before) << "the kernels' scratch is counted";
+  if (best != "ref") {
+    EXPECT_NE(ref, fast) << "the SIMD kernels quantize activations: some logit differs";
+  }
+
+  // The same session, switched to the reference kernels at run time: the reference's logits, bit for bit.
+  KernelOptions k;
+  k.kernels = "ref";
+  ASSERT_TRUE((*engine)->SetKernelOptions(k).ok());
+  EXPECT_EQ((*engine)->kernels_name(), "ref");
+  (*on_best)->Reset();
+  EXPECT_EQ(LastLogits(**on_best, prompt), ref);
+
+  // Back to the best kernels, without prefetching or spinning: the same bits as with them.
+  k = KernelOptions{};
+  k.prefetch_bytes = 0;
+  k.spin_wait = false;
+  ASSERT_TRUE((*engine)->SetKernelOptions(k).ok());
+  (*on_best)->Reset();
+  EXPECT_EQ(LastLogits(**on_best, prompt), fast);
+  // Packing and the VNNI GEMM off: other summation orders and activation blocks, close to the reference.
+  k.pack_weights = false;
+  k.vnni_gemm = false;
+  ASSERT_TRUE((*engine)->SetKernelOptions(k).ok());
+  auto fresh = Session::Create(*engine, so);
+  ASSERT_TRUE(fresh.ok());
+  const std::vector<float> unpacked = LastLogits(**fresh, prompt);
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(unpacked[i]) - ref[i]));
+  EXPECT_LT(worst, 0.75) << "the demo golden's SIMD tolerance";
+
+  KernelOptions bad;
+  bad.kernels = "AVX9000";
+  Status refused = (*engine)->SetKernelOptions(bad);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("ref"), std::string::npos) << "the message lists the choices: " << refused.message();
+  EXPECT_EQ((*engine)->kernel_options().kernels, "auto") << "a refused change changes nothing";
+  bad = KernelOptions{};
+  bad.prefetch_bytes = -1;
+  EXPECT_EQ((*engine)->SetKernelOptions(bad).code(), StatusCode::kInvalidArgument);
+  EngineOptions bad_load;
+  bad_load.kernels.kernels = "nope";
+  EXPECT_EQ(Engine::Load(kDemoModel, bad_load).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ApiEngine, DescribesTrafficAndAppliesTheChatTemplate) {
+  auto engine = DemoEngine();
+  ASSERT_TRUE(engine);
+  const ModelInfo& info = engine->info();
+  EXPECT_EQ(info.file_type, "Q4_K_M");
+  EXPECT_GT(info.tensor_bytes, 10u << 20);
+  EXPECT_LE(info.tensor_bytes, info.file_bytes);
+  // Tied embeddings: the output head reads the whole token table per token; the lookup adds a row.
+  EXPECT_GT(info.decode_weight_bytes, info.tensor_bytes * 9 / 10);
+  EXPECT_LE(info.decode_weight_bytes, info.tensor_bytes + (64u << 10));
+  EXPECT_GE(info.load_seconds, info.map_seconds);
+  // KV traffic grows with the position until the sliding windows are full, then by the global layers only.
+  const uint64_t at0 = engine->DecodeKvBytesAt(KvCacheType::kF16, 0), at1 = engine->DecodeKvBytesAt(KvCacheType::kF16, 1);
+  EXPECT_GT(at0, 0u);
+  EXPECT_EQ(at1, 2 * at0);
+  EXPECT_EQ(engine->DecodeKvBytesAt(KvCacheType::kF32, 0), 2 * at0);
+
+  const std::vector<Message> turn = {{"user", "你好, who are you?"}};
+  auto text = engine->ApplyChatTemplate(turn);
+  ASSERT_TRUE(text.ok()) << text.message();
+  EXPECT_EQ(*text, "<start_of_turn>user\n你好, who are you?<end_of_turn>\n<start_of_turn>model\n");
+  auto no_prompt = engine->ApplyChatTemplate(turn, /*add_generation_prompt=*/false);
+  ASSERT_TRUE(no_prompt.ok());
+  EXPECT_EQ(*no_prompt, "<start_of_turn>user\n你好, who are you?<end_of_turn>\n");
 }
 
 TEST(ApiEngine, LoadProgressCanCancel) {

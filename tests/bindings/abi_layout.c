@@ -22,6 +22,7 @@ int main(void) {
   FIELD(gemlet_engine_options, data_dir, ", ");
   FIELD(gemlet_engine_options, progress, ", ");
   FIELD(gemlet_engine_options, progress_user_data, ", ");
+  FIELD(gemlet_engine_options, kernels, ", ");
   printf("}}");
 
   Open("gemlet_session_options", sizeof(gemlet_session_options));

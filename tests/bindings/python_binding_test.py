@@ -141,6 +141,25 @@ class EngineTest(unittest.TestCase):
         self.assertTrue(e.conversation(n_ctx=256).send("Who are you?", max_tokens=4, temperature=0).text)
         e.close()
 
+    def test_kernels(self):
+        # The reference kernels and the best ones answer the same greedy question alike (the demo
+        # model's margins are wide there); an unknown name is refused and changes nothing.
+        e = gemlet.Engine(MODEL, kernels="ref")
+        self.assertEqual(e.kernels, "ref")
+        ref = e.conversation(n_ctx=256).send("Who are you?", max_tokens=6, temperature=0).text
+        e.kernels = "auto"
+        self.assertNotEqual(e.kernels, "")
+        best = e.conversation(n_ctx=256).send("Who are you?", max_tokens=6, temperature=0).text
+        self.assertTrue(ref)
+        self.assertEqual(ref, best)
+        with self.assertRaises(gemlet.GemletError) as cm:
+            e.kernels = "AVX9000"
+        self.assertEqual(cm.exception.code, gemlet.Status.INVALID_ARGUMENT)
+        self.assertIn("ref", cm.exception.message)
+        with self.assertRaises(gemlet.GemletError):
+            gemlet.Engine(MODEL, kernels="nope")
+        e.close()
+
     def test_log_callback(self):
         got = []
         gemlet.set_log_callback(lambda level, message: got.append((level, message)))

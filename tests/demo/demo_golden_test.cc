@@ -3,9 +3,9 @@
 // transformers_q4_k_m.json + _logits.f32 are transformers' float64 greedy run of exactly the shipped
 // Q4_K_M file, dequantized (tools/demo_reference): 5 prompts x 32 steps, each step's id, top-2 margin
 // and top-64 logits, and the full 8,192 logits at the first and last step. Against them:
-//   * DemoRefKernelsTest (ctest `demo_golden_ref_kernels`, GEMLET_KERNELS=ref): the reference kernels
-//     dequantize each weight row to f32 and dot in f32, so they compute that same model; every recorded
-//     logit of every step within 1e-3 and every greedy id identical.
+//   * DemoModelTest.ReferenceKernelsReproduceTransformersExactly (sessions on the reference kernels):
+//     they dequantize each weight row to f32 and dot in f32, so they compute that same model; every
+//     recorded logit of every step within 1e-3 and every greedy id identical.
 //   * DemoModelTest.SimdLogitsMatchTransformers (the default kernels): the SIMD kernels quantize
 //     activations to 8 bits for their integer dot products, which moves logits by up to ~0.4 here;
 //     within kSimdTol (RMS over a full row within kSimdRmsTol), and the same id wherever the margin
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/kernel_table.h"
 #include "runtime/session.h"
 #include "tensor/tensor_test_util.h"
 
@@ -121,9 +121,12 @@ std::vector<Golden> Goldens(const Demo& d) {
 // gemlet's logits at each of the 32 steps on transformers' own sequence: the prompt, then one
 // transformers token per step, the way generation feeds the KV cache. Where every step's argmax is
 // transformers' id this is exactly gemlet's greedy run; where one is not, later steps stay comparable.
-std::vector<std::vector<float>> StepLogits(const std::shared_ptr<const Engine>& engine, const Golden& g) {
+// kernels: null for the best this CPU runs.
+std::vector<std::vector<float>> StepLogits(const std::shared_ptr<const Engine>& engine, const Golden& g,
+                                          const KernelTable* kernels = nullptr) {
   std::vector<std::vector<float>> rows;
   SessionOptions o;
+  o.kernels = kernels;
   o.n_ctx = static_cast<int>(g.prompt.size() + g.generated.size());
   o.n_threads = 2;
   o.kv_type = KvType::kF32;  // no KV rounding: the goldens have none
@@ -212,17 +215,6 @@ class DemoModelTest : public ::testing::Test {
   static const Engine& engine() { return *demo().engine; }
 };
 
-#ifdef GEMLET_DEMO_REF_KERNELS
-// Compiled into demo_golden_ref_test only, which ctest runs with GEMLET_KERNELS=ref (the kernel table
-// is chosen once per process): no binary carries a test that is always skipped.
-class DemoRefKernelsTest : public DemoModelTest {
- protected:
-  void SetUp() override {
-    ASSERT_STREQ(ActiveKernelsName(), "ref") << "run with GEMLET_KERNELS=ref (ctest demo_golden_ref_kernels)";
-    DemoModelTest::SetUp();
-  }
-};
-#endif
 
 TEST_F(DemoModelTest, ShapeIsTheTrainedOne) {
   const ModelConfig& c = engine().config();
@@ -270,13 +262,12 @@ TEST_F(DemoModelTest, TokenizerMatchesTransformers) {
   }
 }
 
-#ifdef GEMLET_DEMO_REF_KERNELS
-TEST_F(DemoRefKernelsTest, ReproducesTransformersExactly) {
+TEST_F(DemoModelTest, ReferenceKernelsReproduceTransformersExactly) {
   const size_t n_vocab = static_cast<size_t>(engine().config().n_vocab);
   const size_t k = demo().q4["top_k"].get<size_t>();
   double worst = 0;
   for (const Golden& g : Goldens(demo())) {
-    const auto rows = StepLogits(demo().engine, g);
+    const auto rows = StepLogits(demo().engine, g, &RefKernels());
     ASSERT_EQ(rows.size(), g.generated.size()) << g.name;
     const Worst w = CompareRecorded(g, rows, n_vocab, k);
     EXPECT_LE(w.diff, kRefTol) << g.name << ": step " << w.step << ", token " << w.id;
@@ -291,7 +282,6 @@ TEST_F(DemoRefKernelsTest, ReproducesTransformersExactly) {
   }
   std::printf("reference kernels vs transformers (float64): max |logit diff| %.3g\n", worst);
 }
-#endif
 
 TEST_F(DemoModelTest, SimdLogitsMatchTransformers) {
   const size_t n_vocab = static_cast<size_t>(engine().config().n_vocab);
@@ -314,7 +304,7 @@ TEST_F(DemoModelTest, SimdLogitsMatchTransformers) {
     }
   }
   std::printf("%s kernels vs transformers (float64): max |logit diff| %.3g, full-row RMS %.3g; greedy ids checked "
-              "at %d of %d steps\n", ActiveKernelsName(), worst, worst_rms, checked, steps);
+              "at %d of %d steps\n", BestKernels().name, worst, worst_rms, checked, steps);
 }
 
 // Q4_K_M is not the bf16 model it was quantized from; its first-step logits must still point the

@@ -412,20 +412,47 @@ TEST_P(ElementwiseTest, RopeRotateHalf) {
 INSTANTIATE_TEST_SUITE_P(Tables, ElementwiseTest, ::testing::ValuesIn(test::TableNames()),
                          [](const auto& info) { return info.param; });
 
-TEST(KernelDispatch, ActiveIsTheBestSupportedTargetUnlessForced) {
-  const char* env = std::getenv("GEMLET_KERNELS");
+// Kernels are chosen by name, per session: "auto" is the best target this CPU runs, "ref" the
+// reference, each supported target its own table; anything else is refused.
+TEST(KernelDispatch, NamesPickTheirTables) {
   const std::vector<int64_t> targets = SimdTargets();
-  if (env != nullptr && std::string(env) == "ref") {
-    EXPECT_STREQ(ActiveKernelsName(), "ref");
-  } else if (env == nullptr && !targets.empty()) {
-    EXPECT_EQ(&ActiveKernels(), SimdKernels(targets.front()));
-  }
+  const KernelTable* best = targets.empty() ? &RefKernels() : SimdKernels(targets.front());
+  EXPECT_EQ(&BestKernels(), best);
+  EXPECT_EQ(KernelsNamed("auto"), best);
+  EXPECT_EQ(KernelsNamed("ref"), &RefKernels());
+  std::vector<std::string> expected_names = {"ref"};
   for (int64_t t : targets) {
     const KernelTable* table = SimdKernels(t);
     ASSERT_NE(table, nullptr);
     EXPECT_STREQ(table->name, hwy::TargetName(t));
+    EXPECT_EQ(KernelsNamed(hwy::TargetName(t)), table);
+    expected_names.push_back(hwy::TargetName(t));
   }
+  EXPECT_EQ(KernelNames(), expected_names);
   EXPECT_EQ(SimdKernels(0), nullptr);
+  EXPECT_EQ(KernelsNamed("AVX9000"), nullptr);
+  EXPECT_EQ(KernelsNamed("Ref"), nullptr) << "names are exact";
+}
+
+// Scratch: per thread and slot, grown to the largest request, 64-byte aligned, counted.
+TEST(KernelScratch, GrowsPerThreadAndSlotAndCountsItsBytes) {
+  KernelScratch scratch(2);
+  EXPECT_EQ(scratch.Bytes(), 0u);
+  float* a = scratch.Get<float>(0, KernelScratch::kRowDecode, 100);
+  float* b = scratch.Get<float>(1, KernelScratch::kRowDecode, 100);
+  int8_t* c = scratch.Get<int8_t>(0, KernelScratch::kActQ, 10);
+  EXPECT_NE(a, b);
+  EXPECT_NE(static_cast<void*>(a), static_cast<void*>(c));
+  for (const void* p : {static_cast<const void*>(a), static_cast<const void*>(b), static_cast<const void*>(c)}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  }
+  EXPECT_EQ(scratch.Bytes(), 2 * 100 * sizeof(float) + 10);
+  EXPECT_EQ(scratch.Get<float>(0, KernelScratch::kRowDecode, 50), a) << "a smaller request reuses the buffer";
+  scratch.Get<float>(0, KernelScratch::kRowDecode, 1000);
+  EXPECT_GE(scratch.Bytes(), 1000 * sizeof(float) + 100 * sizeof(float) + 10);
+  scratch.EnsureThreads(4);
+  EXPECT_EQ(scratch.n_threads(), 4);
+  scratch.Get<float>(3, KernelScratch::kPanelQ, 8);
 }
 
 }  // namespace

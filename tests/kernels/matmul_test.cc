@@ -105,11 +105,11 @@ double Bound(const Matrix& m, const float* x, int64_t o, bool with_act_rounding)
 }
 
 void CheckMatMul(const KernelTable& k, const Matrix& m, const std::vector<float>& x, int64_t n_tokens,
-                 ThreadPool& pool, bool exact_acts, PackedWeights* packed = nullptr) {
+                 KernelContext& ctx, bool exact_acts, PackedWeights* packed = nullptr) {
   std::vector<float> y(static_cast<size_t>(n_tokens * m.n_out), NAN);
   WeightMatrix w = m.view();
   w.packed = packed;
-  k.matmul(w, x.data(), n_tokens, y.data(), pool);
+  k.matmul(w, x.data(), n_tokens, y.data(), ctx);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xt = &x[t * m.n_in];
     for (int64_t o = 0; o < m.n_out; ++o) {
@@ -136,15 +136,17 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  ThreadPool one(1), three(3);
+  // Three threads with the default tuning; one thread with prefetching and the VNNI GEMM off (the
+  // per-row tiles): every path stays within the bounds.
+  KernelContext one(1, k, KernelTuning{.prefetch_bytes = 0, .pack_weights = true, .vnni_gemm = false}), three(3, k);
   uint32_t seed = 1;
   for (int64_t n_in : RowLengths(type)) {
     for (int64_t n_out : {1, 7, 33}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
       for (int64_t n_tokens : {1, 2, 3, 5, 9}) {
-        ThreadPool& pool = (n_out + n_tokens) % 2 ? three : one;
-        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, pool, false);
-        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, pool, true);
+        KernelContext& ctx = (n_out + n_tokens) % 2 ? three : one;
+        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, ctx, false);
+        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, ctx, true);
       }
     }
   }
@@ -160,17 +162,17 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   const bool packs = std::string(k->name) == "AVX3_DL" &&
                      (type == DType::kQ4_0 || type == DType::kQ5_0 || type == DType::kQ8_0 || type == DType::kQ4_K ||
                       type == DType::kQ6_K);
-  ThreadPool one(1), three(3);
+  KernelContext one(1, k), three(3, k);
   uint32_t seed = 7;
   for (int64_t n_in : RowLengths(type)) {
     for (int64_t n_out : {16, 48}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
       for (int64_t n_tokens : {1, 3, 9}) {
-        ThreadPool& pool = (n_out / 16 + n_tokens) % 2 ? three : one;
+        KernelContext& ctx = (n_out / 16 + n_tokens) % 2 ? three : one;
         PackedWeights slot(nullptr);
-        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, pool, false, &slot);
-        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, pool, true, &slot);
-        EXPECT_EQ(slot.bytes() > 0, packs && PackedWeights::Enabled()) << k->name << " " << DTypeName(type);
+        CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, ctx, false, &slot);
+        if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, ctx, true, &slot);
+        EXPECT_EQ(slot.bytes() > 0, packs) << k->name << " " << DTypeName(type);
       }
     }
   }
@@ -183,15 +185,15 @@ TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  ThreadPool pool(2);
+  KernelContext ctx(2, k);
   const int64_t n_in = IsFloat(type) ? 1000 : 2 * 256, n_out = 37, n_tokens = 11;
   const Matrix m = MakeMatrix(type, n_in, n_out, 99);
   const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 98);
   std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
-  k->matmul(m.view(), x.data(), n_tokens, batch.data(), pool);
+  k->matmul(m.view(), x.data(), n_tokens, batch.data(), ctx);
   const bool same_code = IsFloat(type) || std::string(k->name) != "AVX3_DL";
   for (int64_t t = 0; t < n_tokens; ++t) {
-    k->matmul(m.view(), &x[t * n_in], 1, single.data(), pool);
+    k->matmul(m.view(), &x[t * n_in], 1, single.data(), ctx);
     for (int64_t o = 0; o < n_out; ++o) {
       if (same_code) {
         ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
@@ -210,7 +212,7 @@ TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
   const int64_t n_in = IsFloat(type) ? 64 : GetDTypeInfo(type).block_size == 256 ? 256 : 64;
-  ThreadPool pool(1);
+  KernelContext ctx(1, k);
   for (float sign : {1.0f, -1.0f}) {
     Matrix m{type, n_in, 2, {}, {}};
     const size_t row_bytes = RowBytes(type, n_in);
@@ -229,9 +231,9 @@ TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
     for (int64_t n_tokens : {1, 3}) {
       std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
       for (size_t i = 0; i < x.size(); ++i) x[i] = sign * (i % n_in % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
-      CheckMatMul(*k, m, x, n_tokens, pool, true);
+      CheckMatMul(*k, m, x, n_tokens, ctx, true);
       for (size_t i = 0; i < x.size(); ++i) x[i] = i % n_in % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
-      CheckMatMul(*k, m, x, n_tokens, pool, true);
+      CheckMatMul(*k, m, x, n_tokens, ctx, true);
     }
   }
 }

@@ -31,6 +31,11 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
     for (size_t n : {1, 2, 3, 4, 5, 7, 64, 1000, 4099}) CheckCoverage(pool, n);
+    ThreadPool sleeping(threads, /*spin=*/false);  // every hand-off through the condition variables
+    EXPECT_FALSE(sleeping.spin());
+    for (size_t n : {1, 2, 3, 64, 1000}) CheckCoverage(sleeping, n);
+    sleeping.SetSpin(true);
+    for (size_t n : {5, 4099}) CheckCoverage(sleeping, n);
   }
 }
 

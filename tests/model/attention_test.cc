@@ -119,11 +119,11 @@ class AttentionFixture {
     for (int pos = 0; pos < c_.n_past; ++pos) cache.Store(0, pos, &keys_[pos * kw], &values_[pos * vw]);
     cache.Advance(c_.n_past);
     Workspace ws(config_, c_.n, n_ctx_, n_threads);
-    ThreadPool pool(n_threads);
+    KernelContext ctx(n_threads);
     std::vector<float> out(static_cast<size_t>(c_.n) * c_.n_heads * c_.head_dim_v, -1.0f);
     AttendArgs a{&layer_, 0, c_.window, queries_.data(), &keys_[c_.n_past * kw], &values_[c_.n_past * vw], c_.n,
                  c_.n_past, scale_, c_.softcap, out.data()};
-    gemlet::Attend(a, cache, ws, pool);
+    gemlet::Attend(a, cache, ws, ctx);
     return out;
   }
 

@@ -18,13 +18,16 @@ namespace gemlet {
 using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
 namespace {
 
-std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>& tokens, size_t* packed_bytes) {
+std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>& tokens, const KernelTable& kernels,
+                             bool pack, size_t* packed_bytes) {
   auto engine = Engine::Load(path);
   EXPECT_TRUE(engine.ok()) << engine.message();
   if (!engine.ok()) return {};
   SessionOptions o;
   o.n_ctx = 64;
   o.n_threads = 2;
+  o.kernels = &kernels;
+  o.tuning.pack_weights = pack;
   auto session = Session::Create(engine.value(), o);
   EXPECT_TRUE(session.ok()) << session.message();
   const size_t vocab = static_cast<size_t>(engine.value()->model().config().n_vocab);
@@ -37,9 +40,10 @@ std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>
 TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
   // Only the AVX-512 VNNI kernels pack weights; elsewhere both runs would read the rows as stored
   // and the test would compare that path with itself.
-  if (std::string(ActiveKernelsName()) != "AVX3_DL") {
+  const KernelTable* vnni = KernelsNamed("AVX3_DL");
+  if (vnni == nullptr) {
     GTEST_SKIP() << "weights are packed by the AVX3_DL (AVX-512 VNNI) kernels only; this CPU runs "
-                 << ActiveKernelsName() << ", so there is no packed path to compare with";
+                 << BestKernels().name << " at best, so there is no packed path to compare with";
   }
   test::TempDir tmp;
   QuantizeOptions q;
@@ -61,13 +65,9 @@ TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
   for (int mult : {37, 11}) {
     std::vector<int32_t> tokens = {2};
     for (int i = 0; i < 23; ++i) tokens.push_back(4 + (i * mult) % 500);
-    const bool enabled = PackedWeights::Enabled();
     size_t stored_packed = 0, packed_bytes = 0;
-    PackedWeights::SetEnabled(false);
-    const std::vector<float> stored = AllLogits(q.output_path, tokens, &stored_packed);
-    PackedWeights::SetEnabled(true);
-    const std::vector<float> packed = AllLogits(q.output_path, tokens, &packed_bytes);
-    PackedWeights::SetEnabled(enabled);
+    const std::vector<float> stored = AllLogits(q.output_path, tokens, *vnni, /*pack=*/false, &stored_packed);
+    const std::vector<float> packed = AllLogits(q.output_path, tokens, *vnni, /*pack=*/true, &packed_bytes);
     ASSERT_FALSE(stored.empty());
     ASSERT_EQ(stored.size(), packed.size());
     EXPECT_EQ(stored_packed, 0u);

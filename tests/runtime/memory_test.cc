@@ -197,13 +197,14 @@ Gemma4Shape PackableShape(DType layer_type) {
   return shape;
 }
 
-bool KernelsPack() { return std::string(ActiveKernelsName()) == "AVX3_DL" && PackedWeights::Enabled(); }
+// Sessions of these tests run the best kernels this CPU has; only AVX3_DL packs weights.
+bool KernelsPack() { return std::string(BestKernels().name) == "AVX3_DL"; }
 
 // On AVX-512 VNNI the kernels repack Q8_0/Q4_0/Q4_K/... matrices on first use and release their
 // file pages: after a few tokens the matrices are resident once, as packed copies, and the mapped
 // file holds next to none of their pages (embedding lookups included).
 TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
-  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << BestKernels().name << ") keep weights as stored";
   test::TempDir tmp;
   const std::string path = tmp.File("packed.gguf");
   const Gemma4Shape shape = PackableShape(DType::kQ8_0);
@@ -250,22 +251,22 @@ TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
 // first evaluation would, releases the file pages, and the model then computes exactly what a
 // model packed on first use computes. A set stop flag packs nothing.
 TEST(MemoryTest, PrepareWeightsPacksAheadOfUse) {
-  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << ActiveKernelsName() << ") keep weights as stored";
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << BestKernels().name << ") keep weights as stored";
   test::TempDir tmp;
   const std::string path = tmp.File("prepare.gguf");
   const Gemma4Shape shape = PackableShape(DType::kQ4_0);
   WriteGemma4(shape, path);
   auto lazy = Engine::Load(path), ahead = Engine::Load(path);
   ASSERT_TRUE(lazy.ok() && ahead.ok());
-  ThreadPool pool(2);
+  KernelContext ctx(2);
 
   // Looked up first: the tensor names live in the mapped file (see the test above).
   const GgufTensor* down = ahead.value()->model().gguf().FindTensor("blk.1.ffn_down.weight");
   ASSERT_NE(down, nullptr);
   const std::atomic<bool> stopped{true};
-  ahead.value()->model().PrepareWeights(pool, &stopped);
+  ahead.value()->model().PrepareWeights(ctx, &stopped);
   EXPECT_EQ(ahead.value()->model().PackedWeightBytes(), 0u);
-  ahead.value()->model().PrepareWeights(pool);
+  ahead.value()->model().PrepareWeights(ctx);
   const size_t prepared = ahead.value()->model().PackedWeightBytes();
   EXPECT_GT(prepared, 0u);
   EXPECT_LT(ResidentBytesInRange(down->data, down->nbytes), down->nbytes / 10);

@@ -4,7 +4,7 @@
 Usage: gguf_to_hf.py DEQUANTIZED_F32.gguf OUT_DIR
 
 DEQUANTIZED_F32.gguf comes from `gemlet quantize models/gemlet-demo.gguf X.gguf F32 --allow-requantize`:
-gemlet's dequantizers are bit-exact with ggml's, and its reference kernels (GEMLET_KERNELS=ref) dot those
+gemlet's dequantizers are bit-exact with ggml's, and its reference kernels (`--kernels ref`) dot those
 same f32 rows, so the checkpoint written here is exactly the model that gemlet runs from the Q4_K_M file.
 OUT_DIR gets config.json (Gemma3ForCausalLM, model_type gemma3_text) and model.safetensors (float32).
 

@@ -183,11 +183,11 @@ JNIEXPORT jintArray JNICALL Java_ai_gemlet_Gemlet_tokenize(JNIEnv* env, jclass, 
                                                            jboolean add_special) {
   const std::string t = ToUtf8(env, text);
   size_t n = 0;
-  // First the count (a GEMLET_ERROR that reports it), then the ids.
+  // First the count (a GEMLET_BUFFER_TOO_SMALL that reports it), then the ids.
   gemlet_status status =
       gemlet_tokenize(Handle<gemlet_engine>(engine), t.data(), t.size(), add_special, false, nullptr, 0, &n);
   std::vector<int32_t> ids(n);
-  if (status == GEMLET_ERROR && n > 0) {
+  if (status == GEMLET_BUFFER_TOO_SMALL && n > 0) {
     status = gemlet_tokenize(Handle<gemlet_engine>(engine), t.data(), t.size(), add_special, false, ids.data(),
                              ids.size(), &n);
   }

@@ -22,6 +22,7 @@ class Status(_IntEnum):
     CANCELLED = 3
     CONTEXT_FULL = 4
     OUT_OF_MEMORY = 5
+    BUFFER_TOO_SMALL = 6
 
 
 class ChunkKind(_IntEnum):
@@ -180,9 +181,10 @@ class Engine:
     """A loaded model: immutable weights that its sessions and conversations share; usable from
     many threads at once."""
 
-    def __init__(self, path, n_threads=0, cache_dir=None, data_dir=None, progress=None):
+    def __init__(self, path, n_threads=0, cache_dir=None, data_dir=None, progress=None, kernels=None):
         """Loads the GGUF at `path`. progress(fraction) is called while loading; returning False
-        cancels the load (GemletError with Status.CANCELLED)."""
+        cancels the load (GemletError with Status.CANCELLED). kernels: "auto" (None), "ref" or a
+        CPU target name ("AVX2", "NEON")."""
         lib = _ffi.lib()
         self._h = None
         o = lib.gemlet_engine_options_default()
@@ -191,6 +193,8 @@ class Engine:
             o.cache_dir = _utf8(str(cache_dir), "cache_dir")
         if data_dir is not None:
             o.data_dir = _utf8(str(data_dir), "data_dir")
+        if kernels is not None:
+            o.kernels = _utf8(str(kernels), "kernels")
         failure = []
         if progress is not None:
             def on_progress(fraction, _user):
@@ -254,7 +258,7 @@ class Engine:
             buf = (ctypes.c_int32 * capacity)()
             status = lib.gemlet_tokenize(self._handle(), data, len(data), add_special, parse_special, buf,
                                          capacity, ctypes.byref(n))
-            if status == Status.ERROR and n.value > capacity:
+            if status == Status.BUFFER_TOO_SMALL and n.value > capacity:
                 capacity = n.value
                 continue
             _check(status)
@@ -273,6 +277,16 @@ class Engine:
     def set_thread_limit(self, n_threads):
         """At most n_threads for every session of the engine from its next call on (0: no limit)."""
         _check(_ffi.lib().gemlet_engine_set_thread_limit(self._handle(), n_threads))
+
+    @property
+    def kernels(self):
+        """The kernels sessions run ("AVX3_DL", "NEON", "ref", ...)."""
+        return _ffi.lib().gemlet_engine_kernels(self._handle()).decode()
+
+    @kernels.setter
+    def kernels(self, name):
+        """From each session's next call on: "auto", "ref" or a CPU target name."""
+        _check(_ffi.lib().gemlet_engine_set_kernels(self._handle(), _utf8(str(name), "kernels")))
 
     # ---- platform signals, passed in by the app ----
 

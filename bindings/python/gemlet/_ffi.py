@@ -37,6 +37,7 @@ class EngineOptions(ctypes.Structure):
         ("data_dir", c_char_p),
         ("progress", PROGRESS_FN),
         ("progress_user_data", c_void_p),
+        ("kernels", c_char_p),
     ]
 
 
@@ -122,6 +123,8 @@ _PROTOTYPES = {
     "gemlet_detokenize": (c_enum, [_P, _I32P, c_size_t, ctypes.POINTER(c_void_p)]),
     "gemlet_string_free": (None, [c_void_p]),
     "gemlet_engine_set_thread_limit": (c_enum, [_P, c_int]),
+    "gemlet_engine_set_kernels": (c_enum, [_P, c_char_p]),
+    "gemlet_engine_kernels": (c_char_p, [_P]),
     "gemlet_engine_set_thermal_state": (c_enum, [_P, c_enum]),
     "gemlet_engine_thermal_state": (c_enum, [_P]),
     "gemlet_engine_memory_warning": (c_enum, [_P, c_enum]),

@@ -34,12 +34,12 @@ class Gemma2 final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
                     bool all_logits) const override {
     const ModelConfig& c = config_;
     EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, pool, n);
-    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, ctx, n);
+    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
   }
 
  private:

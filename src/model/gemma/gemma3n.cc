@@ -131,7 +131,7 @@ class Gemma3n final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
                     bool all_logits) const override;
 
  private:
@@ -178,8 +178,8 @@ class Gemma3n final : public Model {
     return s;
   }
 
-  void RouterModalities(const Layer& l, const float* x, int n, Workspace& ws, ThreadPool& pool, float* out) const;
-  void Mlp(const Layer& l, Workspace& ws, ThreadPool& pool, int n) const;
+  void RouterModalities(const Layer& l, const float* x, int n, Workspace& ws, KernelContext& ctx, float* out) const;
+  void Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) const;
 
   OutputHead head_;
   int n_altup_ = 0, active_ = 0, laurel_rank_ = 0;
@@ -190,23 +190,23 @@ class Gemma3n final : public Model {
 
 // tanh(router(router_norm(x) / d)) per row: the per-token mixing weights of the streams
 // (HF: Gemma3nTextAltUp.compute_router_modalities). out: [n, n_altup].
-void Gemma3n::RouterModalities(const Layer& l, const float* x, int n, Workspace& ws, ThreadPool& pool,
+void Gemma3n::RouterModalities(const Layer& l, const float* x, int n, Workspace& ws, KernelContext& ctx,
                                float* out) const {
   const int d = config_.d_model;
   const float scale = 1.0f / static_cast<float>(d);
-  NormRows(pool, x, l.router_norm, n, d, config_.norm_eps, ws.xn.data());
+  NormRows(ctx, x, l.router_norm, n, d, config_.norm_eps, ws.xn.data());
   for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.xn[k] *= scale;
-  MatMul(l.router, ws.xn.data(), n, out, pool);
+  MatMul(l.router, ws.xn.data(), n, out, ctx);
   for (int k = 0; k < n * n_altup_; ++k) out[k] = std::tanh(out[k]);
 }
 
 // GeGLU MLP over ws.xn into ws.tmp, with Gaussian top-k sparsity on the gate of the first layers:
 // gate = relu(gate - (mean + std * Φ⁻¹(p))) per token, population std (HF: _gaussian_topk,
 // torch.std(unbiased=False); llama.cpp divides by n - 1).
-void Gemma3n::Mlp(const Layer& l, Workspace& ws, ThreadPool& pool, int n) const {
+void Gemma3n::Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) const {
   const int64_t ffn = l.mlp.gate.n_out;
-  MatMul(l.mlp.gate, ws.xn.data(), n, ws.gate.data(), pool);
-  MatMul(l.mlp.up, ws.xn.data(), n, ws.up.data(), pool);
+  MatMul(l.mlp.gate, ws.xn.data(), n, ws.gate.data(), ctx);
+  MatMul(l.mlp.up, ws.xn.data(), n, ws.up.data(), ctx);
   for (int t = 0; t < n; ++t) {
     float* g = ws.gate.data() + t * ffn;
     if (std::isfinite(l.sparsity_std_mul)) {
@@ -218,12 +218,12 @@ void Gemma3n::Mlp(const Layer& l, Workspace& ws, ThreadPool& pool, int n) const 
       const float cutoff = static_cast<float>(mean) + std_dev * l.sparsity_std_mul;
       for (int64_t k = 0; k < ffn; ++k) g[k] = std::max(g[k] - cutoff, 0.0f);
     }
-    GeluTanhMul(g, ws.up.data() + t * ffn, ffn);
+    ctx.kernels().gelu_tanh_mul(g, ws.up.data() + t * ffn, ffn);
   }
-  MatMul(l.mlp.down, ws.gate.data(), n, ws.tmp.data(), pool);
+  MatMul(l.mlp.down, ws.gate.data(), n, ws.tmp.data(), ctx);
 }
 
-void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool,
+void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx,
                            float* logits, bool all_logits) const {
   const ModelConfig& c = config_;
   const int d = c.d_model, na = n_altup_;
@@ -233,7 +233,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   const Scratch s = Layout(ws.max_batch, arena);
 
   EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-  ple_.Compute(c, tokens, n, ws.x.data(), pool, s.table_row, s.per_layer);
+  ple_.Compute(c, tokens, n, ws.x.data(), ctx, s.table_row, s.per_layer);
 
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
   // RMS, with the new RMS floored at sqrt(1e-5) (HF: Gemma3nTextModel.forward).
@@ -242,7 +242,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   std::copy(ws.x.begin(), ws.x.begin() + nd, streams[0]);
   for (int k = 1; k < na; ++k) {
     float* sk = streams[k];
-    MatMul(altup_proj_[k - 1], ws.x.data(), n, sk, pool);
+    MatMul(altup_proj_[k - 1], ws.x.data(), n, sk, ctx);
     for (int t = 0; t < n; ++t) {
       float* row = sk + static_cast<size_t>(t) * d;
       const float target = RootMeanSquare(ws.x.data() + static_cast<size_t>(t) * d, d);
@@ -257,8 +257,8 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     const Layer& l = layers_[i];
 
     // AltUp predict: stream_a += sum_b coef[a*na + b] * stream_b, coefs routed from the active stream.
-    RouterModalities(l, act, n, ws, pool, s.modal);
-    MatMul(l.predict_coef, s.modal, n, s.coefs, pool);
+    RouterModalities(l, act, n, ws, ctx, s.modal);
+    MatMul(l.predict_coef, s.modal, n, s.coefs, ctx);
     for (int t = 0; t < n; ++t) {
       const float* cf = s.coefs + static_cast<size_t>(t) * na * na;
       for (size_t j = static_cast<size_t>(t) * d; j < static_cast<size_t>(t + 1) * d; ++j) {
@@ -273,24 +273,24 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     }
 
     // The block runs on the active prediction; LAuReL is x + norm(right(left(x))) on the same input.
-    NormRows(pool, act, l.attn_norm, n, d, eps, ws.xn.data());
-    MatMul(l.laurel_l, ws.xn.data(), n, s.laurel_mid, pool);
-    MatMul(l.laurel_r, s.laurel_mid, n, s.laurel_out, pool);
-    NormRows(pool, s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
-    AddRows(pool, s.laurel_out, ws.xn.data(), n, d);
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-    NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
+    NormRows(ctx, act, l.attn_norm, n, d, eps, ws.xn.data());
+    MatMul(l.laurel_l, ws.xn.data(), n, s.laurel_mid, ctx);
+    MatMul(l.laurel_r, s.laurel_mid, n, s.laurel_out, ctx);
+    NormRows(ctx, s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
+    AddRows(ctx, s.laurel_out, ws.xn.data(), n, d);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+    NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     // (active + attn + laurel) / sqrt(2) (HF: attn_laurel)
     for (size_t k = 0; k < nd; ++k) ws.x[k] = (act[k] + ws.tmp[k] + s.laurel_out[k]) / sqrt2;
 
-    NormRows(pool, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
-    Mlp(l, ws, pool, n);
-    NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
-    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(ctx, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
+    Mlp(l, ws, ctx, n);
+    NormRows(ctx, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
+    AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
     // AltUp correct: stream_a += (block output - active prediction) * (coef_a + 1), routed from the output.
-    RouterModalities(l, ws.x.data(), n, ws, pool, s.modal);
-    MatMul(l.correct_coef, s.modal, n, s.coefs, pool);
+    RouterModalities(l, ws.x.data(), n, ws, ctx, s.modal);
+    MatMul(l.correct_coef, s.modal, n, s.coefs, ctx);
     for (int t = 0; t < n; ++t) {
       const float* cf = s.coefs + static_cast<size_t>(t) * na;
       for (size_t j = static_cast<size_t>(t) * d; j < static_cast<size_t>(t + 1) * d; ++j) {
@@ -305,11 +305,11 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
       const size_t off = static_cast<size_t>(t) * d;
       for (int j = 0; j < d; ++j) ws.xn[off + j] = act[off + j] * l.correct_scale[j];
     }
-    MatMul(l.ple_gate, ws.xn.data(), n, s.ple_act, pool);
-    ple_.GateWithInput(c, i, s.per_layer, n, pool, s.ple_act);
-    MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
-    NormRows(pool, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
-    for (int k = 1; k < na; ++k) AddRows(pool, streams[k], s.ple_out, n, d);
+    MatMul(l.ple_gate, ws.xn.data(), n, s.ple_act, ctx);
+    ple_.GateWithInput(c, i, s.per_layer, n, ctx, s.ple_act);
+    MatMul(l.ple_proj, s.ple_act, n, s.ple_out, ctx);
+    NormRows(ctx, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
+    for (int k = 1; k < na; ++k) AddRows(ctx, streams[k], s.ple_out, n, d);
   }
   CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
   if (ws.StopRequested()) return;
@@ -322,7 +322,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   const size_t off = static_cast<size_t>(first) * d;
   std::copy(streams[0] + off, streams[0] + nd, ws.x.begin() + off);
   for (int k = 1; k < na; ++k) {
-    MatMul(altup_unembd_[k - 1], streams[k] + off, rows, s.ple_out, pool);
+    MatMul(altup_unembd_[k - 1], streams[k] + off, rows, s.ple_out, ctx);
     for (int t = 0; t < rows; ++t) {
       const float* row = s.ple_out + static_cast<size_t>(t) * d;
       const float target = RootMeanSquare(streams[0] + off + static_cast<size_t>(t) * d, d);
@@ -333,7 +333,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
   }
   const float inv_na = 1.0f / static_cast<float>(na);
   for (size_t k = off; k < nd; ++k) ws.x[k] *= inv_na;
-  OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+  OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
 }
 
 }  // namespace

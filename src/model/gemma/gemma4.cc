@@ -151,7 +151,7 @@ class Gemma4 final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
                     bool all_logits) const override;
 
  private:
@@ -215,7 +215,7 @@ class Gemma4 final : public Model {
     return s;
   }
 
-  void MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const;
+  void MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scratch& s) const;
 
   OutputHead head_;
   PerLayerEmbedding ple_;  // dim 0: no per-layer embeddings (26B, 31B, 12B)
@@ -225,16 +225,16 @@ class Gemma4 final : public Model {
 
 // Routed experts (26B-A4B): router on rmsnorm(residual) * scale / sqrt(d), softmax, top-k,
 // renormalised, times a per-expert scale; each chosen expert is a GeGLU MLP on pre_norm(residual).
-void Gemma4::MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratch& s) const {
+void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scratch& s) const {
   const int d = config_.d_model;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
   float* probs = s.probs;
   for (int t = 0; t < n; ++t) {
     const float* r = s.residual + static_cast<size_t>(t) * d;
-    RmsNorm(r, nullptr, d, config_.norm_eps, s.moe_x);
+    ctx.kernels().rms_norm(r, nullptr, d, config_.norm_eps, s.moe_x);
     for (int k = 0; k < d; ++k) s.moe_x[k] *= m.router_scale[k] * inv_sqrt_d;
-    MatMul(m.router, s.moe_x, 1, probs, pool);
-    Softmax(probs, n_expert_);
+    MatMul(m.router, s.moe_x, 1, probs, ctx);
+    ctx.kernels().softmax(probs, n_expert_);
     // Top-k by probability, ties to the lower expert id (as torch.topk on CPU).
     for (int e = 0; e < n_expert_; ++e) s.order[e] = static_cast<float>(e);
     std::partial_sort(s.order, s.order + n_expert_used_, s.order + n_expert_, [&](float a, float b) {
@@ -243,21 +243,21 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, ThreadPool& pool, const Scratc
     });
     float total = 0;
     for (int k = 0; k < n_expert_used_; ++k) total += probs[static_cast<int>(s.order[k])];
-    RmsNorm(r, m.pre_norm.data(), d, config_.norm_eps, s.moe_xn);
+    ctx.kernels().rms_norm(r, m.pre_norm.data(), d, config_.norm_eps, s.moe_xn);
     std::fill(s.acc, s.acc + d, 0.0f);
     for (int k = 0; k < n_expert_used_; ++k) {
       const int e = static_cast<int>(s.order[k]);
       const float weight = probs[e] / total * m.expert_scale[e];
-      MatMul(m.gate_up.Expert(e), s.moe_xn, 1, s.gate_up, pool);
-      GeluTanhMul(s.gate_up, s.gate_up + m.ffn, m.ffn);  // first half gate, second half up
-      MatMul(m.down.Expert(e), s.gate_up, 1, s.expert_out, pool);
-      AxpyF32(weight, s.expert_out, s.acc, d);
+      MatMul(m.gate_up.Expert(e), s.moe_xn, 1, s.gate_up, ctx);
+      ctx.kernels().gelu_tanh_mul(s.gate_up, s.gate_up + m.ffn, m.ffn);  // first half gate, second half up
+      MatMul(m.down.Expert(e), s.gate_up, 1, s.expert_out, ctx);
+      ctx.kernels().Axpy(weight, s.expert_out, s.acc, d);
     }
-    RmsNorm(s.acc, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + static_cast<size_t>(t) * d);
+    ctx.kernels().rms_norm(s.acc, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + static_cast<size_t>(t) * d);
   }
 }
 
-void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, ThreadPool& pool, float* logits,
+void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
                           bool all_logits) const {
   const ModelConfig& c = config_;
   const int d = c.d_model;
@@ -265,40 +265,40 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
   EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
-  if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), pool, s.ple_row, s.per_layer);
+  if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), ctx, s.ple_row, s.per_layer);
   for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
     const Layer& l = layers_[i];
-    NormRows(pool, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, pool, n);
-    NormRows(pool, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
-    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(ctx, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+    NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
+    AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
-    NormRows(pool, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
-    MlpSublayer(l.mlp, ws, pool, n);
+    NormRows(ctx, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
+    MlpSublayer(l.mlp, ws, ctx, n);
     if (l.moe.ffn > 0) {
       // Dense MLP and routed experts side by side, each with its own post-norm, both on the residual.
-      NormRows(pool, ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
+      NormRows(ctx, ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());
       std::copy(ws.x.begin(), ws.x.begin() + static_cast<size_t>(n) * d, s.residual);
-      MoeBlock(l.moe, n, pool, s);
-      AddRows(pool, ws.tmp.data(), s.moe_out, n, d);
+      MoeBlock(l.moe, n, ctx, s);
+      AddRows(ctx, ws.tmp.data(), s.moe_out, n, d);
     }
-    NormRows(pool, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
-    AddRows(pool, ws.x.data(), ws.tmp.data(), n, d);
+    NormRows(ctx, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
+    AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
     if (ple_.dim > 0) {
       // h += post_norm(proj(gelu(gate(h)) * per_layer_input[i]))
-      MatMul(l.ple_gate, ws.x.data(), n, s.ple_act, pool);
-      ple_.GateWithInput(c, i, s.per_layer, n, pool, s.ple_act);
-      MatMul(l.ple_proj, s.ple_act, n, s.ple_out, pool);
-      NormRows(pool, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
-      AddRows(pool, ws.x.data(), s.ple_out, n, d);
+      MatMul(l.ple_gate, ws.x.data(), n, s.ple_act, ctx);
+      ple_.GateWithInput(c, i, s.per_layer, n, ctx, s.ple_act);
+      MatMul(l.ple_proj, s.ple_act, n, s.ple_out, ctx);
+      NormRows(ctx, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
+      AddRows(ctx, ws.x.data(), s.ple_out, n, d);
     }
     if (l.output_scale != 1.0f) {
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
     }
   }
   CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
-  if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, pool, n, logits, all_logits);
+  if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ public class GemletException extends RuntimeException {
   public static final int CANCELLED = 3;
   public static final int CONTEXT_FULL = 4;
   public static final int OUT_OF_MEMORY = 5;
+  public static final int BUFFER_TOO_SMALL = 6;
 
   /** The gemlet_status of the call (ERROR, INVALID_ARGUMENT, ...). */
   public final int code;

@@ -1,0 +1,164 @@
+// gemlet's tools API: what the CLI's model-making subcommands (convert, quantize, synth, eval,
+// inspect) and benchmarks stand on, beside the runtime API of gemlet.hpp. Nothing of the library's
+// own headers is reachable from it.
+//
+// These are build-machine tools: they are in the gemlet_tools library the CLI links, not in
+// libgemlet (an app on a phone loads models; it does not make them). Every call is synchronous and
+// reentrant; callbacks run on the calling thread. Output files are written under a temporary name
+// and renamed: nothing appears at the output path on failure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gemlet/status.hpp"
+
+namespace gemlet::tools {
+
+// ---- convert: a Hugging Face Gemma checkpoint folder to GGUF ----
+
+struct ConvertOptions {
+  std::string hf_dir;       // config.json + *.safetensors (+ tokenizer.json or tokenizer.model)
+  std::string output_path;
+  // "f32", "f16" or "bf16" for the large matrices (norms and small tensors stay f32). Empty: the
+  // checkpoint's own float type, so the default conversion is lossless.
+  std::string outtype;
+  std::string weights_path;    // a .safetensors file or model.safetensors.index.json instead of the folder's
+  std::string tokenizer_path;  // a tokenizer.json or tokenizer.model instead of the folder's
+  std::string model_name;      // general.name; empty: the folder's name
+  std::function<void(size_t index, size_t count, const std::string& tensor)> progress{};
+  std::function<void(const std::string& warning)> warn{};
+};
+
+struct ConvertReport {
+  std::string arch;
+  std::string outtype;  // "F32", "F16", "BF16"
+  size_t n_tensors = 0;
+  bool placeholder_vocab = false;  // neither tokenizer.json nor tokenizer.model: a stand-in vocabulary
+  std::string tokenizer_source;
+};
+
+Result<ConvertReport> Convert(const ConvertOptions& options);
+
+// ---- quantize: re-encode a GGUF's weights with llama-quantize's per-tensor mixes ----
+
+struct FileTypeDescription {
+  std::string name;         // "Q4_K_M"
+  std::string description;  // one line
+};
+// Every file type quantize and synth write, in llama-quantize's order.
+std::vector<FileTypeDescription> FileTypes();
+
+struct QuantizeOptions {
+  std::string input_path;
+  std::string output_path;
+  std::string type = "Q8_0";          // a FileTypes() name (any case; Q3_K/Q4_K/Q5_K mean the _M mixes)
+  bool pure = false;                  // no mix: every quantizable tensor gets the base type
+  bool allow_requantize = false;      // accept already-quantized input tensors
+  bool dry_run = false;               // choose the types and report sizes, write nothing
+  std::string token_embedding_type;   // a tensor type ("Q6_K") for the embedding tables; empty: the mix's
+  std::vector<std::string> overrides; // metadata to set, as llama-quantize: KEY=TYPE:VALUE (int, float, bool, str)
+  int n_threads = 0;                  // 0: every hardware thread
+  std::function<void(uint64_t done, uint64_t total)> progress{};  // elements converted
+  std::function<void(const std::string& warning)> warn{};
+};
+
+struct QuantizedTensor {
+  std::string name;
+  std::vector<int64_t> shape;  // GGUF ne order
+  std::string from, to;        // tensor type names
+  uint64_t bytes_in = 0, bytes_out = 0;
+  bool fallback = false;       // the row length did not suit the mix's type
+};
+
+struct QuantizeReport {
+  std::vector<QuantizedTensor> tensors;  // in the order written
+  uint64_t bytes_in = 0, bytes_out = 0, n_elements = 0;
+  int n_fallback = 0;
+  double seconds = 0;
+};
+
+// kInvalidArgument for an unknown type name or a malformed override.
+Result<QuantizeReport> Quantize(const QuantizeOptions& options);
+
+// ---- synth: a released Gemma's shapes, metadata and vocabulary with random weights ----
+
+struct SynthPreset {
+  std::string name;         // "gemma3-4b"
+  std::string description;
+  bool tiny = false;        // test-sized; placeholder vocabulary unless a tokenizer is given
+};
+std::vector<SynthPreset> SynthPresets();
+
+struct SynthOptions {
+  std::string preset;
+  std::string output_path;
+  std::string type = "F16";  // F32, F16, BF16 or a FileTypes() name
+  // tokenizer.json[.xz], a GGUF to copy tokenizer.* from, or "none" (placeholder tokens). Empty:
+  // "none" for tiny presets; the others need one.
+  std::string tokenizer;
+  uint64_t seed = 0;
+  int n_layers = 0;   // > 0: keep only this many layers
+  int n_threads = 0;
+  std::function<void(uint64_t done, uint64_t total)> progress{};  // elements generated
+};
+
+struct SynthReport {
+  std::string arch;
+  size_t n_tensors = 0;
+  uint64_t n_elements = 0;
+  uint64_t bytes = 0;
+  int n_vocab = 0;
+  double seconds = 0;
+};
+
+Result<SynthReport> Synth(const SynthOptions& options);
+
+// ---- eval: perplexity, and drift against a reference model ----
+
+struct EvalOptions {
+  std::string model_path;
+  std::string ref_model_path;  // empty: perplexity only
+  std::string text;            // UTF-8, tokenized with the model's tokenizer
+  int n_ctx = 512;             // tokens per window (llama-perplexity's windows: BOS first)
+  bool score_all = false;      // score every token after BOS, not only each window's second half
+  int max_chunks = 0;          // 0: every window
+  int n_threads = 0;
+  std::function<void(int chunk, int n_chunks)> progress{};
+};
+
+struct EvalReport {
+  int n_ctx = 0;
+  int n_chunks = 0;
+  int64_t n_text_tokens = 0;
+  int64_t n_tokens = 0;       // scored
+  double nll_mean = 0, ppl = 0, ppl_stderr = 0;
+  bool has_ref = false;       // the rest needs ref_model_path; KL(P_ref || P_model) in nats
+  double ref_ppl = 0;
+  double kld_mean = 0, kld_median = 0, kld_p99 = 0, kld_max = 0;
+  double top1_agree = 0;
+  double max_abs_dlogit = 0, rms_dlogit = 0;
+  double seconds = 0;
+};
+
+Result<EvalReport> Eval(const EvalOptions& options);
+
+// ---- inspect: a GGUF file's header, metadata and tensors ----
+
+struct InspectOptions {
+  bool tensors = false;  // list every tensor
+  bool json = false;     // JSON instead of text (arrays over 64 elements abbreviated)
+};
+// The report as text (or JSON), ready to print.
+Result<std::string> Inspect(const std::string& gguf_path, const InspectOptions& options = {});
+
+// ---- measurement ----
+
+// This machine's streaming read bandwidth in GB/s: a fresh buffer of `bytes` read by `threads`
+// threads at once with the widest loads the CPU has, the median of `reps` runs after a warm-up.
+double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps);
+
+}  // namespace gemlet::tools

@@ -1,0 +1,144 @@
+// The tools API (include/gemlet/tools.hpp) over the converter, the quantizer, the synthesizer and
+// the evaluator: option and report translation only.
+#include "gemlet/tools.hpp"
+
+#include "convert/convert.h"
+#include "kernels/kernels.h"
+#include "quantize/eval.h"
+#include "quantize/quant_mix.h"
+#include "quantize/quantize.h"
+#include "quantize/synth.h"
+#include "tensor/dtype.h"
+
+namespace gemlet::tools {
+
+Result<ConvertReport> Convert(const ConvertOptions& o) {
+  gemlet::ConvertOptions c;
+  c.hf_dir = o.hf_dir;
+  c.output_path = o.output_path;
+  if (!o.outtype.empty()) {
+    Result<DType> type = ParseOutType(o.outtype);
+    if (!type.ok()) return Status::Error(StatusCode::kInvalidArgument, type.message());
+    c.outtype = *type;
+  }
+  c.weights_path = o.weights_path;
+  c.tokenizer_path = o.tokenizer_path;
+  c.model_name = o.model_name;
+  c.progress = o.progress;
+  c.warn = o.warn;
+  ASSIGN_OR_RETURN(ConvertResult r, ConvertHfToGguf(c));
+  ConvertReport report;
+  report.arch = r.arch;
+  report.outtype = DTypeName(r.outtype);
+  report.n_tensors = r.n_tensors;
+  report.placeholder_vocab = r.placeholder_vocab;
+  report.tokenizer_source = r.tokenizer_source;
+  return report;
+}
+
+std::vector<FileTypeDescription> FileTypes() {
+  std::vector<FileTypeDescription> out;
+  for (const FileTypeInfo& info : gemlet::FileTypes()) out.push_back({info.name, info.description});
+  return out;
+}
+
+namespace {
+Status UnknownFileType(const std::string& name) {
+  return Status::Error(StatusCode::kInvalidArgument,
+                       "unknown type '" + name + "' (choose one of " + FileTypeNames() + ")");
+}
+}  // namespace
+
+Result<QuantizeReport> Quantize(const QuantizeOptions& o) {
+  gemlet::QuantizeOptions q;
+  if (!ParseFileType(o.type, &q.ftype)) return UnknownFileType(o.type);
+  if (!o.token_embedding_type.empty()) {
+    DType t;
+    if (!ParseDTypeName(o.token_embedding_type, &t)) {
+      return Status::Error(StatusCode::kInvalidArgument, "unknown tensor type '" + o.token_embedding_type + "'");
+    }
+    q.token_embedding_type = t;
+  }
+  for (const std::string& spec : o.overrides) {
+    Result<MetadataOverride> m = ParseMetadataOverride(spec);
+    if (!m.ok()) return Status::Error(StatusCode::kInvalidArgument, m.message());
+    q.overrides.push_back(*m);
+  }
+  q.input_path = o.input_path;
+  q.output_path = o.output_path;
+  q.pure = o.pure;
+  q.allow_requantize = o.allow_requantize;
+  q.dry_run = o.dry_run;
+  q.n_threads = o.n_threads;
+  q.progress = o.progress;
+  q.warn = o.warn;
+  ASSIGN_OR_RETURN(gemlet::QuantizeReport r, QuantizeGguf(q));
+  QuantizeReport report;
+  for (const gemlet::QuantizedTensor& t : r.tensors) {
+    report.tensors.push_back({t.name, t.ne, DTypeName(t.from), DTypeName(t.to), t.bytes_in, t.bytes_out, t.fallback});
+  }
+  report.bytes_in = r.bytes_in;
+  report.bytes_out = r.bytes_out;
+  report.n_elements = r.n_elements;
+  report.n_fallback = r.n_fallback;
+  report.seconds = r.seconds;
+  return report;
+}
+
+std::vector<SynthPreset> SynthPresets() {
+  std::vector<SynthPreset> out;
+  for (const gemlet::SynthPreset& p : gemlet::SynthPresets()) out.push_back({p.name, p.description, p.tiny});
+  return out;
+}
+
+Result<SynthReport> Synth(const SynthOptions& o) {
+  gemlet::SynthOptions s;
+  if (!ParseFileType(o.type, &s.ftype)) return UnknownFileType(o.type);
+  s.preset = o.preset;
+  s.output_path = o.output_path;
+  s.tokenizer = o.tokenizer;
+  s.seed = o.seed;
+  s.n_layers = o.n_layers;
+  s.n_threads = o.n_threads;
+  s.progress = o.progress;
+  ASSIGN_OR_RETURN(gemlet::SynthReport r, WriteSynthModel(s));
+  return SynthReport{r.arch, r.n_tensors, r.n_elements, r.bytes, r.n_vocab, r.seconds};
+}
+
+Result<EvalReport> Eval(const EvalOptions& o) {
+  gemlet::EvalOptions e;
+  e.model_path = o.model_path;
+  e.ref_model_path = o.ref_model_path;
+  e.text = o.text;
+  e.n_ctx = o.n_ctx;
+  e.score_all = o.score_all;
+  e.max_chunks = o.max_chunks;
+  e.n_threads = o.n_threads;
+  e.progress = o.progress;
+  ASSIGN_OR_RETURN(EvalResult r, EvaluateText(e));
+  EvalReport report;
+  report.n_ctx = r.n_ctx;
+  report.n_chunks = r.n_chunks;
+  report.n_text_tokens = r.n_text_tokens;
+  report.n_tokens = r.n_tokens;
+  report.nll_mean = r.nll_mean;
+  report.ppl = r.ppl;
+  report.ppl_stderr = r.ppl_stderr;
+  report.has_ref = r.has_ref;
+  report.ref_ppl = r.ref_ppl;
+  report.kld_mean = r.kld_mean;
+  report.kld_median = r.kld_median;
+  report.kld_p99 = r.kld_p99;
+  report.kld_max = r.kld_max;
+  report.top1_agree = r.top1_agree;
+  report.max_abs_dlogit = r.max_abs_dlogit;
+  report.rms_dlogit = r.rms_dlogit;
+  report.seconds = r.seconds;
+  return report;
+}
+
+double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {
+  return gemlet::MeasureReadBandwidthGBs(threads, bytes, reps);
+}
+
+}  // namespace gemlet::tools
