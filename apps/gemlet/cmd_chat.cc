@@ -184,6 +184,11 @@ int RunChat(int argc, char** argv) {
     }
     last = std::move(result).value();
     have_last = true;
+    if (last.stats.dropped_messages > 0) {
+      std::fprintf(stderr, "(the %d oldest messages, %d tokens, were dropped to stay within the context of %d%s)\n",
+                   last.stats.dropped_messages, last.stats.dropped_tokens, chat.n_ctx(),
+                   last.stats.reevaluated_tokens > 0 ? "; the rest was evaluated again" : "");
+    }
     if (last.stats.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
     if (gf.stats) PrintStats(*m.engine, last);
   }

@@ -140,6 +140,8 @@ typedef struct gemlet_session_options {
   int n_threads;    /* 0: the engine's */
   int max_batch;    /* prompt tokens per forward chunk (512) */
   gemlet_kv_type kv_type;
+  /* Not growable: gemlet_conversation_options holds one by value. Sessions keep the C++ API's
+   * default rollback room (16 tokens gemlet_session_truncate takes back without re-evaluating). */
 } gemlet_session_options;
 
 GEMLET_API gemlet_session_options gemlet_session_options_default(void);
@@ -204,6 +206,11 @@ typedef struct gemlet_stats {
   gemlet_stop_reason stop;
   uint64_t kv_cache_bytes;
   uint64_t activation_bytes;
+  /* Conversations: the oldest messages dropped to make room for this turn, their tokens, and the
+   * kept tokens evaluated again for it (0: the KV cache was shifted over the dropped ones). */
+  int dropped_messages;
+  int dropped_tokens;
+  int reevaluated_tokens;
 } gemlet_stats;
 
 GEMLET_API gemlet_stats gemlet_stats_default(void);
@@ -232,6 +239,13 @@ GEMLET_API const char* gemlet_conversation_last_reply(const gemlet_conversation*
 /* Thread-safe: stops the running send, in the prompt's evaluation too. */
 GEMLET_API void gemlet_conversation_cancel(gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_set_system(gemlet_conversation* conversation, const char* system);
+/* Gemma 4: think before answering from the next send on (the thought streams as THINKING). */
+GEMLET_API gemlet_status gemlet_conversation_set_thinking(gemlet_conversation* conversation, bool thinking);
+/* The user and assistant turns so far: n_messages takes a snapshot (0 for NULL) that message(i)
+ * reads; the strings stay valid until the next n_messages or free. */
+GEMLET_API size_t gemlet_conversation_n_messages(gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_message(const gemlet_conversation* conversation, size_t index,
+                                                     const char** role, const char** content);
 GEMLET_API void gemlet_conversation_reset(gemlet_conversation* conversation);
 GEMLET_API int gemlet_conversation_n_past(const gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path);

@@ -220,6 +220,9 @@ struct SessionOptions {
   int n_threads = 0;     // 0: the engine's n_threads
   int max_batch = 512;   // prompt tokens evaluated per forward chunk
   KvCacheType kv_cache_type = KvCacheType::kF16;
+  // Tokens Truncate takes back without evaluating anything again (sliding-window layers keep this
+  // many positions beyond their window): regenerating an answer, speculative decoding.
+  int rollback_tokens = 16;
   // Called after each chunk of a long prompt with (tokens done, total), on the evaluating thread.
   std::function<void(int done, int total)> progress{};
 };
@@ -282,6 +285,12 @@ struct GenerationStats {
   double decode_tokens_per_second = 0;
   StopReason stop = StopReason::kMaxTokens;
   MemoryStats memory;
+  // Conversation: the oldest messages dropped before this turn to make room (whole user/assistant
+  // pairs; the system message stays), their tokens, and the kept tokens evaluated again for it
+  // (0 when the KV cache was shifted over the dropped ones, the usual case).
+  int dropped_messages = 0;
+  int dropped_tokens = 0;
+  int reevaluated_tokens = 0;
 };
 
 struct ToolCall {
@@ -313,8 +322,11 @@ class GEMLET_CXX_API Session {
   Result<Reply> Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                          const StreamCallback& on_text = {});
 
-  // Keeps the first n tokens of the cache. Reset keeps none.
+  // Keeps the first n tokens of the cache. Reset keeps none. Taking back at most rollback_room()
+  // tokens evaluates nothing; further back, the kept tokens are evaluated again where
+  // sliding-window layers no longer hold what they need.
   Status Truncate(int n);
+  int rollback_room() const;
   void Reset();
   // Thread-safe: stops the Evaluate or Generate running on another thread within one layer's time.
   void Cancel();
@@ -350,8 +362,11 @@ class GEMLET_CXX_API Conversation {
   Conversation& operator=(const Conversation&) = delete;
 
   // Adds a user message and streams the answer, which joins the conversation. Earlier turns are not
-  // evaluated again (the KV cache holds them). On an error, or a cancel before the answer began, the
-  // conversation is as it was before the call.
+  // evaluated again (the KV cache holds them). When the conversation would not leave room for the
+  // answer (max_tokens, at most half the context), its oldest user/assistant pairs are dropped and
+  // the cache shifted over them (stats.dropped_*): a chat goes on past the context. On an error, or
+  // a cancel before the answer began, the conversation is as it was before the call but for the
+  // messages dropped.
   Result<Reply> Send(std::string_view user_text, const GenerateOptions& options = {},
                      const StreamCallback& on_text = {});
   // Thread-safe: stops the Send running on another thread, in the prompt's evaluation too.

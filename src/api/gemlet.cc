@@ -323,6 +323,7 @@ runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine)
   r.n_ctx = o.n_ctx;
   r.n_threads = o.n_threads > 0 ? o.n_threads : engine.options().n_threads;
   r.max_batch = o.max_batch;
+  r.rollback_tokens = o.rollback_tokens;
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
   r.kernels = k.table;
   r.tuning = k.tuning;
@@ -338,6 +339,7 @@ Status CheckSessionOptions(const SessionOptions& o) {
   if (o.n_ctx < 0) return Status::Error(StatusCode::kInvalidArgument, "n_ctx must be >= 0");
   if (o.n_threads < 0) return Status::Error(StatusCode::kInvalidArgument, "n_threads must be >= 0");
   if (o.max_batch <= 0) return Status::Error(StatusCode::kInvalidArgument, "max_batch must be > 0");
+  if (o.rollback_tokens < 0) return Status::Error(StatusCode::kInvalidArgument, "rollback_tokens must be >= 0");
   return Status::Ok();
 }
 
@@ -423,7 +425,7 @@ Status CheckGenerateOptions(const GenerateOptions& o) {
 }
 
 MemoryPlan PlanMemory(const runtime::Session& s, KvType kv_type) {
-  runtime::MemoryReport r = runtime::ComputeMemoryReport(s.engine().model(), s.n_ctx(), kv_type);
+  runtime::MemoryReport r = runtime::ComputeMemoryReport(s.engine().model(), s.n_ctx(), kv_type, s.ring_spare());
   r.activations = s.activation_bytes();
   MemoryPlan p;
   p.file_bytes = r.file_bytes;
@@ -515,6 +517,7 @@ Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
 void Session::Reset() { impl_->session->Reset(); }
 void Session::Cancel() { impl_->cancel.store(true); }
 int Session::n_past() const { return impl_->session->n_past(); }
+int Session::rollback_room() const { return impl_->session->rollback_room(); }
 int Session::n_ctx() const { return impl_->session->n_ctx(); }
 const std::vector<int32_t>& Session::tokens() const { return impl_->session->history(); }
 MemoryStats Session::memory() const { return SessionMemory(*impl_->session); }
@@ -561,7 +564,12 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
   const runtime::TextSink sink = ToSink(on_text);
   ASSIGN_OR_RETURN(runtime::GenerateResult r,
                    impl_->chat->Send(std::string(user_text), ToRuntime(options, &impl_->cancel), sink));
-  return ToReply(r, impl_->chat->last_turn().tokens_reused, impl_->chat->session());
+  const runtime::ChatTurnStats& turn = impl_->chat->last_turn();
+  Reply reply = ToReply(r, turn.tokens_reused, impl_->chat->session());
+  reply.stats.dropped_messages = turn.messages_dropped;
+  reply.stats.dropped_tokens = turn.tokens_dropped;
+  reply.stats.reevaluated_tokens = turn.tokens_reevaluated;
+  return reply;
 }
 
 void Conversation::Cancel() { impl_->cancel.store(true); }

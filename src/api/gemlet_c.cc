@@ -24,6 +24,7 @@ struct gemlet_session {
 struct gemlet_conversation {
   std::unique_ptr<gemlet::Conversation> conversation;
   std::string last_reply;
+  std::vector<gemlet::Message> messages;  // what gemlet_conversation_message points into
 };
 
 namespace {
@@ -142,6 +143,9 @@ void WriteStats(const gemlet::GenerationStats& s, gemlet_stats* out) {
   full.stop = static_cast<gemlet_stop_reason>(static_cast<int>(s.stop));
   full.kv_cache_bytes = s.memory.kv_cache_bytes;
   full.activation_bytes = s.memory.activation_bytes;
+  full.dropped_messages = s.dropped_messages;
+  full.dropped_tokens = s.dropped_tokens;
+  full.reevaluated_tokens = s.reevaluated_tokens;
   const size_t n = out->struct_size < sizeof(full) ? out->struct_size : sizeof(full);
   std::memcpy(static_cast<void*>(out), &full, n);
   out->struct_size = n;
@@ -425,7 +429,7 @@ gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_con
     co.thinking = o.thinking;
     auto c = gemlet::Conversation::Create(engine->engine, co);
     if (!c.ok()) return Report(c.status());
-    *out = new gemlet_conversation{std::move(c).value(), {}};
+    *out = new gemlet_conversation{std::move(c).value(), {}, {}};
     return GEMLET_OK;
   });
 }
@@ -474,6 +478,32 @@ gemlet_status gemlet_conversation_set_system(gemlet_conversation* conversation, 
     conversation->conversation->SetSystem(system ? system : "");
     return GEMLET_OK;
   });
+}
+
+gemlet_status gemlet_conversation_set_thinking(gemlet_conversation* conversation, bool thinking) {
+  if (conversation == nullptr) return NullHandle("conversation");
+  conversation->conversation->SetThinking(thinking);
+  return GEMLET_OK;
+}
+
+size_t gemlet_conversation_n_messages(gemlet_conversation* conversation) {
+  if (conversation == nullptr) return 0;
+  conversation->messages = conversation->conversation->messages();
+  return conversation->messages.size();
+}
+
+gemlet_status gemlet_conversation_message(const gemlet_conversation* conversation, size_t index, const char** role,
+                                          const char** content) {
+  if (conversation == nullptr) return NullHandle("conversation");
+  if (role == nullptr || content == nullptr) return NullHandle(role == nullptr ? "role" : "content");
+  if (index >= conversation->messages.size()) {
+    return Fail(GEMLET_INVALID_ARGUMENT, "message " + std::to_string(index) + " of " +
+                                             std::to_string(conversation->messages.size()) +
+                                             " (call gemlet_conversation_n_messages first)");
+  }
+  *role = conversation->messages[index].role.c_str();
+  *content = conversation->messages[index].content.c_str();
+  return GEMLET_OK;
 }
 
 void gemlet_conversation_reset(gemlet_conversation* conversation) {

@@ -2,9 +2,11 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/half.h"
+#include "tensor/dtype.h"
 #include "tensor/quant_blocks.h"
 
 namespace gemlet {
@@ -34,28 +36,32 @@ size_t KvCache::RowBytes(KvType type, int64_t n) {
 }
 
 namespace {
-int Capacity(const KvLayerSpec& spec, int n_ctx) {
+int Capacity(const KvLayerSpec& spec, int n_ctx, int ring_spare) {
   if (spec.source >= 0) return 0;
-  // A sliding layer at position p sees p-W+1..p: the W most recent positions are all it needs.
-  return spec.window > 0 ? std::min(spec.window, n_ctx) : n_ctx;
+  // A sliding layer at position p sees p-W+1..p: the W most recent positions are all it needs, and
+  // the spare ones let the newest few be taken back.
+  return spec.window > 0 ? std::min(spec.window + ring_spare, n_ctx) : n_ctx;
 }
 }  // namespace
 
-size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type) {
+size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type, int ring_spare) {
   size_t total = 0;
   for (const KvLayerSpec& s : layers) {
-    total += static_cast<size_t>(Capacity(s, n_ctx)) *
+    total += static_cast<size_t>(Capacity(s, n_ctx, std::max(0, ring_spare))) *
              (RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k) +
               RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v));
   }
   return total;
 }
 
-Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type) {
+Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type,
+                                                 int ring_spare) {
   if (n_ctx <= 0) return Status::Error("context size must be positive, got " + std::to_string(n_ctx));
+  if (ring_spare < 0) return Status::Error("ring spare room must be >= 0, got " + std::to_string(ring_spare));
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->n_ctx_ = n_ctx;
   cache->type_ = type;
+  cache->rollback_room_ = n_ctx;
   size_t offset = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const KvLayerSpec& s = layers[i];
@@ -67,7 +73,11 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>&
     }
     Layer l;
     l.spec = s;
-    l.capacity = Capacity(s, n_ctx);
+    l.capacity = Capacity(s, n_ctx, ring_spare);
+    // A ring of C slots holds the last C positions; the next one attends to the W - 1 before it.
+    if (s.source < 0 && s.window > 0 && l.capacity < n_ctx) {
+      cache->rollback_room_ = std::min(cache->rollback_room_, l.capacity - s.window + 1);
+    }
     l.k_row_bytes = RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k);
     l.v_row_bytes = RowBytes(type, static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v);
     l.k_offset = offset;
@@ -89,6 +99,122 @@ Status KvCache::CheckRoom(int n) const {
     return Status::Error("context is full: " + std::to_string(n_past_) + " tokens held + " + std::to_string(n) +
                          " new exceed n_ctx = " + std::to_string(n_ctx_) + " (start a new conversation or raise --ctx)");
   }
+  return Status::Ok();
+}
+
+namespace {
+// A ring layer whose slots have been reused (or left partly empty by a Discard): positions before
+// its oldest valid one are gone.
+bool Wrapped(int capacity, int n_past, int valid_from) { return capacity > 0 && (n_past > capacity || valid_from > 0); }
+}  // namespace
+
+bool KvCache::TruncateKeepsRings(int n) const {
+  for (const Layer& l : layers_) {
+    if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) continue;
+    const int oldest = std::max(n_past_ - l.capacity, ring_valid_from_);
+    if (std::max(0, n - l.spec.window + 1) < oldest) return false;
+  }
+  return true;
+}
+
+bool KvCache::CanDiscard(int begin, int count) const {
+  const int kept_end = n_past_ - count;
+  for (const Layer& l : layers_) {
+    if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) continue;
+    const int oldest = std::max(n_past_ - l.capacity, ring_valid_from_);
+    const int new_oldest = std::max(begin, oldest - count);
+    if (new_oldest > std::max(0, kept_end - l.spec.window + 1)) return false;
+  }
+  return true;
+}
+
+namespace {
+// A stored row as floats, and back (the cache's own rounding, as Store does).
+void RowToFloat(KvType type, const void* row, int64_t n, float* out) {
+  if (type == KvType::kF32) {
+    std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
+  } else if (type == KvType::kF16) {
+    const uint16_t* h = static_cast<const uint16_t*>(row);
+    for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
+  } else {
+    DequantizeRow(DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
+  }
+}
+void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
+  if (type == KvType::kF32) {
+    std::memcpy(row, in, static_cast<size_t>(n) * sizeof(float));
+  } else if (type == KvType::kF16) {
+    uint16_t* h = static_cast<uint16_t*>(row);
+    for (int64_t i = 0; i < n; ++i) h[i] = F32ToF16(in[i]);
+  } else {
+    QuantizeRowQ8_0(in, static_cast<BlockQ8_0*>(row), n);
+  }
+}
+}  // namespace
+
+Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
+  if (begin < 0 || count < 0 || static_cast<int64_t>(begin) + count > n_past_) {
+    return Status::Error("cannot drop positions [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                         ") of " + std::to_string(n_past_));
+  }
+  if (count == 0) return Status::Ok();
+  if (!CanDiscard(begin, count)) {
+    return Status::Error("the sliding-window rings no longer hold the positions before " + std::to_string(begin));
+  }
+  const int kept_end = n_past_ - count;  // the new n_past
+  int valid_from = ring_valid_from_;
+  std::vector<uint8_t> old;
+  std::vector<float> row;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& l = layers_[li];
+    if (l.capacity == 0) continue;
+    const size_t k_n = static_cast<size_t>(l.spec.n_kv_heads) * l.spec.head_dim_k;
+    const size_t bytes = (l.k_row_bytes + l.v_row_bytes) * static_cast<size_t>(l.capacity);
+    old.assign(storage_.begin() + static_cast<std::ptrdiff_t>(l.k_offset),
+               storage_.begin() + static_cast<std::ptrdiff_t>(l.k_offset + bytes));
+    auto old_row = [&](int64_t pos, bool value) {
+      const size_t slot = static_cast<size_t>(pos % l.capacity);
+      return old.data() + (value ? l.v_offset - l.k_offset + slot * l.v_row_bytes : slot * l.k_row_bytes);
+    };
+    // The positions this layer holds after the shift; those from begin on were count further on. A
+    // ring that wrapped keeps only those (and only the ones it still held).
+    int first = begin;
+    if (l.spec.window > 0 && Wrapped(l.capacity, n_past_, ring_valid_from_)) {
+      first = std::max(begin, std::max(n_past_ - l.capacity, ring_valid_from_) - count);
+      valid_from = std::max(valid_from, first);
+    }
+    const std::vector<float>& freq = rope(static_cast<int>(li));
+    const int half = l.spec.head_dim_k / 2;
+    // Rotating by -count: the same angle for every row, so its sines and cosines once.
+    std::vector<double> cos_a(freq.size()), sin_a(freq.size());
+    for (size_t i = 0; i < freq.size(); ++i) {
+      const double angle = -static_cast<double>(count) * static_cast<double>(freq[i]);
+      cos_a[i] = std::cos(angle);
+      sin_a[i] = std::sin(angle);
+    }
+    row.resize(k_n);
+    for (int q = first; q < kept_end; ++q) {
+      const int64_t p = q + count;
+      std::memcpy(ValueRow(static_cast<int>(li), q), old_row(p, true), l.v_row_bytes);
+      void* key = KeyRow(static_cast<int>(li), q);
+      if (freq.empty()) {
+        std::memcpy(key, old_row(p, false), l.k_row_bytes);
+        continue;
+      }
+      RowToFloat(type_, old_row(p, false), static_cast<int64_t>(k_n), row.data());
+      for (int h = 0; h < l.spec.n_kv_heads; ++h) {
+        float* x = row.data() + static_cast<size_t>(h) * l.spec.head_dim_k;
+        for (int i = 0; i < half && i < static_cast<int>(freq.size()); ++i) {
+          const double a = x[i], b = x[i + half];
+          x[i] = static_cast<float>(a * cos_a[i] - b * sin_a[i]);
+          x[i + half] = static_cast<float>(b * cos_a[i] + a * sin_a[i]);
+        }
+      }
+      FloatToRow(type_, row.data(), static_cast<int64_t>(k_n), key);
+    }
+  }
+  n_past_ = kept_end;
+  ring_valid_from_ = valid_from;
   return Status::Ok();
 }
 

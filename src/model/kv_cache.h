@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,12 @@ class KvCache {
  public:
   // Bytes of one stored row of n values (n a multiple of 32 for kQ8_0).
   static size_t RowBytes(KvType type, int64_t n);
+  // ring_spare: positions a sliding-window ring keeps beyond its window, so that the last
+  // ring_spare tokens can be taken back without evaluating anything again (RollbackRoom()).
   // Bytes Create() will allocate; callers report it before allocating.
-  static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
-  static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type);
+  static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type, int ring_spare = 0);
+  static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type,
+                                                 int ring_spare = 0);
 
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
@@ -41,13 +45,37 @@ class KvCache {
   const KvLayerSpec& spec(int layer) const { return layers_[layer].spec; }
   int capacity(int layer) const { return layers_[layer].capacity; }
 
+  // How many of the last positions may be forgotten (SetPast) with every ring still holding the
+  // window the next position attends to: ring_spare + 1, or n_ctx when no ring ever wraps. (Right
+  // after a Discard the rings may hold less for a while: TruncateKeepsRings says exactly.)
+  int RollbackRoom() const { return rollback_room_; }
+  // Whether after SetPast(n) every ring still holds the window position n attends to.
+  bool TruncateKeepsRings(int n) const;
+
   // Error (not a crash) when n more positions do not fit in n_ctx.
   Status CheckRoom(int n) const;
   // Marks n more positions as stored (after every layer has written them).
   void Advance(int n) { n_past_ += n; }
-  void Clear() { n_past_ = 0; }
+  void Clear() { SetPast(0); }
   // Forgets positions >= n (the caller re-fills ring layers when they need it; see Session::Truncate).
-  void SetPast(int n) { n_past_ = n; }
+  void SetPast(int n) {
+    n_past_ = n;
+    if (n == 0) ring_valid_from_ = 0;
+  }
+
+  // Whether Discard(begin, count) leaves every ring holding the window the next position attends
+  // to. A ring (a sliding-window layer that has wrapped) keeps only the shifted positions after the
+  // dropped ones: the positions before `begin` that it would also need were overwritten long ago,
+  // so at least window - 1 positions must follow the dropped ones.
+  bool CanDiscard(int begin, int count) const;
+  // Removes positions [begin, begin + count) of every layer: the later ones move down by count, and
+  // their keys are rotated back by count positions in place (keys are cached after RoPE, and a
+  // rotation by a then by b is one by a + b), in double precision, once per row. rope(layer) gives
+  // the layer's RoPE frequencies (head_dim_k / 2 of them, rotate-half pairs; 0 leaves a pair
+  // unrotated; an empty vector leaves the keys as they are). Values do not depend on the position.
+  // Errors, changing nothing, when !CanDiscard or the range is not within [0, n_past).
+  using RopeOf = std::function<const std::vector<float>&(int layer)>;
+  Status Discard(int begin, int count, const RopeOf& rope);
 
   // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
   // Rows are n_kv_heads * head_dim values of type(): float, uint16_t (f16) or BlockQ8_0.
@@ -70,6 +98,10 @@ class KvCache {
   std::vector<uint8_t> storage_;
   int n_ctx_ = 0;
   int n_past_ = 0;
+  int rollback_room_ = 0;
+  // Rings hold valid rows only for positions >= this (and within their capacity of the end): a
+  // Discard leaves the slots before the shifted positions empty until new positions fill them.
+  int ring_valid_from_ = 0;
   KvType type_ = KvType::kF32;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/decoder_blocks.h"
 #include "model/families.h"
 
 namespace gemlet {
@@ -58,6 +59,13 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
       hold_v.emplace_back(b * src.n_kv_heads * src.head_dim_v);
     }
   }
+}
+
+const std::vector<float>& Model::KeyRope(int layer) const {
+  std::call_once(key_rope_once_, [this] {
+    for (const LayerConfig& l : config_.layers) key_rope_.push_back(RopeInvFreq(l));
+  });
+  return key_rope_[static_cast<size_t>(layer)];
 }
 
 size_t Workspace::Bytes() const {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const GgufFile& gguf() const { return *gguf_; }
   std::vector<KvLayerSpec> KvLayout() const;
+  // The RoPE frequencies layer `layer` rotates its keys with (RopeRotateHalf's inv_freq; empty: no
+  // rotation): what shifting cached keys to new positions needs (KvCache::Discard).
+  virtual const std::vector<float>& KeyRope(int layer) const;
   // Floats of family-specific scratch a Workspace for batches of max_batch tokens must provide.
   virtual size_t ExtraScratchFloats(int max_batch) const { (void)max_batch; return 0; }
 
@@ -108,6 +112,9 @@ class Model {
                             float* logits, bool all_logits) const = 0;
 
   ModelConfig config_;
+  // Filled on first use from config_ (RopeInvFreq); a family whose keys rotate otherwise overrides KeyRope.
+  mutable std::vector<std::vector<float>> key_rope_;
+  mutable std::once_flag key_rope_once_;
   std::shared_ptr<const GgufFile> gguf_;
   // Slots for the matrices' packed copies (WeightBinder hands them out): their rows' file pages are
   // released once packed.

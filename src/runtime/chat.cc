@@ -1,6 +1,7 @@
 // ChatSession: render, diff against the cache, evaluate the difference, generate.
 #include "runtime/chat.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -19,11 +20,16 @@ void ChatSession::Reset() {
 }
 
 Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_prompt) const {
+  return Render(messages_, add_generation_prompt);
+}
+
+Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatMessage>& messages,
+                                                 bool add_generation_prompt) const {
   const Engine& engine = session_->engine();
   const Tokenizer& tok = engine.tokenizer();
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
-  all.insert(all.end(), messages_.begin(), messages_.end());
+  all.insert(all.end(), messages.begin(), messages.end());
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
   o.enable_thinking = thinking_;
@@ -39,9 +45,56 @@ Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_promp
   return tokens;
 }
 
+Status ChatSession::MakeRoom(int room) {
+  const int n_ctx = session_->n_ctx();
+  ASSIGN_OR_RETURN(std::vector<int32_t> want, Render(messages_, /*add_generation_prompt=*/true));
+  if (static_cast<int>(want.size()) + room <= n_ctx) return Status::Ok();
+  // The oldest pairs go, as few as will do (the new user message is the last one).
+  size_t drop = 0;
+  std::vector<ChatMessage> kept = messages_;
+  while (static_cast<int>(want.size()) + room > n_ctx && kept.size() >= 3) {
+    kept.erase(kept.begin(), kept.begin() + 2);
+    drop += 2;
+    ASSIGN_OR_RETURN(want, Render(kept, /*add_generation_prompt=*/true));
+  }
+  if (drop == 0) return Status::Ok();  // nothing to drop: Send reports what does not fit
+  // Where the dropped messages lie in the cache: the renders with and without them (no generation
+  // prompt) share a prefix (BOS, the system message) and, shifted by the dropped tokens, a suffix.
+  const std::vector<ChatMessage> old_messages(messages_.begin(), messages_.end() - 1);
+  const std::vector<ChatMessage> kept_old(kept.begin(), kept.end() - 1);
+  ASSIGN_OR_RETURN(std::vector<int32_t> before, Render(old_messages, false));
+  ASSIGN_OR_RETURN(std::vector<int32_t> after, Render(kept_old, false));
+  size_t begin = 0;
+  while (begin < after.size() && before[begin] == after[begin]) ++begin;
+  const size_t count = before.size() - after.size();
+  const std::vector<int32_t>& held = session_->history();
+  // The cache must hold what the render says up to the end of the dropped tokens, and the kept
+  // render must be the old one with those tokens cut out; otherwise Send's prefix diff re-evaluates.
+  bool aligned = begin + count <= held.size() &&
+                 std::equal(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(begin + count), held.begin()) &&
+                 std::equal(after.begin() + static_cast<std::ptrdiff_t>(begin), after.end(),
+                            before.begin() + static_cast<std::ptrdiff_t>(begin + count));
+  messages_.erase(messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(drop));
+  last_turn_.messages_dropped = static_cast<int>(drop);
+  last_turn_.tokens_dropped = static_cast<int>(count);
+  if (!aligned) return Status::Ok();
+  ASSIGN_OR_RETURN(last_turn_.tokens_reevaluated, session_->Discard(static_cast<int>(begin), static_cast<int>(count)));
+  return Status::Ok();
+}
+
 Result<GenerateResult> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,
                                          const TextSink& sink) {
+  last_turn_ = ChatTurnStats{};
   messages_.push_back({"user", user_text});
+  // Room for the answer: what the caller allows, at most half the context (a quarter when unbounded).
+  const int n_ctx = session_->n_ctx();
+  const int room = options.max_tokens > 0 ? std::min(options.max_tokens, n_ctx / 2) : n_ctx / 4;
+  const std::vector<ChatMessage> undo = messages_;
+  if (Status s = MakeRoom(room); !s.ok()) {
+    messages_ = undo;
+    messages_.pop_back();
+    return s;
+  }
   auto rendered = RenderTokens(/*add_generation_prompt=*/true);
   if (!rendered.ok()) {
     messages_.pop_back();
@@ -50,8 +103,9 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
   const std::vector<int32_t>& want = rendered.value();
   if (static_cast<int>(want.size()) >= session_->n_ctx()) {
     messages_.pop_back();
-    return Status::Error("the conversation (" + std::to_string(want.size()) + " tokens) no longer fits in the context of " +
-                         std::to_string(session_->n_ctx()) + " tokens; use /reset or a larger --ctx");
+    return Status::Error("the message (" + std::to_string(want.size()) + " tokens with the system message) does not fit "
+                         "in the context of " + std::to_string(session_->n_ctx()) + " tokens; shorten it or use a "
+                         "larger --ctx");
   }
   // Reuse the longest prefix the cache already holds; always evaluate at least one token so the
   // last position's logits exist.

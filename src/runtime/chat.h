@@ -17,6 +17,11 @@ namespace gemlet::runtime {
 struct ChatTurnStats {
   int tokens_evaluated = 0;  // prompt tokens actually run through the model this turn
   int tokens_reused = 0;     // prompt tokens whose K/V were already cached
+  // The oldest messages dropped to make room for this turn (whole user/assistant pairs), their
+  // tokens, and how many kept tokens had to be evaluated again for it (0: the cache was shifted).
+  int messages_dropped = 0;
+  int tokens_dropped = 0;
+  int tokens_reevaluated = 0;
 };
 
 class ChatSession {
@@ -24,7 +29,10 @@ class ChatSession {
   ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling);
 
   // Sends a user message and streams the model's answer. The answer (without its thought channel)
-  // joins the conversation; on error or cancellation the conversation stays usable.
+  // joins the conversation; on error or cancellation the conversation stays usable. When the
+  // conversation and room for the answer (options.max_tokens, at most half the context) no longer
+  // fit, the oldest user/assistant pairs are dropped (the system message stays) and the cache is
+  // shifted over them without evaluating the kept text again (Session::Discard).
   Result<GenerateResult> Send(const std::string& user_text, const GenerateOptions& options, const TextSink& sink);
 
   void SetSystem(const std::string& system);  // empty: no system message
@@ -45,6 +53,12 @@ class ChatSession {
   const ChatTurnStats& last_turn() const { return last_turn_; }
 
  private:
+  // Renders system + messages (no generation prompt) to tokens.
+  Result<std::vector<int32_t>> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // Drops the oldest pairs of messages_ (the last message, the new user turn, always stays) until
+  // the rendered conversation plus `room` tokens fits in the context; shifts the cache over them.
+  Status MakeRoom(int room);
+
   std::unique_ptr<Session> session_;
   Sampler sampler_;
   std::string system_;

@@ -96,7 +96,7 @@ std::string FileTypeName(const GgufFile& f) {
   }
 }
 
-MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type) {
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type, int ring_spare) {
   MemoryReport r;
   const GgufFile& f = model.gguf();
   r.file_bytes = f.file_size();
@@ -120,7 +120,7 @@ MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type) 
   }
   r.n_ctx = n_ctx;
   r.kv_type = kv_type;
-  r.kv_total = KvCache::PlanBytes(model.KvLayout(), n_ctx, kv_type);
+  r.kv_total = KvCache::PlanBytes(model.KvLayout(), n_ctx, kv_type, ring_spare);
   return r;
 }
 

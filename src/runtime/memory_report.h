@@ -31,7 +31,8 @@ struct MemoryReport {
   std::string ToString() const;
 };
 
-MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type);
+// ring_spare: the session's rollback room beyond each sliding window (SessionOptions::rollback_tokens).
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type, int ring_spare = 0);
 
 // What decoding one token reads, for bandwidth bounds: every weight matrix once, except lookup
 // tables (token and per-layer embeddings: one row each; a tied token table is also the output head,

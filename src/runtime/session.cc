@@ -63,26 +63,25 @@ SessionOptions Resolve(const Engine& engine, SessionOptions o) {
   if (o.n_ctx <= 0) o.n_ctx = std::min(engine.config().n_ctx_train > 0 ? engine.config().n_ctx_train : 4096, 4096);
   if (o.n_threads <= 0) o.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.max_batch = std::clamp(o.max_batch, 1, o.n_ctx);
+  o.rollback_tokens = std::max(0, o.rollback_tokens);
   return o;
 }
 }  // namespace
 
 size_t Session::PlanKvBytes(const Engine& engine, const SessionOptions& options) {
   const SessionOptions o = Resolve(engine, options);
-  return KvCache::PlanBytes(engine.model().KvLayout(), o.n_ctx, o.kv_type);
+  return KvCache::PlanBytes(engine.model().KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens);
 }
 
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options) {
   const SessionOptions o = Resolve(*engine, options);
   std::unique_ptr<Session> s(new Session());
-  ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, o.kv_type));
+  ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens));
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
   s->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.tuning);
   s->max_threads_ = o.n_threads;
-  for (const LayerConfig& l : engine->config().layers) {
-    if (l.sliding) s->max_window_ = std::max(s->max_window_, engine->config().sliding_window);
-  }
+  s->ring_spare_ = o.rollback_tokens;
   s->engine_ = std::move(engine);
   return s;
 }
@@ -99,7 +98,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
   const int done = cache_->n_past() - before;
   history_.insert(history_.end(), tokens.begin(), tokens.begin() + done);
   tokens_evaluated_ += done;
-  if (s.code() == StatusCode::kCancelled) rings_stale_ = max_window_ > 0;
+  if (s.code() == StatusCode::kCancelled) rings_stale_ = cache_->RollbackRoom() < cache_->n_ctx();
   return s;
 }
 
@@ -117,6 +116,28 @@ Status Session::RefillRings(int n) {
   return Evaluate(replay, nullptr, false);
 }
 
+Result<int> Session::Discard(int begin, int count) {
+  const int held = cache_->n_past();
+  if (begin < 0 || count < 0 || static_cast<int64_t>(begin) + count > held) {
+    return Status::Error("cannot drop tokens [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                         ") of " + std::to_string(held));
+  }
+  if (count == 0) return 0;
+  if (!rings_stale_ && cache_->CanDiscard(begin, count)) {
+    const Model& model = engine_->model();
+    RETURN_IF_ERROR(cache_->Discard(begin, count, [&model](int layer) -> const std::vector<float>& {
+      return model.KeyRope(layer);
+    }));
+    history_.erase(history_.begin() + begin, history_.begin() + begin + count);
+    return 0;
+  }
+  history_.erase(history_.begin() + begin, history_.begin() + begin + count);
+  const int kept = static_cast<int>(history_.size());
+  const int64_t before = tokens_evaluated_;
+  RETURN_IF_ERROR(RefillRings(kept));
+  return static_cast<int>(tokens_evaluated_ - before);
+}
+
 void Session::SetThreads(int n) {
   ctx_->SetThreads(std::clamp(n, 1, max_threads_));
 }
@@ -125,10 +146,9 @@ Status Session::Truncate(int n) {
   const int held = cache_->n_past();
   if (n < 0 || n > held) return Status::Error("cannot truncate to " + std::to_string(n) + " of " + std::to_string(held) + " tokens");
   if (n == held) return Status::Ok();
-  // A ring of W slots still holds position p < n only if no position >= n wrote over it: the
-  // window before n survives when fewer than (capacity - window + 1) positions are dropped.
-  // Capacity equals the window, so any rollback past one token needs the refill.
-  const bool refill = rings_stale_ || (max_window_ > 0 && held - n > 1 && n > 0);
+  // A ring of C slots still holds position p < n only if no position >= n wrote over it: the
+  // window before n survives when at most C - W + 1 positions are dropped (the rollback room).
+  const bool refill = rings_stale_ || (n > 0 && !cache_->TruncateKeepsRings(n));
   if (!refill) {
     cache_->SetPast(n);
     history_.resize(static_cast<size_t>(n));

@@ -53,6 +53,9 @@ struct SessionOptions {
   int n_threads = 0;      // 0: all hardware threads
   int max_batch = 512;    // prompt tokens evaluated per forward chunk
   KvType kv_type = KvType::kF16;
+  // Tokens Truncate can take back without evaluating anything again: sliding-window rings keep this
+  // many positions beyond their window (regenerating an answer, speculative decoding).
+  int rollback_tokens = 16;
   const KernelTable* kernels = nullptr;  // null: BestKernels()
   KernelTuning tuning{};
 };
@@ -73,9 +76,19 @@ class Session {
   // Evaluate returns kCancelled and keeps the chunks it finished; the session stays usable.
   void SetStopFlag(const std::atomic<bool>* stop) { stop_ = stop; }
 
-  // Forgets every token from position n on. Sliding-window layers whose ring has already overwritten
-  // positions needed before n are refilled by re-evaluating the history up to n.
+  // Forgets every token from position n on. Within rollback_room() of the end nothing is evaluated
+  // again; further back, sliding-window layers whose ring has overwritten positions needed before n
+  // are refilled by re-evaluating the history up to n.
   Status Truncate(int n);
+  // Removes tokens [begin, begin + count) from the cache (a conversation dropping its oldest turns):
+  // the later ones move down and their keys are re-rotated to their new positions, nothing is
+  // evaluated (KvCache::Discard). When the rings cannot keep up (the kept tail is shorter than a
+  // ring, or a stopped evaluation left them stale), the kept history is evaluated again instead.
+  // Returns the tokens evaluated again: 0 when the cache was shifted in place.
+  Result<int> Discard(int begin, int count);
+  // Tokens at the end that Truncate takes back without re-evaluating (at least rollback_tokens).
+  int rollback_room() const { return cache_->RollbackRoom(); }
+  int ring_spare() const { return ring_spare_; }  // SessionOptions::rollback_tokens
 
   const Engine& engine() const { return *engine_; }
   int n_past() const { return cache_->n_past(); }
@@ -111,8 +124,8 @@ class Session {
   std::function<void(int, int)> progress_;
   const std::atomic<bool>* stop_ = nullptr;
   bool rings_stale_ = false;  // a stopped evaluation may have overwritten ring slots
-  int max_window_ = 0;   // largest sliding window (0: none)
   int max_threads_ = 1;  // the workspace's thread count
+  int ring_spare_ = 0;
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;

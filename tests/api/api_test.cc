@@ -345,6 +345,41 @@ TEST(ApiConversation, ACallbackThatReturnsFalseStopsTheAnswer) {
   EXPECT_LE(reply->stats.generated_tokens, 4);
 }
 
+// A chat four times as long as its context goes on: before a turn that would not leave room for its
+// answer, the oldest user/assistant pairs are dropped and the KV cache shifted over them, so the
+// kept turns are not evaluated again (the cached tokens of that turn are most of its prompt).
+TEST(ApiConversation, AChatOfFourContextsGoesOnByDroppingItsOldestTurns) {
+  constexpr int kCtx = 256;
+  ConversationOptions o = WithContext(kCtx);
+  o.system = "You are a helpful assistant.";
+  auto c = Conversation::Create(DemoEngine(), o);
+  ASSERT_TRUE(c.ok()) << c.message();
+  const std::vector<std::string> questions = {"Who are you?", "请背诵《静夜思》。", "Tell me a short poem.",
+                                              "What is the capital of France?", "你好，你是谁？", "Tell me a story."};
+  int total = 0, turns_with_drops = 0;
+  for (int turn = 0; total < 4 * kCtx; ++turn) {
+    ASSERT_LT(turn, 200) << "the chat should have covered four contexts long before";
+    auto r = (*c)->Send(questions[static_cast<size_t>(turn) % questions.size()], Greedy(48));
+    ASSERT_TRUE(r.ok()) << "turn " << turn << ": " << r.message();
+    const GenerationStats& st = r->stats;
+    total += st.prompt_tokens - st.cached_tokens + st.generated_tokens;
+    EXPECT_LE((*c)->n_past(), kCtx);
+    EXPECT_FALSE(r->text.empty()) << "turn " << turn;
+    if (st.dropped_messages > 0) {
+      ++turns_with_drops;
+      EXPECT_EQ(st.dropped_messages % 2, 0) << "whole user/assistant pairs";
+      EXPECT_GT(st.dropped_tokens, 0);
+      EXPECT_EQ(st.reevaluated_tokens, 0) << "turn " << turn << ": the cache is shifted, not refilled";
+      EXPECT_GT(st.cached_tokens, st.prompt_tokens / 2) << "turn " << turn << ": the kept turns stay cached";
+    }
+  }
+  EXPECT_GT(turns_with_drops, 2);
+  const std::vector<Message> kept = (*c)->messages();
+  ASSERT_GE(kept.size(), 2u);
+  EXPECT_EQ(kept.front().role, "user");
+  EXPECT_EQ(kept.back().role, "assistant");
+}
+
 TEST(ApiConversation, BadOptionsAreInvalidArguments) {
   auto c = Conversation::Create(DemoEngine(), WithContext(128));
   ASSERT_TRUE(c.ok());

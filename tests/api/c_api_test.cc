@@ -158,6 +158,19 @@ TEST(CApi, ConversationStreamsChineseInWholeCharacters) {
   EXPECT_EQ(stats.cached_tokens, 0);  // the first turn
   EXPECT_GT(stats.kv_cache_bytes, 0u);
   EXPECT_GT(gemlet_conversation_n_past(c), 10);
+  // The turns so far, as the conversation holds them.
+  ASSERT_EQ(gemlet_conversation_n_messages(c), 2u);
+  const char *role = nullptr, *content = nullptr;
+  ASSERT_EQ(gemlet_conversation_message(c, 0, &role, &content), GEMLET_OK);
+  EXPECT_STREQ(role, "user");
+  EXPECT_STREQ(content, "请背诵《静夜思》。");
+  ASSERT_EQ(gemlet_conversation_message(c, 1, &role, &content), GEMLET_OK);
+  EXPECT_STREQ(role, "assistant");
+  EXPECT_EQ(got.text, content);
+  EXPECT_EQ(gemlet_conversation_message(c, 2, &role, &content), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_conversation_message(c, 0, nullptr, &content), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_conversation_set_thinking(c, false), GEMLET_OK);  // Gemma 3 has no thought channel: a no-op
+  EXPECT_EQ(gemlet_conversation_set_thinking(nullptr, true), GEMLET_INVALID_ARGUMENT);
 
   // A callback's false stops the answer: GEMLET_CANCELLED, and the conversation goes on.
   Collected stopped;

@@ -60,6 +60,9 @@ int main(void) {
   FIELD(gemlet_stats, stop, ", ");
   FIELD(gemlet_stats, kv_cache_bytes, ", ");
   FIELD(gemlet_stats, activation_bytes, ", ");
+  FIELD(gemlet_stats, dropped_messages, ", ");
+  FIELD(gemlet_stats, dropped_tokens, ", ");
+  FIELD(gemlet_stats, reevaluated_tokens, ", ");
   printf("}}");
 
   Open("gemlet_conversation_options", sizeof(gemlet_conversation_options));

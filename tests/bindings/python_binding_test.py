@@ -160,6 +160,16 @@ class EngineTest(unittest.TestCase):
             gemlet.Engine(MODEL, kernels="nope")
         e.close()
 
+    def test_messages(self):
+        with gemlet.Engine(MODEL) as e, e.conversation(n_ctx=256) as c:
+            reply = c.send("你好", max_tokens=8, temperature=0)
+            self.assertEqual(c.messages, [("user", "你好"), ("assistant", reply.text)])
+            c.set_thinking(False)
+            c.reset()
+            self.assertEqual(c.messages, [])
+        with self.assertRaises(ValueError):
+            c.messages  # closed
+
     def test_log_callback(self):
         got = []
         gemlet.set_log_callback(lambda level, message: got.append((level, message)))

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "common/test_util.h"
 #include "gguf/gguf_reader.h"
+#include "kernels/kernel_table.h"
 #include "runtime/session.h"
 
 namespace gemlet {
@@ -65,12 +67,13 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
     engine_ = engine.value();
   }
 
-  std::unique_ptr<Session> NewSession(int n_ctx, KvType kv = KvType::kF32, int max_batch = 512) {
+  std::unique_ptr<Session> NewSession(int n_ctx, KvType kv = KvType::kF32, int max_batch = 512, int rollback = 16) {
     SessionOptions o;
     o.n_ctx = n_ctx;
     o.n_threads = 2;
     o.kv_type = kv;
     o.max_batch = max_batch;
+    o.rollback_tokens = rollback;
     auto s = Session::Create(engine_, o);
     EXPECT_TRUE(s.ok()) << s.message();
     return s.ok() ? std::move(s).value() : nullptr;
@@ -147,6 +150,228 @@ TEST_P(GoldenTest, PrefillEqualsChunkedAndTokenByTokenDecode) {
     worst = test::Worse(worst, test::MaxAbsDiff(row.data(), &full[static_cast<size_t>(t) * V], V));
   }
   EXPECT_LE(worst, 1e-4f);
+}
+
+// Taking back the last k tokens (k within the rollback room) evaluates nothing again and leaves the
+// session exactly where a fresh run of the kept tokens would be: the next logits are the same bits.
+// The sequence runs well past the sliding windows (8 or 16), so the rings have wrapped; their spare
+// room is what keeps the window before the kept end. Past the room, the rings are refilled by
+// evaluating the kept history again, with the same result.
+TEST_P(GoldenTest, RollbackWithinTheSpareRoomEqualsAFreshRun) {
+  ASSERT_TRUE(engine_);
+  const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
+  const int V = engine_->config().n_vocab;
+  const int T = static_cast<int>(ids.size());
+  const int keep = T - 12;
+  const std::vector<int32_t> head(ids.begin(), ids.begin() + keep);
+  const std::vector<int32_t> next = {ids[3], ids[1], ids[4]};  // a different continuation
+  auto fresh = NewSession(T);
+  ASSERT_TRUE(fresh);
+  ASSERT_TRUE(fresh->Evaluate(head, nullptr, false).ok());
+  std::vector<float> want(static_cast<size_t>(next.size()) * V), got(want.size());
+  ASSERT_TRUE(fresh->Evaluate(next, want.data(), true).ok());
+
+  for (int rollback : {16, 4}) {
+    for (int k : {1, 5, 12}) {
+      auto s = NewSession(T, KvType::kF32, 512, rollback);
+      ASSERT_TRUE(s);
+      const bool within = k <= s->rollback_room();
+      bool sliding = false;
+      for (const LayerConfig& l : engine_->config().layers) sliding |= l.sliding;
+      EXPECT_EQ(s->rollback_room(), sliding ? rollback + 1 : T) << "no ring: any rollback is free";
+      ASSERT_TRUE(s->Evaluate(head, nullptr, false).ok());
+      // The tokens to take back, one at a time (as generation feeds them).
+      for (int i = 0; i < k; ++i) ASSERT_TRUE(s->Evaluate({ids[keep + i]}, nullptr, false).ok());
+      const int64_t before = s->tokens_evaluated();
+      ASSERT_TRUE(s->Truncate(keep).ok());
+      EXPECT_EQ(s->tokens_evaluated() - before, within ? 0 : keep) << "rollback " << rollback << ", k " << k;
+      ASSERT_TRUE(s->Evaluate(next, got.data(), true).ok());
+      EXPECT_EQ(got, want) << "rollback room " << rollback << ", " << k << " tokens taken back";
+    }
+  }
+}
+
+// Dropping cached positions re-rotates the kept keys to their new positions. Every layer kind of the
+// family (its sliding and global RoPE bases, linear scaling, Gemma 4's proportional RoPE, layers that
+// share another's cache) with the model's own frequencies: random pre-RoPE keys are rotated at their
+// positions with the forward's float kernel and stored, as the forward stores them; after the drop
+// each kept key must equal its pre-RoPE key rotated directly at its new position in double
+// precision, within the float rotation's own error at the old position (its angle p * f and sine
+// and cosine rounded to float) and the cache type's rounding. Values move unchanged.
+TEST_P(GoldenTest, DiscardReRotatesKeysToTheirNewPositions) {
+  ASSERT_TRUE(engine_);
+  const Model& model = engine_->model();
+  const std::vector<KvLayerSpec> layout = model.KvLayout();
+  constexpr int kCtx = 40, kSpare = 2;
+  for (KvType type : {KvType::kF32, KvType::kF16}) {
+    auto made = KvCache::Create(layout, kCtx, type, kSpare);
+    ASSERT_TRUE(made.ok()) << made.message();
+    KvCache& cache = *made.value();
+    // The longest ring decides how much may go: it must hold only positions after the dropped ones.
+    int longest = 0, widest = 0;
+    for (size_t l = 0; l < layout.size(); ++l) {
+      if (layout[l].source >= 0 || layout[l].window <= 0) continue;
+      longest = std::max(longest, cache.capacity(static_cast<int>(l)));
+      widest = std::max(widest, layout[l].window);
+    }
+    const int begin = 3, count = std::max(1, std::min(9, kCtx - longest - begin));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<std::vector<float>> pre_k(layout.size()), vals(layout.size());  // [pos][width]
+    for (size_t l = 0; l < layout.size(); ++l) {
+      const KvLayerSpec& sp = layout[l];
+      if (sp.source >= 0) continue;
+      const size_t kw = static_cast<size_t>(sp.n_kv_heads) * sp.head_dim_k, vw = static_cast<size_t>(sp.n_kv_heads) * sp.head_dim_v;
+      pre_k[l].resize(kCtx * kw);
+      vals[l].resize(kCtx * vw);
+      for (float& x : pre_k[l]) x = normal(rng);
+      for (float& x : vals[l]) x = normal(rng);
+      for (int p = 0; p < kCtx; ++p) {
+        std::vector<float> k(pre_k[l].begin() + p * kw, pre_k[l].begin() + (p + 1) * kw);
+        if (!model.KeyRope(static_cast<int>(l)).empty()) {
+          RefKernels().rope_rotate_half(k.data(), sp.n_kv_heads, sp.head_dim_k, model.KeyRope(static_cast<int>(l)).data(), p);
+        }
+        cache.Store(static_cast<int>(l), p, k.data(), &vals[l][p * vw]);
+      }
+    }
+    cache.Advance(kCtx);
+    ASSERT_TRUE(cache.CanDiscard(begin, count)) << "begin " << begin << " count " << count;
+    if (widest > 0) {
+      // Fewer than window - 1 positions after the dropped ones: the next position's window would
+      // reach before them, into slots overwritten long ago.
+      EXPECT_FALSE(cache.CanDiscard(kCtx - count - (widest - 2), count)) << "a ring short of its window is refused";
+      EXPECT_TRUE(cache.CanDiscard(kCtx - count - (widest - 1), count));
+    }
+    ASSERT_TRUE(cache.Discard(begin, count, [&](int l) -> const std::vector<float>& { return model.KeyRope(l); }).ok());
+    ASSERT_EQ(cache.n_past(), kCtx - count);
+    const double type_rounding = type == KvType::kF16 ? 2 * std::ldexp(1.0, -11) : 0.0;
+    for (size_t l = 0; l < layout.size(); ++l) {
+      const KvLayerSpec& sp = layout[l];
+      if (sp.source >= 0) continue;
+      const std::vector<float>& freq = model.KeyRope(static_cast<int>(l));
+      const int hd = sp.head_dim_k, half = hd / 2;
+      const size_t kw = static_cast<size_t>(sp.n_kv_heads) * hd, vw = static_cast<size_t>(sp.n_kv_heads) * sp.head_dim_v;
+      const int cap = cache.capacity(static_cast<int>(l));
+      for (int q = std::max(0, cache.n_past() - cap); q < cache.n_past(); ++q) {
+        const int p = q < begin ? q : q + count;  // where this row was
+        std::vector<float> key(kw), value(vw);
+        const void* krow = cache.KeyRow(static_cast<int>(l), q);
+        const void* vrow = cache.ValueRow(static_cast<int>(l), q);
+        if (type == KvType::kF32) {
+          std::memcpy(key.data(), krow, kw * sizeof(float));
+          std::memcpy(value.data(), vrow, vw * sizeof(float));
+        } else {
+          DequantizeRow(DType::kF16, krow, key.data(), static_cast<int64_t>(kw));
+          DequantizeRow(DType::kF16, vrow, value.data(), static_cast<int64_t>(vw));
+        }
+        for (size_t i = 0; i < vw; ++i) {
+          ASSERT_NEAR(value[i], vals[l][p * vw + i], type_rounding * std::fabs(vals[l][p * vw + i]) + 1e-30)
+              << "layer " << l << " position " << q;
+        }
+        for (int h = 0; h < sp.n_kv_heads; ++h) {
+          const float* k0 = &pre_k[l][p * kw + static_cast<size_t>(h) * hd];
+          const float* got = &key[static_cast<size_t>(h) * hd];
+          for (int i = 0; i < half; ++i) {
+            const double f = freq.empty() ? 0.0 : freq[i];
+            const double angle = static_cast<double>(q) * f;
+            const double a = k0[i], b = k0[i + half], r = std::hypot(a, b);
+            const double want_a = a * std::cos(angle) - b * std::sin(angle), want_b = b * std::cos(angle) + a * std::sin(angle);
+            const double bound = r * (static_cast<double>(p) * f * 1.2e-7 + 1e-6 + 2 * type_rounding) + 1e-30;
+            ASSERT_NEAR(got[i], want_a, bound) << "layer " << l << " position " << q << " (was " << p << ") pair " << i;
+            ASSERT_NEAR(got[i + half], want_b, bound) << "layer " << l << " position " << q << " pair " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// After dropping tokens, a session's first layer holds exactly what a fresh run of the kept tokens
+// computes there: its keys depend only on each token and its position, so the shifted, re-rotated
+// keys must match the fresh ones (later layers attended to the dropped text and cannot). The drop
+// evaluated nothing; the session goes on from the shifted cache.
+TEST_P(GoldenTest, DiscardShiftsTheCacheWithoutEvaluating) {
+  ASSERT_TRUE(engine_);
+  const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
+  const int T = static_cast<int>(ids.size());
+  auto s = NewSession(T, KvType::kF32, 512, /*rollback=*/2);
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->Evaluate(ids, nullptr, false).ok());
+  int longest = 0, widest = 0;
+  for (size_t l = 0; l < engine_->model().KvLayout().size(); ++l) {
+    const KvLayerSpec& sp = s->cache().spec(static_cast<int>(l));
+    if (sp.source < 0 && sp.window > 0) {
+      longest = std::max(longest, s->cache().capacity(static_cast<int>(l)));
+      widest = std::max(widest, sp.window);
+    }
+  }
+  const int begin = 2, count = std::min(8, T - longest - begin);
+  ASSERT_GT(count, 0);
+  const int64_t before = s->tokens_evaluated();
+  auto redone = s->Discard(begin, count);
+  ASSERT_TRUE(redone.ok()) << redone.message();
+  EXPECT_EQ(*redone, 0);
+  EXPECT_EQ(s->tokens_evaluated(), before);
+  std::vector<int32_t> kept(ids.begin(), ids.begin() + begin);
+  kept.insert(kept.end(), ids.begin() + begin + count, ids.end());
+  EXPECT_EQ(s->history(), kept);
+  EXPECT_EQ(s->n_past(), T - count);
+
+  auto fresh = NewSession(T);
+  ASSERT_TRUE(fresh);
+  ASSERT_TRUE(fresh->Evaluate(kept, nullptr, false).ok());
+  const KvLayerSpec& l0 = s->cache().spec(0);
+  const size_t kw = static_cast<size_t>(l0.n_kv_heads) * l0.head_dim_k;
+  const int cap = s->cache().capacity(0);
+  double worst = 0, scale = 0;
+  for (int q = std::max(0, s->n_past() - cap); q < s->n_past(); ++q) {
+    const float* a = static_cast<const float*>(s->cache().KeyRow(0, q));
+    const float* b = static_cast<const float*>(fresh->cache().KeyRow(0, q));
+    worst = test::Worse(worst, static_cast<double>(test::MaxAbsDiff(a, b, kw)));
+    for (size_t i = 0; i < kw; ++i) scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+  }
+  EXPECT_LE(worst, 1e-5 * scale + 1e-6) << "layer 0 keys after the shift vs a fresh run of the kept tokens";
+  // And it goes on: one more token evaluates from the shifted cache.
+  std::vector<float> row(static_cast<size_t>(engine_->config().n_vocab));
+  ASSERT_TRUE(s->Evaluate({ids[5]}, row.data(), false).ok());
+  EXPECT_FALSE(std::isnan(row[0]));
+
+  // A drop the rings cannot follow (fewer than window - 1 tokens after it) evaluates the kept tokens again.
+  if (widest > 0) {
+    auto t = NewSession(T, KvType::kF32, 512, 2);
+    ASSERT_TRUE(t->Evaluate(ids, nullptr, false).ok());
+    const int from = T - 3 - (widest - 2);
+    auto again = t->Discard(from, 3);
+    ASSERT_TRUE(again.ok()) << again.message();
+    EXPECT_EQ(*again, T - 3);
+    std::vector<float> a(row.size()), b(row.size());
+    ASSERT_TRUE(t->Evaluate({ids[5]}, a.data(), false).ok());
+    std::vector<int32_t> k2(ids.begin(), ids.begin() + from);
+    k2.insert(k2.end(), ids.begin() + from + 3, ids.end());
+    auto u = NewSession(T);
+    ASSERT_TRUE(u->Evaluate(k2, nullptr, false).ok());
+    ASSERT_TRUE(u->Evaluate({ids[5]}, b.data(), false).ok());
+    EXPECT_EQ(a, b) << "the refill is a fresh run of the kept tokens";
+
+    // Just enough after it (window - 1): shifted in place; the rings then hold only the shifted
+    // positions, so taking back even one more token needs the refill, and gives a fresh run's bits.
+    auto v = NewSession(T, KvType::kF32, 512, 2);
+    ASSERT_TRUE(v->Evaluate(ids, nullptr, false).ok());
+    const int edge = T - 3 - (widest - 1);
+    auto shifted = v->Discard(edge, 3);
+    ASSERT_TRUE(shifted.ok()) << shifted.message();
+    EXPECT_EQ(*shifted, 0);
+    ASSERT_TRUE(v->Evaluate({ids[5]}, nullptr, false).ok());
+    const int64_t before_truncate = v->tokens_evaluated();
+    ASSERT_TRUE(v->Truncate(v->n_past() - 2).ok());
+    EXPECT_GT(v->tokens_evaluated(), before_truncate) << "the ring's window would reach the emptied slots";
+    std::vector<int32_t> k3(v->history());
+    auto w = NewSession(T);
+    ASSERT_TRUE(w->Evaluate(k3, nullptr, false).ok());
+    ASSERT_TRUE(v->Evaluate({ids[7]}, a.data(), false).ok());
+    ASSERT_TRUE(w->Evaluate({ids[7]}, b.data(), false).ok());
+    EXPECT_EQ(a, b);
+  }
 }
 
 // An f16 KV cache keeps the greedy path (the smallest top-2 gap of the goldens is 0.1).

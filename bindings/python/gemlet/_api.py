@@ -142,12 +142,16 @@ class Stats:
     stop: StopReason = StopReason.END_OF_TURN
     kv_cache_bytes: int = 0
     activation_bytes: int = 0
+    dropped_messages: int = 0    # the oldest messages dropped to make room (the chat goes on)
+    dropped_tokens: int = 0
+    reevaluated_tokens: int = 0  # kept tokens evaluated again for it (0: the cache was shifted)
 
     @classmethod
     def _from_c(cls, s):
         return cls(s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.ttft_seconds,
                    s.prefill_tokens_per_second, s.decode_tokens_per_second, StopReason(s.stop),
-                   s.kv_cache_bytes, s.activation_bytes)
+                   s.kv_cache_bytes, s.activation_bytes, s.dropped_messages, s.dropped_tokens,
+                   s.reevaluated_tokens)
 
 
 @dataclasses.dataclass
@@ -177,7 +181,36 @@ def _session_options(n_ctx, n_threads, max_batch, kv_type, base=None):
     return o
 
 
-class Engine:
+class _Handle:
+    """Owns one C handle: close() (also on `with` exit and garbage collection) frees it once;
+    _handle() is the live handle, or ValueError once closed. Subclasses name their free function."""
+
+    _free = None  # name of the gemlet_*_free function
+
+    def _free_now(self):
+        getattr(_ffi.lib(), self._free)(self._h)
+        self._h = None
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self._free_now()
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not getattr(self, "_h", None):
+            raise ValueError(f"the {type(self).__name__.lower()} is closed")
+        return self._h
+
+
+class Engine(_Handle):
     """A loaded model: immutable weights that its sessions and conversations share; usable from
     many threads at once."""
 
@@ -215,24 +248,7 @@ class Engine:
     def load(cls, path, n_threads=0, **kwargs):
         return cls(path, n_threads=n_threads, **kwargs)
 
-    def close(self):
-        """Frees the engine; its sessions and conversations keep the weights alive."""
-        if getattr(self, "_h", None):
-            _ffi.lib().gemlet_engine_free(self._h)
-            self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the engine is closed")
-        return self._h
+    _free = "gemlet_engine_free"  # its sessions and conversations keep the weights alive
 
     @property
     def n_vocab(self):
@@ -325,14 +341,29 @@ class Engine:
         return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type)
 
 
-class _OneCallAtATime:
+class _OneCallAtATime(_Handle):
     """The C API allows one call at a time on a session or conversation (cancel excepted); two
     threads racing on one would corrupt its KV cache, so the second gets an error instead."""
+
+    _cancel = None  # name of the gemlet_*_cancel function
 
     def __init__(self):
         self._busy = threading.Lock()
         # Held to free the handle and to cancel: a cancel() racing close() must not reach freed memory.
         self._life = threading.Lock()
+
+    def close(self):
+        if getattr(self, "_h", None):
+            self.cancel()
+            with self._busy, self._life:  # a call still running on another thread finishes first
+                if self._h:
+                    self._free_now()
+
+    def cancel(self):
+        """Thread-safe: stops the call running on another thread."""
+        with self._life:
+            if self._h:
+                getattr(_ffi.lib(), self._cancel)(self._h)
 
     def _enter(self):
         if not self._busy.acquire(blocking=False):
@@ -355,25 +386,8 @@ class Session(_OneCallAtATime):
         _check(lib.gemlet_session_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
         self._h = out
 
-    def close(self):
-        if getattr(self, "_h", None):
-            self.cancel()
-            with self._busy, self._life:  # a call still running on another thread finishes first
-                _ffi.lib().gemlet_session_free(self._h)
-                self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the session is closed")
-        return self._h
+    _free = "gemlet_session_free"
+    _cancel = "gemlet_session_cancel"
 
     def evaluate(self, tokens, logits=True):
         """Evaluates `tokens` after those cached; returns the last position's n_vocab logits (a
@@ -397,11 +411,6 @@ class Session(_OneCallAtATime):
     def n_past(self):
         return _ffi.lib().gemlet_session_n_past(self._handle())
 
-    def cancel(self):
-        """Thread-safe: stops the evaluation running on another thread."""
-        with self._life:
-            if self._h:
-                _ffi.lib().gemlet_session_cancel(self._h)
 
 
 _STREAM_END = object()
@@ -427,25 +436,8 @@ class Conversation(_OneCallAtATime):
         self._h = out
         self.last_stats = None
 
-    def close(self):
-        if getattr(self, "_h", None):
-            self.cancel()
-            with self._busy, self._life:  # a send still running on another thread finishes first
-                _ffi.lib().gemlet_conversation_free(self._h)
-                self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the conversation is closed")
-        return self._h
+    _free = "gemlet_conversation_free"
+    _cancel = "gemlet_conversation_cancel"
 
     def send(self, text, on_text=None, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
              repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None, seed=None,
@@ -562,6 +554,22 @@ class Conversation(_OneCallAtATime):
     def reset(self):
         """Forgets the messages, keeps the system message."""
         _ffi.lib().gemlet_conversation_reset(self._handle())
+
+    def set_thinking(self, on):
+        """Gemma 4: think before answering from the next send on."""
+        _check(_ffi.lib().gemlet_conversation_set_thinking(self._handle(), bool(on)))
+
+    @property
+    def messages(self):
+        """The user and assistant turns so far, as (role, content) pairs."""
+        lib = _ffi.lib()
+        n = lib.gemlet_conversation_n_messages(self._handle())
+        out = []
+        role, content = ctypes.c_char_p(), ctypes.c_char_p()
+        for i in range(n):
+            _check(lib.gemlet_conversation_message(self._handle(), i, ctypes.byref(role), ctypes.byref(content)))
+            out.append((role.value.decode("utf-8"), content.value.decode("utf-8")))
+        return out
 
     @property
     def n_past(self):

@@ -81,6 +81,9 @@ class Stats(ctypes.Structure):
         ("stop", c_enum),
         ("kv_cache_bytes", c_uint64),
         ("activation_bytes", c_uint64),
+        ("dropped_messages", c_int),
+        ("dropped_tokens", c_int),
+        ("reevaluated_tokens", c_int),
     ]
 
 
@@ -150,6 +153,9 @@ _PROTOTYPES = {
     "gemlet_conversation_cancel": (None, [_P]),
     "gemlet_conversation_set_system": (c_enum, [_P, c_char_p]),
     "gemlet_conversation_reset": (None, [_P]),
+    "gemlet_conversation_set_thinking": (c_enum, [_P, c_bool]),
+    "gemlet_conversation_n_messages": (c_size_t, [_P]),
+    "gemlet_conversation_message": (c_enum, [_P, c_size_t, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p)]),
     "gemlet_conversation_n_past": (c_int, [_P]),
     "gemlet_conversation_save": (c_enum, [_P, c_char_p]),
     "gemlet_conversation_load": (c_enum, [_P, c_char_p]),

@@ -150,6 +150,10 @@ class Gemma4 final : public Model {
     return sizing.used();
   }
 
+ public:
+  // Global layers rotate with proportional RoPE: their own frequencies, not the config's.
+  const std::vector<float>& KeyRope(int layer) const override { return layers_[static_cast<size_t>(layer)].inv_freq; }
+
  protected:
   void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
                     bool all_logits) const override;
