@@ -153,6 +153,10 @@ GEMLET_API void gemlet_session_free(gemlet_session* session);
 GEMLET_API gemlet_status gemlet_session_evaluate(gemlet_session* session, const int32_t* tokens, size_t n_tokens,
                                                  float* logits);
 GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep);
+/* Removes tokens [begin, begin + count) from the cache: later tokens move down, their keys rotated to
+ * their new positions, nothing evaluated (unless sliding-window layers cannot follow: then the kept
+ * tokens are evaluated again, and *reevaluated, when not NULL, says how many). */
+GEMLET_API gemlet_status gemlet_session_discard(gemlet_session* session, int begin, int count, int* reevaluated);
 GEMLET_API void gemlet_session_reset(gemlet_session* session);
 GEMLET_API int gemlet_session_n_past(const gemlet_session* session);
 /* Thread-safe: stops the session's running call within one layer's time. */

@@ -327,6 +327,12 @@ class GEMLET_CXX_API Session {
   // sliding-window layers no longer hold what they need.
   Status Truncate(int n);
   int rollback_room() const;
+  // Removes tokens [begin, begin + count) from the cache, for apps that manage their own context
+  // (Conversation does this itself): the later tokens move down and their cached keys are rotated
+  // to their new positions in place, nothing is evaluated again. When sliding-window layers cannot
+  // follow (fewer than a window of tokens after the removed ones), the kept tokens are evaluated
+  // again instead. Returns the tokens evaluated again (0: shifted in place).
+  Result<int> Discard(int begin, int count);
   void Reset();
   // Thread-safe: stops the Evaluate or Generate running on another thread within one layer's time.
   void Cancel();

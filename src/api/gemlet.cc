@@ -514,6 +514,10 @@ Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateO
 }
 
 Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
+Result<int> Session::Discard(int begin, int count) {
+  impl_->BeginCall();
+  return impl_->session->Discard(begin, count);
+}
 void Session::Reset() { impl_->session->Reset(); }
 void Session::Cancel() { impl_->cancel.store(true); }
 int Session::n_past() const { return impl_->session->n_past(); }

@@ -373,6 +373,16 @@ gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep) {
   });
 }
 
+gemlet_status gemlet_session_discard(gemlet_session* session, int begin, int count, int* reevaluated) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    gemlet::Result<int> r = session->session->Discard(begin, count);
+    if (!r.ok()) return Report(r.status());
+    if (reevaluated != nullptr) *reevaluated = *r;
+    return GEMLET_OK;
+  });
+}
+
 void gemlet_session_reset(gemlet_session* session) {
   if (session) session->session->Reset();
 }

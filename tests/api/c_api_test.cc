@@ -219,6 +219,16 @@ TEST(CApi, SessionEvaluateAndCancelFromAnotherThread) {
   EXPECT_EQ(gemlet_session_truncate(s, keep), GEMLET_OK) << gemlet_last_error();
   EXPECT_EQ(gemlet_session_n_past(s), keep);
   gemlet_session_reset(s);
+  // Dropping tokens from the middle: the rest move down, nothing evaluated again; a range past the
+  // end is an error.
+  ASSERT_EQ(gemlet_session_evaluate(s, prompt.data(), 10, nullptr), GEMLET_OK) << gemlet_last_error();
+  int redone = -1;
+  EXPECT_EQ(gemlet_session_discard(s, 1, 2, &redone), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(redone, 0);
+  EXPECT_EQ(gemlet_session_n_past(s), 8);
+  EXPECT_EQ(gemlet_session_discard(s, 1, 100000, nullptr), GEMLET_ERROR);
+  EXPECT_EQ(gemlet_session_discard(nullptr, 0, 1, nullptr), GEMLET_INVALID_ARGUMENT);
+  gemlet_session_reset(s);
   EXPECT_EQ(gemlet_session_n_past(s), 0);
   gemlet_session_free(s);
 }
