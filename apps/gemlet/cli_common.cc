@@ -22,6 +22,21 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory) or f32")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   AddKernelFlags(app, o->kernels);
+  AddCacheFlags(app, o->cache_dir, o->no_cache);
+}
+
+void AddCacheFlags(CLI::App& app, std::string& dir, bool& off) {
+  app.add_option("--cache-dir", dir, "where the weights packed for the kernels are kept between runs (default: "
+                 "$XDG_CACHE_HOME/gemlet, else ~/.cache/gemlet)");
+  app.add_flag("--no-cache", off, "pack the weights in memory, keep no cache file");
+}
+
+std::string CacheDir(const std::string& flag_dir, bool off) {
+  if (off) return std::string();
+  if (!flag_dir.empty()) return flag_dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') return std::string(xdg) + "/gemlet";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return std::string(home) + "/.cache/gemlet";
+  return std::string();
 }
 
 void AddKernelFlags(CLI::App& app, KernelOptions& k) {
@@ -74,6 +89,8 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
   EngineOptions engine_options;
   engine_options.kernels = o.kernels;
+  engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
+  engine_options.n_threads = o.threads;
   Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
   if (!engine.ok()) return engine.status();
   LoadedModel m;

@@ -20,6 +20,8 @@ struct ModelOptions {
   int batch = 512;
   std::string kv_type = "f16";
   KernelOptions kernels;
+  std::string cache_dir;  // empty: DefaultCacheDir()
+  bool no_cache = false;
 };
 
 struct GenerationFlags {
@@ -36,6 +38,12 @@ void AddModelOptions(CLI::App& app, ModelOptions* o);
 // measurements, checks against the reference kernels). Check them with Validate() after parsing.
 void AddKernelFlags(CLI::App& app, KernelOptions& k);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
+
+// --cache-dir DIR and --no-cache: where the packed-weight cache lives (EngineOptions::cache_dir).
+void AddCacheFlags(CLI::App& app, std::string& dir, bool& off);
+// The folder for files gemlet can rebuild: $XDG_CACHE_HOME/gemlet, else ~/.cache/gemlet ("" if
+// neither is known); flag_dir when given, "" when off.
+std::string CacheDir(const std::string& flag_dir, bool off);
 
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model.
 Result<std::string> ResolveModelPath(const std::string& flag);

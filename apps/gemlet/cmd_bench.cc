@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -122,6 +123,9 @@ int RunBench(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   KernelOptions kernel_options;
   AddKernelFlags(app, kernel_options);
+  std::string cache_dir;
+  bool no_cache = false;
+  AddCacheFlags(app, cache_dir, no_cache);
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(kernel_options); !err.empty()) return UsageError(err);
@@ -132,12 +136,33 @@ int RunBench(int argc, char** argv) {
   const int max_depth = *std::max_element(depths.begin(), depths.end());
   if (max_prompt == 0 && max_gen == 0) return UsageError("nothing to measure: every -p and -n is 0");
 
+  // Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own over
+  // the whole run, from before the load to before the bandwidth test.
+  std::atomic<bool> sampling{true};
+  std::atomic<uint64_t> peak_anon{0};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      const uint64_t anon = MeasureProcessMemory().anon_bytes;
+      if (anon > peak_anon.load()) peak_anon.store(anon);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  struct StopSampler {
+    std::atomic<bool>& on;
+    std::thread& t;
+    ~StopSampler() {
+      on.store(false);
+      if (t.joinable()) t.join();
+    }
+  } stop_sampler{sampling, sampler};
+
   // Model ready: wall time (what a user waits) and this thread's CPU time (what a busy, shared
   // machine does not inflate).
   timespec cpu0{}, cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   EngineOptions engine_options;
   engine_options.kernels = kernel_options;
+  engine_options.cache_dir = CacheDir(cache_dir, no_cache);
   auto loaded = Engine::Load(model_path, engine_options);
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   const double load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
@@ -245,6 +270,8 @@ int RunBench(int argc, char** argv) {
   }
   const MemoryUsage memory = engine->MeasureMemory();
   const size_t peak_rss = memory.peak_rss_bytes;  // before the bandwidth test's buffer
+  sampling.store(false);
+  sampler.join();
   const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
   const double bandwidth = tools::MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
 
@@ -304,6 +331,10 @@ int RunBench(int argc, char** argv) {
           {"packed_weight_bytes", memory.packed_weight_bytes},
           {"load_cpu_ms", load_cpu_ms},
           {"peak_rss_bytes", peak_rss},
+          {"peak_anon_bytes", peak_anon.load()},
+          {"packed_cache", info.packed_cache},
+          {"packed_cache_ms", info.packed_cache_seconds * 1e3},
+          {"packed_mapped_bytes", memory.packed_mapped_bytes},
           {"mem_read_bw_gbs", bandwidth / 1e9},
           {"ttft_prompt_tokens", ttft_prompt > 0 ? ttft_tokens : 0},
           {"ttft_ms", ti < ttft_by_threads.size() ? ttft_by_threads[ti] * 1e3 : 0.0},
@@ -341,15 +372,21 @@ int RunBench(int argc, char** argv) {
   std::printf("model ready (mmap + checks + tokenizer): %.1f ms (%.1f ms CPU); mmap + checks + weights bound: %.1f ms\n",
               info.load_seconds * 1e3, load_cpu_ms, info.map_seconds * 1e3);
   for (size_t i = 0; i < first_eval_by_threads.size(); ++i) {
+    const double packed_now = (memory.packed_weight_bytes - memory.packed_mapped_bytes) / (1024.0 * 1024.0);
     std::printf("first evaluation (16 tokens: pages in the weights and packs %.1f MiB of them for the kernels, "
-                "%d threads): %.1f ms\n", memory.packed_weight_bytes / (1024.0 * 1024.0), threads_list[i],
-                first_eval_by_threads[i] * 1e3);
+                "%d threads): %.1f ms\n", packed_now, threads_list[i], first_eval_by_threads[i] * 1e3);
   }
   for (size_t i = 0; i < ttft_by_threads.size(); ++i) {
     std::printf("time to first token (%d-token chat prompt, %d threads): %.1f ms (median of %d)\n", ttft_tokens,
                 threads_list[i], ttft_by_threads[i] * 1e3, reps);
   }
-  std::printf("peak RSS: %.1f MiB (n_ctx %d)\n", static_cast<double>(peak_rss) / (1024.0 * 1024.0), n_ctx);
+  std::printf("peak RSS: %.1f MiB, peak anonymous memory %.1f MiB (n_ctx %d)\n",
+              static_cast<double>(peak_rss) / (1024.0 * 1024.0), static_cast<double>(peak_anon.load()) / (1024.0 * 1024.0),
+              n_ctx);
+  if (!info.packed_cache.empty()) {
+    std::printf("packed-weight cache: %s in %.1f ms; %.1f MiB of packed weights mapped from it\n", info.packed_cache.c_str(),
+                info.packed_cache_seconds * 1e3, memory.packed_mapped_bytes / (1024.0 * 1024.0));
+  }
   std::printf("memory read bandwidth (%d threads, 1 GiB streaming read): %.2f GB/s\n", bw_threads, bandwidth / 1e9);
   for (const TestResult& r : results) {
     if (r.n_gen <= 0) continue;

@@ -46,6 +46,15 @@ enum class MemoryPressure {
   kComplete = 80,
 };
 GEMLET_CXX_API const char* ThermalStateName(ThermalState state);
+
+// The process's memory now, cheaply (for sampling a peak): resident set, its anonymous part (what
+// a phone counts), and the resident peak so far. 0 where the platform does not say.
+struct ProcessMemory {
+  uint64_t rss_bytes = 0;
+  uint64_t anon_bytes = 0;
+  uint64_t peak_rss_bytes = 0;
+};
+GEMLET_CXX_API ProcessMemory MeasureProcessMemory();
 GEMLET_CXX_API const char* MemoryPressureName(MemoryPressure level);
 
 // Where messages of the library go (loading notes, warnings). Level: 0 debug, 1 info, 2 warning,
@@ -77,7 +86,9 @@ struct EngineOptions {
   // Threads a session uses unless its options say otherwise; 0: every hardware thread.
   int n_threads = 0;
   // Folders the app owns (phones have no XDG_* variables): cache for files gemlet can rebuild
-  // (packed weights), data for files it cannot. Empty: none used.
+  // (packed weights), data for files it cannot. Empty: none used. With a cache folder, the weights
+  // the kernels repack are written there once (kernels that pack: AVX-512 VNNI) and mapped
+  // read-only from then on: clean file pages instead of anonymous memory, and no packing at start.
   std::string cache_dir{};
   std::string data_dir{};
   // Called while loading with the fraction done (0..1); return false to cancel the load, which then
@@ -104,6 +115,11 @@ struct ModelInfo {
   uint64_t decode_weight_bytes = 0;
   double load_seconds = 0;   // mapping, validating and binding the file, and building the tokenizer
   double map_seconds = 0;    // of that, mapping, validating and binding (the rest is the tokenizer)
+  // The packed-weight cache (EngineOptions::cache_dir): "" not used, "loaded" mapped as found,
+  // "built" written at this load, "none" it could not be used (a warning was logged); and the time
+  // it took (a build packs every weight once: about what the first prompt would otherwise pay).
+  std::string packed_cache;
+  double packed_cache_seconds = 0;
 };
 
 // What the process holds now beside the plan (MemoryPlan): its resident set and peak, and how much
@@ -111,9 +127,11 @@ struct ModelInfo {
 struct GEMLET_CXX_API MemoryUsage {
   uint64_t rss_bytes = 0;
   uint64_t peak_rss_bytes = 0;
+  uint64_t anon_bytes = 0;  // anonymous (dirty) memory: what iOS and Android count and kill for
   uint64_t model_file_resident_bytes = 0;
   uint64_t on_demand_resident_bytes = 0;
   uint64_t packed_weight_bytes = 0;  // weights repacked for the kernels so far (packed on first use)
+  uint64_t packed_mapped_bytes = 0;  // of those, mapped from the packed-weight cache (clean file pages)
   std::string ToString() const;  // one line, "memory now: RSS ..."
 };
 

@@ -177,6 +177,21 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
   impl->options = o;
   impl->info = DescribeModel(*impl->runtime);
   impl->kernels = ResolveKernels(o.kernels);
+  // The packed-weight cache: mapped read-only, the packed weights are clean file pages (what a phone
+  // does not count against the app), and a second start packs nothing.
+  const Engine::Impl::Kernels& k = impl->kernels;
+  if (!o.cache_dir.empty() && k.tuning.pack_weights && k.table->packed_layout(DType::kQ4_0) != nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto used = impl->runtime->UsePackedCache(o.cache_dir, *k.table, threads);
+    impl->info.packed_cache_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (used.ok()) {
+      impl->info.packed_cache = *used == PackedCacheOutcome::kLoaded ? "loaded" : "built";
+    } else {
+      impl->info.packed_cache = "none";
+      api::Log(2, "packed-weight cache: " + used.message() + "; packing in memory instead");
+    }
+  }
   return impl;
 }
 
@@ -239,6 +254,9 @@ runtime::MeasuredMemory ToRuntime(const MemoryUsage& u) {
   m.peak_rss = u.peak_rss_bytes;
   m.file_resident = u.model_file_resident_bytes;
   m.on_demand_resident = u.on_demand_resident_bytes;
+  m.anon = u.anon_bytes;
+  m.packed_mapped = u.packed_mapped_bytes;
+  m.packed_anon = u.packed_weight_bytes - u.packed_mapped_bytes;
   return m;
 }
 }  // namespace
@@ -252,8 +270,18 @@ MemoryUsage Engine::MeasureMemory() const {
   u.peak_rss_bytes = m.peak_rss;
   u.model_file_resident_bytes = m.file_resident;
   u.on_demand_resident_bytes = m.on_demand_resident;
-  u.packed_weight_bytes = impl_->runtime->model().PackedWeightBytes();
+  u.anon_bytes = m.anon;
+  u.packed_weight_bytes = m.packed_anon + m.packed_mapped;
+  u.packed_mapped_bytes = m.packed_mapped;
   return u;
+}
+
+ProcessMemory MeasureProcessMemory() {
+  ProcessMemory p;
+  p.rss_bytes = runtime::CurrentRssBytes();
+  p.anon_bytes = runtime::AnonBytes();
+  p.peak_rss_bytes = runtime::PeakRssBytes();
+  return p;
 }
 
 uint64_t Engine::DecodeKvBytesAt(KvCacheType type, int64_t pos) const {

@@ -33,6 +33,14 @@ struct WeightMatrix {
   explicit operator bool() const { return data != nullptr; }
 };
 
+// A kernel table's packed layout for one weight type (kernels/packed_weights.h): groups of 16 rows,
+// each group_bytes(w) long.
+struct PackedLayout {
+  size_t (*group_bytes)(const WeightMatrix& w);  // 0: no packed layout for w
+  // Writes groups [begin, end) of w to dst, group `begin` first.
+  void (*pack)(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst);
+};
+
 // The kernels: one implementation of each (the scalar reference, or the Highway code compiled for one
 // CPU target). Model code calls them through the table of its KernelContext.
 struct KernelTable {
@@ -48,6 +56,8 @@ struct KernelTable {
   // Does now what the first matmul on w would do first: pack w when this table has a packed layout
   // for it, w has a slot (kernels/packed_weights.h) and the tuning packs. Otherwise nothing.
   void (*prepare_matmul)(const WeightMatrix& w, KernelContext& ctx);
+  // The layout this table packs weights of `type` into, or null (it reads them as stored).
+  const PackedLayout* (*packed_layout)(DType type);
 
   // out = x / sqrt(mean(x^2) + eps) * w  (w may be nullptr: no weight). out may alias x.
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out);

@@ -129,6 +129,7 @@ void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst) {
 const KernelTable& RefKernels() {
   // The reference reads every matrix as stored: nothing to prepare.
   static const KernelTable table = {"ref",          ref::MatMul,  [](const WeightMatrix&, KernelContext&) {},
+                                    [](DType) -> const PackedLayout* { return nullptr; },
                                     ref::RmsNorm,   ref::GeluTanhMul,
                                     ref::RopeRotateHalf,
                                     ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>,

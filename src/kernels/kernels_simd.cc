@@ -23,6 +23,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Defined per target in matmul_simd.cc.
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
+const PackedLayout* PackedLayoutSimd(DType type);
 
 namespace {
 using DF = hn::ScalableTag<float>;
@@ -371,7 +372,8 @@ uint32_t ReadAll(const void* data, size_t n) {
 }
 
 const KernelTable* GetKernelTable() {
-  static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, RmsNorm, GeluTanhMul,
+  static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, PackedLayoutSimd,
+                                    RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, WeightedSumF32,
                                     WeightedSumF16, WeightedSumQ8_0, Softmax, SoftCap};
   return &table;

@@ -29,6 +29,7 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
   RefKernels().matmul(w, x, n_tokens, y, ctx);  // one-lane vectors: see quant_dot-inl.h
 }
 void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
+const PackedLayout* PackedLayoutSimd(DType) { return nullptr; }
 #else
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -362,6 +363,17 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
     default: return RefKernels().matmul(w, x, n_tokens, y, ctx);  // types without a SIMD path
   }
 }
+const PackedLayout* PackedLayoutSimd(DType type) {
+#if HWY_TARGET == HWY_AVX3_DL
+  const PackedLayout* layout = nullptr;
+  WithPackedType(type, [&](auto t) { layout = &packed::LayoutOf<decltype(t)>(); });
+  return layout;
+#else
+  (void)type;
+  return nullptr;
+#endif
+}
+
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
 #if HWY_TARGET == HWY_AVX3_DL
   if (w.packed == nullptr || !ctx.tuning().pack_weights) return;

@@ -390,14 +390,15 @@ template <class T>
 void Pack(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst) {
   const size_t group_bytes = GroupBytes<T>(w);
   for (size_t g = begin; g < end; ++g) {
-    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues, dst + g * group_bytes);
+    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues,
+            dst + (g - begin) * group_bytes);
   }
 }
 
 template <class T>
-const PackedWeights::Layout& LayoutOf() {
+const PackedLayout& LayoutOf() {
   static_assert(kRows == PackedWeights::kGroupRows);
-  static const PackedWeights::Layout layout{&GroupBytes<T>, &Pack<T>};
+  static const PackedLayout layout{&GroupBytes<T>, &Pack<T>};
   return layout;
 }
 

@@ -29,7 +29,9 @@ const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, T
     const size_t stored_group_bytes = static_cast<size_t>(kGroupRows) * w.row_bytes;
     for (size_t g0 = 0; g0 < n_groups; g0 += slab) {
       const size_t g1 = std::min(n_groups, g0 + slab);
-      pool.ParallelForDynamic(g1 - g0, 1, [&](size_t begin, size_t end, int) { layout.pack(w, g0 + begin, g0 + end, dst); });
+      pool.ParallelForDynamic(g1 - g0, 1, [&](size_t begin, size_t end, int) {
+        layout.pack(w, g0 + begin, g0 + end, dst + (g0 + begin) * group_bytes);
+      });
       if (source_ != nullptr) {
         const uint8_t* rows = w.data + g0 * stored_group_bytes;
         source_->ReleasePagesAfterRead(rows, (g1 - g0) * stored_group_bytes, rows, (g1 - g0) * stored_group_bytes);
@@ -37,10 +39,23 @@ const uint8_t* PackedWeights::Get(const WeightMatrix& w, const Layout& layout, T
     }
     if (store_ != nullptr) store_->ReleasePacked(w.data, n_groups * stored_group_bytes);
     data_ = dst;
-    bytes_.store(bytes, std::memory_order_release);
+    owned_ = true;
     layout_ = &layout;
+    bytes_.store(bytes, std::memory_order_release);
   });
   return layout_ == &layout ? data_ : nullptr;
+}
+
+bool PackedWeights::Adopt(const uint8_t* data, size_t bytes, const Layout& layout) {
+  bool taken = false;
+  std::call_once(once_, [&] {
+    data_ = data;
+    owned_ = false;
+    layout_ = &layout;
+    bytes_.store(bytes, std::memory_order_release);
+    taken = true;
+  });
+  return taken;
 }
 
 void PackedWeights::ReleaseAfterRead(const WeightMatrix& w, const uint8_t* begin, size_t size) const {
@@ -50,7 +65,7 @@ void PackedWeights::ReleaseAfterRead(const WeightMatrix& w, const uint8_t* begin
 }
 
 PackedWeights::~PackedWeights() {
-  if (data_ != nullptr) ::munmap(data_, bytes());
+  if (data_ != nullptr && owned_) ::munmap(const_cast<uint8_t*>(data_), bytes());
 }
 
 void PackedWeightStore::ReleasePacked(const uint8_t* begin, size_t size) {
@@ -85,6 +100,12 @@ void PackedWeightStore::Prepare(KernelContext& ctx, const std::atomic<bool>* sto
 size_t PackedWeightStore::PackedBytes() const {
   size_t total = 0;
   for (const PackedWeights& s : slots_) total += s.bytes();
+  return total;
+}
+
+size_t PackedWeightStore::PackedBytesInMemory() const {
+  size_t total = 0;
+  for (const PackedWeights& s : slots_) total += s.in_memory() ? s.bytes() : 0;
   return total;
 }
 

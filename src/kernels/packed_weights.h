@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -32,11 +33,7 @@ class PackedWeights {
  public:
   // A kernel's packed layout: groups of kGroupRows rows, each group_bytes(w) long.
   static constexpr int64_t kGroupRows = 16;
-  struct Layout {
-    size_t (*group_bytes)(const WeightMatrix& w);  // 0: no packed layout for w
-    // Writes groups [begin, end) of w to dst + group * group_bytes(w).
-    void (*pack)(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst);
-  };
+  using Layout = PackedLayout;
 
   // source: the mapping the rows live in when they may be released once packed; null to keep them.
   // store: the model's slots (to release packed neighbours again), or null.
@@ -51,6 +48,13 @@ class PackedWeights {
   const uint8_t* Get(const WeightMatrix& w, const Layout& layout, ThreadPool& pool);
 
   size_t bytes() const { return bytes_.load(std::memory_order_acquire); }
+  // Takes `data` (bytes in `layout`, owned by someone else: a mapped cache file) as this slot's
+  // packed copy, unless the slot was packed already. Returns whether it took it.
+  bool Adopt(const uint8_t* data, size_t bytes, const Layout& layout);
+  // The packed bytes if the slot holds them (for writing a cache file), else null.
+  const uint8_t* data() const { return bytes() > 0 ? data_ : nullptr; }
+  const Layout* layout() const { return bytes() > 0 ? layout_ : nullptr; }
+  bool in_memory() const { return bytes() > 0 && owned_; }
 
   // For rows still read as stored once the matrix is packed (a tied embedding's lookups): drops
   // [begin, begin + size) of w's rows from the process again, as the packing did. A page fault
@@ -63,7 +67,8 @@ class PackedWeights {
   PackedWeightStore* store_;
   std::once_flag once_;
   const Layout* layout_ = nullptr;
-  uint8_t* data_ = nullptr;
+  const uint8_t* data_ = nullptr;
+  bool owned_ = false;  // data_ is our anonymous mapping (else a cache file's pages)
   std::atomic<size_t> bytes_{0};
 };
 
@@ -82,8 +87,15 @@ class PackedWeightStore {
   // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), until done or
   // until *stop is set.
   void Prepare(KernelContext& ctx, const std::atomic<bool>* stop) const;
-  // Bytes of packed weights made so far.
+  // Bytes of packed weights made so far, and of those the ones in anonymous memory (not mapped from
+  // a cache file).
   size_t PackedBytes() const;
+  size_t PackedBytesInMemory() const;
+  // The remembered matrices (those Prepare packs), each with its slot.
+  const std::vector<WeightMatrix>& matrices() const { return matrices_; }
+  const MappedFile* source() const { return source_; }
+  // Keeps a mapped cache file alive while slots point into it (kernels/packed_cache.h).
+  void KeepMapping(std::unique_ptr<MappedFile> mapping) { mappings_.push_back(std::move(mapping)); }
 
   // Called once [begin, begin + size) of the mapping is packed: releases it, and again the packed
   // ranges near it. Reading a matrix to pack it faults in up to 2 MiB around each read, which maps
@@ -97,6 +109,7 @@ class PackedWeightStore {
   const MappedFile* source_;
   std::deque<PackedWeights> slots_;
   std::vector<WeightMatrix> matrices_;
+  std::vector<std::unique_ptr<MappedFile>> mappings_;  // slots adopted from them never free their pages
   std::mutex mutex_;
   std::vector<std::pair<const uint8_t*, size_t>> packed_ranges_;
 };

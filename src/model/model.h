@@ -99,6 +99,8 @@ class Model {
   explicit Model(std::shared_ptr<const GgufFile> gguf)
       : gguf_(std::move(gguf)), packed_(std::make_unique<PackedWeightStore>(gguf_ ? gguf_->mapping() : nullptr)) {}
 
+  // The slots of the packed copies (a cache: packing changes no result, only where rows are read).
+  PackedWeightStore& packed_store() const { return *packed_; }
   // Bytes of weights repacked for the kernels so far (they are packed on first use).
   size_t PackedWeightBytes() const { return packed_->PackedBytes(); }
   // Packs now what the first evaluation would pack (not routed experts: only those in use are),

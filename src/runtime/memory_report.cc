@@ -145,6 +145,9 @@ MeasuredMemory MeasureMemory(const Model& model) {
   MeasuredMemory m;
   m.rss = CurrentRssBytes();
   m.peak_rss = PeakRssBytes();
+  m.anon = AnonBytes();
+  m.packed_anon = model.packed_store().PackedBytesInMemory();
+  m.packed_mapped = model.PackedWeightBytes() - m.packed_anon;
   const GgufFile& f = model.gguf();
   if (f.mapping() != nullptr) m.file_resident = ResidentBytesInRange(f.mapping()->data(), f.mapping()->size());
   const bool tied = f.FindTensor("output.weight") == nullptr;
@@ -156,12 +159,26 @@ MeasuredMemory MeasureMemory(const Model& model) {
 
 std::string MeasuredMemory::ToString() const {
   std::ostringstream o;
-  o << "memory now: RSS " << Mib(rss) << " (peak " << Mib(peak_rss) << "), of it model file " << Mib(file_resident)
-    << ", of that embedding tables read by rows " << Mib(on_demand_resident) << "\n";
+  o << "memory now: RSS " << Mib(rss) << " (peak " << Mib(peak_rss) << "), anonymous " << Mib(anon)
+    << ", of it model file " << Mib(file_resident) << ", of that embedding tables read by rows "
+    << Mib(on_demand_resident);
+  if (packed_mapped + packed_anon > 0) {
+    o << "; packed weights " << Mib(packed_mapped) << " mapped from the cache, " << Mib(packed_anon) << " in memory";
+  }
+  o << "\n";
   return o.str();
 }
 
 size_t CurrentRssBytes() { return ProcStatusBytes("VmRSS"); }
+
+size_t AnonBytes() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Anonymous:", 0) == 0) return static_cast<size_t>(std::strtoull(line.c_str() + 10, nullptr, 10)) * 1024;
+  }
+  return 0;
+}
 size_t PeakRssBytes() { return ProcStatusBytes("VmHWM"); }
 
 size_t ResidentBytesInRange(const void* begin, size_t size) {

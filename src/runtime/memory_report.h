@@ -49,6 +49,9 @@ std::string FileTypeName(const GgufFile& file);
 struct MeasuredMemory {
   size_t rss = 0;
   size_t peak_rss = 0;
+  size_t anon = 0;           // anonymous (dirty) memory: what iOS and Android count against the app
+  size_t packed_mapped = 0;  // packed weights mapped from the cache file (clean file pages)
+  size_t packed_anon = 0;    // packed weights held in anonymous memory
   size_t file_resident = 0;
   size_t on_demand_resident = 0;
 
@@ -59,6 +62,8 @@ MeasuredMemory MeasureMemory(const Model& model);
 // Resident bytes of this process (VmRSS) and its peak (VmHWM), from /proc/self/status; 0 if unknown.
 size_t CurrentRssBytes();
 size_t PeakRssBytes();
+// Anonymous resident bytes (the "Anonymous" line of /proc/self/smaps_rollup); 0 if unknown.
+size_t AnonBytes();
 // Bytes of [begin, begin + size) that are present in this process's page tables (from
 // /proc/self/pagemap), i.e. what those pages add to RSS. The page cache alone does not count.
 size_t ResidentBytesInRange(const void* begin, size_t size);

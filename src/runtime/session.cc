@@ -1,28 +1,77 @@
 // Engine loading and the Session's evaluation entry point.
 #include "runtime/session.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <thread>
 
 namespace gemlet::runtime {
 
+namespace {
+// size, mtime, inode and device of the file, and a hash of the first and last MiB of the range.
+std::string FileIdentity(int fd, uint64_t offset, uint64_t length) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::string();
+  if (length == 0) length = static_cast<uint64_t>(st.st_size) - offset;
+  constexpr uint64_t kEnd = 1 << 20;
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min(kEnd, length)));
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t at : {offset, offset + length - buf.size()}) {
+    const ssize_t got = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(at));
+    if (got > 0) h = Fnv1a64(buf.data(), static_cast<size_t>(got), h);
+  }
+  char out[160];
+  std::snprintf(out, sizeof out, "size=%llu mtime=%lld.%09ld ino=%llu dev=%llu offset=%llu ends=%016llx",
+                static_cast<unsigned long long>(length), static_cast<long long>(st.st_mtim.tv_sec),
+                static_cast<long>(st.st_mtim.tv_nsec), static_cast<unsigned long long>(st.st_ino),
+                static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(offset),
+                static_cast<unsigned long long>(h));
+  return out;
+}
+}  // namespace
+
 Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path));
-  return FromModel(std::move(model), path, start);
+  std::string identity;
+  if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    identity = FileIdentity(fd, 0, 0);
+    ::close(fd);
+  }
+  return FromModel(std::move(model), path, start, std::move(identity));
 }
 
 Result<std::shared_ptr<const Engine>> Engine::LoadRange(int fd, uint64_t offset, uint64_t length) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelRange(fd, offset, length));
-  return FromModel(std::move(model), "fd " + std::to_string(fd), start);
+  return FromModel(std::move(model), "fd " + std::to_string(fd), start, FileIdentity(fd, offset, length));
+}
+
+Result<PackedCacheOutcome> Engine::UsePackedCache(const std::string& cache_dir, const KernelTable& kernels,
+                                                  int n_threads) const {
+  if (identity_.empty()) return Status::Error("the model file's identity is unknown");
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir, ec);
+  if (ec) return Status::Error("cannot create " + cache_dir + ": " + ec.message());
+  const std::string key = identity_ + " kernels=" + kernels.name;
+  char name[64];
+  std::snprintf(name, sizeof name, "/%016llx.gpack", static_cast<unsigned long long>(Fnv1a64(key.data(), key.size())));
+  ThreadPool pool(std::max(1, n_threads));
+  return gemlet::UsePackedCache(model_->packed_store(), kernels, cache_dir + name, identity_, pool);
 }
 
 Result<std::shared_ptr<const Engine>> Engine::FromModel(std::unique_ptr<Model> model, const std::string& path,
-                                                        std::chrono::steady_clock::time_point start) {
+                                                        std::chrono::steady_clock::time_point start,
+                                                        std::string identity) {
   std::shared_ptr<Engine> engine(new Engine());
   engine->model_ = std::move(model);
+  engine->identity_ = std::move(identity);
   engine->model_map_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const GgufFile& gguf = engine->model_->gguf();
   auto tokenizer = Tokenizer::FromGguf(gguf);

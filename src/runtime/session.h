@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "kernels/kernel_context.h"
+#include "kernels/packed_cache.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "runtime/chat_format.h"
@@ -36,16 +37,27 @@ class Engine {
   double load_seconds() const { return load_seconds_; }
   double model_map_seconds() const { return model_map_seconds_; }
 
+  // The model file's identity for caches keyed by it: its size, modification time, inode, and a
+  // hash of its first and last MiB (read once at load: never the gigabytes between).
+  const std::string& identity() const { return identity_; }
+  // Maps the packed-weight cache for these kernels from cache_dir (building it first when missing
+  // or stale: kernels/packed_cache.h). Slots packed already keep their copies. Thread-safe against
+  // evaluations (a matrix packs once, whoever gets to it first), but meant for start-up.
+  Result<PackedCacheOutcome> UsePackedCache(const std::string& cache_dir, const KernelTable& kernels,
+                                            int n_threads) const;
+
  private:
   Engine() = default;
   static Result<std::shared_ptr<const Engine>> FromModel(std::unique_ptr<Model> model, const std::string& path,
-                                                         std::chrono::steady_clock::time_point start);
+                                                         std::chrono::steady_clock::time_point start,
+                                                         std::string identity);
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_ = ChatStyle::kGemma;
   std::vector<int32_t> end_of_generation_;
   double load_seconds_ = 0;
   double model_map_seconds_ = 0;
+  std::string identity_;
 };
 
 struct SessionOptions {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -179,6 +180,49 @@ TEST(ApiEngine, DescribesTrafficAndAppliesTheChatTemplate) {
   auto no_prompt = engine->ApplyChatTemplate(turn, /*add_generation_prompt=*/false);
   ASSERT_TRUE(no_prompt.ok());
   EXPECT_EQ(*no_prompt, "<start_of_turn>user\n你好, who are you?<end_of_turn>\n");
+}
+
+// EngineOptions::cache_dir: the first load builds the packed-weight cache, the next maps it; a
+// cache folder that cannot be made is one warning and the engine packs in memory. (Only kernels
+// that pack use it: elsewhere the option does nothing.)
+TEST(ApiEngine, PackedWeightCacheFolder) {
+  if (AvailableKernels().size() < 2 || AvailableKernels()[1] != "AVX3_DL") GTEST_SKIP() << "no packing kernels here";
+  char dir_template[] = "/tmp/gemlet-cache-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = std::string(dir_template) + "/cache";
+  EngineOptions o;
+  o.cache_dir = dir;
+  auto first = Engine::Load(kDemoModel, o);
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ((*first)->info().packed_cache, "built");
+  auto second = Engine::Load(kDemoModel, o);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->info().packed_cache, "loaded");
+  const MemoryUsage m = (*second)->MeasureMemory();
+  EXPECT_GT(m.packed_mapped_bytes, 10u << 20) << "the demo model's matrices, mapped from the cache";
+  EXPECT_EQ(m.packed_weight_bytes, m.packed_mapped_bytes);
+  SessionOptions so;
+  so.n_ctx = 64;
+  auto a = Session::Create(*first, so), b = Session::Create(*second, so), c = Session::Create(DemoEngine(), so);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const std::vector<int32_t> prompt = DemoEngine()->Tokenize("Once upon a time", {.add_special = true});
+  const std::vector<float> want = LastLogits(**c, prompt);
+  EXPECT_EQ(LastLogits(**a, prompt), want);
+  EXPECT_EQ(LastLogits(**b, prompt), want);
+
+  std::vector<std::string> warnings;
+  SetLogCallback([&](int level, std::string_view message) {
+    if (level >= 2) warnings.emplace_back(message);
+  });
+  EngineOptions blocked;
+  blocked.cache_dir = "/proc/gemlet-cannot-be-here";
+  auto third = Engine::Load(kDemoModel, blocked);
+  SetLogCallback(nullptr);
+  ASSERT_TRUE(third.ok()) << third.message();
+  EXPECT_EQ((*third)->info().packed_cache, "none");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("packing in memory"), std::string::npos) << warnings[0];
+  std::filesystem::remove_all(dir_template);
 }
 
 TEST(ApiEngine, LoadProgressCanCancel) {

@@ -102,6 +102,7 @@ const KernelTable& Table() {
   static const KernelTable table = {"exact",
                                     nullptr,
                                     nullptr,
+                                    nullptr,
                                     RmsNorm,
                                     GeluTanhMul,
                                     RopeRotateHalf,

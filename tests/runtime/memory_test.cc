@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/test_util.h"
 #include "kernels/kernels.h"
@@ -346,6 +347,106 @@ TEST(MemoryTest, KvCacheOfAnE2BShapedModel) {
   EXPECT_GT(grown, expected * 98 / 100);
   EXPECT_LT(grown, expected * 103 / 100) << "session grew RSS by " << grown << " bytes, expected " << expected;
 #endif
+}
+
+// The packed-weight cache: built once from the rows (slab by slab), then mapped read-only. The
+// packed weights are then clean file pages, not anonymous memory; a second engine packs nothing;
+// the logits are those of packing in memory, bit for bit (the same layout, the same kernels).
+// A truncated, corrupted, foreign or stale cache is rebuilt, never used; a folder that cannot be
+// written leaves the engine packing in memory.
+TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << BestKernels().name << ") keep weights as stored";
+  test::TempDir tmp;
+  const std::string path = tmp.File("cached.gguf"), dir = tmp.File("cache");
+  const Gemma4Shape shape = PackableShape(DType::kQ4_0);
+  WriteGemma4(shape, path);
+  const std::vector<int32_t> tokens = {2, 17, 400, 33, 901};
+  auto logits_of = [&](const std::shared_ptr<const Engine>& engine) {
+    SessionOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    auto session = Session::Create(engine, o);
+    EXPECT_TRUE(session.ok());
+    std::vector<float> logits(static_cast<size_t>(shape.vocab) * tokens.size());
+    EXPECT_TRUE(session.value()->Evaluate(tokens, logits.data(), true).ok());
+    return logits;
+  };
+  auto in_memory = Engine::Load(path);
+  ASSERT_TRUE(in_memory.ok());
+  const std::vector<float> want = logits_of(*in_memory);
+  EXPECT_GT((*in_memory)->model().packed_store().PackedBytesInMemory(), 0u);
+
+  auto first = Engine::Load(path);
+  ASSERT_TRUE(first.ok());
+  auto built = (*first)->UsePackedCache(dir, BestKernels(), 2);
+  ASSERT_TRUE(built.ok()) << built.message();
+  EXPECT_EQ(*built, PackedCacheOutcome::kBuilt);
+  const PackedWeightStore& store = (*first)->model().packed_store();
+  EXPECT_GT(store.PackedBytes(), 0u);
+  EXPECT_EQ(store.PackedBytesInMemory(), 0u) << "every packed matrix points into the mapped file";
+  // Sections start on 16 KiB pages: every slot's data is aligned so within the mapping.
+  for (const WeightMatrix& w : store.matrices()) {
+    if (w.packed->data() != nullptr) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(w.packed->data()) % 16384, 0u);
+    }
+  }
+  EXPECT_EQ(logits_of(*first), want);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 1u) << "one cache file, no temporary left behind";
+  const std::string cache = files[0];
+  EXPECT_EQ(cache.substr(cache.size() - 6), ".gpack");
+
+  auto second = Engine::Load(path);
+  ASSERT_TRUE(second.ok());
+  auto loaded = (*second)->UsePackedCache(dir, BestKernels(), 2);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(*loaded, PackedCacheOutcome::kLoaded);
+  EXPECT_EQ(logits_of(*second), want);
+
+  // Damaged caches are rebuilt: truncated, a header byte flipped, a data-free stranger.
+  const auto size = std::filesystem::file_size(cache);
+  auto reload = [&] {
+    auto e = Engine::Load(path);
+    EXPECT_TRUE(e.ok());
+    auto r = (*e)->UsePackedCache(dir, BestKernels(), 2);
+    EXPECT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(logits_of(*e), want);
+    return r.ok() ? *r : PackedCacheOutcome::kLoaded;
+  };
+  std::filesystem::resize_file(cache, size - 1);
+  EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a truncated cache is rebuilt";
+  EXPECT_EQ(std::filesystem::file_size(cache), size);
+  {
+    std::FILE* f = std::fopen(cache.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 40, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, 40, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a header that fails its checksum is rebuilt";
+  {
+    std::FILE* f = std::fopen(cache.c_str(), "wb");
+    std::fputs("not a cache", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a foreign file is replaced";
+  EXPECT_EQ(reload(), PackedCacheOutcome::kLoaded);
+
+  // A new version of the model file (rewritten: new mtime) gets a cache of its own.
+  WriteGemma4(shape, path);
+  EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a changed model file is not matched to the old cache";
+
+  // A folder that cannot be created: an error, and the engine packs in memory as before.
+  auto blocked = Engine::Load(path);
+  ASSERT_TRUE(blocked.ok());
+  const std::string file_in_the_way = tmp.File("plain-file");
+  std::fclose(std::fopen(file_in_the_way.c_str(), "wb"));
+  EXPECT_FALSE((*blocked)->UsePackedCache(file_in_the_way + "/cache", BestKernels(), 2).ok());
+  EXPECT_EQ(logits_of(*blocked), want);
+  EXPECT_GT((*blocked)->model().packed_store().PackedBytesInMemory(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,247 @@
+// The packed-weight cache file: validate and map, or build (slab by slab, through pwrite) and rename.
+#include "kernels/packed_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "base/mapped_file.h"
+
+namespace gemlet {
+
+uint64_t Fnv1a64(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'P', 'A', 'C', 'K'};
+// Bumped whenever a packed layout (packed-inl.h) or this file's format changes.
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint64_t kAlign = 16384;
+
+struct Entry {
+  uint32_t type = 0;
+  uint32_t reserved = 0;
+  int64_t n_in = 0, n_out = 0;
+  uint64_t offset = 0, bytes = 0;
+};
+
+uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// The header as bytes: everything before the data, its checksum last.
+class HeaderWriter {
+ public:
+  void Bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  template <class T>
+  void Put(T v) { Bytes(&v, sizeof v); }
+  void String(const std::string& s) {
+    Put(static_cast<uint32_t>(s.size()));
+    Bytes(s.data(), s.size());
+  }
+  std::vector<uint8_t> Finish() {
+    Put(Fnv1a64(out_.data(), out_.size()));
+    return std::move(out_);
+  }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+class HeaderReader {
+ public:
+  HeaderReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool Bytes(void* out, size_t n) {
+    if (n > n_ - at_) return false;
+    std::memcpy(out, p_ + at_, n);
+    at_ += n;
+    return true;
+  }
+  template <class T>
+  bool Get(T* v) { return Bytes(v, sizeof *v); }
+  bool String(std::string* s) {
+    uint32_t len = 0;
+    if (!Get(&len) || len > n_ - at_) return false;
+    s->assign(reinterpret_cast<const char*>(p_ + at_), len);
+    at_ += len;
+    return true;
+  }
+  size_t at() const { return at_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t at_ = 0;
+};
+
+// What the file must say for this model and table: one entry per remembered matrix, in order
+// (bytes 0 for a matrix the table does not pack).
+std::vector<Entry> Expected(const PackedWeightStore& store, const KernelTable& kernels, uint64_t* data_end,
+                            size_t header_bytes) {
+  std::vector<Entry> entries;
+  uint64_t offset = AlignUp(header_bytes);
+  for (const WeightMatrix& w : store.matrices()) {
+    Entry e;
+    e.type = static_cast<uint32_t>(w.type);
+    e.n_in = w.n_in;
+    e.n_out = w.n_out;
+    const PackedLayout* layout = kernels.packed_layout(w.type);
+    const size_t group = layout != nullptr ? layout->group_bytes(w) : 0;
+    if (group > 0) {
+      e.bytes = static_cast<uint64_t>(w.n_out / PackedWeights::kGroupRows) * group;
+      e.offset = offset;
+      offset = AlignUp(offset + e.bytes);
+    }
+    entries.push_back(e);
+  }
+  *data_end = offset;
+  return entries;
+}
+
+std::vector<uint8_t> Header(const std::string& identity, const KernelTable& kernels, uint64_t file_size,
+                            const std::vector<Entry>& entries) {
+  HeaderWriter h;
+  h.Bytes(kMagic, sizeof kMagic);
+  h.Put(kFormatVersion);
+  h.Put(file_size);
+  h.String(identity);
+  h.String(kernels.name);
+  h.Put(static_cast<uint32_t>(entries.size()));
+  for (const Entry& e : entries) h.Put(e);
+  return h.Finish();
+}
+
+size_t HeaderBytes(const std::string& identity, const KernelTable& kernels, size_t n_entries) {
+  return sizeof kMagic + 4 + 8 + 4 + identity.size() + 4 + std::strlen(kernels.name) + 4 + n_entries * sizeof(Entry) + 8;
+}
+
+// Maps the file and points the slots into it; false (nothing changed) unless everything matches.
+bool TryAdopt(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
+              const std::string& identity) {
+  auto mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return false;
+  const MappedFile& f = **mapped;
+  const std::vector<WeightMatrix>& matrices = store.matrices();
+  const size_t header_bytes = HeaderBytes(identity, kernels, matrices.size());
+  if (f.size() < header_bytes) return false;
+  HeaderReader r(f.data(), header_bytes);
+  char magic[8];
+  uint32_t version = 0, n = 0;
+  uint64_t size = 0, checksum = 0;
+  std::string id, table;
+  if (!r.Bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !r.Get(&version) || version != kFormatVersion ||
+      !r.Get(&size) || size != f.size() || !r.String(&id) || id != identity || !r.String(&table) ||
+      table != kernels.name || !r.Get(&n) || n != matrices.size()) {
+    return false;
+  }
+  uint64_t data_end = 0;
+  const std::vector<Entry> want = Expected(store, kernels, &data_end, header_bytes);
+  if (data_end != f.size()) return false;
+  for (const Entry& e : want) {
+    Entry got;
+    if (!r.Get(&got) || std::memcmp(&got, &e, sizeof e) != 0) return false;
+  }
+  const size_t summed = r.at();
+  if (!r.Get(&checksum) || checksum != Fnv1a64(f.data(), summed)) return false;
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    if (want[i].bytes == 0) continue;
+    matrices[i].packed->Adopt(f.data() + want[i].offset, want[i].bytes, *kernels.packed_layout(matrices[i].type));
+  }
+  store.KeepMapping(std::move(mapped).value());
+  return true;
+}
+
+Status WriteAll(int fd, const uint8_t* p, size_t n, uint64_t offset, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Status::Error("cannot write " + path + ": " + std::strerror(w < 0 ? errno : ENOSPC));
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+// Packs every matrix the table has a layout for straight into a new file: slabs of about 8 MiB in
+// memory at a time, the rows' file pages released after each (the weights are never resident twice).
+Status Build(const PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
+             const std::string& identity, ThreadPool& pool) {
+  const std::vector<WeightMatrix>& matrices = store.matrices();
+  const size_t header_bytes = HeaderBytes(identity, kernels, matrices.size());
+  uint64_t data_end = 0;
+  const std::vector<Entry> entries = Expected(store, kernels, &data_end, header_bytes);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error("cannot create " + tmp + ": " + std::strerror(errno));
+  auto fail = [&](Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  // Claim the space first: a full disk fails here, not halfway through.
+  if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(data_end)); e != 0) {
+    return fail(Status::Error("cannot reserve " + std::to_string(data_end >> 20) + " MiB for " + tmp + ": " +
+                              std::strerror(e)));
+  }
+  std::vector<uint8_t> slab;
+  const MappedFile* source = store.source();
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const Entry& e = entries[i];
+    if (e.bytes == 0) continue;
+    const WeightMatrix& w = matrices[i];
+    const PackedLayout& layout = *kernels.packed_layout(w.type);
+    const size_t group = layout.group_bytes(w), n_groups = static_cast<size_t>(w.n_out / PackedWeights::kGroupRows);
+    const size_t per_slab = std::max<size_t>(1, (size_t{8} << 20) / group);
+    const size_t stored_group = static_cast<size_t>(PackedWeights::kGroupRows) * w.row_bytes;
+    for (size_t g0 = 0; g0 < n_groups; g0 += per_slab) {
+      const size_t g1 = std::min(n_groups, g0 + per_slab);
+      slab.resize((g1 - g0) * group);
+      pool.ParallelForDynamic(g1 - g0, 1, [&](size_t begin, size_t end, int) {
+        layout.pack(w, g0 + begin, g0 + end, slab.data() + begin * group);
+      });
+      if (Status s = WriteAll(fd, slab.data(), slab.size(), e.offset + g0 * group, tmp); !s.ok()) return fail(s);
+      if (source != nullptr) {
+        const uint8_t* rows = w.data + g0 * stored_group;
+        source->ReleasePagesAfterRead(rows, (g1 - g0) * stored_group, rows, (g1 - g0) * stored_group);
+      }
+    }
+  }
+  const std::vector<uint8_t> header = Header(identity, kernels, data_end, entries);
+  if (Status s = WriteAll(fd, header.data(), header.size(), 0, tmp); !s.ok()) return fail(s);
+  if (::fdatasync(fd) != 0) return fail(Status::Error("cannot write " + tmp + ": " + std::strerror(errno)));
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Error("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(e));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PackedCacheOutcome> UsePackedCache(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
+                                          const std::string& identity, ThreadPool& pool) {
+  if (TryAdopt(store, kernels, path, identity)) return PackedCacheOutcome::kLoaded;
+  RETURN_IF_ERROR(Build(store, kernels, path, identity, pool));
+  if (!TryAdopt(store, kernels, path, identity)) {
+    return Status::Error("the packed-weight cache " + path + " just written does not read back");
+  }
+  return PackedCacheOutcome::kBuilt;
+}
+
+}  // namespace gemlet
