@@ -25,13 +25,20 @@ void OnSigint(int) {
   g_interrupted.store(true);
   if (Conversation* c = g_answering.load()) c->Cancel();
 }
+// SIGTERM and SIGTSTP with --session: the handler only flags (and stops an answer being written);
+// the chat loop saves the session, then exits (SIGTERM) or stops itself (SIGTSTP).
+std::atomic<int> g_signal{0};
+void OnSaveSignal(int sig) {
+  g_signal.store(sig);
+  if (Conversation* c = g_answering.load()) c->Cancel();
+}
 
 const char* kHelp =
     "commands:\n"
     "  /reset          start a new conversation (keeps the system message)\n"
     "  /system TEXT    set the system message (empty TEXT removes it)\n"
     "  /think on|off   Gemma 4: thinking before answering\n"
-    "  /save FILE      save the conversation as JSON\n"
+    "  /save FILE      save the conversation as JSON (no FILE, with --session: save the session now)\n"
     "  /load FILE      load a saved conversation\n"
     "  /stats          speeds and memory of the last answer\n"
     "  /help           this list\n"
@@ -47,6 +54,7 @@ bool ReadInput(bool interactive, std::string* out) {
       g_interrupted.store(false);
       char* raw = readline(first ? "> " : ". ");
       if (raw == nullptr) {
+        if (g_signal.load() != 0) return false;  // SIGTERM or SIGTSTP: the loop saves
         if (g_interrupted.load()) {  // Ctrl-C at the prompt: drop the line, stay in the chat
           std::fputs("\n", stdout);
           out->clear();
@@ -75,10 +83,13 @@ int RunChat(int argc, char** argv) {
   app.name("gemlet chat");
   ModelOptions mo;
   GenerationFlags gf;
-  std::string system;
+  std::string system, session_path;
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
   app.add_option("--system", system, "system message");
+  app.add_option("--session", session_path,
+                 "resume the conversation saved in FILE (KV cache included: nothing is evaluated again) and save it "
+                 "there on exit, on /save, on SIGTERM and on SIGTSTP (Ctrl-Z)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
@@ -92,12 +103,33 @@ int RunChat(int argc, char** argv) {
   if (!created.ok()) return Fail(created.message());
   Conversation& chat = **created;
   if (gf.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
+  if (!session_path.empty() && ::access(session_path.c_str(), F_OK) == 0) {
+    if (Status s = chat.LoadState(session_path); !s.ok()) return Fail(s.message() + " (move it away to start afresh)");
+    std::fprintf(stderr, "(resumed %zu messages, %d tokens, from %s)\n", chat.messages().size(), chat.n_past(),
+                 session_path.c_str());
+  }
+  auto save_session = [&]() {
+    if (session_path.empty()) return true;
+    if (Status s = chat.SaveState(session_path); !s.ok()) {
+      std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+      return false;
+    }
+    return true;
+  };
 
   struct sigaction sa {};
   sa.sa_handler = OnSigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns so the prompt can recover
   sigaction(SIGINT, &sa, nullptr);
+  if (!session_path.empty()) {
+    struct sigaction save {};
+    save.sa_handler = OnSaveSignal;
+    sigemptyset(&save.sa_mask);
+    save.sa_flags = 0;
+    sigaction(SIGTERM, &save, nullptr);
+    sigaction(SIGTSTP, &save, nullptr);
+  }
 
   // While the user types the first message, one thread packs the weights for the kernels: what the
   // first reply would otherwise wait for (seconds for a few GB). When the message comes it stops
@@ -124,7 +156,29 @@ int RunChat(int argc, char** argv) {
   Reply last;
   bool have_last = false;
   std::string input;
-  while (ReadInput(interactive, &input)) {
+  // A flagged SIGTERM or SIGTSTP: save; then leave (true) or stop for real and go on when continued.
+  auto handle_signal = [&]() {
+    const int sig = g_signal.exchange(0);
+    if (sig == 0) return false;
+    save_session();
+    if (sig == SIGTERM) return true;
+    signal(SIGTSTP, SIG_DFL);
+    raise(SIGTSTP);
+    struct sigaction again {};
+    again.sa_handler = OnSaveSignal;
+    sigemptyset(&again.sa_mask);
+    sigaction(SIGTSTP, &again, nullptr);
+    return false;
+  };
+  for (;;) {
+    if (handle_signal()) return 0;  // one that came while an answer was written
+    const bool more = ReadInput(interactive, &input);
+    const bool signalled = g_signal.load() != 0;
+    if (handle_signal()) return 0;
+    if (!more) {
+      if (signalled) continue;  // stopped and continued at the prompt
+      break;
+    }
     if (input.empty()) continue;
     if (input[0] == '/') {
       const size_t space = input.find(' ');
@@ -146,6 +200,9 @@ int RunChat(int argc, char** argv) {
           chat.SetThinking(arg == "on");
           std::fprintf(stderr, "(thinking %s)\n", arg.c_str());
         }
+      } else if (cmd == "/save" && arg.empty() && !session_path.empty()) {
+        prepare.Finish();
+        if (save_session()) std::fprintf(stderr, "(session saved to %s)\n", session_path.c_str());
       } else if (cmd == "/save" || cmd == "/load") {
         if (arg.empty()) {
           std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
@@ -193,7 +250,7 @@ int RunChat(int argc, char** argv) {
     if (gf.stats) PrintStats(*m.engine, last);
   }
   if (interactive) std::fputs("\n", stdout);
-  return 0;
+  return save_session() ? 0 : kInputError;
 }
 
 }  // namespace

@@ -161,6 +161,11 @@ GEMLET_API void gemlet_session_reset(gemlet_session* session);
 GEMLET_API int gemlet_session_n_past(const gemlet_session* session);
 /* Thread-safe: stops the session's running call within one layer's time. */
 GEMLET_API void gemlet_session_cancel(gemlet_session* session);
+/* Suspend / resume: the tokens and KV rows the cache holds, to a checksummed file bound to this
+ * model file; restore maps them back with nothing evaluated. A truncated, corrupted or other-model
+ * file is GEMLET_ERROR (gemlet_last_error says which) and leaves the session as it was. */
+GEMLET_API gemlet_status gemlet_session_save(const gemlet_session* session, const char* path);
+GEMLET_API gemlet_status gemlet_session_restore(gemlet_session* session, const char* path);
 
 /* ---- generation ---- */
 
@@ -254,6 +259,10 @@ GEMLET_API void gemlet_conversation_reset(gemlet_conversation* conversation);
 GEMLET_API int gemlet_conversation_n_past(const gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path);
 GEMLET_API gemlet_status gemlet_conversation_load(gemlet_conversation* conversation, const char* path);
+/* The whole conversation, KV cache included (as gemlet_session_save): what an app's on_background
+ * handler writes, and restores on launch with nothing evaluated again. */
+GEMLET_API gemlet_status gemlet_conversation_save_state(const gemlet_conversation* conversation, const char* path);
+GEMLET_API gemlet_status gemlet_conversation_restore_state(gemlet_conversation* conversation, const char* path);
 
 #ifdef __cplusplus
 }

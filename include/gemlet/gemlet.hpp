@@ -351,6 +351,15 @@ class GEMLET_CXX_API Session {
   // follow (fewer than a window of tokens after the removed ones), the kept tokens are evaluated
   // again instead. Returns the tokens evaluated again (0: shifted in place).
   Result<int> Discard(int begin, int count);
+
+  // Suspend and resume (an app sent to the background, a CLI chat closed): the tokens and the KV
+  // rows the cache holds go to a versioned file with a checksum, bound to this model file (its
+  // identity: size, time, a hash of its ends); LoadState maps them back with nothing evaluated, so
+  // the next logits are the same bits as before the save. A truncated, corrupted or other-model
+  // file is refused with one line and the session stays as it was. The file holds what the cache
+  // held: the conversation's text, in plain bytes; keep it where the app keeps its private data.
+  Status SaveState(const std::string& path) const;
+  Status LoadState(const std::string& path);
   void Reset();
   // Thread-safe: stops the Evaluate or Generate running on another thread within one layer's time.
   void Cancel();
@@ -400,8 +409,12 @@ class GEMLET_CXX_API Conversation {
   void SetThinking(bool on);
   void Reset();  // forgets the messages, keeps the system message
   std::vector<Message> messages() const;  // user and assistant turns
+  // The messages as JSON (portable: any model can load them; the next Send evaluates them).
   Status Save(const std::string& path) const;
   Status Load(const std::string& path);
+  // The whole state, KV cache included, as Session::SaveState: resumed with nothing evaluated.
+  Status SaveState(const std::string& path) const;
+  Status LoadState(const std::string& path);
 
   int n_past() const;  // tokens the conversation's KV cache holds
   int n_ctx() const;

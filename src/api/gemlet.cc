@@ -542,6 +542,8 @@ Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateO
 }
 
 Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
+Status Session::SaveState(const std::string& path) const { return impl_->session->SaveState(path, std::string()); }
+Status Session::LoadState(const std::string& path) { return impl_->session->LoadState(path).status(); }
 Result<int> Session::Discard(int begin, int count) {
   impl_->BeginCall();
   return impl_->session->Discard(begin, count);
@@ -617,6 +619,8 @@ std::vector<Message> Conversation::messages() const {
 
 Status Conversation::Save(const std::string& path) const { return impl_->chat->Save(path); }
 Status Conversation::Load(const std::string& path) { return impl_->chat->Load(path); }
+Status Conversation::SaveState(const std::string& path) const { return impl_->chat->SaveState(path); }
+Status Conversation::LoadState(const std::string& path) { return impl_->chat->LoadState(path); }
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }
 int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
 MemoryStats Conversation::memory() const { return SessionMemory(impl_->chat->session()); }

@@ -373,6 +373,22 @@ gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep) {
   });
 }
 
+gemlet_status gemlet_session_save(const gemlet_session* session, const char* path) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    if (path == nullptr) return NullHandle("path");
+    return Report(session->session->SaveState(path));
+  });
+}
+
+gemlet_status gemlet_session_restore(gemlet_session* session, const char* path) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    if (path == nullptr) return NullHandle("path");
+    return Report(session->session->LoadState(path));
+  });
+}
+
 gemlet_status gemlet_session_discard(gemlet_session* session, int begin, int count, int* reevaluated) {
   return Guard([&] {
     if (session == nullptr) return NullHandle("session");
@@ -537,6 +553,22 @@ gemlet_status gemlet_conversation_load(gemlet_conversation* conversation, const 
     if (conversation == nullptr) return NullHandle("conversation");
     if (path == nullptr) return NullHandle("path");
     return Report(conversation->conversation->Load(path));
+  });
+}
+
+gemlet_status gemlet_conversation_save_state(const gemlet_conversation* conversation, const char* path) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    if (path == nullptr) return NullHandle("path");
+    return Report(conversation->conversation->SaveState(path));
+  });
+}
+
+gemlet_status gemlet_conversation_restore_state(gemlet_conversation* conversation, const char* path) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    if (path == nullptr) return NullHandle("path");
+    return Report(conversation->conversation->LoadState(path));
   });
 }
 

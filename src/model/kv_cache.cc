@@ -108,6 +108,13 @@ namespace {
 bool Wrapped(int capacity, int n_past, int valid_from) { return capacity > 0 && (n_past > capacity || valid_from > 0); }
 }  // namespace
 
+int KvCache::OldestHeld(int layer) const {
+  const Layer& l = layers_[layer];
+  if (l.capacity == 0) return n_past_;
+  if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) return 0;
+  return std::min(n_past_, std::max(n_past_ - l.capacity, ring_valid_from_));
+}
+
 bool KvCache::TruncateKeepsRings(int n) const {
   for (const Layer& l : layers_) {
     if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) continue;

@@ -77,6 +77,15 @@ class KvCache {
   using RopeOf = std::function<const std::vector<float>&(int layer)>;
   Status Discard(int begin, int count, const RopeOf& rope);
 
+  // For saving and restoring a session: the oldest position layer `layer` holds (0 for a layer
+  // that holds every position; n_past for a layer that holds none), its rows' bytes, and the
+  // rings' validity mark (see ring_valid_from_).
+  int OldestHeld(int layer) const;
+  size_t KeyRowBytes(int layer) const { return layers_[layer].k_row_bytes; }
+  size_t ValueRowBytes(int layer) const { return layers_[layer].v_row_bytes; }
+  int ring_valid_from() const { return ring_valid_from_; }
+  void SetRingValidFrom(int pos) { ring_valid_from_ = pos; }
+
   // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
   // Rows are n_kv_heads * head_dim values of type(): float, uint16_t (f16) or BlockQ8_0.
   void* KeyRow(int layer, int64_t pos) { return RowPtr(layer, pos, false); }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -139,31 +140,21 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
   return result;
 }
 
-Status ChatSession::Save(const std::string& path) const {
+std::string ChatSession::MessagesJson() const {
   nlohmann::json j;
   j["system"] = system_;
   j["thinking"] = thinking_;
   j["messages"] = nlohmann::json::array();
   for (const ChatMessage& m : messages_) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return Status::Error("cannot write '" + path + "'");
-    out << j.dump(1) << "\n";
-    if (!out) return Status::Error("cannot write '" + path + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Error("cannot write '" + path + "'");
-  return Status::Ok();
+  return j.dump(1);
 }
 
-Status ChatSession::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::Error("cannot open '" + path + "'");
+Status ChatSession::SetFromJson(const std::string& text, const std::string& what) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    return Status::Error("'" + path + "' is not valid JSON: " + e.what());
+    return Status::Error(what + " is not valid JSON: " + e.what());
   }
   std::vector<ChatMessage> messages;
   std::string system;
@@ -173,15 +164,51 @@ Status ChatSession::Load(const std::string& path) {
     if (j.contains("thinking")) thinking = j.at("thinking").get<bool>();
     for (const auto& m : j.at("messages")) messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
   } catch (const nlohmann::json::exception& e) {
-    return Status::Error("'" + path + "' is not a saved gemlet conversation: " + e.what());
+    return Status::Error(what + " is not a saved gemlet conversation: " + e.what());
   }
   for (const ChatMessage& m : messages) {
-    if (m.role != "user" && m.role != "assistant") return Status::Error("'" + path + "': unknown role '" + m.role + "'");
+    if (m.role != "user" && m.role != "assistant") return Status::Error(what + ": unknown role '" + m.role + "'");
   }
   system_ = system;
   thinking_ = thinking;
   messages_ = std::move(messages);
-  return Status::Ok();  // the cache is reconciled by prefix on the next Send
+  return Status::Ok();
+}
+
+Status ChatSession::Save(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) return Status::Error("cannot write '" + path + "'");
+    out << MessagesJson() << "\n";
+    if (!out) return Status::Error("cannot write '" + path + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Error("cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+Status ChatSession::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("cannot open '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return SetFromJson(text.str(), "'" + path + "'");  // the cache is reconciled by prefix on the next Send
+}
+
+Status ChatSession::SaveState(const std::string& path) const { return session_->SaveState(path, MessagesJson()); }
+
+Status ChatSession::LoadState(const std::string& path) {
+  // The messages are checked before the cache is replaced: a file refused changes nothing.
+  std::unique_ptr<Session>& s = session_;
+  const std::string before = MessagesJson();
+  ASSIGN_OR_RETURN(std::string extra, s->LoadState(path));
+  if (Status st = SetFromJson(extra, "'" + path + "'"); !st.ok()) {
+    s->Reset();
+    (void)SetFromJson(before, "the conversation");
+    return st;
+  }
+  sampler_.Reset();
+  return Status::Ok();
 }
 
 }  // namespace gemlet::runtime

@@ -45,6 +45,9 @@ class ChatSession {
   const std::vector<ChatMessage>& messages() const { return messages_; }
   Status Save(const std::string& path) const;  // JSON: {"system": ..., "messages": [...]}
   Status Load(const std::string& path);        // replaces the conversation; evaluated on the next Send
+  // The whole state, KV cache included (Session::SaveState): resumed with nothing evaluated again.
+  Status SaveState(const std::string& path) const;
+  Status LoadState(const std::string& path);
 
   // The tokens the whole conversation renders to (with the generation prompt).
   Result<std::vector<int32_t>> RenderTokens(bool add_generation_prompt) const;
@@ -55,6 +58,8 @@ class ChatSession {
  private:
   // Renders system + messages (no generation prompt) to tokens.
   Result<std::vector<int32_t>> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  std::string MessagesJson() const;
+  Status SetFromJson(const std::string& text, const std::string& what);
   // Drops the oldest pairs of messages_ (the last message, the new user turn, always stays) until
   // the rendered conversation plus `room` tokens fits in the context; shifts the cache over them.
   Status MakeRoom(int room);

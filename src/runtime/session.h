@@ -98,6 +98,15 @@ class Session {
   // ring, or a stopped evaluation left them stale), the kept history is evaluated again instead.
   // Returns the tokens evaluated again: 0 when the cache was shifted in place.
   Result<int> Discard(int begin, int count);
+  // Suspend and resume: writes the tokens and the KV rows the cache holds (only those: not the
+  // whole preallocated cache), with `extra` (the caller's own state, e.g. a conversation's
+  // messages), to a versioned file with a checksum, bound to the model file's identity; written
+  // under a temporary name and renamed. LoadState maps it back with nothing evaluated and returns
+  // `extra`. A truncated, corrupted, other-model or other-layout file is refused with one line and
+  // leaves the session as it was. The cache type and layer layout must match; n_ctx may differ as
+  // long as the saved tokens fit.
+  Status SaveState(const std::string& path, const std::string& extra) const;
+  Result<std::string> LoadState(const std::string& path);
   // Tokens at the end that Truncate takes back without re-evaluating (at least rollback_tokens).
   int rollback_room() const { return cache_->RollbackRoom(); }
   int ring_spare() const { return ring_spare_; }  // SessionOptions::rollback_tokens

@@ -478,6 +478,76 @@ TEST(ApiConversation, AChatOfFourContextsGoesOnByDroppingItsOldestTurns) {
   EXPECT_EQ(kept.back().role, "assistant");
 }
 
+// A conversation saved with its KV cache resumes with nothing evaluated again: the next turn reuses
+// every earlier token and answers as the conversation that was never saved does. Files that are
+// truncated, damaged, or from another model file are refused with one line and change nothing.
+TEST(ApiConversation, SaveStateResumesWithoutEvaluatingAndRefusesBadFiles) {
+  char dir[] = "/tmp/gemlet-state-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/chat.gsess";
+  ConversationOptions o = WithContext(512);
+  o.system = "You are a helpful assistant.";
+  auto a = Conversation::Create(DemoEngine(), o);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE((*a)->Send("请背诵《静夜思》。", Greedy(40)).ok());
+  ASSERT_TRUE((*a)->Send("Who are you?", Greedy(20)).ok());
+  ASSERT_TRUE((*a)->SaveState(path).ok());
+  auto want = (*a)->Send("Tell me a short poem.", Greedy(24));
+  ASSERT_TRUE(want.ok());
+
+  auto b = Conversation::Create(DemoEngine(), WithContext(512));
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->LoadState(path).ok());
+  ASSERT_EQ((*b)->messages().size(), 4u);
+  EXPECT_EQ((*b)->messages()[0].content, "请背诵《静夜思》。");
+  auto got = (*b)->Send("Tell me a short poem.", Greedy(24));
+  ASSERT_TRUE(got.ok()) << got.message();
+  EXPECT_EQ(got->text, want->text);
+  EXPECT_EQ(got->stats.cached_tokens, want->stats.cached_tokens) << "every earlier token came from the file";
+  EXPECT_GT(got->stats.cached_tokens, 60);
+
+  // Damaged files: refused, and the conversation keeps what it had.
+  const std::vector<Message> before = (*b)->messages();
+  const int past = (*b)->n_past();
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto write = [&](const std::vector<char>& v) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(v.data(), static_cast<std::streamsize>(v.size()));
+  };
+  auto refused = [&](const std::string& why) {
+    Status s = (*b)->LoadState(path);
+    EXPECT_FALSE(s.ok()) << why;
+    EXPECT_EQ((*b)->messages().size(), before.size()) << why;
+    EXPECT_EQ((*b)->n_past(), past) << why;
+    return s.message();
+  };
+  write(std::vector<char>(bytes.begin(), bytes.end() - 100));
+  EXPECT_NE(refused("truncated").find("truncated"), std::string::npos);
+  std::vector<char> flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x10;  // inside the KV rows
+  write(flipped);
+  EXPECT_NE(refused("a flipped bit").find("damaged"), std::string::npos);
+  write({'n', 'o', 'p', 'e'});
+  EXPECT_NE(refused("not a session").find("not a saved gemlet session"), std::string::npos);
+  // The same bytes, another model file: a copy of the demo model is another file (another identity).
+  write(bytes);
+  const std::string copy = std::string(dir) + "/copy.gguf";
+  std::filesystem::copy_file(kDemoModel, copy);
+  auto other = Engine::Load(copy);
+  ASSERT_TRUE(other.ok());
+  auto c = Conversation::Create(*other, WithContext(512));
+  ASSERT_TRUE(c.ok());
+  Status s = (*c)->LoadState(path);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("another model file"), std::string::npos) << s.message();
+  EXPECT_TRUE((*b)->LoadState(path).ok()) << "the intact file still loads";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ApiConversation, BadOptionsAreInvalidArguments) {
   auto c = Conversation::Create(DemoEngine(), WithContext(128));
   ASSERT_TRUE(c.ok());

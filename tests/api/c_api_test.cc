@@ -3,10 +3,13 @@
 // callback's return value, whole UTF-8 pieces, cancel from another thread, platform signals.
 #include "gemlet/gemlet.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -228,6 +231,25 @@ TEST(CApi, SessionEvaluateAndCancelFromAnotherThread) {
   EXPECT_EQ(gemlet_session_n_past(s), 8);
   EXPECT_EQ(gemlet_session_discard(s, 1, 100000, nullptr), GEMLET_ERROR);
   EXPECT_EQ(gemlet_session_discard(nullptr, 0, 1, nullptr), GEMLET_INVALID_ARGUMENT);
+  // Save and restore: the same next logits, nothing evaluated; a missing file is an error.
+  char dir[] = "/tmp/gemlet-capi-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string state = std::string(dir) + "/s.gsess";
+  ASSERT_EQ(gemlet_session_save(s, state.c_str()), GEMLET_OK) << gemlet_last_error();
+  std::vector<float> want(8192), got(8192);
+  ASSERT_EQ(gemlet_session_evaluate(s, &one, 1, want.data()), GEMLET_OK);
+  gemlet_session* r = nullptr;
+  ASSERT_EQ(gemlet_session_create(engine.e, nullptr, &r), GEMLET_OK);
+  ASSERT_EQ(gemlet_session_restore(r, state.c_str()), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_session_n_past(r), 8);
+  ASSERT_EQ(gemlet_session_evaluate(r, &one, 1, got.data()), GEMLET_OK);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(gemlet_session_restore(r, (std::string(dir) + "/missing").c_str()), GEMLET_ERROR);
+  EXPECT_NE(std::string(gemlet_last_error()).find("missing"), std::string::npos);
+  EXPECT_EQ(gemlet_session_save(nullptr, state.c_str()), GEMLET_INVALID_ARGUMENT);
+  gemlet_session_free(r);
+  std::remove(state.c_str());
+  ::rmdir(dir);
   gemlet_session_reset(s);
   EXPECT_EQ(gemlet_session_n_past(s), 0);
   gemlet_session_free(s);

@@ -2,6 +2,8 @@
 // library's greedy forward pass computes, chat turns reuse the KV cache, and bad input fails cleanly.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <algorithm>
 
 #include "common/test_util.h"
@@ -90,6 +92,47 @@ TEST(CliEndToEnd, ChatAnswersEachTurnLikeAFreshForwardPass) {
                             " --temp 0 -n 20 -t 2");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, a1 + "\n" + a2 + "\n");
+}
+
+// chat --session FILE: saved on exit, resumed on the next start with nothing evaluated again (the
+// next turn's prompt is only its own tokens), saved again on SIGTERM; a damaged file is refused
+// with one line and exit 1.
+TEST(CliEndToEnd, ChatSessionResumesAndIsSavedOnExitAndSigterm) {
+  test::TempDir tmp;
+  const std::string state = tmp.File("chat.gsess");
+  const std::string chat = test::GemletBinary() + " chat -m " + kModel + " --temp 0 -n 16 -t 2 --session " + state;
+  auto first = test::RunCommand("printf 'Who are you?\\n' | " + chat + " 2>&1");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  ASSERT_TRUE(std::filesystem::exists(state));
+  auto second = test::RunCommand("printf '你好\\n/stats\\n' | " + chat + " 2>&1");
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_NE(second.out.find("(resumed 2 messages"), std::string::npos) << second.out;
+  // "last turn: N prompt tokens evaluated, M reused": the resumed turns are all reused.
+  const size_t at = second.out.find("last turn: ");
+  ASSERT_NE(at, std::string::npos) << second.out;
+  const int evaluated = std::atoi(second.out.c_str() + at + 11);
+  EXPECT_GT(evaluated, 0);
+  EXPECT_LT(evaluated, 16) << "only the new turn's tokens: " << second.out;
+  // SIGTERM (while waiting for input, or, on a slow sanitizer build, while answering: the answer is
+  // then stopped): saved, then exit 0. The saved turns are all there.
+  auto term = test::RunCommand("(printf 'Tell me a short poem.\\n'; sleep 5) | " + chat + " > /dev/null 2>&1 & pid=$!; "
+                               "sleep 2; kill -TERM $pid; wait $pid; echo exit=$?");
+  EXPECT_NE(term.out.find("exit=0"), std::string::npos) << term.out;
+  auto third = test::RunCommand("printf '' | " + chat + " 2>&1");
+  const size_t resumed = third.out.find("(resumed ");
+  ASSERT_NE(resumed, std::string::npos) << third.out;
+  EXPECT_GE(std::atoi(third.out.c_str() + resumed + 9), 4) << third.out;
+  // A damaged file: one line, exit 1, the file left as it was.
+  {
+    std::FILE* f = std::fopen(state.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 200, SEEK_SET);
+    std::fputc('x', f);
+    std::fclose(f);
+  }
+  auto damaged = test::RunCommand("printf '' | " + chat + " 2>&1");
+  EXPECT_EQ(damaged.exit_code, 1) << damaged.out;
+  EXPECT_NE(damaged.out.find("damaged"), std::string::npos) << damaged.out;
 }
 
 TEST(ChatSessionTest, LaterTurnsEvaluateOnlyTheirNewTokens) {

@@ -374,6 +374,44 @@ TEST_P(GoldenTest, DiscardShiftsTheCacheWithoutEvaluating) {
   }
 }
 
+// Suspend and resume: a session saved past its sliding windows and loaded into a fresh one gives
+// the same next logits, bit for bit, with nothing evaluated; also after a shift (the rings then
+// hold fewer valid rows) and into a session with a smaller context that still fits the tokens.
+TEST_P(GoldenTest, SaveStateThenLoadStateGivesTheSameNextLogits) {
+  ASSERT_TRUE(engine_);
+  const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
+  const int V = engine_->config().n_vocab;
+  const int T = static_cast<int>(ids.size());
+  const std::vector<int32_t> head(ids.begin(), ids.end() - 6), next(ids.end() - 6, ids.end());
+  for (KvType kv : {KvType::kF32, KvType::kF16}) {
+    for (bool shifted : {false, true}) {
+      auto a = NewSession(T + 8, kv);
+      ASSERT_TRUE(a);
+      ASSERT_TRUE(a->Evaluate(head, nullptr, false).ok());
+      if (shifted) {
+        ASSERT_TRUE(a->Discard(1, 2).ok());
+      }
+      const std::string path = tmp_.File("state.gsess");
+      ASSERT_TRUE(a->SaveState(path, "extra bytes: 你好").ok());
+      std::vector<float> want(next.size() * static_cast<size_t>(V)), got(want.size());
+      ASSERT_TRUE(a->Evaluate(next, want.data(), true).ok());
+      for (int n_ctx : {T + 8, T}) {
+        auto b = NewSession(n_ctx, kv);
+        ASSERT_TRUE(b);
+        auto extra = b->LoadState(path);
+        ASSERT_TRUE(extra.ok()) << extra.message();
+        EXPECT_EQ(*extra, "extra bytes: 你好");
+        EXPECT_EQ(b->tokens_evaluated(), 0) << "nothing is evaluated to resume";
+        EXPECT_EQ(b->history(), a->history().size() >= next.size()
+                                     ? std::vector<int32_t>(a->history().begin(), a->history().end() - next.size())
+                                     : std::vector<int32_t>());
+        ASSERT_TRUE(b->Evaluate(next, got.data(), true).ok());
+        EXPECT_EQ(got, want) << KvTypeName(kv) << (shifted ? ", after a shift" : "") << ", n_ctx " << n_ctx;
+      }
+    }
+  }
+}
+
 // An f16 KV cache keeps the greedy path (the smallest top-2 gap of the goldens is 0.1).
 TEST_P(GoldenTest, F16KvCacheKeepsGreedyIds) {
   ASSERT_TRUE(engine_);
