@@ -33,6 +33,11 @@ Result<WeightMatrix> WeightBinder::Matrix(const std::string& name, int64_t n_in,
   return m;
 }
 
+Result<WeightMatrix> WeightBinder::Table(const std::string& name, int64_t n_in, int64_t n_out) const {
+  ASSIGN_OR_RETURN(WeightMatrix m, WeightBinder(file_, nullptr).Matrix(name, n_in, n_out));
+  return m;
+}
+
 Result<std::vector<float>> WeightBinder::Vector(const std::string& name, int64_t n) const {
   const GgufTensor* t = file_.FindTensor(name);
   if (t == nullptr) return Status::Error("missing tensor '" + name + "'");
@@ -183,10 +188,12 @@ Status BindMlp(const WeightBinder& w, const ModelConfig& c, int i, MlpWeights* o
 }
 
 Status BindOutputHead(const WeightBinder& w, const ModelConfig& c, OutputHead* out) {
-  ASSIGN_OR_RETURN(out->embedding, w.Matrix("token_embd.weight", c.d_model, c.n_vocab));
-  out->output = out->embedding;  // Gemma ties the LM head to the embedding
-  if (w.Has("output.weight")) {
+  if (w.Has("output.weight")) {  // a separate LM head: the embedding is only looked up
+    ASSIGN_OR_RETURN(out->embedding, w.Table("token_embd.weight", c.d_model, c.n_vocab));
     ASSIGN_OR_RETURN(out->output, w.Matrix("output.weight", c.d_model, c.n_vocab));
+  } else {
+    ASSIGN_OR_RETURN(out->embedding, w.Matrix("token_embd.weight", c.d_model, c.n_vocab));
+    out->output = out->embedding;  // Gemma ties the LM head to the embedding
   }
   ASSIGN_OR_RETURN(out->norm, w.Vector("output_norm.weight", c.d_model));
   return Status::Ok();
@@ -555,7 +562,7 @@ Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, cons
   const int width = dim * c.n_layers;
   const GgufTensor* t = file.FindTensor("per_layer_token_embd.weight");
   if (t == nullptr) return Status::Error("missing tensor 'per_layer_token_embd.weight'");
-  ASSIGN_OR_RETURN(table, w.Matrix("per_layer_token_embd.weight", width, t->ne[1]));
+  ASSIGN_OR_RETURN(table, w.Table("per_layer_token_embd.weight", width, t->ne[1]));
   // Most of an E2B file, read a few rows per token: it stays on disk (see Compute).
   source = file.mapping();
   if (source != nullptr) source->AdviseRandomAccess(table.data, t->nbytes);

@@ -23,6 +23,9 @@ class WeightBinder {
   // A [n_out, n_in] matrix (GGUF ne = [n_in, n_out]), read in place from the map (or from its packed
   // copy, once the kernels made one).
   Result<WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out) const;
+  // The same for a table only read by rows (an embedding that is not also the LM head): no slot for
+  // a packed copy, which nothing would read (and a packed-weight cache would store for nothing).
+  Result<WeightMatrix> Table(const std::string& name, int64_t n_in, int64_t n_out) const;
   // A small vector (norm weights), converted to float and owned.
   Result<std::vector<float>> Vector(const std::string& name, int64_t n) const;
 
