@@ -290,7 +290,8 @@ GEMLET_CXX_API const char* StopReasonName(StopReason reason);
 
 // Memory a session holds (its own accounting).
 struct MemoryStats {
-  uint64_t kv_cache_bytes = 0;
+  uint64_t kv_cache_bytes = 0;           // reserved for the whole context
+  uint64_t kv_cache_resident_bytes = 0;  // committed so far: what the tokens held cost (pages given back on reset)
   uint64_t activation_bytes = 0;  // the session's workspace (scratch included)
 };
 

@@ -414,6 +414,7 @@ ToolCall ParseToolCall(const std::string& text) {
 MemoryStats SessionMemory(const runtime::Session& s) {
   MemoryStats m;
   m.kv_cache_bytes = s.cache().bytes();
+  m.kv_cache_resident_bytes = s.cache().ResidentBytes();
   m.activation_bytes = s.activation_bytes();
   return m;
 }

@@ -1,6 +1,9 @@
 // KvCache layout and row addressing (ring buffers for sliding-window layers).
 #include "model/kv_cache.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -86,12 +89,41 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>&
     offset += l.v_row_bytes * l.capacity;
     cache->layers_.push_back(l);
   }
-  try {
-    cache->storage_.assign(offset, 0);
-  } catch (const std::bad_alloc&) {
-    return Status::Error("cannot allocate " + std::to_string(offset >> 20) + " MiB for the KV cache; use a smaller context");
+  // Reserved, not touched: the kernel commits zero pages as rows are written.
+  void* mem = ::mmap(nullptr, std::max<size_t>(offset, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    return Status::Error("cannot reserve " + std::to_string(offset >> 20) + " MiB for the KV cache; use a smaller context");
   }
+  cache->storage_ = std::unique_ptr<uint8_t, KvStorageUnmap>(static_cast<uint8_t*>(mem), KvStorageUnmap{std::max<size_t>(offset, 1)});
+  cache->storage_bytes_ = offset;
   return cache;
+}
+
+void KvStorageUnmap::operator()(uint8_t* p) const { ::munmap(p, bytes); }
+
+void KvCache::ReleaseUnused() {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto release = [&](size_t begin, size_t end) {  // whole pages inside [begin, end) of the storage
+    begin = (begin + page - 1) / page * page;
+    end = end / page * page;
+    if (end > begin) ::madvise(storage_.get() + begin, end - begin, MADV_DONTNEED);
+  };
+  for (const Layer& l : layers_) {
+    if (l.capacity == 0 || n_past_ >= l.capacity) continue;  // nothing, or every slot in use
+    // Slots n_past.. hold no position (a ring that has not wrapped fills from slot 0 too).
+    release(l.k_offset + static_cast<size_t>(n_past_) * l.k_row_bytes, l.k_offset + static_cast<size_t>(l.capacity) * l.k_row_bytes);
+    release(l.v_offset + static_cast<size_t>(n_past_) * l.v_row_bytes, l.v_offset + static_cast<size_t>(l.capacity) * l.v_row_bytes);
+  }
+}
+
+size_t KvCache::ResidentBytes() const {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (storage_bytes_ + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (pages == 0 || ::mincore(storage_.get(), pages * page, in.data()) != 0) return 0;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n * page;
 }
 
 Status KvCache::CheckRoom(int n) const {
@@ -177,8 +209,7 @@ Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
     if (l.capacity == 0) continue;
     const size_t k_n = static_cast<size_t>(l.spec.n_kv_heads) * l.spec.head_dim_k;
     const size_t bytes = (l.k_row_bytes + l.v_row_bytes) * static_cast<size_t>(l.capacity);
-    old.assign(storage_.begin() + static_cast<std::ptrdiff_t>(l.k_offset),
-               storage_.begin() + static_cast<std::ptrdiff_t>(l.k_offset + bytes));
+    old.assign(storage_.get() + l.k_offset, storage_.get() + l.k_offset + bytes);
     auto old_row = [&](int64_t pos, bool value) {
       const size_t slot = static_cast<size_t>(pos % l.capacity);
       return old.data() + (value ? l.v_offset - l.k_offset + slot * l.v_row_bytes : slot * l.k_row_bytes);
@@ -222,13 +253,14 @@ Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
   }
   n_past_ = kept_end;
   ring_valid_from_ = valid_from;
+  ReleaseUnused();
   return Status::Ok();
 }
 
 void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
   const Layer& l = layers_[layer];
   const size_t slot = static_cast<size_t>(pos % l.capacity);
-  return storage_.data() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
+  return storage_.get() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
 }
 
 void KvCache::Store(int layer, int64_t pos, const float* k, const float* v) {

@@ -27,6 +27,12 @@ struct KvLayerSpec {
   int source = -1;      // >= 0: shares that layer's cache and stores nothing itself
 };
 
+// Unmaps the KV cache's storage (an anonymous mapping of `bytes`).
+struct KvStorageUnmap {
+  size_t bytes = 0;
+  void operator()(uint8_t* p) const;
+};
+
 class KvCache {
  public:
   // Bytes of one stored row of n values (n a multiple of 32 for kQ8_0).
@@ -41,7 +47,13 @@ class KvCache {
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
   KvType type() const { return type_; }
-  size_t bytes() const { return storage_.size(); }
+  // Bytes reserved for the cache (address space: pages are committed as rows are first written).
+  size_t bytes() const { return storage_bytes_; }
+  // Bytes of the cache resident now (mincore): what it costs so far.
+  size_t ResidentBytes() const;
+  // Gives the pages of positions >= n_past back to the system (a reset, a truncation, dropped
+  // turns): layers that hold every position keep only what the context holds.
+  void ReleaseUnused();
   const KvLayerSpec& spec(int layer) const { return layers_[layer].spec; }
   int capacity(int layer) const { return layers_[layer].capacity; }
 
@@ -56,7 +68,10 @@ class KvCache {
   Status CheckRoom(int n) const;
   // Marks n more positions as stored (after every layer has written them).
   void Advance(int n) { n_past_ += n; }
-  void Clear() { SetPast(0); }
+  void Clear() {
+    SetPast(0);
+    ReleaseUnused();
+  }
   // Forgets positions >= n (the caller re-fills ring layers when they need it; see Session::Truncate).
   void SetPast(int n) {
     n_past_ = n;
@@ -104,7 +119,9 @@ class KvCache {
   void* RowPtr(int layer, int64_t pos, bool value);
 
   std::vector<Layer> layers_;
-  std::vector<uint8_t> storage_;
+  // An anonymous mapping: untouched pages cost nothing, so a long context costs what it holds.
+  std::unique_ptr<uint8_t, KvStorageUnmap> storage_;
+  size_t storage_bytes_ = 0;
   int n_ctx_ = 0;
   int n_past_ = 0;
   int rollback_room_ = 0;

@@ -200,6 +200,7 @@ Status Session::Truncate(int n) {
   const bool refill = rings_stale_ || (n > 0 && !cache_->TruncateKeepsRings(n));
   if (!refill) {
     cache_->SetPast(n);
+    cache_->ReleaseUnused();
     history_.resize(static_cast<size_t>(n));
     return Status::Ok();
   }

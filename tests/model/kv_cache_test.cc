@@ -3,6 +3,7 @@
 
 #include "base/half.h"
 #include "model/kv_cache.h"
+#include "tensor/dtype.h"
 #include "tensor/quant_blocks.h"
 
 namespace gemlet {
@@ -103,4 +104,34 @@ TEST(KvCacheTest, RejectsBadShapes) {
 }
 
 }  // namespace
+// The cache reserves its whole context but commits pages only as rows are written, and gives the
+// pages past what it holds back on a reset or truncation: a 4096-token context that holds 100
+// tokens costs about 100 rows.
+TEST(KvCacheTest, PagesAreCommittedAsTheContextGrowsAndGivenBack) {
+  const std::vector<KvLayerSpec> layers = {{4, 128, 128, 0, -1}, {4, 128, 128, 64, -1}};  // global, ring of 64
+  auto made = KvCache::Create(layers, 4096, KvType::kF16);
+  ASSERT_TRUE(made.ok());
+  KvCache& c = *made.value();
+  const size_t row = 4 * 128 * 2;  // one position's K (or V) in one layer
+  EXPECT_EQ(c.bytes(), 2 * row * (4096 + 64));
+  EXPECT_LT(c.ResidentBytes(), size_t{64} << 10) << "reserved, not committed";
+  std::vector<float> k(4 * 128, 0.5f), v(4 * 128, -0.5f);
+  for (int p = 0; p < 100; ++p) {
+    c.Store(0, p, k.data(), v.data());
+    c.Store(1, p, k.data(), v.data());
+  }
+  c.Advance(100);
+  const size_t held = c.ResidentBytes();
+  EXPECT_GE(held, 2 * row * 100) << "the rows written are resident";
+  EXPECT_LE(held, 2 * row * (100 + 64) + (size_t{64} << 10)) << "and little else";
+  c.SetPast(10);
+  c.ReleaseUnused();
+  EXPECT_LE(c.ResidentBytes(), 2 * row * (10 + 64) + (size_t{64} << 10)) << "a truncation gives pages back";
+  std::vector<float> back(4 * 128);
+  DequantizeRow(DType::kF16, c.KeyRow(0, 9), back.data(), 4 * 128);
+  EXPECT_EQ(back[0], 0.5f) << "the rows kept are intact";
+  c.Clear();
+  EXPECT_LT(c.ResidentBytes(), size_t{64} << 10) << "a reset gives back every page";
+}
+
 }  // namespace gemlet
