@@ -341,6 +341,13 @@ class GEMLET_CXX_API Session {
   Result<Reply> Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                          const StreamCallback& on_text = {});
 
+  // Prefix reuse across requests: generates for `prompt` as a fresh session would, keeping the
+  // longest prefix of it the cache already holds (a request that shares a system prompt, a
+  // document or a conversation with the one before skips it) and evaluating only the rest.
+  // stats.cached_tokens says how many were reused. What the cache held after that prefix is dropped.
+  Result<Reply> Complete(std::span<const int32_t> prompt, const GenerateOptions& options,
+                         const StreamCallback& on_text = {});
+
   // Keeps the first n tokens of the cache. Reset keeps none. Taking back at most rollback_room()
   // tokens evaluates nothing; further back, the kept tokens are evaluated again where
   // sliding-window layers no longer hold what they need.

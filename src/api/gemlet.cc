@@ -542,6 +542,23 @@ Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateO
   return ToReply(r, 0, *impl_->session);
 }
 
+Result<Reply> Session::Complete(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const StreamCallback& on_text) {
+  RETURN_IF_ERROR(CheckGenerateOptions(options));
+  if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
+  const std::vector<int32_t>& held = impl_->session->history();
+  size_t common = 0;
+  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
+  // At least the last prompt token is evaluated: its logits pick the first answer token.
+  if (common == prompt.size()) --common;
+  impl_->BeginCall();
+  RETURN_IF_ERROR(impl_->session->Truncate(static_cast<int>(common)));
+  ASSIGN_OR_RETURN(Reply reply, Generate(prompt.subspan(common), options, on_text));
+  reply.stats.prompt_tokens += static_cast<int>(common);
+  reply.stats.cached_tokens = static_cast<int>(common);
+  return reply;
+}
+
 Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
 Status Session::SaveState(const std::string& path) const { return impl_->session->SaveState(path, std::string()); }
 Status Session::LoadState(const std::string& path) { return impl_->session->LoadState(path).status(); }

@@ -387,6 +387,45 @@ TEST(ApiSession, DiscardScoresTheContinuationLikeAReprefill) {
   EXPECT_FALSE((*shifted)->Discard(10, 10'000).ok()) << "a range past the end is an error";
 }
 
+// Prefix reuse across requests: a second request sharing a long prefix with the first evaluates
+// only what differs, and answers as a fresh session does; the same request again reuses all but
+// its last token.
+TEST(ApiSession, CompleteReusesTheLongestCachedPrefix) {
+  auto engine = DemoEngine();
+  std::string doc;
+  for (int i = 0; i < 8; ++i) doc += "The harbour master counted the boats that came in before the storm, and wrote each name down. ";
+  const std::vector<Message> q1 = {{"user", doc + "How many boats came in?"}}, q2 = {{"user", doc + "Who wrote the names?"}};
+  auto render = [&](const std::vector<Message>& m) {
+    auto text = engine->ApplyChatTemplate(m);
+    EXPECT_TRUE(text.ok());
+    return engine->Tokenize(*text, {.add_special = true, .parse_special = true});
+  };
+  const std::vector<int32_t> p1 = render(q1), p2 = render(q2);
+  size_t shared = 0;
+  while (shared < p1.size() && p1[shared] == p2[shared]) ++shared;
+  ASSERT_GT(shared, 150u);
+  SessionOptions so;
+  so.n_ctx = 1024;
+  auto s = Session::Create(engine, so), fresh = Session::Create(engine, so);
+  ASSERT_TRUE(s.ok() && fresh.ok());
+  auto r1 = (*s)->Complete(p1, Greedy(16));
+  ASSERT_TRUE(r1.ok()) << r1.message();
+  EXPECT_EQ(r1->stats.cached_tokens, 0);
+  EXPECT_EQ(r1->stats.prompt_tokens, static_cast<int>(p1.size()));
+  auto r2 = (*s)->Complete(p2, Greedy(16));
+  ASSERT_TRUE(r2.ok()) << r2.message();
+  EXPECT_EQ(r2->stats.cached_tokens, static_cast<int>(shared)) << "the shared document is not evaluated again";
+  EXPECT_EQ(r2->stats.prompt_tokens, static_cast<int>(p2.size()));
+  auto want = (*fresh)->Complete(p2, Greedy(16));
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(r2->text, want->text);
+  auto again = (*s)->Complete(p2, Greedy(16));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->stats.cached_tokens, static_cast<int>(p2.size()) - 1);
+  EXPECT_EQ(again->text, want->text);
+  EXPECT_EQ((*s)->Complete(std::vector<int32_t>{}, Greedy(4)).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ApiSession, TruncateAfterTheRingsWrappedMatchesAFreshRun) {
   auto engine = DemoEngine();
   std::vector<int32_t> prompt;
