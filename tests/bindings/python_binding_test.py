@@ -170,6 +170,34 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.messages  # closed
 
+    def test_state_survives_the_process(self):
+        # Saved with its KV cache, a conversation resumes in another object and goes on as the
+        # original does; a damaged file raises and changes nothing.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp, gemlet.Engine(MODEL) as e:
+            path = os.path.join(tmp, "chat.gsess")
+            a = e.conversation(n_ctx=512)
+            a.send("Who are you?", max_tokens=12, temperature=0)
+            a.save_state(path)
+            want = a.send("你好", max_tokens=12, temperature=0)
+            b = e.conversation(n_ctx=512)
+            b.restore_state(path)
+            got = b.send("你好", max_tokens=12, temperature=0)
+            self.assertEqual(got.text, want.text)
+            self.assertEqual(got.stats.cached_tokens, want.stats.cached_tokens)
+            with open(path, "r+b") as f:
+                f.seek(64)
+                f.write(b"x")
+            c = e.conversation(n_ctx=512)
+            with self.assertRaises(gemlet.GemletError):
+                c.restore_state(path)
+            self.assertEqual(c.messages, [])
+            s = e.session(n_ctx=64)
+            s.evaluate(e.tokenize("one two three four five", add_special=True))
+            n = s.n_past
+            self.assertEqual(s.discard(1, 2), 0)
+            self.assertEqual(s.n_past, n - 2)
+
     def test_log_callback(self):
         got = []
         gemlet.set_log_callback(lambda level, message: got.append((level, message)))

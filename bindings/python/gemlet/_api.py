@@ -404,6 +404,21 @@ class Session(_OneCallAtATime):
     def truncate(self, n_keep):
         _check(_ffi.lib().gemlet_session_truncate(self._handle(), n_keep))
 
+    def discard(self, begin, count):
+        """Drops tokens [begin, begin + count) and shifts the rest down (keys re-rotated, nothing
+        evaluated); returns the tokens evaluated again (0 unless sliding windows could not follow)."""
+        redone = ctypes.c_int(0)
+        _check(_ffi.lib().gemlet_session_discard(self._handle(), begin, count, ctypes.byref(redone)))
+        return redone.value
+
+    def save_state(self, path):
+        """Writes the tokens and KV rows to `path` (bound to this model file)."""
+        _check(_ffi.lib().gemlet_session_save(self._handle(), _utf8(str(path), "path")))
+
+    def restore_state(self, path):
+        """Maps a saved state back with nothing evaluated; a bad file raises and changes nothing."""
+        _check(_ffi.lib().gemlet_session_restore(self._handle(), _utf8(str(path), "path")))
+
     def reset(self):
         _ffi.lib().gemlet_session_reset(self._handle())
 
@@ -580,3 +595,10 @@ class Conversation(_OneCallAtATime):
 
     def load(self, path):
         _check(_ffi.lib().gemlet_conversation_load(self._handle(), _utf8(str(path), "path")))
+
+    def save_state(self, path):
+        """The whole conversation, KV cache included: restore_state resumes it with nothing evaluated."""
+        _check(_ffi.lib().gemlet_conversation_save_state(self._handle(), _utf8(str(path), "path")))
+
+    def restore_state(self, path):
+        _check(_ffi.lib().gemlet_conversation_restore_state(self._handle(), _utf8(str(path), "path")))

@@ -140,6 +140,9 @@ _PROTOTYPES = {
     "gemlet_session_free": (None, [_P]),
     "gemlet_session_evaluate": (c_enum, [_P, _I32P, c_size_t, ctypes.POINTER(c_float)]),
     "gemlet_session_truncate": (c_enum, [_P, c_int]),
+    "gemlet_session_discard": (c_enum, [_P, c_int, c_int, ctypes.POINTER(c_int)]),
+    "gemlet_session_save": (c_enum, [_P, c_char_p]),
+    "gemlet_session_restore": (c_enum, [_P, c_char_p]),
     "gemlet_session_reset": (None, [_P]),
     "gemlet_session_n_past": (c_int, [_P]),
     "gemlet_session_cancel": (None, [_P]),
@@ -159,6 +162,8 @@ _PROTOTYPES = {
     "gemlet_conversation_n_past": (c_int, [_P]),
     "gemlet_conversation_save": (c_enum, [_P, c_char_p]),
     "gemlet_conversation_load": (c_enum, [_P, c_char_p]),
+    "gemlet_conversation_save_state": (c_enum, [_P, c_char_p]),
+    "gemlet_conversation_restore_state": (c_enum, [_P, c_char_p]),
 }
 
 
