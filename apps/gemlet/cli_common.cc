@@ -23,6 +23,10 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   AddKernelFlags(app, o->kernels);
   AddCacheFlags(app, o->cache_dir, o->no_cache);
+  app.add_option("--mem-budget", o->mem_budget,
+                 "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
+                 "memory): a smaller context or a q8_0 KV cache is chosen to fit, or the run is refused")
+      ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
 }
 
 void AddCacheFlags(CLI::App& app, std::string& dir, bool& off) {
@@ -102,6 +106,15 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   m.session.kv_cache_type = o.kv_type == "f32"    ? KvCacheType::kF32
                             : o.kv_type == "q8_0" ? KvCacheType::kQ8_0
                                                   : KvCacheType::kF16;
+  // The memory budget: the session's dirty memory (what a phone counts) must fit it.
+  const uint64_t budget = o.mem_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.mem_budget);
+  if (budget > 0) {
+    std::string note;
+    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, m.session, &note);
+    if (!fitted.ok()) return Status::Error(fitted.message());
+    if (!note.empty()) std::fprintf(stderr, "(memory budget: %s)\n", note.c_str());
+    m.session = std::move(fitted).value();
+  }
   if (tty) {
     // Long prompts show their progress on a terminal; piped output stays clean.
     m.session.progress = [](int done, int total) {

@@ -22,6 +22,7 @@ struct ModelOptions {
   KernelOptions kernels;
   std::string cache_dir;  // empty: DefaultCacheDir()
   bool no_cache = false;
+  std::string mem_budget;  // empty: DefaultMemoryBudget()
 };
 
 struct GenerationFlags {

@@ -386,6 +386,34 @@ class GEMLET_CXX_API Session {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---- memory budget ----
+
+// What a session would cost in dirty memory (anonymous pages: what iOS and Android count), at
+// worst: its whole context filled. Clean file pages (mapped weights, the packed-weight cache) are
+// not in it: the OS drops and re-reads them.
+struct SessionCost {
+  uint64_t kv_bytes = 0;          // the KV cache for the whole context
+  uint64_t activation_bytes = 0;  // the session's workspace
+  uint64_t packed_in_memory_bytes = 0;  // weights the kernels will pack into anonymous memory (none with a cache)
+  uint64_t baseline_bytes = 0;    // the process's anonymous memory now (code, tokenizer, other sessions)
+  uint64_t total() const { return kv_bytes + activation_bytes + packed_in_memory_bytes + baseline_bytes; }
+};
+GEMLET_CXX_API SessionCost PlanSession(const Engine& engine, const SessionOptions& options);
+
+// The budget when none is given: the cgroup's memory limit (memory.max, memory.limit_in_bytes) if
+// there is one, else half of MemAvailable; 0 if neither is known.
+GEMLET_CXX_API uint64_t DefaultMemoryBudget();
+
+// The session options that fit `budget_bytes`: `wanted` if it fits, else its context halved
+// (down to 256 tokens) with an f16 KV cache, then with q8_0 (half the bytes) where the model's head
+// sizes allow. `note` (nullable) says what was changed ("n_ctx 4096 -> 1024, KV q8_0"). An error
+// (kInvalidArgument) when even the smallest does not fit: the message gives the floor, the least
+// this model needs, and the budget.
+GEMLET_CXX_API Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget_bytes, SessionOptions wanted,
+                                                  std::string* note = nullptr);
+// "300M", "1.5G", "512K", "1048576" (bytes; K/M/G/T are powers of 1024, with or without iB); 0 on error.
+GEMLET_CXX_API uint64_t ParseByteSize(std::string_view text);
+
 // ---- Conversation ----
 
 struct ConversationOptions {

@@ -7,13 +7,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "api/api_internal.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
@@ -576,6 +580,109 @@ MemoryStats Session::memory() const { return SessionMemory(*impl_->session); }
 MemoryPlan Session::memory_plan() const { return PlanMemory(*impl_->session, impl_->kv_type); }
 
 const Engine& Session::engine() const { return *impl_->engine; }
+
+// ---- memory budget ----
+
+SessionCost PlanSession(const Engine& engine, const SessionOptions& options) {
+  const runtime::Engine& rt = *engine.impl().runtime;
+  const runtime::SessionOptions ro = ToRuntime(options, engine);
+  SessionCost c;
+  c.kv_bytes = runtime::Session::PlanKvBytes(rt, ro);
+  c.activation_bytes = runtime::Session::PlanActivationBytes(rt, ro);
+  // Matrices the kernels pack and nothing has packed or mapped yet, unless packing is off.
+  const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
+  if (k.tuning.pack_weights) {
+    for (const WeightMatrix& w : rt.model().packed_store().matrices()) {
+      const PackedLayout* layout = k.table->packed_layout(w.type);
+      if (layout == nullptr || w.packed->bytes() > 0) continue;
+      c.packed_in_memory_bytes += static_cast<uint64_t>(w.n_out / PackedWeights::kGroupRows) * layout->group_bytes(w);
+    }
+  }
+  c.packed_in_memory_bytes += rt.model().packed_store().PackedBytesInMemory();
+  c.baseline_bytes = runtime::AnonBytes();
+  // What is packed in memory already is part of the baseline: count it once.
+  c.baseline_bytes -= std::min<uint64_t>(c.baseline_bytes, rt.model().packed_store().PackedBytesInMemory());
+  return c;
+}
+
+uint64_t DefaultMemoryBudget() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::FILE* f = std::fopen(path, "r");
+    if (f == nullptr) continue;
+    char buf[64] = {};
+    const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+    std::fclose(f);
+    const unsigned long long v = got ? std::strtoull(buf, nullptr, 10) : 0;
+    if (v > 0 && v < (1ull << 60)) return v;  // "max" and the v1 "unlimited" value mean no limit
+  }
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[128];
+  uint64_t available = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "MemAvailable:", 13) == 0) available = std::strtoull(line + 13, nullptr, 10) * 1024;
+  }
+  std::fclose(f);
+  return available / 2;
+}
+
+uint64_t ParseByteSize(std::string_view text) {
+  std::string t(text);
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  if (end == t.c_str() || !(v > 0)) return 0;
+  std::string unit(end);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() >= 2 && unit.substr(unit.size() - 2) == "IB") unit.resize(unit.size() - 2);
+  else if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  double scale = 1;
+  if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return 0;
+  return static_cast<uint64_t>(v * scale);
+}
+
+Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget, SessionOptions wanted, std::string* note) {
+  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+  const runtime::SessionOptions resolved = runtime::Session::Resolved(*engine.impl().runtime, ToRuntime(wanted, engine));
+  wanted.n_ctx = resolved.n_ctx;
+  if (PlanSession(engine, wanted).total() <= budget) return wanted;
+  // q8_0 rows hold whole 32-value blocks: every layer's head sizes must be multiples of 32.
+  bool q8_ok = true;
+  for (const KvLayerSpec& s : engine.impl().runtime->model().KvLayout()) {
+    if (s.source < 0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0)) q8_ok = false;
+  }
+  std::vector<KvCacheType> types = {wanted.kv_cache_type};
+  if (q8_ok && wanted.kv_cache_type != KvCacheType::kQ8_0) types.push_back(KvCacheType::kQ8_0);
+  SessionOptions floor = wanted;
+  for (int n = wanted.n_ctx; ; n = std::max(256, n / 2)) {
+    for (KvCacheType type : types) {
+      SessionOptions o = wanted;
+      o.n_ctx = n;
+      o.kv_cache_type = type;
+      o.max_batch = std::min(o.max_batch, n);
+      floor = o;
+      if (PlanSession(engine, o).total() <= budget) {
+        if (note != nullptr) {
+          *note = "n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(n);
+          if (type != wanted.kv_cache_type) *note += ", KV q8_0";
+          *note += " (" + mib(PlanSession(engine, o).total()) + " of the " + mib(budget) + " budget)";
+        }
+        return o;
+      }
+    }
+    if (n <= 256) break;
+  }
+  const SessionCost c = PlanSession(engine, floor);
+  return Status::Error(StatusCode::kInvalidArgument,
+                       "a memory budget of " + mib(budget) + " is below this model's floor of " + mib(c.total()) +
+                           " (n_ctx 256: KV " + mib(c.kv_bytes) + ", activations " + mib(c.activation_bytes) +
+                           ", packed weights in memory " + mib(c.packed_in_memory_bytes) + ", the process now " +
+                           mib(c.baseline_bytes) + ")" +
+                           (c.packed_in_memory_bytes > 0 ? "; a packed-weight cache folder would save the packed weights" : ""));
+}
 
 // ---- Conversation ----
 

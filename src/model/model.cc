@@ -68,6 +68,27 @@ const std::vector<float>& Model::KeyRope(int layer) const {
   return key_rope_[static_cast<size_t>(layer)];
 }
 
+size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats) {
+  const size_t b = static_cast<size_t>(batch);
+  int max_group = 1, max_head_dim_v = 1;
+  for (const LayerConfig& l : c.layers) {
+    max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
+    max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
+  }
+  size_t floats = 3 * b * c.d_model + 2 * b * c.MaxQueryWidth() + 2 * b * c.MaxKvWidth() + 2 * b * c.MaxFfnDim();
+  floats += static_cast<size_t>(std::max(n_threads, 1)) * max_group * static_cast<size_t>(n_ctx + batch);
+  floats += static_cast<size_t>(kMaxAttnSplitItems) * max_group * (max_head_dim_v + 1);
+  floats += extra_floats;
+  std::vector<bool> holds(c.layers.size(), false);
+  for (const LayerConfig& l : c.layers) {
+    if (l.kv_source < 0 || holds[l.kv_source]) continue;
+    holds[l.kv_source] = true;
+    const LayerConfig& src = c.layers[l.kv_source];
+    floats += b * src.n_kv_heads * (src.head_dim + src.head_dim_v);
+  }
+  return floats * sizeof(float);
+}
+
 size_t Workspace::Bytes() const {
   size_t floats = x.size() + xn.size() + tmp.size() + q.size() + k.size() + v.size() + attn.size() + gate.size() +
                   up.size() + scores.size() + attn_parts.size() + attn_lse.size() + extra.size();

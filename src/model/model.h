@@ -58,6 +58,8 @@ struct Workspace {
   bool StopRequested() const { return stop != nullptr && stop->load(std::memory_order_relaxed); }
 
   size_t Bytes() const;  // all of the above: what a session holds for activations
+  // What Bytes() of a Workspace made with these arguments will be, without making it (planning).
+  static size_t PlanBytes(const ModelConfig& config, int max_batch, int n_ctx, int n_threads, size_t extra_floats = 0);
 };
 
 // Hands out consecutive float buffers from one block (Workspace::extra). Run once with a null base

@@ -117,6 +117,14 @@ SessionOptions Resolve(const Engine& engine, SessionOptions o) {
 }
 }  // namespace
 
+SessionOptions Session::Resolved(const Engine& engine, const SessionOptions& options) { return Resolve(engine, options); }
+
+size_t Session::PlanActivationBytes(const Engine& engine, const SessionOptions& options) {
+  const SessionOptions o = Resolve(engine, options);
+  return Workspace::PlanBytes(engine.config(), o.max_batch, o.n_ctx, o.n_threads,
+                              engine.model().ExtraScratchFloats(o.max_batch));
+}
+
 size_t Session::PlanKvBytes(const Engine& engine, const SessionOptions& options) {
   const SessionOptions o = Resolve(engine, options);
   return KvCache::PlanBytes(engine.model().KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens);

@@ -225,6 +225,56 @@ TEST(ApiEngine, PackedWeightCacheFolder) {
   std::filesystem::remove_all(dir_template);
 }
 
+// The memory budget: a session's planned dirty memory is what it allocates (its workspace, KV cache
+// reservation), and FitToBudget picks the largest context and KV precision that fit, or refuses
+// with the floor.
+TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
+  auto engine = DemoEngine();
+  SessionOptions so;
+  so.n_ctx = 4096;
+  so.n_threads = 2;
+  const SessionCost cost = PlanSession(*engine, so);
+  auto session = Session::Create(engine, so);
+  ASSERT_TRUE(session.ok());
+  const MemoryStats m = (*session)->memory();
+  EXPECT_EQ(cost.kv_bytes, m.kv_cache_bytes);
+  // Planned from the config alone; the session adds its kernels' scratch as it runs (none yet).
+  EXPECT_EQ(cost.activation_bytes, m.activation_bytes);
+  EXPECT_GT(cost.baseline_bytes, 0u);
+  EXPECT_EQ(cost.total(), cost.kv_bytes + cost.activation_bytes + cost.packed_in_memory_bytes + cost.baseline_bytes);
+
+  session->reset();  // what it allocated stays counted in the process's memory (the allocator keeps it)
+  // The baseline is the process's anonymous memory when asked: plan again right before fitting.
+  const SessionCost now = PlanSession(*engine, so);
+  std::string note = "unchanged";
+  auto same = FitToBudget(*engine, now.total() + (4u << 20), so, &note);
+  ASSERT_TRUE(same.ok()) << same.message();
+  EXPECT_EQ(same->n_ctx, 4096);
+  EXPECT_EQ(note, "unchanged") << "nothing to say when it fits";
+  // Room for about a quarter of the KV cache: a smaller context, or q8_0, within the budget.
+  const uint64_t tight = PlanSession(*engine, so).total() - cost.kv_bytes * 3 / 4;
+  auto fitted = FitToBudget(*engine, tight, so, &note);
+  ASSERT_TRUE(fitted.ok()) << fitted.message();
+  EXPECT_LT(fitted->n_ctx, 4096);
+  EXPECT_LE(PlanSession(*engine, *fitted).total(), tight);
+  EXPECT_NE(note.find("n_ctx 4096 -> "), std::string::npos) << note;
+  auto runs = Session::Create(engine, *fitted);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_TRUE((*runs)->Evaluate(engine->Tokenize("Hello", {.add_special = true})).ok());
+  auto refused = FitToBudget(*engine, 1u << 20, so);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("floor"), std::string::npos) << refused.message();
+
+  EXPECT_EQ(ParseByteSize("300M"), 300ull << 20);
+  EXPECT_EQ(ParseByteSize("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(ParseByteSize("512k"), 512ull << 10);
+  EXPECT_EQ(ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(ParseByteSize("lots"), 0u);
+  EXPECT_EQ(ParseByteSize("3X"), 0u);
+  EXPECT_EQ(ParseByteSize("-1G"), 0u);
+}
+
 TEST(ApiEngine, LoadProgressCanCancel) {
   std::vector<float> seen;
   EngineOptions o;

@@ -135,6 +135,20 @@ TEST(CliEndToEnd, ChatSessionResumesAndIsSavedOnExitAndSigterm) {
   EXPECT_NE(damaged.out.find("damaged"), std::string::npos) << damaged.out;
 }
 
+// --mem-budget: a budget below the model's floor is refused before the session exists, with one
+// line that gives the floor; a malformed size is a usage error; a roomy one runs as usual.
+TEST(CliEndToEnd, MemoryBudgetRefusesWhatCannotFit) {
+  const std::string run = test::GemletBinary() + " run -m " + kModel + " --temp 0 -n 8 -t 2 -p hi";
+  auto small = test::RunCommand(run + " --mem-budget 1M 2>&1");
+  EXPECT_EQ(small.exit_code, 1) << small.out;
+  EXPECT_NE(small.out.find("floor"), std::string::npos) << small.out;
+  auto bad = test::RunCommand(run + " --mem-budget lots 2>&1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  auto roomy = test::RunCommand(run + " --mem-budget 4G 2>/dev/null");
+  EXPECT_EQ(roomy.exit_code, 0);
+  EXPECT_FALSE(roomy.out.empty());
+}
+
 TEST(ChatSessionTest, LaterTurnsEvaluateOnlyTheirNewTokens) {
   auto engine = LoadDemo();
   ASSERT_TRUE(engine);
