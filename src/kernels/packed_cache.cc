@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "base/mapped_file.h"
@@ -24,7 +26,7 @@ namespace {
 
 constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'P', 'A', 'C', 'K'};
 // Bumped whenever a packed layout (packed-inl.h) or this file's format changes.
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
 constexpr uint64_t kAlign = 16384;
 
 struct Entry {
@@ -108,39 +110,43 @@ std::vector<Entry> Expected(const PackedWeightStore& store, const KernelTable& k
   return entries;
 }
 
-std::vector<uint8_t> Header(const std::string& identity, const KernelTable& kernels, uint64_t file_size,
-                            const std::vector<Entry>& entries) {
+std::vector<uint8_t> Header(const std::string& identity, const std::string& origin, const KernelTable& kernels,
+                            uint64_t file_size, const std::vector<Entry>& entries) {
   HeaderWriter h;
   h.Bytes(kMagic, sizeof kMagic);
   h.Put(kFormatVersion);
   h.Put(file_size);
   h.String(identity);
+  h.String(origin);
   h.String(kernels.name);
   h.Put(static_cast<uint32_t>(entries.size()));
   for (const Entry& e : entries) h.Put(e);
   return h.Finish();
 }
 
-size_t HeaderBytes(const std::string& identity, const KernelTable& kernels, size_t n_entries) {
-  return sizeof kMagic + 4 + 8 + 4 + identity.size() + 4 + std::strlen(kernels.name) + 4 + n_entries * sizeof(Entry) + 8;
+size_t HeaderBytes(const std::string& identity, const std::string& origin, const KernelTable& kernels,
+                   size_t n_entries) {
+  return sizeof kMagic + 4 + 8 + 4 + identity.size() + 4 + origin.size() + 4 + std::strlen(kernels.name) + 4 +
+         n_entries * sizeof(Entry) + 8;
 }
 
 // Maps the file and points the slots into it; false (nothing changed) unless everything matches.
 bool TryAdopt(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
-              const std::string& identity) {
+              const std::string& identity, const std::string& origin) {
   auto mapped = MappedFile::Open(path);
   if (!mapped.ok()) return false;
   const MappedFile& f = **mapped;
   const std::vector<WeightMatrix>& matrices = store.matrices();
-  const size_t header_bytes = HeaderBytes(identity, kernels, matrices.size());
+  const size_t header_bytes = HeaderBytes(identity, origin, kernels, matrices.size());
   if (f.size() < header_bytes) return false;
   HeaderReader r(f.data(), header_bytes);
   char magic[8];
   uint32_t version = 0, n = 0;
   uint64_t size = 0, checksum = 0;
-  std::string id, table;
+  std::string id, from, table;
   if (!r.Bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !r.Get(&version) || version != kFormatVersion ||
-      !r.Get(&size) || size != f.size() || !r.String(&id) || id != identity || !r.String(&table) ||
+      !r.Get(&size) || size != f.size() || !r.String(&id) || id != identity || !r.String(&from) || from != origin ||
+      !r.String(&table) ||
       table != kernels.name || !r.Get(&n) || n != matrices.size()) {
     return false;
   }
@@ -176,9 +182,9 @@ Status WriteAll(int fd, const uint8_t* p, size_t n, uint64_t offset, const std::
 // Packs every matrix the table has a layout for straight into a new file: slabs of about 8 MiB in
 // memory at a time, the rows' file pages released after each (the weights are never resident twice).
 Status Build(const PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
-             const std::string& identity, ThreadPool& pool) {
+             const std::string& identity, const std::string& origin, ThreadPool& pool) {
   const std::vector<WeightMatrix>& matrices = store.matrices();
-  const size_t header_bytes = HeaderBytes(identity, kernels, matrices.size());
+  const size_t header_bytes = HeaderBytes(identity, origin, kernels, matrices.size());
   uint64_t data_end = 0;
   const std::vector<Entry> entries = Expected(store, kernels, &data_end, header_bytes);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -217,7 +223,7 @@ Status Build(const PackedWeightStore& store, const KernelTable& kernels, const s
       }
     }
   }
-  const std::vector<uint8_t> header = Header(identity, kernels, data_end, entries);
+  const std::vector<uint8_t> header = Header(identity, origin, kernels, data_end, entries);
   if (Status s = WriteAll(fd, header.data(), header.size(), 0, tmp); !s.ok()) return fail(s);
   if (::fdatasync(fd) != 0) return fail(Status::Error("cannot write " + tmp + ": " + std::strerror(errno)));
   if (::close(fd) != 0) {
@@ -232,15 +238,41 @@ Status Build(const PackedWeightStore& store, const KernelTable& kernels, const s
   return Status::Ok();
 }
 
+// After a build: other cache files in the folder made from the same model path for an older version
+// of it (another identity) are removed; an updated model would otherwise leave gigabytes behind.
+// Files this format cannot read, or made from other paths, are left alone.
+void RemoveOlderVersions(const std::string& path, const std::string& identity, const std::string& origin) {
+  if (origin.empty()) return;
+  const std::filesystem::path ours(path);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ours.parent_path(), ec)) {
+    if (e.path().extension() != ".gpack" || e.path() == ours) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::vector<uint8_t> head(4096);
+    in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    HeaderReader r(head.data(), static_cast<size_t>(in.gcount()));
+    char magic[8];
+    uint32_t version = 0;
+    uint64_t size = 0;
+    std::string id, from;
+    if (!r.Bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !r.Get(&version) || version != kFormatVersion ||
+        !r.Get(&size) || !r.String(&id) || !r.String(&from)) {
+      continue;
+    }
+    if (from == origin && id != identity) std::filesystem::remove(e.path(), ec);
+  }
+}
+
 }  // namespace
 
 Result<PackedCacheOutcome> UsePackedCache(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
-                                          const std::string& identity, ThreadPool& pool) {
-  if (TryAdopt(store, kernels, path, identity)) return PackedCacheOutcome::kLoaded;
-  RETURN_IF_ERROR(Build(store, kernels, path, identity, pool));
-  if (!TryAdopt(store, kernels, path, identity)) {
+                                          const std::string& identity, ThreadPool& pool, const std::string& origin) {
+  if (TryAdopt(store, kernels, path, identity, origin)) return PackedCacheOutcome::kLoaded;
+  RETURN_IF_ERROR(Build(store, kernels, path, identity, origin, pool));
+  if (!TryAdopt(store, kernels, path, identity, origin)) {
     return Status::Error("the packed-weight cache " + path + " just written does not read back");
   }
+  RemoveOlderVersions(path, identity, origin);
   return PackedCacheOutcome::kBuilt;
 }
 

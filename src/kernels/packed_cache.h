@@ -28,9 +28,12 @@ enum class PackedCacheOutcome { kLoaded, kBuilt };
 // builds it first from the model's rows when it is missing or does not match. `identity` names the
 // model file's version (size, modification time, a hash of its ends: see runtime::ModelIdentity).
 // Errors (a folder that cannot be written, a full disk) change nothing: the kernels then pack in
-// memory on first use, as without a cache.
+// memory on first use, as without a cache. `origin` (the model file's path; empty when unknown) is
+// recorded: after a build, cache files in the same folder made from that path for another version
+// of the model are removed.
 Result<PackedCacheOutcome> UsePackedCache(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
-                                          const std::string& identity, ThreadPool& pool);
+                                          const std::string& identity, ThreadPool& pool,
+                                          const std::string& origin = std::string());
 
 // 64-bit FNV-1a, continued from `h`: the header checksum, and cheap identities.
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);

@@ -44,13 +44,15 @@ Result<std::shared_ptr<const Engine>> Engine::Load(const std::string& path) {
     identity = FileIdentity(fd, 0, 0);
     ::close(fd);
   }
-  return FromModel(std::move(model), path, start, std::move(identity));
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return FromModel(std::move(model), path, start, std::move(identity), ec ? path : absolute.lexically_normal().string());
 }
 
 Result<std::shared_ptr<const Engine>> Engine::LoadRange(int fd, uint64_t offset, uint64_t length) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelRange(fd, offset, length));
-  return FromModel(std::move(model), "fd " + std::to_string(fd), start, FileIdentity(fd, offset, length));
+  return FromModel(std::move(model), "fd " + std::to_string(fd), start, FileIdentity(fd, offset, length), std::string());
 }
 
 Result<PackedCacheOutcome> Engine::UsePackedCache(const std::string& cache_dir, const KernelTable& kernels,
@@ -63,15 +65,16 @@ Result<PackedCacheOutcome> Engine::UsePackedCache(const std::string& cache_dir, 
   char name[64];
   std::snprintf(name, sizeof name, "/%016llx.gpack", static_cast<unsigned long long>(Fnv1a64(key.data(), key.size())));
   ThreadPool pool(std::max(1, n_threads));
-  return gemlet::UsePackedCache(model_->packed_store(), kernels, cache_dir + name, identity_, pool);
+  return gemlet::UsePackedCache(model_->packed_store(), kernels, cache_dir + name, identity_, pool, origin_);
 }
 
 Result<std::shared_ptr<const Engine>> Engine::FromModel(std::unique_ptr<Model> model, const std::string& path,
                                                         std::chrono::steady_clock::time_point start,
-                                                        std::string identity) {
+                                                        std::string identity, std::string origin) {
   std::shared_ptr<Engine> engine(new Engine());
   engine->model_ = std::move(model);
   engine->identity_ = std::move(identity);
+  engine->origin_ = std::move(origin);
   engine->model_map_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const GgufFile& gguf = engine->model_->gguf();
   auto tokenizer = Tokenizer::FromGguf(gguf);

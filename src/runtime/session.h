@@ -50,7 +50,7 @@ class Engine {
   Engine() = default;
   static Result<std::shared_ptr<const Engine>> FromModel(std::unique_ptr<Model> model, const std::string& path,
                                                          std::chrono::steady_clock::time_point start,
-                                                         std::string identity);
+                                                         std::string identity, std::string origin);
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   ChatStyle chat_style_ = ChatStyle::kGemma;
@@ -58,6 +58,7 @@ class Engine {
   double load_seconds_ = 0;
   double model_map_seconds_ = 0;
   std::string identity_;
+  std::string origin_;  // the model file's path (empty for a range of a descriptor)
 };
 
 struct SessionOptions {

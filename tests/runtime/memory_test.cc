@@ -445,9 +445,27 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a foreign file is replaced";
   EXPECT_EQ(reload(), PackedCacheOutcome::kLoaded);
 
-  // A new version of the model file (rewritten: new mtime) gets a cache of its own.
+  // A new version of the model file (rewritten: new mtime) gets a cache of its own, and the old
+  // version's cache is removed; a cache file of another model, and files that are not caches, stay.
+  const std::string note = dir + "/notes.txt";
+  {
+    auto other = tmp.File("other.gguf");
+    WriteGemma4(shape, other);
+    auto e = Engine::Load(other);
+    ASSERT_TRUE(e.ok());
+    ASSERT_TRUE((*e)->UsePackedCache(dir, BestKernels(), 2).ok());
+    std::fclose(std::fopen(note.c_str(), "wb"));
+  }
+  size_t before_update = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) before_update += e.path().extension() == ".gpack";
+  ASSERT_EQ(before_update, 2u) << "this model's cache and the other model's";
   WriteGemma4(shape, path);
   EXPECT_EQ(reload(), PackedCacheOutcome::kBuilt) << "a changed model file is not matched to the old cache";
+  EXPECT_FALSE(std::filesystem::exists(cache)) << "the old version's cache was removed";
+  size_t after_update = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) after_update += e.path().extension() == ".gpack";
+  EXPECT_EQ(after_update, 2u) << "the new version's cache and the other model's";
+  EXPECT_TRUE(std::filesystem::exists(note));
 
   // A folder that cannot be created: an error, and the engine packs in memory as before.
   auto blocked = Engine::Load(path);
