@@ -265,22 +265,8 @@ void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
 
 void KvCache::Store(int layer, int64_t pos, const float* k, const float* v) {
   const Layer& l = layers_[layer];
-  const size_t k_n = static_cast<size_t>(l.spec.n_kv_heads) * l.spec.head_dim_k;
-  const size_t v_n = static_cast<size_t>(l.spec.n_kv_heads) * l.spec.head_dim_v;
-  void* kd = KeyRow(layer, pos);
-  void* vd = ValueRow(layer, pos);
-  if (type_ == KvType::kF32) {
-    std::memcpy(kd, k, k_n * sizeof(float));
-    std::memcpy(vd, v, v_n * sizeof(float));
-  } else if (type_ == KvType::kQ8_0) {
-    QuantizeRowQ8_0(k, static_cast<BlockQ8_0*>(kd), static_cast<int64_t>(k_n));
-    QuantizeRowQ8_0(v, static_cast<BlockQ8_0*>(vd), static_cast<int64_t>(v_n));
-  } else {
-    uint16_t* k16 = static_cast<uint16_t*>(kd);
-    uint16_t* v16 = static_cast<uint16_t*>(vd);
-    for (size_t i = 0; i < k_n; ++i) k16[i] = F32ToF16(k[i]);
-    for (size_t i = 0; i < v_n; ++i) v16[i] = F32ToF16(v[i]);
-  }
+  FloatToRow(type_, k, static_cast<int64_t>(l.spec.n_kv_heads) * l.spec.head_dim_k, KeyRow(layer, pos));
+  FloatToRow(type_, v, static_cast<int64_t>(l.spec.n_kv_heads) * l.spec.head_dim_v, ValueRow(layer, pos));
 }
 
 }  // namespace gemlet
