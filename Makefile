@@ -39,8 +39,9 @@ test-asan: deps
 # sessions, cancels from another thread.
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_TSAN=ON -DGEMLET_BUILD_TESTS=ON
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test c_api_test
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/api_test --gtest_filter='ApiThreads.*:ApiCancel.*:ApiConversation.*' --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/conversation_test --gtest_filter='ConversationBackground.*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/c_api_test --gtest_filter='CApi.*Cancel*:CApi.*PerThread*' --gtest_brief=1
 
 test-arm64:

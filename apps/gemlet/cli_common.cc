@@ -125,11 +125,8 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   return m;
 }
 
-Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, const std::string& system, bool think) {
-  ConversationOptions co;
+Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, ConversationOptions co) {
   co.session = m.session;
-  co.system = system;
-  co.thinking = think;
   return Conversation::Create(m.engine, co);
 }
 

@@ -58,7 +58,8 @@ struct LoadedModel {
 Result<LoadedModel> LoadForGeneration(const ModelOptions& o);
 
 // A conversation on the loaded model with the session options, system message and --think.
-Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, const std::string& system, bool think);
+// A conversation on the loaded model with its session options (the budget's, the flags') over co's.
+Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, ConversationOptions co);
 
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
 

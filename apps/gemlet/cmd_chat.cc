@@ -84,12 +84,16 @@ int RunChat(int argc, char** argv) {
   ModelOptions mo;
   GenerationFlags gf;
   std::string system, session_path;
+  bool summarize = false;
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
   app.add_option("--system", system, "system message");
   app.add_option("--session", session_path,
                  "resume the conversation saved in FILE (KV cache included: nothing is evaluated again) and save it "
                  "there on exit, on /save, on SIGTERM and on SIGTSTP (Ctrl-Z)");
+  app.add_flag("--summarize-dropped", summarize,
+               "when old turns are dropped to stay within the context, the model first writes a short summary of "
+               "them, which the conversation keeps");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
@@ -99,7 +103,11 @@ int RunChat(int argc, char** argv) {
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
   const LoadedModel& m = loaded.value();
-  auto created = OpenConversation(m, system, gf.think);
+  ConversationOptions co;
+  co.system = system;
+  co.thinking = gf.think;
+  co.summarize_dropped = summarize;
+  auto created = OpenConversation(m, co);
   if (!created.ok()) return Fail(created.message());
   Conversation& chat = **created;
   if (gf.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
@@ -245,6 +253,10 @@ int RunChat(int argc, char** argv) {
       std::fprintf(stderr, "(the %d oldest messages, %d tokens, were dropped to stay within the context of %d%s)\n",
                    last.stats.dropped_messages, last.stats.dropped_tokens, chat.n_ctx(),
                    last.stats.reevaluated_tokens > 0 ? "; the rest was evaluated again" : "");
+    }
+    if (last.stats.summarized_messages > 0) {
+      std::fprintf(stderr, "(%d dropped messages summarized in %d tokens; the summary stays in the conversation)\n",
+                   last.stats.summarized_messages, last.stats.summary_tokens);
     }
     if (last.stats.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
     if (gf.stats) PrintStats(*m.engine, last);

@@ -49,7 +49,10 @@ int RunRun(int argc, char** argv) {
     if (gf.stats) std::fputs(session->memory_plan().text.c_str(), stderr);
     reply = session->Generate(m.engine->Tokenize(prompt, {.add_special = true}), go, print);
   } else {
-    auto created = OpenConversation(m, system, gf.think);
+    ConversationOptions co;
+    co.system = system;
+    co.thinking = gf.think;
+    auto created = OpenConversation(m, co);
     if (!created.ok()) return Fail(created.message());
     chat = std::move(created).value();
     if (gf.stats) std::fputs(chat->memory_plan().text.c_str(), stderr);

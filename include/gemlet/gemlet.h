@@ -220,6 +220,9 @@ typedef struct gemlet_stats {
   int dropped_messages;
   int dropped_tokens;
   int reevaluated_tokens;
+  /* With summarize_dropped: the dropped messages summarized before this turn, the summary's tokens. */
+  int summarized_messages;
+  int summary_tokens;
 } gemlet_stats;
 
 GEMLET_API gemlet_stats gemlet_stats_default(void);
@@ -231,6 +234,13 @@ typedef struct gemlet_conversation_options {
   gemlet_session_options session;
   const char* system;  /* NULL: no system message */
   bool thinking;       /* Gemma 4: think before answering */
+  /* Dropped turns are first summarized by the model, the summary kept as context (at most
+   * summary_max_tokens; 0: the default, 96). */
+  bool summarize_dropped;
+  int summary_max_tokens;
+  /* Suspend for apps: restored from this file at create when it is there, saved to it by
+   * gemlet_engine_on_background (at once when idle, else when the running send returns). NULL: none. */
+  const char* state_path;
 } gemlet_conversation_options;
 
 GEMLET_API gemlet_conversation_options gemlet_conversation_options_default(void);

@@ -214,7 +214,7 @@ class GEMLET_CXX_API Engine {
   uint64_t DecodeKvBytesAt(KvCacheType type, int64_t pos) const;
 
   // Platform signals (thread-safe). They are recorded here; the memory and thermal governors act
-  // on them.
+  // on them. OnBackground also saves every conversation that has a ConversationOptions::state_path.
   void SetThermalState(ThermalState state);
   ThermalState thermal_state() const;
   void OnMemoryWarning(MemoryPressure level);
@@ -310,6 +310,10 @@ struct GenerationStats {
   int dropped_messages = 0;
   int dropped_tokens = 0;
   int reevaluated_tokens = 0;
+  // With ConversationOptions::summarize_dropped: the dropped messages the model summarized before
+  // this turn, and the summary's tokens (it is generated apart: the conversation's cache is untouched).
+  int summarized_messages = 0;
+  int summary_tokens = 0;
 };
 
 struct ToolCall {
@@ -420,6 +424,17 @@ struct ConversationOptions {
   SessionOptions session;
   std::string system{};     // the system message; empty: none
   bool thinking = false;  // Gemma 4: think before answering (the thought streams as kThinking)
+  // When old turns are dropped to make room, the model first writes a short summary of them (a
+  // prompt of ours, in Chinese or English after the turns' language; greedy, at most
+  // summary_max_tokens), which the next user turn carries before its text. Costs a prefill of the
+  // dropped turns in a session of their size, freed after; the room kept for the answer grows by
+  // the summary's length.
+  bool summarize_dropped = false;
+  int summary_max_tokens = 96;
+  // Suspend and resume for apps: with a path, Create restores the conversation from it when the
+  // file is there (a file refused is logged and a new conversation begins), and Engine::OnBackground
+  // saves it there (at once when idle, else when the running Send returns), as SaveState does.
+  std::string state_path{};
 };
 
 class GEMLET_CXX_API Conversation {
@@ -443,7 +458,11 @@ class GEMLET_CXX_API Conversation {
 
   void SetSystem(std::string system);
   void SetThinking(bool on);
-  void Reset();  // forgets the messages, keeps the system message
+  void SetSummarizeDropped(bool on);
+  // The summary of dropped turns the conversation carries now ("" when none): the preface of the
+  // user turn that carries it, or the one waiting for the next user turn.
+  std::string summary() const;
+  void Reset();  // forgets the messages (and the summary), keeps the system message
   std::vector<Message> messages() const;  // user and assistant turns
   // The messages as JSON (portable: any model can load them; the next Send evaluates them).
   Status Save(const std::string& path) const;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "gemlet/gemlet.hpp"
 #include "runtime/session.h"
@@ -39,6 +40,10 @@ struct Engine::Impl {
     const Kernels k = CurrentKernels();
     session.SetKernels(*k.table, k.tuning);
   }
+
+  // Conversations with a state path, which OnBackground saves (they add and remove themselves).
+  std::mutex suspend_mutex;
+  std::vector<Conversation::Impl*> suspendable;
 
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};

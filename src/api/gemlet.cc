@@ -2,6 +2,7 @@
 // signals an app passes in, cancellation, and stats. No model logic lives here.
 #include "gemlet/gemlet.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -339,7 +340,6 @@ void Engine::OnMemoryWarning(MemoryPressure level) {
 }
 MemoryPressure Engine::memory_pressure() const { return impl_->pressure.load(); }
 
-void Engine::OnBackground() { impl_->background.store(true); }
 void Engine::OnForeground() {
   impl_->background.store(false);
   impl_->pressure.store(MemoryPressure::kNone);
@@ -692,7 +692,60 @@ struct Conversation::Impl {
   std::atomic<bool> cancel{false};
   int own_threads = 1;
   KvType kv_type = KvType::kF16;
+  // Suspend for apps (ConversationOptions::state_path): OnBackground saves here. `busy` is held by
+  // every call, so a save from the app's lifecycle thread never meets a Send half-way; a save asked
+  // for during a call is made when it returns.
+  std::string state_path;
+  mutable std::mutex busy;
+  std::atomic<std::thread::id> busy_thread{};  // who holds `busy` (a stream callback may call OnBackground)
+  std::atomic<bool> save_requested{false};
+
+  ~Impl() {
+    if (state_path.empty()) return;
+    Engine::Impl& e = engine->impl();
+    std::lock_guard<std::mutex> lock(e.suspend_mutex);
+    std::erase(e.suspendable, this);
+  }
+  // Saves when a save was asked for; the caller holds `busy`.
+  void SaveIfRequested() {
+    if (!save_requested.exchange(false)) return;
+    const Status s = chat->SaveState(state_path);
+    if (s.ok()) api::Log(1, "saved the conversation to " + state_path + " (the app went to the background)");
+    else api::Log(2, "could not save the conversation for the background: " + s.message());
+  }
+  // Every call: holds `busy` for its length, then makes a save that came in meanwhile.
+  template <typename F>
+  auto Call(F&& f) {
+    struct Finally {
+      Impl* impl;
+      ~Finally() {
+        if (impl->state_path.empty() || !impl->save_requested.load()) return;
+        std::lock_guard<std::mutex> lock(impl->busy);
+        impl->SaveIfRequested();
+      }
+    } finally{this};
+    std::lock_guard<std::mutex> lock(busy);
+    struct Owner {
+      std::atomic<std::thread::id>& id;
+      explicit Owner(std::atomic<std::thread::id>& i) : id(i) { id.store(std::this_thread::get_id()); }
+      ~Owner() { id.store(std::thread::id()); }
+    } owner(busy_thread);
+    return f();
+  }
 };
+
+void Engine::OnBackground() {
+  impl_->background.store(true);
+  std::lock_guard<std::mutex> lock(impl_->suspend_mutex);
+  for (Conversation::Impl* c : impl_->suspendable) {
+    // Asked first, then tried: either this try_lock or the running call's end sees the request. From
+    // inside the call (its stream callback) only the call's end can save: half a turn is no state.
+    c->save_requested.store(true);
+    if (c->busy_thread.load() == std::this_thread::get_id()) continue;
+    std::unique_lock<std::mutex> idle(c->busy, std::try_to_lock);
+    if (idle.owns_lock()) c->SaveIfRequested();
+  }
+}
 
 Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Conversation::~Conversation() = default;
@@ -701,6 +754,9 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
                                                            const ConversationOptions& options) {
   if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
   RETURN_IF_ERROR(CheckSessionOptions(options.session));
+  if (options.summary_max_tokens < 1) {
+    return Status::Error(StatusCode::kInvalidArgument, "summary_max_tokens must be at least 1");
+  }
   auto impl = std::make_unique<Impl>();
   const runtime::SessionOptions ro = ToRuntime(options.session, *engine);
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::Create(engine->impl().runtime, ro));
@@ -710,42 +766,85 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
   impl->chat = std::make_unique<runtime::ChatSession>(std::move(session), SamplingParams{});
   impl->chat->SetSystem(options.system);
   impl->chat->SetThinking(options.thinking);
+  impl->chat->SetSummaries({options.summarize_dropped, options.summary_max_tokens});
   impl->engine = std::move(engine);
+  if (!options.state_path.empty()) {
+    struct stat st{};
+    if (::stat(options.state_path.c_str(), &st) == 0) {
+      if (Status s = impl->chat->LoadState(options.state_path); !s.ok()) {
+        api::Log(2, "not resuming the conversation: " + s.message() + "; a new one begins");
+      }
+    }
+    impl->state_path = options.state_path;
+    Engine::Impl& e = impl->engine->impl();
+    std::lock_guard<std::mutex> lock(e.suspend_mutex);
+    e.suspendable.push_back(impl.get());
+  }
   return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
 }
 
 Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptions& options,
                                  const StreamCallback& on_text) {
   RETURN_IF_ERROR(CheckGenerateOptions(options));
-  impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
-  impl_->cancel.store(false);
-  impl_->chat->SetSampling(ToRuntime(options.sampling));
-  const runtime::TextSink sink = ToSink(on_text);
-  ASSIGN_OR_RETURN(runtime::GenerateResult r,
-                   impl_->chat->Send(std::string(user_text), ToRuntime(options, &impl_->cancel), sink));
-  const runtime::ChatTurnStats& turn = impl_->chat->last_turn();
-  Reply reply = ToReply(r, turn.tokens_reused, impl_->chat->session());
-  reply.stats.dropped_messages = turn.messages_dropped;
-  reply.stats.dropped_tokens = turn.tokens_dropped;
-  reply.stats.reevaluated_tokens = turn.tokens_reevaluated;
-  return reply;
+  return impl_->Call([&]() -> Result<Reply> {
+    impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
+    impl_->cancel.store(false);
+    impl_->chat->SetSampling(ToRuntime(options.sampling));
+    const runtime::TextSink sink = ToSink(on_text);
+    ASSIGN_OR_RETURN(runtime::GenerateResult r,
+                     impl_->chat->Send(std::string(user_text), ToRuntime(options, &impl_->cancel), sink));
+    const runtime::ChatTurnStats& turn = impl_->chat->last_turn();
+    Reply reply = ToReply(r, turn.tokens_reused, impl_->chat->session());
+    reply.stats.dropped_messages = turn.messages_dropped;
+    reply.stats.dropped_tokens = turn.tokens_dropped;
+    reply.stats.reevaluated_tokens = turn.tokens_reevaluated;
+    reply.stats.summarized_messages = turn.messages_summarized;
+    reply.stats.summary_tokens = turn.summary_tokens;
+    return reply;
+  });
 }
 
 void Conversation::Cancel() { impl_->cancel.store(true); }
-void Conversation::SetSystem(std::string system) { impl_->chat->SetSystem(system); }
-void Conversation::SetThinking(bool on) { impl_->chat->SetThinking(on); }
-void Conversation::Reset() { impl_->chat->Reset(); }
-
-std::vector<Message> Conversation::messages() const {
-  std::vector<Message> out;
-  for (const runtime::ChatMessage& m : impl_->chat->messages()) out.push_back({m.role, m.content});
-  return out;
+void Conversation::SetSystem(std::string system) {
+  impl_->Call([&] { impl_->chat->SetSystem(system); });
+}
+void Conversation::SetThinking(bool on) {
+  impl_->Call([&] { impl_->chat->SetThinking(on); });
+}
+void Conversation::SetSummarizeDropped(bool on) {
+  impl_->Call([&] {
+    runtime::SummaryOptions o = impl_->chat->summaries();
+    o.enabled = on;
+    impl_->chat->SetSummaries(o);
+  });
+}
+std::string Conversation::summary() const {
+  return impl_->Call([&] { return impl_->chat->summary(); });
+}
+void Conversation::Reset() {
+  impl_->Call([&] { impl_->chat->Reset(); });
 }
 
-Status Conversation::Save(const std::string& path) const { return impl_->chat->Save(path); }
-Status Conversation::Load(const std::string& path) { return impl_->chat->Load(path); }
-Status Conversation::SaveState(const std::string& path) const { return impl_->chat->SaveState(path); }
-Status Conversation::LoadState(const std::string& path) { return impl_->chat->LoadState(path); }
+std::vector<Message> Conversation::messages() const {
+  return impl_->Call([&] {
+    std::vector<Message> out;
+    for (const runtime::ChatTurn& m : impl_->chat->messages()) out.push_back({m.role, m.content});
+    return out;
+  });
+}
+
+Status Conversation::Save(const std::string& path) const {
+  return impl_->Call([&] { return impl_->chat->Save(path); });
+}
+Status Conversation::Load(const std::string& path) {
+  return impl_->Call([&] { return impl_->chat->Load(path); });
+}
+Status Conversation::SaveState(const std::string& path) const {
+  return impl_->Call([&] { return impl_->chat->SaveState(path); });
+}
+Status Conversation::LoadState(const std::string& path) {
+  return impl_->Call([&] { return impl_->chat->LoadState(path); });
+}
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }
 int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
 MemoryStats Conversation::memory() const { return SessionMemory(impl_->chat->session()); }

@@ -146,6 +146,8 @@ void WriteStats(const gemlet::GenerationStats& s, gemlet_stats* out) {
   full.dropped_messages = s.dropped_messages;
   full.dropped_tokens = s.dropped_tokens;
   full.reevaluated_tokens = s.reevaluated_tokens;
+  full.summarized_messages = s.summarized_messages;
+  full.summary_tokens = s.summary_tokens;
   const size_t n = out->struct_size < sizeof(full) ? out->struct_size : sizeof(full);
   std::memcpy(static_cast<void*>(out), &full, n);
   out->struct_size = n;
@@ -453,6 +455,10 @@ gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_con
     co.session = ToSessionOptions(so);
     if (o.system) co.system = o.system;
     co.thinking = o.thinking;
+    co.summarize_dropped = o.summarize_dropped;
+    if (o.summary_max_tokens > 0) co.summary_max_tokens = o.summary_max_tokens;
+    else if (o.summary_max_tokens < 0) return Fail(GEMLET_INVALID_ARGUMENT, "summary_max_tokens must not be negative");
+    if (o.state_path) co.state_path = o.state_path;
     auto c = gemlet::Conversation::Create(engine->engine, co);
     if (!c.ok()) return Report(c.status());
     *out = new gemlet_conversation{std::move(c).value(), {}, {}};

@@ -2,6 +2,7 @@
 #include "runtime/chat.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -16,28 +17,42 @@ void ChatSession::SetSystem(const std::string& system) { system_ = system; }
 
 void ChatSession::Reset() {
   messages_.clear();
+  unsummarized_.clear();
+  pending_preface_.clear();
   session_->Reset();
   sampler_.Reset();
+}
+
+std::string ChatSession::summary() const {
+  if (!pending_preface_.empty()) return pending_preface_;
+  for (auto m = messages_.rbegin(); m != messages_.rend(); ++m) {
+    if (!m->preface.empty()) return m->preface;
+  }
+  return std::string();
 }
 
 Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_prompt) const {
   return Render(messages_, add_generation_prompt);
 }
 
-Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatMessage>& messages,
+Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& messages,
                                                  bool add_generation_prompt) const {
   const Engine& engine = session_->engine();
   const Tokenizer& tok = engine.tokenizer();
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
-  all.insert(all.end(), messages.begin(), messages.end());
+  for (const ChatTurn& m : messages) {
+    all.push_back({m.role, m.preface.empty() ? m.content : m.preface + "\n\n" + m.content});
+  }
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
   o.enable_thinking = thinking_;
   o.add_bos = false;
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), all, o));
   std::vector<int32_t> tokens;
   if (tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
+  // No system message and every earlier turn dropped: what comes before the new turn is BOS alone.
+  if (all.empty() && !add_generation_prompt) return tokens;
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), all, o));
   for (const ChatSegment& s : segments) {
     EncodeOptions e;
     e.parse_special = !s.is_content;  // message text cannot smuggle in turn markers
@@ -52,7 +67,7 @@ Status ChatSession::MakeRoom(int room) {
   if (static_cast<int>(want.size()) + room <= n_ctx) return Status::Ok();
   // The oldest pairs go, as few as will do (the new user message is the last one).
   size_t drop = 0;
-  std::vector<ChatMessage> kept = messages_;
+  std::vector<ChatTurn> kept = messages_;
   while (static_cast<int>(want.size()) + room > n_ctx && kept.size() >= 3) {
     kept.erase(kept.begin(), kept.begin() + 2);
     drop += 2;
@@ -61,8 +76,8 @@ Status ChatSession::MakeRoom(int room) {
   if (drop == 0) return Status::Ok();  // nothing to drop: Send reports what does not fit
   // Where the dropped messages lie in the cache: the renders with and without them (no generation
   // prompt) share a prefix (BOS, the system message) and, shifted by the dropped tokens, a suffix.
-  const std::vector<ChatMessage> old_messages(messages_.begin(), messages_.end() - 1);
-  const std::vector<ChatMessage> kept_old(kept.begin(), kept.end() - 1);
+  const std::vector<ChatTurn> old_messages(messages_.begin(), messages_.end() - 1);
+  const std::vector<ChatTurn> kept_old(kept.begin(), kept.end() - 1);
   ASSIGN_OR_RETURN(std::vector<int32_t> before, Render(old_messages, false));
   ASSIGN_OR_RETURN(std::vector<int32_t> after, Render(kept_old, false));
   size_t begin = 0;
@@ -75,6 +90,9 @@ Status ChatSession::MakeRoom(int room) {
                  std::equal(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(begin + count), held.begin()) &&
                  std::equal(after.begin() + static_cast<std::ptrdiff_t>(begin), after.end(),
                             before.begin() + static_cast<std::ptrdiff_t>(begin + count));
+  if (summaries_.enabled) {
+    unsummarized_.insert(unsummarized_.end(), messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
   messages_.erase(messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(drop));
   last_turn_.messages_dropped = static_cast<int>(drop);
   last_turn_.tokens_dropped = static_cast<int>(count);
@@ -86,15 +104,25 @@ Status ChatSession::MakeRoom(int room) {
 Result<GenerateResult> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,
                                          const TextSink& sink) {
   last_turn_ = ChatTurnStats{};
-  messages_.push_back({"user", user_text});
-  // Room for the answer: what the caller allows, at most half the context (a quarter when unbounded).
+  messages_.push_back({{"user", user_text}, pending_preface_});
+  // Room for the answer: what the caller allows, at most half the context (a quarter when unbounded),
+  // and for a summary of what is dropped when summaries are on (with its preface's words).
   const int n_ctx = session_->n_ctx();
-  const int room = options.max_tokens > 0 ? std::min(options.max_tokens, n_ctx / 2) : n_ctx / 4;
-  const std::vector<ChatMessage> undo = messages_;
+  int room = options.max_tokens > 0 ? std::min(options.max_tokens, n_ctx / 2) : n_ctx / 4;
+  if (summaries_.enabled) room += summaries_.max_tokens + 32;
+  const std::vector<ChatTurn> undo = messages_;
   if (Status s = MakeRoom(room); !s.ok()) {
     messages_ = undo;
     messages_.pop_back();
     return s;
+  }
+  if (!summaries_.enabled) unsummarized_.clear();
+  if (!unsummarized_.empty()) {
+    if (Status s = Summarize(options); !s.ok()) {
+      messages_.pop_back();  // the dropped turns wait in unsummarized_ for the next turn
+      return s;
+    }
+    messages_.back().preface = pending_preface_;
   }
   auto rendered = RenderTokens(/*add_generation_prompt=*/true);
   if (!rendered.ok()) {
@@ -136,8 +164,103 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
     messages_.pop_back();  // cancelled before the answer began: as if the message was not sent
     return result;
   }
-  messages_.push_back({"assistant", result.value().text});
+  pending_preface_.clear();  // carried by this turn now
+  messages_.push_back({{"assistant", result.value().text}, ""});
   return result;
+}
+
+namespace {
+
+// Chinese when CJK characters outnumber Latin letters (a Chinese message quoting SQL stays Chinese).
+bool MostlyChinese(const std::vector<ChatTurn>& turns) {
+  size_t cjk = 0, latin = 0;
+  for (const ChatTurn& t : turns) {
+    for (const std::string* text : {&t.preface, &t.content}) {
+      for (size_t i = 0; i < text->size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>((*text)[i]);
+        if (std::isalpha(c)) ++latin;
+        // Lead bytes of U+3400..U+9FFF (CJK ideographs): E3 followed by 90-BF, then E4-E9.
+        if (c >= 0xE4 && c <= 0xE9) ++cjk;
+        else if (c == 0xE3 && i + 1 < text->size() && static_cast<unsigned char>((*text)[i + 1]) >= 0x90) ++cjk;
+      }
+    }
+  }
+  return cjk > latin;
+}
+
+}  // namespace
+
+std::string ChatSession::SummaryPrompt(const std::vector<ChatTurn>& dropped) {
+  const bool zh = MostlyChinese(dropped);
+  std::string prompt = zh ? "用不超过三句简短的话总结下面这段对话，保留人名、数字、决定和尚未解决的问题。只写摘要。\n\n"
+                          : "Summarize the conversation below in at most three short sentences. Keep names, numbers, "
+                            "decisions and open questions. Write only the summary.\n\n";
+  for (const ChatTurn& t : dropped) {
+    if (!t.preface.empty()) prompt += t.preface + "\n";
+    if (t.content.empty()) continue;
+    if (t.role == "user") prompt += zh ? "用户：" : "User: ";
+    else prompt += zh ? "助手：" : "Assistant: ";
+    prompt += StripThinking(t.content) + "\n";
+  }
+  return prompt;
+}
+
+std::string ChatSession::SummaryPreface(const std::string& summary, const std::vector<ChatTurn>& dropped) {
+  return (MostlyChinese(dropped) ? "（此前对话的摘要，原文已不再显示：" + summary + "）"
+                                 : "(A summary of our earlier conversation, which is no longer shown: " + summary + ")");
+}
+
+Status ChatSession::Summarize(const GenerateOptions& options) {
+  // A summary still waiting for its turn (that turn failed) is covered by the new one.
+  if (!pending_preface_.empty()) {
+    unsummarized_.insert(unsummarized_.begin(), ChatTurn{{"user", ""}, pending_preface_});
+    pending_preface_.clear();
+  }
+  const Engine& engine = session_->engine();
+  const std::vector<ChatMessage> plain = {{"user", SummaryPrompt(unsummarized_)}};
+  ChatRenderOptions ro;
+  ro.add_bos = false;
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), plain, ro));
+  std::vector<int32_t> tokens;
+  if (engine.tokenizer().bos_id() >= 0) tokens.push_back(engine.tokenizer().bos_id());
+  for (const ChatSegment& seg : segments) {
+    EncodeOptions e;
+    e.parse_special = !seg.is_content;
+    engine.tokenizer().Encode(seg.text, e, &tokens);
+  }
+  // A request longer than the conversation's context keeps its end: the newest of what was dropped.
+  const int limit = session_->n_ctx() - summaries_.max_tokens - 1;
+  if (limit < 16) return Status::Error("the context is too small for a summary of the dropped turns");
+  if (static_cast<int>(tokens.size()) > limit) {
+    const size_t head = tokens[0] == engine.tokenizer().bos_id() ? 1 : 0;
+    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(head),
+                 tokens.begin() + static_cast<std::ptrdiff_t>(head + tokens.size() - static_cast<size_t>(limit)));
+  }
+  SessionOptions so;
+  so.n_ctx = static_cast<int>(tokens.size()) + summaries_.max_tokens + 1;
+  so.n_threads = session_->n_threads();
+  so.max_batch = std::min(512, so.n_ctx);
+  so.kv_type = session_->cache().type();
+  so.rollback_tokens = 0;
+  so.kernels = &session_->kernels();
+  so.tuning = session_->tuning();
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> writer, Session::Create(session_->shared_engine(), so));
+  writer->SetStopFlag(options.cancel);
+  SamplingParams greedy;
+  greedy.temperature = 0;  // a summary is reproducible: the same dropped turns, the same words
+  Sampler sampler(greedy, engine.config().n_vocab);
+  GenerateOptions go;
+  go.max_tokens = summaries_.max_tokens;
+  go.sampling = greedy;
+  go.cancel = options.cancel;
+  ASSIGN_OR_RETURN(GenerateResult r, Generate(*writer, sampler, tokens, go, {}));
+  if (r.stop == StopReason::kCancelled) return Status::Error(StatusCode::kCancelled, "cancelled");
+  const std::string summary = TrimUnicodeWhitespace(StripThinking(r.text));
+  last_turn_.messages_summarized = static_cast<int>(unsummarized_.size());
+  last_turn_.summary_tokens = static_cast<int>(r.tokens.size());
+  pending_preface_ = summary.empty() ? std::string() : SummaryPreface(summary, unsummarized_);
+  unsummarized_.clear();
+  return Status::Ok();
 }
 
 std::string ChatSession::MessagesJson() const {
@@ -145,7 +268,12 @@ std::string ChatSession::MessagesJson() const {
   j["system"] = system_;
   j["thinking"] = thinking_;
   j["messages"] = nlohmann::json::array();
-  for (const ChatMessage& m : messages_) j["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  for (const ChatTurn& m : messages_) {
+    nlohmann::json jm = {{"role", m.role}, {"content", m.content}};
+    if (!m.preface.empty()) jm["preface"] = m.preface;
+    j["messages"].push_back(std::move(jm));
+  }
+  if (!pending_preface_.empty()) j["pending_preface"] = pending_preface_;
   return j.dump(1);
 }
 
@@ -156,22 +284,29 @@ Status ChatSession::SetFromJson(const std::string& text, const std::string& what
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(what + " is not valid JSON: " + e.what());
   }
-  std::vector<ChatMessage> messages;
+  std::vector<ChatTurn> messages;
   std::string system;
+  std::string pending;
   bool thinking = thinking_;
   try {
     if (j.contains("system")) system = j.at("system").get<std::string>();
     if (j.contains("thinking")) thinking = j.at("thinking").get<bool>();
-    for (const auto& m : j.at("messages")) messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+    if (j.contains("pending_preface")) pending = j.at("pending_preface").get<std::string>();
+    for (const auto& m : j.at("messages")) {
+      messages.push_back({{m.at("role").get<std::string>(), m.at("content").get<std::string>()},
+                          m.contains("preface") ? m.at("preface").get<std::string>() : std::string()});
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(what + " is not a saved gemlet conversation: " + e.what());
   }
-  for (const ChatMessage& m : messages) {
+  for (const ChatTurn& m : messages) {
     if (m.role != "user" && m.role != "assistant") return Status::Error(what + ": unknown role '" + m.role + "'");
   }
   system_ = system;
   thinking_ = thinking;
   messages_ = std::move(messages);
+  pending_preface_ = std::move(pending);
+  unsummarized_.clear();
   return Status::Ok();
 }
 

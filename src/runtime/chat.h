@@ -22,6 +22,25 @@ struct ChatTurnStats {
   int messages_dropped = 0;
   int tokens_dropped = 0;
   int tokens_reevaluated = 0;
+  // Summaries (SetSummarizeDropped): the dropped messages summarized for this turn and the tokens
+  // the model wrote for it (0 when no summary was made).
+  int messages_summarized = 0;
+  int summary_tokens = 0;
+};
+
+// A message of the conversation and, for a user turn, what gemlet put before its text: the summary
+// of earlier turns dropped to make room. The preface is rendered with the message (the model reads
+// it) but it is not the user's words.
+struct ChatTurn : ChatMessage {
+  std::string preface;
+};
+
+// Level 2 of a conversation's memory: when turns are dropped, the model writes a short summary of
+// them, which the next user turn carries as its preface. Rolling: a dropped turn's own preface (an
+// older summary) is part of what the next summary covers.
+struct SummaryOptions {
+  bool enabled = false;
+  int max_tokens = 96;  // the summary's length at most
 };
 
 class ChatSession {
@@ -37,12 +56,16 @@ class ChatSession {
 
   void SetSystem(const std::string& system);  // empty: no system message
   void SetThinking(bool on) { thinking_ = on; }
+  void SetSummaries(const SummaryOptions& options) { summaries_ = options; }
+  const SummaryOptions& summaries() const { return summaries_; }
+  // The summary in effect: the one waiting for the next user turn, else the newest turn's preface.
+  std::string summary() const;
   // Sampling for the next turns; the penalty window is refilled from the history each turn.
   void SetSampling(const SamplingParams& params) { sampler_ = Sampler(params, session_->engine().config().n_vocab); }
   bool thinking() const { return thinking_; }
   void Reset();  // forget the conversation (keeps the system message)
 
-  const std::vector<ChatMessage>& messages() const { return messages_; }
+  const std::vector<ChatTurn>& messages() const { return messages_; }
   Status Save(const std::string& path) const;  // JSON: {"system": ..., "messages": [...]}
   Status Load(const std::string& path);        // replaces the conversation; evaluated on the next Send
   // The whole state, KV cache included (Session::SaveState): resumed with nothing evaluated again.
@@ -55,20 +78,32 @@ class ChatSession {
   Session& session() { return *session_; }
   const ChatTurnStats& last_turn() const { return last_turn_; }
 
+  // The request the model answers with a summary of `dropped` (each turn with its preface): ours,
+  // in Chinese when the turns are mostly Chinese, else in English.
+  static std::string SummaryPrompt(const std::vector<ChatTurn>& dropped);
+  // The preface a summary becomes, in the same language as its prompt.
+  static std::string SummaryPreface(const std::string& summary, const std::vector<ChatTurn>& dropped);
+
  private:
   // Renders system + messages (no generation prompt) to tokens.
-  Result<std::vector<int32_t>> Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  Result<std::vector<int32_t>> Render(const std::vector<ChatTurn>& messages, bool add_generation_prompt) const;
   std::string MessagesJson() const;
   Status SetFromJson(const std::string& text, const std::string& what);
   // Drops the oldest pairs of messages_ (the last message, the new user turn, always stays) until
   // the rendered conversation plus `room` tokens fits in the context; shifts the cache over them.
   Status MakeRoom(int room);
+  // Has the model summarize unsummarized_ in a session of its own (sized for the request, freed
+  // after), so the conversation's cache is untouched; on success pending_preface_ holds the result.
+  Status Summarize(const GenerateOptions& options);
 
   std::unique_ptr<Session> session_;
   Sampler sampler_;
   std::string system_;
-  std::vector<ChatMessage> messages_;  // user / assistant turns
+  std::vector<ChatTurn> messages_;  // user / assistant turns
   bool thinking_ = false;
+  SummaryOptions summaries_;
+  std::vector<ChatTurn> unsummarized_;  // dropped, not yet summarized (a summary that failed retries)
+  std::string pending_preface_;        // a summary waiting for the next user turn to carry it
   ChatTurnStats last_turn_;
 };
 

@@ -117,6 +117,7 @@ class Session {
   int ring_spare() const { return ring_spare_; }  // SessionOptions::rollback_tokens
 
   const Engine& engine() const { return *engine_; }
+  const std::shared_ptr<const Engine>& shared_engine() const { return engine_; }
   int n_past() const { return cache_->n_past(); }
   int n_ctx() const { return cache_->n_ctx(); }
   const KvCache& cache() const { return *cache_; }
@@ -133,6 +134,7 @@ class Session {
   // Runs later evaluations with these kernels, tuned so. Not during an evaluation.
   void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
   const KernelTable& kernels() const { return ctx_->kernels(); }
+  const KernelTuning& tuning() const { return ctx_->tuning(); }
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
   // The workspace (preallocated) and the kernels' scratch (grown to the largest call so far): what

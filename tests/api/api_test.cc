@@ -27,27 +27,9 @@ namespace {
 
 using test::kDemoModel;
 
-std::shared_ptr<Engine> DemoEngine() {
-  static std::shared_ptr<Engine> engine = [] {
-    auto e = Engine::Load(kDemoModel);
-    EXPECT_TRUE(e.ok()) << e.message();
-    return e.ok() ? std::move(e).value() : nullptr;
-  }();
-  return engine;
-}
-
-ConversationOptions WithContext(int n_ctx) {
-  ConversationOptions o;
-  o.session.n_ctx = n_ctx;
-  return o;
-}
-
-GenerateOptions Greedy(int max_tokens) {
-  GenerateOptions g;
-  g.max_tokens = max_tokens;
-  g.sampling.temperature = 0;
-  return g;
-}
+using test::DemoEngine;
+using test::Greedy;
+using test::WithContext;
 
 std::vector<float> LastLogits(Session& s, const std::vector<int32_t>& tokens) {
   std::vector<float> logits(static_cast<size_t>(s.engine().info().n_vocab));

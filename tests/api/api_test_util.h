@@ -1,15 +1,43 @@
-// Shared by the public-API tests: the demo model's path, a UTF-8 check for streamed pieces, and
-// how much slower a sanitizer build runs (for the one latency bound the API promises).
+// Shared by the public-API tests: the demo model (its path, one engine per test binary), option
+// shorthands, a UTF-8 check for streamed pieces, and how much slower a sanitizer build runs (for
+// the one latency bound the API promises).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
+#include <memory>
 #include <string_view>
+
+#include "gemlet/gemlet.hpp"
 
 #include "common/test_util.h"
 
 namespace gemlet::test {
 
 inline constexpr const char* kDemoModel = GEMLET_DEMO_MODEL;
+
+inline std::shared_ptr<Engine> DemoEngine() {
+  static std::shared_ptr<Engine> engine = [] {
+    auto e = Engine::Load(kDemoModel);
+    EXPECT_TRUE(e.ok()) << e.message();
+    return e.ok() ? std::move(e).value() : nullptr;
+  }();
+  return engine;
+}
+
+inline ConversationOptions WithContext(int n_ctx) {
+  ConversationOptions o;
+  o.session.n_ctx = n_ctx;
+  return o;
+}
+
+inline GenerateOptions Greedy(int max_tokens) {
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.sampling.temperature = 0;
+  return g;
+}
 
 // How much slower than a native release build this run is, for the one latency bound the API
 // promises (a cancel within 100 ms): sanitizer builds by 8, and an emulator (qemu-aarch64 runs the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <algorithm>
 
@@ -23,9 +24,9 @@ std::shared_ptr<const Engine> LoadDemo() {
   return engine.ok() ? engine.value() : nullptr;
 }
 
-std::unique_ptr<Session> NewSession(std::shared_ptr<const Engine> engine) {
+std::unique_ptr<Session> NewSession(std::shared_ptr<const Engine> engine, int n_ctx = 1024) {
   SessionOptions o;
-  o.n_ctx = 1024;
+  o.n_ctx = n_ctx;
   o.n_threads = 2;
   auto s = Session::Create(std::move(engine), o);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -177,6 +178,66 @@ TEST(ChatSessionTest, LaterTurnsEvaluateOnlyTheirNewTokens) {
     }
   }
   EXPECT_EQ(chat.messages().size(), 6u);
+}
+
+// Summaries of dropped turns: the request the model answers holds the dropped turns (and an older
+// summary: they roll), the summary rides on the new user turn as its preface, and the KV cache holds
+// exactly the rendered conversation, preface included, at the positions the render gives.
+TEST(ChatSessionTest, SummariesOfDroppedTurnsKeepTheCacheConsistent) {
+  const std::vector<ChatTurn> dropped = {{{"user", "Where is Paris?"}, "(A summary of before: names)"},
+                                         {{"assistant", "In France."}, ""}};
+  const std::string prompt = ChatSession::SummaryPrompt(dropped);
+  EXPECT_NE(prompt.find("Summarize"), std::string::npos);
+  EXPECT_NE(prompt.find("(A summary of before: names)"), std::string::npos);
+  EXPECT_NE(prompt.find("User: Where is Paris?"), std::string::npos);
+  EXPECT_NE(prompt.find("Assistant: In France."), std::string::npos);
+  const std::string zh = ChatSession::SummaryPrompt({{{"user", "今天天气很好，我们去公园吧。"}, ""}});
+  EXPECT_EQ(zh.rfind("用不超过三句", 0), 0u);
+  EXPECT_NE(zh.find("用户：今天天气很好"), std::string::npos);
+
+  auto engine = LoadDemo();
+  ASSERT_TRUE(engine);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  ChatSession chat(NewSession(engine, 320), greedy);
+  chat.SetSystem("You are a helpful assistant.");
+  chat.SetSummaries({true, 24});
+  GenerateOptions o;
+  o.max_tokens = 40;
+  o.sampling = greedy;
+  const std::vector<std::string> questions = {"Who are you?", "Tell me a short poem.", "Tell me a story."};
+  int summarized = 0;
+  for (int turn = 0; turn < 30 && summarized < 2; ++turn) {
+    const std::vector<ChatTurn> before = chat.messages();
+    auto result = chat.Send(questions[static_cast<size_t>(turn) % questions.size()], o, nullptr);
+    ASSERT_TRUE(result.ok()) << result.message();
+    const ChatTurnStats& st = chat.last_turn();
+    if (st.messages_summarized == 0) continue;
+    ++summarized;
+    // What was dropped: the oldest messages; what was injected: the preface of the new user turn.
+    ASSERT_GE(chat.messages().size(), 2u);
+    const ChatTurn& asked = chat.messages()[chat.messages().size() - 2];
+    EXPECT_EQ(asked.role, "user");
+    EXPECT_EQ(asked.preface, chat.summary());
+    EXPECT_EQ(st.messages_summarized, st.messages_dropped);
+    EXPECT_EQ(chat.messages().front().content, before[static_cast<size_t>(st.messages_dropped)].content);
+    // The cache: the conversation up to the answer, rendered with the preface, token for token (a
+    // conversation loaded with the same messages but the answer renders what the cache must hold).
+    const std::string path = ::testing::TempDir() + "/summary-probe.json";
+    ASSERT_TRUE(chat.Save(path).ok());
+    nlohmann::json j = test::ReadJson(path);
+    j["messages"].erase(j["messages"].size() - 1);
+    { std::ofstream(path) << j.dump(); }
+    ChatSession probe(NewSession(engine, 320), greedy);
+    ASSERT_TRUE(probe.Load(path).ok());
+    auto want = probe.RenderTokens(/*add_generation_prompt=*/true);
+    ASSERT_TRUE(want.ok());
+    const std::vector<int32_t>& held = chat.session().history();
+    ASSERT_GE(held.size(), want->size());
+    EXPECT_TRUE(std::equal(want->begin(), want->end(), held.begin())) << "turn " << turn;
+    EXPECT_NE(engine->tokenizer().Decode(held).find(asked.preface), std::string::npos);
+  }
+  EXPECT_EQ(summarized, 2);
 }
 
 TEST(ChatSessionTest, UserTextCannotInjectTurnMarkers) {

@@ -63,6 +63,8 @@ int main(void) {
   FIELD(gemlet_stats, dropped_messages, ", ");
   FIELD(gemlet_stats, dropped_tokens, ", ");
   FIELD(gemlet_stats, reevaluated_tokens, ", ");
+  FIELD(gemlet_stats, summarized_messages, ", ");
+  FIELD(gemlet_stats, summary_tokens, ", ");
   printf("}}");
 
   Open("gemlet_conversation_options", sizeof(gemlet_conversation_options));
@@ -70,6 +72,9 @@ int main(void) {
   FIELD(gemlet_conversation_options, session, ", ");
   FIELD(gemlet_conversation_options, system, ", ");
   FIELD(gemlet_conversation_options, thinking, ", ");
+  FIELD(gemlet_conversation_options, summarize_dropped, ", ");
+  FIELD(gemlet_conversation_options, summary_max_tokens, ", ");
+  FIELD(gemlet_conversation_options, state_path, ", ");
   printf("}}");
 
   /* Enums are passed as ctypes.c_int. */

@@ -170,6 +170,29 @@ class EngineTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             c.messages  # closed
 
+    def test_background_saves_and_dropped_turns_are_summarized(self):
+        # state_path: on_background() saves the conversation there and a new one resumes from it;
+        # summarize_dropped: the turns dropped past the context are summarized (stats say so).
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp, gemlet.Engine(MODEL) as e:
+            path = os.path.join(tmp, "app.gsess")
+            with e.conversation(n_ctx=320, state_path=path, summarize_dropped=True, summary_max_tokens=16) as c:
+                summarized = 0
+                for turn in range(30):
+                    r = c.send(["Who are you?", "Tell me a story."][turn % 2], max_tokens=40, temperature=0)
+                    summarized += r.stats.summarized_messages
+                    if summarized:
+                        break
+                self.assertGreater(summarized, 0)
+                self.assertGreater(r.stats.summary_tokens, 0)
+                self.assertFalse(os.path.exists(path))
+                e.on_background()
+                e.on_foreground()
+                self.assertTrue(os.path.exists(path))
+                kept = c.messages
+            with e.conversation(n_ctx=320, state_path=path) as resumed:
+                self.assertEqual(resumed.messages, kept)
+
     def test_state_survives_the_process(self):
         # Saved with its KV cache, a conversation resumes in another object and goes on as the
         # original does; a damaged file raises and changes nothing.

@@ -2,6 +2,7 @@
 
 import atexit
 import ctypes
+import os
 import dataclasses
 import enum
 import queue
@@ -145,13 +146,15 @@ class Stats:
     dropped_messages: int = 0    # the oldest messages dropped to make room (the chat goes on)
     dropped_tokens: int = 0
     reevaluated_tokens: int = 0  # kept tokens evaluated again for it (0: the cache was shifted)
+    summarized_messages: int = 0  # summarize_dropped: the dropped messages summarized for this turn
+    summary_tokens: int = 0
 
     @classmethod
     def _from_c(cls, s):
         return cls(s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.ttft_seconds,
                    s.prefill_tokens_per_second, s.decode_tokens_per_second, StopReason(s.stop),
                    s.kv_cache_bytes, s.activation_bytes, s.dropped_messages, s.dropped_tokens,
-                   s.reevaluated_tokens)
+                   s.reevaluated_tokens, s.summarized_messages, s.summary_tokens)
 
 
 @dataclasses.dataclass
@@ -333,9 +336,11 @@ class Engine(_Handle):
 
     # ---- what runs on it ----
 
-    def conversation(self, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, thinking=False):
+    def conversation(self, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, thinking=False,
+                     summarize_dropped=False, summary_max_tokens=None, state_path=None):
         return Conversation(self, system=system, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch,
-                            kv_type=kv_type, thinking=thinking)
+                            kv_type=kv_type, thinking=thinking, summarize_dropped=summarize_dropped,
+                            summary_max_tokens=summary_max_tokens, state_path=state_path)
 
     def session(self, n_ctx=None, n_threads=None, max_batch=None, kv_type=None):
         return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type)
@@ -436,7 +441,7 @@ class Conversation(_OneCallAtATime):
     from any thread."""
 
     def __init__(self, engine, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None,
-                 thinking=False):
+                 thinking=False, summarize_dropped=False, summary_max_tokens=None, state_path=None):
         super().__init__()
         lib = _ffi.lib()
         self._h = None
@@ -446,6 +451,13 @@ class Conversation(_OneCallAtATime):
         if system is not None:
             o.system = _utf8(system, "system")
         o.thinking = thinking
+        # summarize_dropped: dropped turns are summarized by the model first; state_path: restored
+        # from it when there, saved to it by Engine.on_background().
+        o.summarize_dropped = bool(summarize_dropped)
+        if summary_max_tokens is not None:
+            o.summary_max_tokens = int(summary_max_tokens)
+        if state_path is not None:
+            o.state_path = _utf8(os.fspath(state_path), "state_path")
         out = ctypes.c_void_p()
         _check(lib.gemlet_conversation_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
         self._h = out

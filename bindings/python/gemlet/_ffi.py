@@ -84,6 +84,8 @@ class Stats(ctypes.Structure):
         ("dropped_messages", c_int),
         ("dropped_tokens", c_int),
         ("reevaluated_tokens", c_int),
+        ("summarized_messages", c_int),
+        ("summary_tokens", c_int),
     ]
 
 
@@ -93,6 +95,9 @@ class ConversationOptions(ctypes.Structure):
         ("session", SessionOptions),
         ("system", c_char_p),
         ("thinking", c_bool),
+        ("summarize_dropped", c_bool),
+        ("summary_max_tokens", c_int),
+        ("state_path", c_char_p),
     ]
 
 
