@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -66,13 +67,38 @@ class Builder {
 };
 
 // A file name unique to this process and test, in gtest's temp folder (ctest runs tests in parallel).
+// Removes the files TempPath named when their test ends: a test run leaves nothing in the temp folder.
+class TempFileCleaner : public ::testing::EmptyTestEventListener {
+ public:
+  void Add(std::string path) { paths_.push_back(std::move(path)); }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    for (const std::string& p : paths_) std::remove(p.c_str());
+    paths_.clear();
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+inline TempFileCleaner& TempFiles() {
+  // Owned by gtest's listener list once appended (it deletes its listeners at exit).
+  static TempFileCleaner* cleaner = [] {
+    auto* c = new TempFileCleaner;
+    ::testing::UnitTest::GetInstance()->listeners().Append(c);
+    return c;
+  }();
+  return *cleaner;
+}
+
 inline std::string TempPath(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
   for (char& c : test) {
     if (c == '/') c = '_';
   }
-  return ::testing::TempDir() + "gemlet_" + std::to_string(::getpid()) + "_" + test + "_" + name;
+  std::string path = ::testing::TempDir() + "gemlet_" + std::to_string(::getpid()) + "_" + test + "_" + name;
+  TempFiles().Add(path);
+  return path;
 }
 
 inline std::vector<uint8_t> ReadBytes(const std::string& path) {
