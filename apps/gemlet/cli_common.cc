@@ -27,6 +27,13 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
                  "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
                  "memory): a smaller context or a q8_0 KV cache is chosen to fit, or the run is refused")
       ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
+  app.add_option("--pressure-file", o->pressure_file,
+                 "where memory pressure is read before each chat turn (Linux PSI; 'off': not read). Under pressure "
+                 "the chat gives back scratch, then its oldest turns, then KV precision (q8_0)")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        return v == "off" || ::access(v.c_str(), R_OK) == 0 ? std::string() : "cannot read '" + v + "' (give a PSI file or 'off')";
+      });
 }
 
 void AddCacheFlags(CLI::App& app, std::string& dir, bool& off) {
@@ -95,6 +102,7 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   engine_options.kernels = o.kernels;
   engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
   engine_options.n_threads = o.threads;
+  engine_options.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
   Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
   if (!engine.ok()) return engine.status();
   LoadedModel m;

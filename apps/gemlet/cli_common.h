@@ -23,6 +23,7 @@ struct ModelOptions {
   std::string cache_dir;  // empty: DefaultCacheDir()
   bool no_cache = false;
   std::string mem_budget;  // empty: DefaultMemoryBudget()
+  std::string pressure_file = "/proc/pressure/memory";  // "off": none
 };
 
 struct GenerationFlags {

@@ -82,6 +82,18 @@ GEMLET_CXX_API std::vector<std::string> AvailableKernels();
 // Empty when the options are valid, else what is wrong.
 GEMLET_CXX_API std::string Validate(const KernelOptions& options);
 
+// What the memory governor did to a conversation under pressure (EngineOptions::on_memory_action,
+// a warning in the log, MemoryStats). In the order it climbs: the kernels' scratch and unused KV
+// pages; the oldest turns' KV; a lower KV precision (q8_0) for what follows.
+enum class MemoryAction { kReleasedScratch, kDroppedOldTurns, kLoweredKvPrecision };
+struct MemoryActionEvent {
+  MemoryAction action = MemoryAction::kReleasedScratch;
+  bool critical = false;        // the pressure was critical (else moderate)
+  uint64_t bytes_released = 0;  // dirty memory given back
+  std::string detail;           // "4 messages, 312 tokens", "KV f16 -> q8_0"
+};
+GEMLET_CXX_API const char* MemoryActionName(MemoryAction action);
+
 struct EngineOptions {
   // Threads a session uses unless its options say otherwise; 0: every hardware thread.
   int n_threads = 0;
@@ -95,6 +107,13 @@ struct EngineOptions {
   // fails with StatusCode::kCancelled.
   std::function<bool(float fraction)> progress{};
   KernelOptions kernels{};
+  // The memory governor reads Linux PSI here before each conversation turn ("": not read); apps
+  // pass their OS's warnings to OnMemoryWarning as well or instead. Moderate pressure (5% of time
+  // stalled) gives back scratch, then old turns if it lasts; critical (30%, or 5% fully stalled,
+  // or a critical warning) drops old turns at once, then lowers the KV precision.
+  std::string memory_pressure_path = "/proc/pressure/memory";
+  // Called for each action of the memory governor, on the thread that took it.
+  std::function<void(const MemoryActionEvent& event)> on_memory_action{};
 };
 
 // What a loaded model is.
@@ -170,11 +189,15 @@ struct Message {
 class GEMLET_CXX_API Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.
-  static Result<std::shared_ptr<Engine>> Load(const std::string& path, const EngineOptions& options = {});
+  static Result<std::shared_ptr<Engine>> Load(const std::string& path, const EngineOptions& options);
+  // With the default options. (An overload, not a default argument: the options' temporary is then
+  // built inside the library, where GCC 12 does not misreport its strings as uninitialized.)
+  static Result<std::shared_ptr<Engine>> Load(const std::string& path);
   // A GGUF stored inside another file (an uncompressed asset in an Android APK): the `length` bytes
   // from `offset` of the open descriptor `fd`. The engine duplicates fd; the caller may close it.
   static Result<std::shared_ptr<Engine>> LoadFromFd(int fd, uint64_t offset, uint64_t length,
-                                                    const EngineOptions& options = {});
+                                                    const EngineOptions& options);
+  static Result<std::shared_ptr<Engine>> LoadFromFd(int fd, uint64_t offset, uint64_t length);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -214,7 +237,8 @@ class GEMLET_CXX_API Engine {
   uint64_t DecodeKvBytesAt(KvCacheType type, int64_t pos) const;
 
   // Platform signals (thread-safe). They are recorded here; the memory and thermal governors act
-  // on them. OnBackground also saves every conversation that has a ConversationOptions::state_path.
+  // on them. OnMemoryWarning has idle conversations give back memory at once (busy ones at their
+  // next turn); OnBackground saves every conversation that has a ConversationOptions::state_path.
   void SetThermalState(ThermalState state);
   ThermalState thermal_state() const;
   void OnMemoryWarning(MemoryPressure level);
@@ -293,6 +317,9 @@ struct MemoryStats {
   uint64_t kv_cache_bytes = 0;           // reserved for the whole context
   uint64_t kv_cache_resident_bytes = 0;  // committed so far: what the tokens held cost (pages given back on reset)
   uint64_t activation_bytes = 0;  // the session's workspace (scratch included)
+  // Conversations: the memory governor's actions so far and the bytes they gave back.
+  int pressure_actions = 0;
+  uint64_t pressure_released_bytes = 0;
 };
 
 struct GenerationStats {

@@ -41,9 +41,12 @@ struct Engine::Impl {
     session.SetKernels(*k.table, k.tuning);
   }
 
-  // Conversations with a state path, which OnBackground saves (they add and remove themselves).
-  std::mutex suspend_mutex;
-  std::vector<Conversation::Impl*> suspendable;
+  // Every live conversation (they add and remove themselves): OnBackground saves those with a
+  // state path, OnMemoryWarning has the idle ones give back memory.
+  std::mutex conversations_mutex;
+  std::vector<Conversation::Impl*> conversations;
+  // Linux PSI (EngineOptions::memory_pressure_path) could not be read: said once, not read again.
+  mutable std::atomic<bool> psi_unreadable{false};
 
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};

@@ -22,6 +22,7 @@
 #include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
+#include "runtime/memory_pressure.h"
 #include "runtime/memory_report.h"
 #include "runtime/session.h"
 
@@ -212,11 +213,17 @@ Status CheckOptions(const EngineOptions& o) {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
+Result<std::shared_ptr<Engine>> Engine::Load(const std::string& path) { return Load(path, EngineOptions()); }
+
 Result<std::shared_ptr<Engine>> Engine::Load(const std::string& path, const EngineOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   if (options.progress && !options.progress(0.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
   ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::Load(path), options));
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<std::shared_ptr<Engine>> Engine::LoadFromFd(int fd, uint64_t offset, uint64_t length) {
+  return LoadFromFd(fd, offset, length, EngineOptions());
 }
 
 Result<std::shared_ptr<Engine>> Engine::LoadFromFd(int fd, uint64_t offset, uint64_t length,
@@ -334,10 +341,28 @@ void Engine::SetThermalState(ThermalState state) {
 }
 ThermalState Engine::thermal_state() const { return impl_->thermal.load(); }
 
-void Engine::OnMemoryWarning(MemoryPressure level) {
-  impl_->pressure.store(level);
-  api::Log(1, std::string("memory warning: ") + MemoryPressureName(level));
+const char* MemoryActionName(MemoryAction action) {
+  switch (action) {
+    case MemoryAction::kReleasedScratch: return "released scratch";
+    case MemoryAction::kDroppedOldTurns: return "dropped old turns";
+    case MemoryAction::kLoweredKvPrecision: return "lowered KV precision";
+  }
+  return "?";
 }
+
+namespace {
+// The pressure Linux PSI shows now (none without a file, or when it cannot be read). The app's
+// warnings are events, handed to each conversation (Conversation::Impl::pending_warning).
+runtime::PressureLevel PsiPressure(const Engine::Impl& e) {
+  if (e.options.memory_pressure_path.empty() || e.psi_unreadable.load()) return runtime::PressureLevel::kNone;
+  Result<runtime::PsiMemory> psi = runtime::ReadPsiMemory(e.options.memory_pressure_path);
+  if (!psi.ok()) {
+    if (!e.psi_unreadable.exchange(true)) api::Log(1, "memory pressure not watched: " + psi.message());
+    return runtime::PressureLevel::kNone;
+  }
+  return runtime::ClassifyPsi(psi.value());
+}
+}  // namespace
 MemoryPressure Engine::memory_pressure() const { return impl_->pressure.load(); }
 
 void Engine::OnForeground() {
@@ -696,15 +721,65 @@ struct Conversation::Impl {
   // every call, so a save from the app's lifecycle thread never meets a Send half-way; a save asked
   // for during a call is made when it returns.
   std::string state_path;
+  runtime::PressureLadder ladder;
+  // An app's warning that came while a call ran (or from inside it): taken at the next turn.
+  std::atomic<int> pending_warning{0};
+  int pressure_actions = 0;
+  uint64_t pressure_released = 0;
   mutable std::mutex busy;
   std::atomic<std::thread::id> busy_thread{};  // who holds `busy` (a stream callback may call OnBackground)
   std::atomic<bool> save_requested{false};
 
   ~Impl() {
-    if (state_path.empty()) return;
     Engine::Impl& e = engine->impl();
-    std::lock_guard<std::mutex> lock(e.suspend_mutex);
-    std::erase(e.suspendable, this);
+    std::lock_guard<std::mutex> lock(e.conversations_mutex);
+    std::erase(e.conversations, this);
+  }
+  MemoryStats Memory() const {
+    MemoryStats m = SessionMemory(chat->session());
+    m.pressure_actions = pressure_actions;
+    m.pressure_released_bytes = pressure_released;
+    return m;
+  }
+  // The memory governor, between calls (the caller holds `busy`): the ladder's next steps for this
+  // level, each reported.
+  void Govern(runtime::PressureLevel level) {
+    level = std::max(level, static_cast<runtime::PressureLevel>(pending_warning.exchange(0)));
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    for (runtime::PressureStep step : ladder.Next(level, now)) {
+      runtime::Session& s = chat->session();
+      MemoryActionEvent e;
+      e.critical = level == runtime::PressureLevel::kCritical;
+      if (step == runtime::PressureStep::kReleaseScratch) {
+        e.action = MemoryAction::kReleasedScratch;
+        e.bytes_released = s.ReleaseIdleMemory();
+        e.detail = "scratch and unused KV pages";
+      } else if (step == runtime::PressureStep::kDropOldTurns) {
+        e.action = MemoryAction::kDroppedOldTurns;
+        const size_t before = s.cache().ResidentBytes();
+        Result<runtime::DroppedTurns> d = chat->ShedOldTurns(s.n_past() / 2);
+        if (!d.ok() || d->messages == 0) continue;  // too short to shed anything: nothing to report
+        const size_t after = s.cache().ResidentBytes();
+        e.bytes_released = before > after ? before - after : 0;
+        e.detail = std::to_string(d->messages) + " messages, " + std::to_string(d->tokens) + " tokens";
+      } else {
+        e.action = MemoryAction::kLoweredKvPrecision;
+        if (kv_type != KvType::kF16 && kv_type != KvType::kF32) continue;  // q8_0 already
+        const size_t before = s.cache().bytes();
+        const char* from = KvTypeName(kv_type);
+        if (!s.ConvertKv(KvType::kQ8_0).ok()) continue;  // head sizes q8_0 cannot hold
+        kv_type = KvType::kQ8_0;
+        e.bytes_released = before - std::min(before, s.cache().bytes());
+        e.detail = std::string("KV ") + from + " -> q8_0";
+      }
+      ++pressure_actions;
+      pressure_released += e.bytes_released;
+      api::Log(2, std::string("memory pressure (") + (e.critical ? "critical" : "moderate") + "): " +
+                      MemoryActionName(e.action) + " (" + e.detail + "), gave back " +
+                      (e.bytes_released >= (1u << 20) ? std::to_string((e.bytes_released + (1 << 19)) >> 20) + " MiB"
+                                                      : std::to_string((e.bytes_released + 512) >> 10) + " KiB"));
+      if (engine->options().on_memory_action) engine->options().on_memory_action(e);
+    }
   }
   // Saves when a save was asked for; the caller holds `busy`.
   void SaveIfRequested() {
@@ -734,10 +809,31 @@ struct Conversation::Impl {
   }
 };
 
+void Engine::OnMemoryWarning(MemoryPressure level) {
+  impl_->pressure.store(level);
+  api::Log(1, std::string("memory warning: ") + MemoryPressureName(level));
+  // A warning is an event (iOS sends one, Android one per level change), not a state: each
+  // conversation acts on it once, the idle ones now, a busy one (or this thread's own, from a
+  // stream callback) at the start of its next turn.
+  const runtime::PressureLevel warned = runtime::FromTrimLevel(static_cast<int>(level));
+  if (warned == runtime::PressureLevel::kNone) return;
+  const runtime::PressureLevel now = std::max(warned, PsiPressure(*impl_));
+  std::lock_guard<std::mutex> lock(impl_->conversations_mutex);
+  for (Conversation::Impl* c : impl_->conversations) {
+    int pending = c->pending_warning.load();
+    while (pending < static_cast<int>(warned) && !c->pending_warning.compare_exchange_weak(pending, static_cast<int>(warned))) {
+    }
+    if (c->busy_thread.load() == std::this_thread::get_id()) continue;
+    std::unique_lock<std::mutex> idle(c->busy, std::try_to_lock);
+    if (idle.owns_lock()) c->Govern(now);
+  }
+}
+
 void Engine::OnBackground() {
   impl_->background.store(true);
-  std::lock_guard<std::mutex> lock(impl_->suspend_mutex);
-  for (Conversation::Impl* c : impl_->suspendable) {
+  std::lock_guard<std::mutex> lock(impl_->conversations_mutex);
+  for (Conversation::Impl* c : impl_->conversations) {
+    if (c->state_path.empty()) continue;
     // Asked first, then tried: either this try_lock or the running call's end sees the request. From
     // inside the call (its stream callback) only the call's end can save: half a turn is no state.
     c->save_requested.store(true);
@@ -776,9 +872,11 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
       }
     }
     impl->state_path = options.state_path;
+  }
+  {
     Engine::Impl& e = impl->engine->impl();
-    std::lock_guard<std::mutex> lock(e.suspend_mutex);
-    e.suspendable.push_back(impl.get());
+    std::lock_guard<std::mutex> lock(e.conversations_mutex);
+    e.conversations.push_back(impl.get());
   }
   return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
 }
@@ -787,6 +885,7 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
                                  const StreamCallback& on_text) {
   RETURN_IF_ERROR(CheckGenerateOptions(options));
   return impl_->Call([&]() -> Result<Reply> {
+    impl_->Govern(PsiPressure(impl_->engine->impl()));
     impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
     impl_->cancel.store(false);
     impl_->chat->SetSampling(ToRuntime(options.sampling));
@@ -800,6 +899,7 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
     reply.stats.reevaluated_tokens = turn.tokens_reevaluated;
     reply.stats.summarized_messages = turn.messages_summarized;
     reply.stats.summary_tokens = turn.summary_tokens;
+    reply.stats.memory = impl_->Memory();
     return reply;
   });
 }
@@ -847,7 +947,7 @@ Status Conversation::LoadState(const std::string& path) {
 }
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }
 int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
-MemoryStats Conversation::memory() const { return SessionMemory(impl_->chat->session()); }
+MemoryStats Conversation::memory() const { return impl_->Memory(); }
 MemoryPlan Conversation::memory_plan() const { return PlanMemory(impl_->chat->session(), impl_->kv_type); }
 
 }  // namespace gemlet

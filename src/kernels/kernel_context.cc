@@ -25,6 +25,12 @@ size_t KernelScratch::Bytes() const {
   return total;
 }
 
+void KernelScratch::Release() {
+  for (auto& slots : threads_) {
+    for (Buffer& b : slots) b.Release();
+  }
+}
+
 KernelContext::KernelContext(int n_threads, const KernelTable* kernels, const KernelTuning& tuning)
     : kernels_(kernels != nullptr ? kernels : &BestKernels()),
       tuning_(tuning),

@@ -55,6 +55,8 @@ class KernelScratch {
     return static_cast<T*>(threads_[static_cast<size_t>(thread)][slot].Reserve(n * sizeof(T)));
   }
   size_t Bytes() const;
+  // Frees every buffer (memory pressure between calls); the next call grows them again.
+  void Release();
   int n_threads() const { return static_cast<int>(threads_.size()); }
   void EnsureThreads(int n) {
     if (n > n_threads()) threads_.resize(static_cast<size_t>(n));
@@ -66,6 +68,10 @@ class KernelScratch {
    public:
     void* Reserve(size_t bytes);
     size_t capacity() const { return capacity_; }
+    void Release() {
+      data_.reset();
+      capacity_ = 0;
+    }
 
    private:
     struct Free {

@@ -64,6 +64,7 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>&
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->n_ctx_ = n_ctx;
   cache->type_ = type;
+  cache->ring_spare_ = ring_spare;
   cache->rollback_room_ = n_ctx;
   size_t offset = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -261,6 +262,31 @@ void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
   const Layer& l = layers_[layer];
   const size_t slot = static_cast<size_t>(pos % l.capacity);
   return storage_.get() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(KvType type) const {
+  std::vector<KvLayerSpec> specs;
+  for (const Layer& l : layers_) specs.push_back(l.spec);
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> out, Create(specs, n_ctx_, type, ring_spare_));
+  std::vector<float> row;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int layer = static_cast<int>(i);
+    const KvLayerSpec& s = layers_[i].spec;
+    if (s.source >= 0) continue;
+    const int64_t nk = static_cast<int64_t>(s.n_kv_heads) * s.head_dim_k;
+    const int64_t nv = static_cast<int64_t>(s.n_kv_heads) * s.head_dim_v;
+    row.resize(static_cast<size_t>(std::max(nk, nv)));
+    for (int pos = OldestHeld(layer); pos < n_past_; ++pos) {
+      RowToFloat(type_, KeyRow(layer, pos), nk, row.data());
+      FloatToRow(type, row.data(), nk, out->KeyRow(layer, pos));
+      RowToFloat(type_, ValueRow(layer, pos), nv, row.data());
+      FloatToRow(type, row.data(), nv, out->ValueRow(layer, pos));
+    }
+  }
+  out->n_past_ = n_past_;
+  out->ring_valid_from_ = ring_valid_from_;
+  out->rollback_room_ = rollback_room_;
+  return out;
 }
 
 void KvCache::Store(int layer, int64_t pos, const float* k, const float* v) {

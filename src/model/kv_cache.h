@@ -43,6 +43,9 @@ class KvCache {
   static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type, int ring_spare = 0);
   static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type,
                                                  int ring_spare = 0);
+  // The same cache stored as `type` (a memory governor lowering precision: q8_0 holds half of
+  // f16's bytes): every held row converted, positions and ring state as they are.
+  Result<std::unique_ptr<KvCache>> ConvertedTo(KvType type) const;
 
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
@@ -124,6 +127,7 @@ class KvCache {
   size_t storage_bytes_ = 0;
   int n_ctx_ = 0;
   int n_past_ = 0;
+  int ring_spare_ = 0;
   int rollback_room_ = 0;
   // Rings hold valid rows only for positions >= this (and within their capacity of the end): a
   // Discard leaves the slots before the shifted positions empty until new positions fill them.

@@ -62,22 +62,44 @@ Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& me
 }
 
 Status ChatSession::MakeRoom(int room) {
-  const int n_ctx = session_->n_ctx();
+  ASSIGN_OR_RETURN(DroppedTurns d, DropOldest(session_->n_ctx() - room, /*keep=*/1, /*uncached=*/1));
+  last_turn_.messages_dropped = d.messages;
+  last_turn_.tokens_dropped = d.tokens;
+  last_turn_.tokens_reevaluated = d.reevaluated;
+  return Status::Ok();
+}
+
+Result<DroppedTurns> ChatSession::ShedOldTurns(int limit) {
+  ASSIGN_OR_RETURN(DroppedTurns d, DropOldest(limit, /*keep=*/2, /*uncached=*/0));
+  if (d.messages > 0 && !d.shifted) {
+    // The cache could not be shifted: keep only what precedes the dropped turns, so their pages go
+    // back now (the next turn evaluates the kept ones again).
+    RETURN_IF_ERROR(session_->Truncate(std::min(d.begin, session_->n_past())));
+  }
+  return d;
+}
+
+Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t uncached) {
   ASSIGN_OR_RETURN(std::vector<int32_t> want, Render(messages_, /*add_generation_prompt=*/true));
-  if (static_cast<int>(want.size()) + room <= n_ctx) return Status::Ok();
-  // The oldest pairs go, as few as will do (the new user message is the last one).
+  DroppedTurns d;
+  if (static_cast<int>(want.size()) <= limit) return d;
+  // The oldest pairs go, as few as will do.
   size_t drop = 0;
   std::vector<ChatTurn> kept = messages_;
-  while (static_cast<int>(want.size()) + room > n_ctx && kept.size() >= 3) {
+  while (static_cast<int>(want.size()) > limit && kept.size() >= keep + 2) {
     kept.erase(kept.begin(), kept.begin() + 2);
     drop += 2;
     ASSIGN_OR_RETURN(want, Render(kept, /*add_generation_prompt=*/true));
   }
-  if (drop == 0) return Status::Ok();  // nothing to drop: Send reports what does not fit
+  if (drop == 0) return d;  // nothing to drop: Send reports what does not fit
   // Where the dropped messages lie in the cache: the renders with and without them (no generation
-  // prompt) share a prefix (BOS, the system message) and, shifted by the dropped tokens, a suffix.
-  const std::vector<ChatTurn> old_messages(messages_.begin(), messages_.end() - 1);
-  const std::vector<ChatTurn> kept_old(kept.begin(), kept.end() - 1);
+  // prompt, none of the messages the cache does not hold yet) share a prefix (BOS, the system
+  // message) and, shifted by the dropped tokens, a suffix.
+  const auto cached = [uncached](const std::vector<ChatTurn>& m) {
+    return std::vector<ChatTurn>(m.begin(), m.end() - static_cast<std::ptrdiff_t>(uncached));
+  };
+  const std::vector<ChatTurn> old_messages = cached(messages_);
+  const std::vector<ChatTurn> kept_old = cached(kept);
   ASSIGN_OR_RETURN(std::vector<int32_t> before, Render(old_messages, false));
   ASSIGN_OR_RETURN(std::vector<int32_t> after, Render(kept_old, false));
   size_t begin = 0;
@@ -94,11 +116,13 @@ Status ChatSession::MakeRoom(int room) {
     unsummarized_.insert(unsummarized_.end(), messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(drop));
   }
   messages_.erase(messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(drop));
-  last_turn_.messages_dropped = static_cast<int>(drop);
-  last_turn_.tokens_dropped = static_cast<int>(count);
-  if (!aligned) return Status::Ok();
-  ASSIGN_OR_RETURN(last_turn_.tokens_reevaluated, session_->Discard(static_cast<int>(begin), static_cast<int>(count)));
-  return Status::Ok();
+  d.messages = static_cast<int>(drop);
+  d.tokens = static_cast<int>(count);
+  d.begin = static_cast<int>(begin);
+  if (!aligned) return d;
+  ASSIGN_OR_RETURN(d.reevaluated, session_->Discard(static_cast<int>(begin), static_cast<int>(count)));
+  d.shifted = true;
+  return d;
 }
 
 Result<GenerateResult> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,

@@ -28,6 +28,17 @@ struct ChatTurnStats {
   int summary_tokens = 0;
 };
 
+// Turns dropped from a conversation: how many messages, their tokens, where they began in the cache,
+// whether the cache was shifted over them (else the next turn finds the difference) and the kept
+// tokens evaluated again for the shift.
+struct DroppedTurns {
+  int messages = 0;
+  int tokens = 0;
+  int begin = 0;
+  bool shifted = false;
+  int reevaluated = 0;
+};
+
 // A message of the conversation and, for a user turn, what gemlet put before its text: the summary
 // of earlier turns dropped to make room. The preface is rendered with the message (the model reads
 // it) but it is not the user's words.
@@ -72,6 +83,10 @@ class ChatSession {
   Status SaveState(const std::string& path) const;
   Status LoadState(const std::string& path);
 
+  // Memory pressure between turns: drops the oldest user/assistant pairs (the last pair stays)
+  // until the conversation renders to at most `limit` tokens, and gives their KV pages back.
+  Result<DroppedTurns> ShedOldTurns(int limit);
+
   // The tokens the whole conversation renders to (with the generation prompt).
   Result<std::vector<int32_t>> RenderTokens(bool add_generation_prompt) const;
 
@@ -92,6 +107,10 @@ class ChatSession {
   // Drops the oldest pairs of messages_ (the last message, the new user turn, always stays) until
   // the rendered conversation plus `room` tokens fits in the context; shifts the cache over them.
   Status MakeRoom(int room);
+  // Drops the oldest pairs, keeping the last `keep` messages, until the conversation renders to at
+  // most `limit` tokens; the last `uncached` messages are not in the cache yet. Shifts the cache
+  // over the dropped tokens where it can.
+  Result<DroppedTurns> DropOldest(int limit, size_t keep, size_t uncached);
   // Has the model summarize unsummarized_ in a session of its own (sized for the request, freed
   // after), so the conversation's cache is untouched; on success pending_preface_ holds the result.
   Status Summarize(const GenerateOptions& options);

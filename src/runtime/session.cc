@@ -171,6 +171,7 @@ Status Session::RefillRings(int n) {
   const int from = 0;
   std::vector<int32_t> replay(history_.begin() + from, history_.begin() + n);
   cache_->SetPast(from);
+  cache_->ReleaseUnused();  // what the replay does not write again goes back (dropped turns, a deep rollback)
   history_.resize(static_cast<size_t>(from));
   if (replay.empty()) return Status::Ok();
   return Evaluate(replay, nullptr, false);
@@ -216,6 +217,22 @@ Status Session::Truncate(int n) {
     return Status::Ok();
   }
   return RefillRings(n);
+}
+
+size_t Session::ReleaseIdleMemory() {
+  const size_t scratch = ctx_->scratch().Bytes();
+  const size_t kv_before = cache_->ResidentBytes();
+  ctx_->scratch().Release();
+  cache_->ReleaseUnused();
+  const size_t kv_after = cache_->ResidentBytes();
+  return scratch + (kv_before > kv_after ? kv_before - kv_after : 0);
+}
+
+Status Session::ConvertKv(KvType type) {
+  if (type == cache_->type()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> converted, cache_->ConvertedTo(type));
+  cache_ = std::move(converted);  // the old storage is unmapped here
+  return Status::Ok();
 }
 
 }  // namespace gemlet::runtime

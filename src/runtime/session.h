@@ -135,6 +135,13 @@ class Session {
   void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
   const KernelTable& kernels() const { return ctx_->kernels(); }
   const KernelTuning& tuning() const { return ctx_->tuning(); }
+  // Under memory pressure, between evaluations: frees the kernels' scratch (regrown by the next
+  // call) and gives back the KV pages past n_past. Returns the bytes given back.
+  size_t ReleaseIdleMemory();
+  // Stores the KV cache as `type` from now on, the held rows converted (q8_0: half of f16's
+  // bytes). The next logits change by that rounding. Not during an evaluation.
+  Status ConvertKv(KvType type);
+
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
   // The workspace (preallocated) and the kernels' scratch (grown to the largest call so far): what

@@ -17,9 +17,12 @@ namespace gemlet::test {
 
 inline constexpr const char* kDemoModel = GEMLET_DEMO_MODEL;
 
+// Memory pressure is not read from the system: a busy test machine must not drop turns.
 inline std::shared_ptr<Engine> DemoEngine() {
   static std::shared_ptr<Engine> engine = [] {
-    auto e = Engine::Load(kDemoModel);
+    EngineOptions o;
+    o.memory_pressure_path = "";
+    auto e = Engine::Load(kDemoModel, o);
     EXPECT_TRUE(e.ok()) << e.message();
     return e.ok() ? std::move(e).value() : nullptr;
   }();

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -231,6 +232,101 @@ TEST(ConversationBackground, ASaveDuringATurnWaitsForItsEnd) {
     ASSERT_EQ((*check)->messages().size(), 2u) << "the whole turn: the question and its answer";
     EXPECT_EQ((*check)->messages()[1].content, r->text);
   }
+}
+
+// The memory governor on a PSI file the test writes: moderate pressure gives back scratch, critical
+// pressure drops the oldest turns at once (their KV pages go back), and critical pressure again
+// lowers the KV precision to q8_0 (half the bytes); each action is an event, a log line and a
+// count in the stats, and the chat goes on.
+TEST(ConversationPressure, PsiPressureClimbsTheLadder) {
+  TempDir dir;
+  const std::string psi = dir.path + "/memory";
+  auto write_psi = [&](double some, double full) {
+    std::ofstream(psi) << "some avg10=" << some << " avg60=0.00 avg300=0.00 total=1\nfull avg10=" << full
+                       << " avg60=0.00 avg300=0.00 total=1\n";
+  };
+  write_psi(0, 0);
+  std::vector<MemoryActionEvent> events;
+  EngineOptions eo;
+  eo.memory_pressure_path = psi;
+  eo.on_memory_action = [&](const MemoryActionEvent& e) { events.push_back(e); };
+  auto engine = Engine::Load(test::kDemoModel, eo);
+  ASSERT_TRUE(engine.ok());
+  auto c = Conversation::Create(*engine, WithContext(1024));
+  ASSERT_TRUE(c.ok());
+  for (int turn = 0; turn < 6; ++turn) ASSERT_TRUE((*c)->Send(kQuestions[static_cast<size_t>(turn) % 5], Greedy(32)).ok());
+  EXPECT_TRUE(events.empty()) << "no pressure, no action";
+  const size_t messages = (*c)->messages().size();
+  const int past = (*c)->n_past();
+  const uint64_t kv_bytes = (*c)->memory().kv_cache_bytes;
+
+  write_psi(12, 0);  // moderate
+  auto r = (*c)->Send("Who are you?", Greedy(16));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].action, MemoryAction::kReleasedScratch);
+  EXPECT_FALSE(events[0].critical);
+  EXPECT_GT(events[0].bytes_released, 0u) << "the kernels' scratch of the turns before";
+
+  write_psi(40, 8);  // critical: old turns go, at once
+  r = (*c)->Send("Tell me a story.", Greedy(16));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].action, MemoryAction::kDroppedOldTurns);
+  EXPECT_TRUE(events[1].critical);
+  EXPECT_GT(events[1].bytes_released, 0u) << "the dropped turns' KV pages";
+  EXPECT_LT((*c)->messages().size(), messages);
+  EXPECT_LT((*c)->n_past(), past);
+
+  r = (*c)->Send("What is two plus two?", Greedy(16));  // still critical: lower precision
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].action, MemoryAction::kLoweredKvPrecision);
+  EXPECT_EQ(events[2].detail, "KV f16 -> q8_0");
+  EXPECT_LT((*c)->memory().kv_cache_bytes, kv_bytes * 6 / 10);
+  EXPECT_FALSE(r->text.empty()) << "the chat goes on in q8_0";
+  EXPECT_EQ(r->stats.memory.pressure_actions, 3);
+  EXPECT_EQ(r->stats.memory.pressure_released_bytes,
+            events[0].bytes_released + events[1].bytes_released + events[2].bytes_released);
+
+  write_psi(0, 0);  // the episode ends; nothing more happens
+  ASSERT_TRUE((*c)->Send("Thank you.", Greedy(8)).ok());
+  EXPECT_EQ(events.size(), 3u);
+}
+
+// The app's warning (iOS didReceiveMemoryWarning: running-critical) acts at once on an idle
+// conversation, on the calling thread, with no PSI file at all.
+TEST(ConversationPressure, AnAppWarningActsAtOnceOnIdleConversations) {
+  std::vector<MemoryActionEvent> events;
+  EngineOptions eo;
+  eo.memory_pressure_path = "";
+  eo.on_memory_action = [&](const MemoryActionEvent& e) { events.push_back(e); };
+  auto engine = Engine::Load(test::kDemoModel, eo);
+  ASSERT_TRUE(engine.ok());
+  auto c = Conversation::Create(*engine, WithContext(1024));
+  ASSERT_TRUE(c.ok());
+  for (int turn = 0; turn < 6; ++turn) ASSERT_TRUE((*c)->Send(kQuestions[static_cast<size_t>(turn) % 5], Greedy(32)).ok());
+  const size_t messages = (*c)->messages().size();
+  const uint64_t resident = (*c)->memory().kv_cache_resident_bytes;
+  (*engine)->OnMemoryWarning(MemoryPressure::kRunningCritical);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].action, MemoryAction::kReleasedScratch);
+  EXPECT_EQ(events[1].action, MemoryAction::kDroppedOldTurns);
+  EXPECT_LT((*c)->messages().size(), messages);
+  EXPECT_LT((*c)->memory().kv_cache_resident_bytes, resident);
+  // The next turn reuses the shifted cache (nothing is evaluated again) and answers.
+  auto r = (*c)->Send("Who are you?", Greedy(16));
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->stats.cached_tokens, r->stats.prompt_tokens / 2);
+  EXPECT_FALSE(r->text.empty());
+  ASSERT_TRUE((*c)->Send("Thank you.", Greedy(8)).ok());
+  EXPECT_EQ(events.size(), 2u) << "a warning is acted on once, not at every turn after it";
+  // A second warning soon after climbs on: the KV precision.
+  (*engine)->OnMemoryWarning(MemoryPressure::kRunningCritical);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[2].action, MemoryAction::kLoweredKvPrecision);
+  ASSERT_TRUE((*c)->Send("Who are you?", Greedy(8)).ok());
+  EXPECT_EQ((*c)->memory().pressure_actions, 3);
 }
 
 }  // namespace

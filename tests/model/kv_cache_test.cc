@@ -1,6 +1,10 @@
 // KV cache: memory planning, ring-buffer addressing for sliding layers, shared layers, full context.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "base/half.h"
 #include "model/kv_cache.h"
 #include "tensor/dtype.h"
@@ -74,6 +78,53 @@ TEST(KvCacheTest, Q8_0StorageIsGgufBlocks) {
   for (size_t i = 0; i < k.size(); ++i) EXPECT_NEAR(back[i], k[i], 0.5f * 43.0f / 127 + 0.02f) << i;
   DequantizeRowQ8_0(vb, back.data(), 128);
   for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(back[i], v[i], 0.5f * 0.06f / 127 + 1e-4f) << i;
+}
+
+// Lowering precision under memory pressure: every held row of every layer (a wrapped ring, a global
+// layer, a shared layer) becomes exactly the q8_0 blocks of its f16 values, at the same positions,
+// with the positions and ring state unchanged; a q8_0 cache holds half of f16's bytes and a little.
+TEST(KvCacheTest, ConvertedToQ8_0HoldsEveryRowAsItsBlocks) {
+  const std::vector<KvLayerSpec> layers = {{2, 32, 32, 8, -1}, {1, 64, 32, 0, -1}, {2, 32, 32, 8, 0}};
+  auto made = KvCache::Create(layers, 40, KvType::kF16, /*ring_spare=*/4);
+  ASSERT_TRUE(made.ok());
+  KvCache& f16 = *made.value();
+  std::vector<float> k(64), v(64);
+  for (int pos = 0; pos < 25; ++pos) {
+    for (int layer = 0; layer < 2; ++layer) {
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = std::sin(0.37f * static_cast<float>(i) + static_cast<float>(pos + layer));
+        v[i] = 0.1f * static_cast<float>((i * 7 + static_cast<size_t>(pos)) % 13) - 0.6f;
+      }
+      f16.Store(layer, pos, k.data(), v.data());
+    }
+  }
+  f16.Advance(25);
+  auto converted = f16.ConvertedTo(KvType::kQ8_0);
+  ASSERT_TRUE(converted.ok()) << converted.message();
+  const KvCache& q8 = *converted.value();
+  EXPECT_EQ(q8.type(), KvType::kQ8_0);
+  EXPECT_EQ(q8.n_past(), 25);
+  EXPECT_EQ(q8.RollbackRoom(), f16.RollbackRoom());
+  EXPECT_LT(q8.bytes(), f16.bytes() * 6 / 10);
+  int rows = 0;
+  for (int layer = 0; layer < 2; ++layer) {
+    EXPECT_EQ(q8.OldestHeld(layer), f16.OldestHeld(layer));
+    const int64_t nk = static_cast<int64_t>(layers[static_cast<size_t>(layer)].n_kv_heads) * layers[static_cast<size_t>(layer)].head_dim_k;
+    for (int pos = f16.OldestHeld(layer); pos < 25; ++pos, ++rows) {
+      std::vector<float> floats(static_cast<size_t>(nk));
+      const uint16_t* h = static_cast<const uint16_t*>(f16.KeyRow(layer, pos));
+      for (int64_t i = 0; i < nk; ++i) floats[static_cast<size_t>(i)] = F16ToF32(h[i]);
+      std::vector<BlockQ8_0> want(static_cast<size_t>(nk / 32));
+      QuantizeRowQ8_0(floats.data(), want.data(), nk);
+      ASSERT_EQ(std::memcmp(want.data(), q8.KeyRow(layer, pos), want.size() * sizeof(BlockQ8_0)), 0)
+          << "layer " << layer << " position " << pos;
+    }
+  }
+  EXPECT_EQ(rows, (25 - 13) + 25) << "the ring holds its last 12 positions, the global layer all";
+  // A head size q8_0 cannot hold is refused, and the cache is left as it was.
+  auto odd = KvCache::Create({{1, 16, 16, 0, -1}}, 8, KvType::kF16);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_FALSE(odd.value()->ConvertedTo(KvType::kQ8_0).ok());
 }
 
 TEST(KvCacheTest, Q8_0NeedsHeadsOfWholeBlocks) {
