@@ -229,7 +229,7 @@ bool ThermalMonitor::active() const { return enabled_ && (zone_.has_value() || l
 ThermalMonitor::Reading ThermalMonitor::Poll() {
   if (!enabled_) return {};
   std::lock_guard<std::mutex> lock(mutex_);
-  const double now = clock_();
+  const double now = Now();
   if (zone_ && (!polled_ || now - last_poll_ >= kPollSeconds - 1e-9)) {
     polled_ = true;
     last_poll_ = now;
@@ -245,7 +245,7 @@ ThermalMonitor::Reading ThermalMonitor::Poll() {
 void ThermalMonitor::SetLevel(int level) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (level > 0) level_seen_.store(true, std::memory_order_relaxed);
-  governor_.SetLevel(clock_(), level);
+  governor_.SetLevel(Now(), level);
 }
 
 ThermalSnapshot ThermalMonitor::Snapshot() const {

@@ -156,9 +156,9 @@ class ThermalMonitor {
   using Clock = std::function<double()>;  // seconds, steady
   static double SteadySeconds();
 
-  // enabled false: the monitor records levels but never throttles.
-  ThermalMonitor(bool enabled, const ThermalParams& params, std::optional<ThermalZone> zone,
-                 Clock clock = &ThermalMonitor::SteadySeconds);
+  // enabled false: the monitor records levels but never throttles. No clock: SteadySeconds (not
+  // stored as a function pointer: its typeinfo would be exported from libgemlet.so).
+  ThermalMonitor(bool enabled, const ThermalParams& params, std::optional<ThermalZone> zone, Clock clock = {});
 
   struct Reading {
     double work_fraction = 1;
@@ -172,6 +172,8 @@ class ThermalMonitor {
   bool active() const;
 
  private:
+  double Now() const { return clock_ ? clock_() : SteadySeconds(); }
+
   const bool enabled_;
   const std::optional<ThermalZone> zone_;
   const Clock clock_;
