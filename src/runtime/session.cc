@@ -151,7 +151,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();
   workspace_->stop = stop_;
-  Status s = thermal_ && thermal_->active()
+  Status s = thermal_ && thermal_->active() && !tokens.empty()
                  ? ForwardThrottled(tokens, logits, all_logits)
                  : engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_,
                                             *ctx_, logits, all_logits, &progress_);
@@ -225,14 +225,22 @@ Status Session::Truncate(int n) {
 Status Session::ForwardThrottled(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
   const Model& model = engine_->model();
   const int n_tokens = static_cast<int>(tokens.size());
-  const size_t n_vocab = static_cast<size_t>(engine_->config().n_vocab);
+  const int n_vocab = engine_->config().n_vocab;
+  // What Forward refuses, refused before the first chunk: a bad request evaluates nothing.
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= n_vocab) {
+      return Status::Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                           std::to_string(n_vocab - 1) + ")");
+    }
+  }
+  RETURN_IF_ERROR(cache_->CheckRoom(n_tokens));
   for (int done = 0; done < n_tokens;) {
     const ThermalMonitor::Reading r = thermal_->Poll();
     const Throttle t = planner_.Plan(r.work_fraction, r.throttled, base_threads_, workspace_->max_batch);
     // A change of thread count rebuilds the pool; the planner's hysteresis keeps that rare.
     if (t.threads != ctx_->n_threads()) ctx_->SetThreads(t.threads);
     const int n = std::min(n_tokens - done, t.prefill_chunk);
-    float* out = all_logits ? (logits == nullptr ? nullptr : logits + static_cast<size_t>(done) * n_vocab)
+    float* out = all_logits ? (logits == nullptr ? nullptr : logits + static_cast<size_t>(done) * static_cast<size_t>(n_vocab))
                             : (done + n == n_tokens ? logits : nullptr);
     const auto start = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(model.Forward(tokens.data() + done, n, *cache_, *workspace_, *ctx_, out, all_logits, nullptr));

@@ -124,6 +124,30 @@ TEST(ThermalApiTest, AHotDeviceEvaluatesALongPromptInShorterChunks) {
   EXPECT_LE(r.stats.thermal.min_prefill_chunk, 20);
 }
 
+TEST(ThermalApiTest, ThrottledChunksRefuseABadRequestBeforeEvaluatingAny) {
+  // Chunked by the governor or not, a request Forward would refuse evaluates nothing.
+  test::TempDir dir;
+  test::FakeSysfs sysfs(dir.path());
+  sysfs.AddZone(0, "skin", 50);
+  auto engine = Load(dir.path(), 2);
+  ASSERT_TRUE(engine);
+  SessionOptions so;
+  so.n_ctx = 128;
+  auto s = Session::Create(engine, so);
+  ASSERT_TRUE(s.ok());
+  std::vector<int32_t> tokens(100, 5);
+  tokens.back() = engine->info().n_vocab;  // out of range, in the last chunk
+  EXPECT_FALSE((*s)->Evaluate(tokens).ok());
+  EXPECT_EQ((*s)->n_past(), 0);
+  std::vector<int32_t> too_many(200, 5);  // more than the context holds
+  EXPECT_FALSE((*s)->Evaluate(too_many).ok());
+  EXPECT_EQ((*s)->n_past(), 0);
+  tokens.back() = 5;
+  EXPECT_TRUE((*s)->Evaluate(tokens).ok());
+  EXPECT_EQ((*s)->n_past(), 100);
+  EXPECT_TRUE(engine->thermal_status().throttled);
+}
+
 TEST(ThermalApiTest, AppLevelsThrottleWithoutAZone) {
   test::TempDir dir;  // no zones: the governor acts on levels only
   auto engine = Load(dir.path(), 2);
