@@ -23,6 +23,7 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   AddKernelFlags(app, o->kernels);
   AddCacheFlags(app, o->cache_dir, o->no_cache);
+  AddThermalFlags(app, o->thermal);
   app.add_option("--mem-budget", o->mem_budget,
                  "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
                  "memory): a smaller context or a q8_0 KV cache is chosen to fit, or the run is refused")
@@ -34,6 +35,15 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       ->check([](const std::string& v) {
         return v == "off" || ::access(v.c_str(), R_OK) == 0 ? std::string() : "cannot read '" + v + "' (give a PSI file or 'off')";
       });
+}
+
+void AddThermalFlags(CLI::App& app, ThermalOptions& t) {
+  app.add_option("--thermal-limit", t.limit_c, "skin temperature in C to stay under: above it, fewer threads, paced "
+                 "tokens, shorter prompt chunks (default 42)")->check(CLI::Range(20.0, 100.0));
+  app.add_option("--thermal-zone", t.zone, "the thermal zone to read, by type or thermal_zoneN (default: the first "
+                 "skin, case or battery zone; none: no thermal governor)");
+  app.add_option("--thermal-root", t.sysfs_root, "where the thermal zones are")->group("");
+  app.add_flag("!--no-thermal", t.enabled, "no thermal governor");
 }
 
 void AddCacheFlags(CLI::App& app, std::string& dir, bool& off) {
@@ -103,6 +113,7 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
   engine_options.n_threads = o.threads;
   engine_options.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
+  engine_options.thermal = o.thermal;
   Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
   if (!engine.ok()) return engine.status();
   LoadedModel m;
@@ -167,6 +178,13 @@ void PrintStats(const Engine& engine, const Reply& reply) {
                static_cast<double>(s.memory.kv_cache_bytes) / (1 << 20),
                static_cast<double>(now.peak_rss_bytes) / (1 << 20), StopReasonName(s.stop));
   std::fputs(now.ToString().c_str(), stderr);
+  if (s.thermal.throttled_steps > 0) {
+    const Engine::ThermalStatus t = engine.thermal_status();
+    std::fprintf(stderr, "[thermal] %d steps throttled (zone %s at %.1f C): threads down to %d, duty down to %.2f, "
+                 "prompt chunks down to %d, %.2f s paced\n",
+                 s.thermal.throttled_steps, t.zone.empty() ? "none, app level" : t.zone.c_str(), t.temperature_c,
+                 s.thermal.min_threads, s.thermal.min_duty, s.thermal.min_prefill_chunk, s.thermal.paced_seconds);
+  }
 }
 
 }  // namespace gemlet::cli

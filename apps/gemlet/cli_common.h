@@ -24,6 +24,7 @@ struct ModelOptions {
   bool no_cache = false;
   std::string mem_budget;  // empty: DefaultMemoryBudget()
   std::string pressure_file = "/proc/pressure/memory";  // "off": none
+  ThermalOptions thermal;  // --thermal-limit, --thermal-zone, --thermal-root, --no-thermal
 };
 
 struct GenerationFlags {
@@ -36,6 +37,8 @@ struct GenerationFlags {
 };
 
 void AddModelOptions(CLI::App& app, ModelOptions* o);
+// --thermal-limit C, --thermal-zone NAME, --no-thermal, and --thermal-root DIR (hidden: for tests).
+void AddThermalFlags(CLI::App& app, ThermalOptions& t);
 // --kernels, --no-pack, --prefetch, --no-vnni-gemm, --no-spin: the engine's KernelOptions (A/B
 // measurements, checks against the reference kernels). Check them with Validate() after parsing.
 void AddKernelFlags(CLI::App& app, KernelOptions& k);

@@ -163,6 +163,8 @@ int RunBench(int argc, char** argv) {
   EngineOptions engine_options;
   engine_options.kernels = kernel_options;
   engine_options.cache_dir = CacheDir(cache_dir, no_cache);
+  // A benchmark measures the engine, not the thermal governor's pacing of it (docs/thermal.md).
+  engine_options.thermal.enabled = false;
   auto loaded = Engine::Load(model_path, engine_options);
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
   const double load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;

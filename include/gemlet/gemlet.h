@@ -67,6 +67,13 @@ typedef struct gemlet_engine_options {
   gemlet_progress_fn progress;
   void* progress_user_data;
   const char* kernels;      /* "auto" (NULL), "ref" (the scalar reference) or a CPU target ("AVX2") */
+  /* The thermal governor (docs/thermal.md): a thermal zone's type or directory (NULL: the first
+   * skin/case/battery zone, if any; an unknown name fails the load), where the zones are (NULL:
+   * /sys/class/thermal), the limit in C (42 by default, and for 0), and true to turn it off. */
+  const char* thermal_zone;
+  const char* thermal_root;
+  double thermal_limit_c;
+  bool thermal_off;
 } gemlet_engine_options;
 
 GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
@@ -124,6 +131,24 @@ typedef enum gemlet_memory_level {
 } gemlet_memory_level;
 GEMLET_API gemlet_status gemlet_engine_set_thermal_state(gemlet_engine* engine, gemlet_thermal_state state);
 GEMLET_API gemlet_thermal_state gemlet_engine_thermal_state(const gemlet_engine* engine);
+/* What the thermal governor sees and does now (docs/thermal.md): it acts on the levels above and,
+ * on Linux, on a skin/case/battery thermal zone. Take it from gemlet_thermal_status_default(). */
+typedef struct gemlet_thermal_status {
+  size_t struct_size;
+  bool enabled;
+  bool has_reading;          /* a zone was read */
+  bool throttled;            /* with hysteresis: released 1 C below the limit */
+  double temperature_c;      /* the zone's latest reading */
+  gemlet_thermal_state level;
+  double work_fraction;      /* of full speed sessions may run (1: unthrottled) */
+  int threads;               /* what a session on the engine's n_threads runs now: threads, */
+  double duty;               /* the share of time it evaluates (the rest sleeps between steps), */
+  int prefill_chunk;         /* and its prompt chunk (of 512) */
+  double throttled_seconds;  /* spent throttled while sessions ran */
+  int changes;               /* throttle on/off and level changes so far */
+} gemlet_thermal_status;
+GEMLET_API gemlet_thermal_status gemlet_thermal_status_default(void);
+GEMLET_API gemlet_status gemlet_engine_thermal_status(const gemlet_engine* engine, gemlet_thermal_status* status);
 GEMLET_API gemlet_status gemlet_engine_memory_warning(gemlet_engine* engine, gemlet_memory_level level);
 GEMLET_API gemlet_memory_level gemlet_engine_memory_level(const gemlet_engine* engine);
 GEMLET_API gemlet_status gemlet_engine_on_background(gemlet_engine* engine);

@@ -93,6 +93,18 @@ struct MemoryActionEvent {
   std::string detail;           // "4 messages, 312 tokens", "KV f16 -> q8_0"
 };
 GEMLET_CXX_API const char* MemoryActionName(MemoryAction action);
+// The thermal governor (docs/thermal.md): it throttles the engine's sessions (fewer threads, paced
+// steps, shorter prefill chunks) while the device is hot, judged by the levels the app passes to
+// SetThermalState and, on Linux, by a thermal zone of the device's skin, case or battery (never a
+// CPU die sensor, which runs at 60-90 °C under load). With no such zone it acts on levels alone.
+struct ThermalOptions {
+  bool enabled = true;    // false: nothing throttles (levels are still recorded)
+  // A zone's type ("skin-therm", as in its type file, any case) or directory ("thermal_zone3"); an
+  // unknown name fails the load. Empty: the first skin/case/battery zone, if any.
+  std::string zone{};
+  std::string sysfs_root = "/sys/class/thermal";  // where thermal_zone*/ are (tests point elsewhere)
+  double limit_c = 42;    // the zone's temperature to stay under, in °C (20..100)
+};
 
 struct EngineOptions {
   // Threads a session uses unless its options say otherwise; 0: every hardware thread.
@@ -114,6 +126,7 @@ struct EngineOptions {
   std::string memory_pressure_path = "/proc/pressure/memory";
   // Called for each action of the memory governor, on the thread that took it.
   std::function<void(const MemoryActionEvent& event)> on_memory_action{};
+  ThermalOptions thermal{};
 };
 
 // What a loaded model is.
@@ -241,6 +254,24 @@ class GEMLET_CXX_API Engine {
   // next turn); OnBackground saves every conversation that has a ConversationOptions::state_path.
   void SetThermalState(ThermalState state);
   ThermalState thermal_state() const;
+  // What the thermal governor sees and does now (thread-safe).
+  struct ThermalStatus {
+    bool enabled = false;       // ThermalOptions::enabled
+    std::string zone;           // the zone it reads ("skin-therm"); empty: levels only
+    bool has_reading = false;
+    double temperature_c = 0;   // the zone's latest reading
+    ThermalState level = ThermalState::kNominal;
+    double work_fraction = 1;   // of full speed that sessions may run (1: unthrottled)
+    bool throttled = false;     // with hysteresis: released 1 °C below the limit
+    // A session on the engine's n_threads runs this now: threads, the share of time it evaluates
+    // (the rest sleeps between steps), its prefill chunk (of the default 512).
+    int threads = 0;
+    double duty = 1;
+    int prefill_chunk = 512;
+    double throttled_seconds = 0;  // spent throttled while sessions ran
+    int changes = 0;               // throttle on/off and level changes so far
+  };
+  ThermalStatus thermal_status() const;
   void OnMemoryWarning(MemoryPressure level);
   MemoryPressure memory_pressure() const;  // the latest level, until OnForeground or kNone
   void OnBackground();
@@ -341,6 +372,14 @@ struct GenerationStats {
   // this turn, and the summary's tokens (it is generated apart: the conversation's cache is untouched).
   int summarized_messages = 0;
   int summary_tokens = 0;
+  // What the thermal governor did during this call.
+  struct Thermal {
+    int throttled_steps = 0;    // forward steps (prompt chunks, tokens) run throttled; 0: none
+    int min_threads = 0;        // the fewest threads a step ran on
+    double min_duty = 1;        // the lowest share of time spent evaluating
+    int min_prefill_chunk = 0;  // the shortest prompt chunk planned
+    double paced_seconds = 0;   // slept between steps
+  } thermal;
 };
 
 struct ToolCall {

@@ -37,6 +37,8 @@ struct Engine::Impl {
   void Apply(runtime::Session& session, int own_threads) const {
     const int limit = thread_limit.load();
     session.SetThreads(limit > 0 ? std::min(limit, own_threads) : own_threads);
+    session.SetThermal(thermal_monitor);  // throttles below that while the device is hot
+    session.ResetThermalStats();
     const Kernels k = CurrentKernels();
     session.SetKernels(*k.table, k.tuning);
   }
@@ -49,6 +51,7 @@ struct Engine::Impl {
   mutable std::atomic<bool> psi_unreadable{false};
 
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
+  std::shared_ptr<runtime::ThermalMonitor> thermal_monitor;  // the thermal governor (runtime/thermal.h)
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};
   std::atomic<bool> background{false};
 };

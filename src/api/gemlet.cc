@@ -25,6 +25,7 @@
 #include "runtime/memory_pressure.h"
 #include "runtime/memory_report.h"
 #include "runtime/session.h"
+#include "runtime/thermal.h"
 
 namespace gemlet {
 
@@ -172,8 +173,20 @@ Engine::Impl::Kernels ResolveKernels(const KernelOptions& o) {
   return k;
 }
 
+// The thermal zone the governor reads, found before the model loads so that a wrong name fails fast.
+Result<std::optional<runtime::ThermalZone>> FindZone(const ThermalOptions& t) {
+  if (!t.enabled) return std::optional<runtime::ThermalZone>();
+  ASSIGN_OR_RETURN(std::optional<runtime::ThermalZone> zone, runtime::FindThermalZone(t.sysfs_root, t.zone));
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.1f", t.limit_c);
+  api::Log(1, zone ? "thermal governor: zone " + zone->type + " (" + zone->temp_path + "), limit " + limit + " C"
+                   : "thermal governor: no skin, case or battery zone in " + t.sysfs_root +
+                         "; it acts on the app's thermal levels only");
+  return zone;
+}
+
 Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtime::Engine>> loaded,
-                                             const EngineOptions& o) {
+                                             const EngineOptions& o, std::optional<runtime::ThermalZone> zone) {
   if (!loaded.ok()) return loaded.status();
   // Loading maps and validates the file in one step; the callback hears the end of it and may still
   // refuse the engine (an app whose user went away meanwhile).
@@ -183,6 +196,9 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
   impl->options = o;
   impl->info = DescribeModel(*impl->runtime);
   impl->kernels = ResolveKernels(o.kernels);
+  runtime::ThermalParams thermal;
+  thermal.limit_c = o.thermal.limit_c;
+  impl->thermal_monitor = std::make_shared<runtime::ThermalMonitor>(o.thermal.enabled, thermal, std::move(zone));
   // The packed-weight cache: mapped read-only, the packed weights are clean file pages (what a phone
   // does not count against the app), and a second start packs nothing.
   const Engine::Impl::Kernels& k = impl->kernels;
@@ -204,6 +220,9 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
 Status CheckOptions(const EngineOptions& o) {
   if (o.n_threads < 0) return Status::Error(StatusCode::kInvalidArgument, "n_threads must be >= 0");
   if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
+  if (!(o.thermal.limit_c >= 20 && o.thermal.limit_c <= 100)) {
+    return Status::Error(StatusCode::kInvalidArgument, "the thermal limit must be in [20, 100] C");
+  }
   return Status::Ok();
 }
 
@@ -218,7 +237,8 @@ Result<std::shared_ptr<Engine>> Engine::Load(const std::string& path) { return L
 Result<std::shared_ptr<Engine>> Engine::Load(const std::string& path, const EngineOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   if (options.progress && !options.progress(0.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
-  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::Load(path), options));
+  ASSIGN_OR_RETURN(std::optional<runtime::ThermalZone> zone, FindZone(options.thermal));
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::Load(path), options, std::move(zone)));
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -231,7 +251,9 @@ Result<std::shared_ptr<Engine>> Engine::LoadFromFd(int fd, uint64_t offset, uint
   RETURN_IF_ERROR(CheckOptions(options));
   if (fd < 0) return Status::Error(StatusCode::kInvalidArgument, "invalid file descriptor " + std::to_string(fd));
   if (options.progress && !options.progress(0.0f)) return Status::Error(StatusCode::kCancelled, "loading cancelled");
-  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, Finish(runtime::Engine::LoadRange(fd, offset, length), options));
+  ASSIGN_OR_RETURN(std::optional<runtime::ThermalZone> zone, FindZone(options.thermal));
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl,
+                   Finish(runtime::Engine::LoadRange(fd, offset, length), options, std::move(zone)));
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -336,8 +358,9 @@ KernelOptions Engine::kernel_options() const { return impl_->CurrentKernels().op
 std::string Engine::kernels_name() const { return impl_->CurrentKernels().table->name; }
 
 void Engine::SetThermalState(ThermalState state) {
-  impl_->thermal.store(state);
-  api::Log(1, std::string("thermal state: ") + ThermalStateName(state));
+  // Apps may pass the state on every OS callback; the log hears changes only.
+  if (impl_->thermal.exchange(state) != state) api::Log(1, std::string("thermal state: ") + ThermalStateName(state));
+  impl_->thermal_monitor->SetLevel(static_cast<int>(state));
 }
 ThermalState Engine::thermal_state() const { return impl_->thermal.load(); }
 
@@ -348,6 +371,27 @@ const char* MemoryActionName(MemoryAction action) {
     case MemoryAction::kLoweredKvPrecision: return "lowered KV precision";
   }
   return "?";
+}
+
+Engine::ThermalStatus Engine::thermal_status() const {
+  const runtime::ThermalSnapshot s = impl_->thermal_monitor->Snapshot();
+  ThermalStatus t;
+  t.enabled = s.enabled;
+  t.zone = s.zone;
+  t.has_reading = s.has_reading;
+  t.temperature_c = s.temperature_c;
+  t.level = static_cast<ThermalState>(s.level);
+  t.work_fraction = s.work_fraction;
+  t.throttled = s.throttled;
+  const int threads = impl_->options.n_threads > 0 ? impl_->options.n_threads
+                                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const runtime::Throttle plan = runtime::ThrottlePlanner().Plan(s.work_fraction, s.throttled, threads, 512);
+  t.threads = plan.threads;
+  t.duty = plan.duty;
+  t.prefill_chunk = plan.prefill_chunk;
+  t.throttled_seconds = s.throttled_seconds;
+  t.changes = s.changes;
+  return t;
 }
 
 namespace {
@@ -464,6 +508,12 @@ Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Sessi
       r.decode_seconds > 0 && r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0;
   st.stop = ToPublic(r.stop);
   st.memory = SessionMemory(session);
+  const runtime::Session::ThermalStepStats& th = session.thermal_stats();
+  st.thermal.throttled_steps = th.throttled_steps;
+  st.thermal.min_threads = th.min_threads;
+  st.thermal.min_duty = th.min_duty;
+  st.thermal.min_prefill_chunk = th.min_prefill_chunk;
+  st.thermal.paced_seconds = th.paced_seconds;
   return reply;
 }
 

@@ -97,6 +97,10 @@ gemlet::EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
     e.progress = [fn, user](float fraction) { return fn(fraction, user); };
   }
   if (o.kernels) e.kernels.kernels = o.kernels;
+  if (o.thermal_zone) e.thermal.zone = o.thermal_zone;
+  if (o.thermal_root) e.thermal.sysfs_root = o.thermal_root;
+  if (o.thermal_limit_c != 0) e.thermal.limit_c = o.thermal_limit_c;  // 0: a zeroed struct, the default
+  e.thermal.enabled = !o.thermal_off;
   return e;
 }
 
@@ -197,6 +201,7 @@ void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data) {
 gemlet_engine_options gemlet_engine_options_default(void) {
   gemlet_engine_options o{};
   o.struct_size = sizeof(o);
+  o.thermal_limit_c = gemlet::ThermalOptions().limit_c;
   return o;
 }
 
@@ -295,6 +300,39 @@ gemlet_status gemlet_engine_set_thermal_state(gemlet_engine* engine, gemlet_ther
 
 gemlet_thermal_state gemlet_engine_thermal_state(const gemlet_engine* engine) {
   return engine ? static_cast<gemlet_thermal_state>(engine->engine->thermal_state()) : GEMLET_THERMAL_NOMINAL;
+}
+
+gemlet_thermal_status gemlet_thermal_status_default(void) {
+  gemlet_thermal_status s{};
+  s.struct_size = sizeof(s);
+  s.work_fraction = 1;
+  s.duty = 1;
+  return s;
+}
+
+gemlet_status gemlet_engine_thermal_status(const gemlet_engine* engine, gemlet_thermal_status* status) {
+  if (engine == nullptr) return NullHandle("engine");
+  if (status == nullptr || status->struct_size < sizeof(size_t)) return NullHandle("status");
+  return Guard([&] {
+    const gemlet::Engine::ThermalStatus t = engine->engine->thermal_status();
+    gemlet_thermal_status full = gemlet_thermal_status_default();
+    full.enabled = t.enabled;
+    full.has_reading = t.has_reading;
+    full.throttled = t.throttled;
+    full.temperature_c = t.temperature_c;
+    full.level = static_cast<gemlet_thermal_state>(t.level);
+    full.work_fraction = t.work_fraction;
+    full.threads = t.threads;
+    full.duty = t.duty;
+    full.prefill_chunk = t.prefill_chunk;
+    full.throttled_seconds = t.throttled_seconds;
+    full.changes = t.changes;
+    // Only what the caller's struct holds: an older, smaller header keeps its size.
+    const size_t n = status->struct_size < sizeof(full) ? status->struct_size : sizeof(full);
+    std::memcpy(static_cast<void*>(status), &full, n);
+    status->struct_size = n;
+    return GEMLET_OK;
+  });
 }
 
 gemlet_status gemlet_engine_memory_warning(gemlet_engine* engine, gemlet_memory_level level) {

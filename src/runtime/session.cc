@@ -141,6 +141,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
                                                 engine->model().ExtraScratchFloats(o.max_batch));
   s->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.tuning);
   s->max_threads_ = o.n_threads;
+  s->base_threads_ = o.n_threads;
   s->ring_spare_ = o.rollback_tokens;
   s->engine_ = std::move(engine);
   return s;
@@ -150,8 +151,10 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();
   workspace_->stop = stop_;
-  Status s = engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_, *ctx_,
-                                      logits, all_logits, &progress_);
+  Status s = thermal_ && thermal_->active() && !tokens.empty()
+                 ? ForwardThrottled(tokens, logits, all_logits)
+                 : engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_,
+                                            *ctx_, logits, all_logits, &progress_);
   workspace_->stop = nullptr;
   // The chunks evaluated before a stop stay in the cache; the stopped one may have written over
   // ring slots of positions still held, so the rings are refilled before the next evaluation.
@@ -200,7 +203,8 @@ Result<int> Session::Discard(int begin, int count) {
 }
 
 void Session::SetThreads(int n) {
-  ctx_->SetThreads(std::clamp(n, 1, max_threads_));
+  base_threads_ = std::clamp(n, 1, max_threads_);
+  ctx_->SetThreads(base_threads_);
 }
 
 Status Session::Truncate(int n) {
@@ -233,6 +237,56 @@ Status Session::ConvertKv(KvType type) {
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> converted, cache_->ConvertedTo(type));
   cache_ = std::move(converted);  // the old storage is unmapped here
   return Status::Ok();
+}
+
+Status Session::ForwardThrottled(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
+  const Model& model = engine_->model();
+  const int n_tokens = static_cast<int>(tokens.size());
+  const int n_vocab = engine_->config().n_vocab;
+  // What Forward refuses, refused before the first chunk: a bad request evaluates nothing.
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= n_vocab) {
+      return Status::Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                           std::to_string(n_vocab - 1) + ")");
+    }
+  }
+  RETURN_IF_ERROR(cache_->CheckRoom(n_tokens));
+  for (int done = 0; done < n_tokens;) {
+    const ThermalMonitor::Reading r = thermal_->Poll();
+    const Throttle t = planner_.Plan(r.work_fraction, r.throttled, base_threads_, workspace_->max_batch);
+    // A change of thread count rebuilds the pool; the planner's hysteresis keeps that rare.
+    if (t.threads != ctx_->n_threads()) ctx_->SetThreads(t.threads);
+    const int n = std::min(n_tokens - done, t.prefill_chunk);
+    float* out = all_logits ? (logits == nullptr ? nullptr : logits + static_cast<size_t>(done) * static_cast<size_t>(n_vocab))
+                            : (done + n == n_tokens ? logits : nullptr);
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(model.Forward(tokens.data() + done, n, *cache_, *workspace_, *ctx_, out, all_logits, nullptr));
+    const double busy = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    done += n;
+    if (progress_) progress_(done, n_tokens);
+    if (!t.throttled) continue;
+    ThermalStepStats& st = thermal_stats_;
+    st.min_threads = st.throttled_steps == 0 ? t.threads : std::min(st.min_threads, t.threads);
+    st.min_prefill_chunk = st.throttled_steps == 0 ? t.prefill_chunk : std::min(st.min_prefill_chunk, t.prefill_chunk);
+    st.min_duty = std::min(st.min_duty, t.duty);
+    ++st.throttled_steps;
+    // The duty: evaluating `busy` seconds of every busy / duty, the rest asleep.
+    if (t.duty > 0 && t.duty < 1) {
+      const double rest = busy * (1.0 / t.duty - 1.0);
+      Pace(rest);
+      st.paced_seconds += rest;
+    }
+  }
+  return Status::Ok();
+}
+
+void Session::Pace(double seconds) {
+  // Slices of at most 20 ms: a Cancel() from another thread is heard within one.
+  constexpr double kSlice = 0.02;
+  for (double left = seconds; left > 0; left -= kSlice) {
+    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(left, kSlice)));
+  }
 }
 
 }  // namespace gemlet::runtime

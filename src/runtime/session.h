@@ -15,6 +15,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "runtime/chat_format.h"
+#include "runtime/thermal.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gemlet::runtime {
@@ -131,6 +132,19 @@ class Session {
   // Runs later evaluations on n threads (1 up to the count the session was created with: its
   // workspace is sized for that many). Not during an evaluation.
   void SetThreads(int n);
+  // The engine's thermal governor (nullptr: none). While it throttles, evaluations run on fewer
+  // threads, in shorter prefill chunks, and sleep between steps to keep its duty (thermal.h).
+  void SetThermal(const std::shared_ptr<ThermalMonitor>& monitor) { thermal_ = monitor; }
+  // What the governor did to this session's evaluations since the last ResetThermalStats.
+  struct ThermalStepStats {
+    int throttled_steps = 0;   // forward steps (chunks, decoded tokens) run throttled
+    int min_threads = 0;       // fewest threads a step ran on (0: no step throttled)
+    double min_duty = 1;
+    int min_prefill_chunk = 0;
+    double paced_seconds = 0;  // slept between steps
+  };
+  const ThermalStepStats& thermal_stats() const { return thermal_stats_; }
+  void ResetThermalStats() { thermal_stats_ = {}; }
   // Runs later evaluations with these kernels, tuned so. Not during an evaluation.
   void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
   const KernelTable& kernels() const { return ctx_->kernels(); }
@@ -156,6 +170,15 @@ class Session {
   // later positions.
   Status RefillRings(int n);
 
+  // Evaluate under the thermal governor: one chunk at a time, each planned and paced.
+  Status ForwardThrottled(const std::vector<int32_t>& tokens, float* logits, bool all_logits);
+  // Sleeps `seconds` in short slices, returning early when a stop is requested.
+  void Pace(double seconds);
+
+  std::shared_ptr<ThermalMonitor> thermal_;
+  ThrottlePlanner planner_;
+  ThermalStepStats thermal_stats_;
+  int base_threads_ = 1;  // SetThreads' count: what the governor throttles down from
   std::function<void(int, int)> progress_;
   const std::atomic<bool>* stop_ = nullptr;
   bool rings_stale_ = false;  // a stopped evaluation may have overwritten ring slots

@@ -23,6 +23,10 @@ int main(void) {
   FIELD(gemlet_engine_options, progress, ", ");
   FIELD(gemlet_engine_options, progress_user_data, ", ");
   FIELD(gemlet_engine_options, kernels, ", ");
+  FIELD(gemlet_engine_options, thermal_zone, ", ");
+  FIELD(gemlet_engine_options, thermal_root, ", ");
+  FIELD(gemlet_engine_options, thermal_limit_c, ", ");
+  FIELD(gemlet_engine_options, thermal_off, ", ");
   printf("}}");
 
   Open("gemlet_session_options", sizeof(gemlet_session_options));

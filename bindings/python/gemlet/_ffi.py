@@ -38,6 +38,10 @@ class EngineOptions(ctypes.Structure):
         ("progress", PROGRESS_FN),
         ("progress_user_data", c_void_p),
         ("kernels", c_char_p),
+        ("thermal_zone", c_char_p),
+        ("thermal_root", c_char_p),
+        ("thermal_limit_c", ctypes.c_double),
+        ("thermal_off", ctypes.c_bool),
     ]
 
 
