@@ -744,6 +744,12 @@ std::vector<Message> Conversation::messages() const {
 
 Status Conversation::Save(const std::string& path) const { return impl_->chat->Save(path); }
 Status Conversation::Load(const std::string& path) { return impl_->chat->Load(path); }
+Status Conversation::SetMessages(std::vector<Message> messages) {
+  std::vector<runtime::ChatMessage> chat;
+  for (Message& m : messages) chat.push_back({std::move(m.role), std::move(m.content)});
+  Status s = impl_->chat->SetMessages(std::move(chat));
+  return s.ok() ? s : Status::Error(StatusCode::kInvalidArgument, s.message());
+}
 Status Conversation::SaveState(const std::string& path) const { return impl_->chat->SaveState(path); }
 Status Conversation::LoadState(const std::string& path) { return impl_->chat->LoadState(path); }
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }

@@ -195,6 +195,14 @@ Status ChatSession::Load(const std::string& path) {
   return SetFromJson(text.str(), "'" + path + "'");  // the cache is reconciled by prefix on the next Send
 }
 
+Status ChatSession::SetMessages(std::vector<ChatMessage> messages) {
+  for (const ChatMessage& m : messages) {
+    if (m.role != "user" && m.role != "assistant") return Status::Error("unknown role '" + m.role + "'");
+  }
+  messages_ = std::move(messages);  // the cache is reconciled by prefix on the next Send, as after Load
+  return Status::Ok();
+}
+
 Status ChatSession::SaveState(const std::string& path) const { return session_->SaveState(path, MessagesJson()); }
 
 Status ChatSession::LoadState(const std::string& path) {
