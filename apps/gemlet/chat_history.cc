@@ -82,11 +82,13 @@ Status ChatRecorder::Keep(const Conversation& chat, const std::string& system) {
     store_ = std::move(store).value();
   }
   keeping_ = true;
-  if (id_ != 0) return Status::Ok();  // already kept
+  const std::vector<Message> messages = chat.messages();
+  // Already kept; or nothing said yet: the first turn creates it (no empty conversations).
+  if (id_ != 0 || messages.empty()) return Status::Ok();
   auto id = store_->CreateConversation("", system, model_);
   if (!id.ok()) return id.status();
   id_ = *id;
-  for (const Message& m : chat.messages()) {
+  for (const Message& m : messages) {
     if (Status s = Append(m); !s.ok()) return s;
   }
   return Status::Ok();

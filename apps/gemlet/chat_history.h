@@ -35,9 +35,10 @@ class ChatRecorder {
   ChatRecorder(HistoryFlags flags, std::string model) : flags_(std::move(flags)), model_(std::move(model)) {}
 
   bool keeping() const { return keeping_; }
-  int64_t conversation_id() const { return id_; }
+  int64_t conversation_id() const { return id_; }  // 0: nothing stored yet
 
-  // /keep and --history: opens the store (creating it) and saves the messages so far.
+  // /keep and --history: opens the store (creating it) and saves the messages so far (with none
+  // yet, the first turn makes the stored conversation).
   Status Keep(const Conversation& chat, const std::string& system);
   // --resume ID: loads the stored conversation into `chat` (its system message too, unless
   // `system` is set), and goes on saving into it.

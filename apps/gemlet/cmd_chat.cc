@@ -236,6 +236,7 @@ int RunChat(int argc, char** argv) {
         if (s.ok() && cmd == "/load") recorder.StartOver();
       } else if (cmd == "/keep") {
         if (Status s = recorder.Keep(chat, system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+        else if (recorder.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
         else std::fprintf(stderr, "(kept as conversation %lld)\n", static_cast<long long>(recorder.conversation_id()));
       } else if (cmd == "/stats") {
         if (!have_last) {

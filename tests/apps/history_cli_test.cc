@@ -2,6 +2,7 @@
 // it said, and `gemlet history list|search|show|export|resume|rm` work on it, encrypted too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -114,6 +115,10 @@ TEST(HistoryCli, KeepDuringAChatSavesTheTurnsSoFarAndAfter) {
   EXPECT_EQ(c.messages[0].content, "你好");
   EXPECT_EQ(c.messages[2].content, "Who are you?");
   EXPECT_FALSE(std::filesystem::exists(home.path() + "/data"));  // --data-dir, not the default
+  // --history and no turn, or /keep before any: no empty conversation is kept.
+  ASSERT_EQ(test::RunCommand("printf '/keep\n' | " + Chat(home, "--history --data-dir " + dir) + " 2>/dev/null").exit_code, 0);
+  auto list = test::RunCommand(Gemlet(home) + " history list --data-dir " + dir);
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 1) << list.out;
 }
 
 // resume ID continues the kept conversation: the answer is the one a chat that loaded the same
