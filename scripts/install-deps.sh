@@ -3,7 +3,7 @@
 # default-jdk-headless (javac, the JNI headers, /usr/lib/jvm/default-java) is for the Java binding.
 # Usage: scripts/install-deps.sh [--arm64]   (--arm64: also what `make test-arm64` needs)
 set -euo pipefail
-packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libgtest-dev libgmock-dev
+packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
           libbenchmark-dev xz-utils python3 default-jdk-headless)
 # ARM64 tests (make test-arm64): the cross compiler, the emulator, and the arm64 builds of the
 # libraries the kernels and model tests link (Debian multiarch). `make run` does not need them.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks the layering of ../shared/STYLE.md: a folder of src/ (and the CLI) may include headers only
 from the folders its CMake target links, directly or through them, and the public headers in
-include/gemlet/ reach nothing of src/. The CLI sits on the public API alone (gemlet.hpp and
-tools.hpp): it includes nothing of src/ at all.
+include/gemlet/ reach nothing of src/. The CLI sits on the public API alone (gemlet.hpp,
+tools.hpp and history.hpp): it includes nothing of src/ at all.
 
 Usage: check_layering.py REPO_ROOT   (exit 1 and one line per violation when the layering is broken)
 """
@@ -14,8 +14,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LIBRARY = re.compile(r'gemlet_library\(\s*(\w+)(.*?)\)', re.S)
 DEPS = re.compile(r'\bgemlet_(\w+)\b')
 
-# The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp).
-IMPLEMENTS_PUBLIC = {"api", "tools"}
+# The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp),
+# src/history (history.hpp).
+IMPLEMENTS_PUBLIC = {"api", "tools", "history"}
 
 
 def folder_deps(root):
@@ -59,7 +60,7 @@ def main():
                 continue  # a header of the same folder ("command.h")
             if top == "gemlet":
                 if not (public_allowed or header == "gemlet/status.hpp"):
-                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api and src/tools implement")
+                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api, src/tools and src/history implement")
             elif top in src_folders and top not in allowed:
                 problems.append(f"{rel}: includes {header}, but its target does not link gemlet_{top}")
 

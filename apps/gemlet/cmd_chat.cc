@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "chat_history.h"
 #include "cli_common.h"
 #include "command.h"
 
@@ -40,6 +41,7 @@ const char* kHelp =
     "  /think on|off   Gemma 4: thinking before answering\n"
     "  /save FILE      save the conversation as JSON (no FILE, with --session: save the session now)\n"
     "  /load FILE      load a saved conversation\n"
+    "  /keep           keep this conversation in the history, and every turn after (gemlet history)\n"
     "  /stats          speeds and memory of the last answer\n"
     "  /help           this list\n"
     "  /exit           leave (or Ctrl-D)\n"
@@ -88,6 +90,14 @@ int RunChat(int argc, char** argv) {
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
   app.add_option("--system", system, "system message");
+  // Nothing is recorded unless asked: --history, /keep or --resume.
+  bool keep_history = false;
+  int64_t resume_id = 0;
+  HistoryFlags history_flags;
+  app.add_flag("--history", keep_history, "keep this conversation in the history store from the start (gemlet history)");
+  app.add_option("--resume", resume_id, "go on with kept conversation ID (gemlet history list), keeping its new turns")
+      ->check(Positive());
+  AddHistoryStoreFlags(app, &history_flags);
   app.add_option("--session", session_path,
                  "resume the conversation saved in FILE (KV cache included: nothing is evaluated again) and save it "
                  "there on exit, on /save, on SIGTERM and on SIGTSTP (Ctrl-Z)");
@@ -98,6 +108,7 @@ int RunChat(int argc, char** argv) {
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
   if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
+  if (resume_id > 0 && !session_path.empty()) return UsageError("--resume and --session do not go together");
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
 
   auto loaded = LoadForGeneration(mo);
@@ -115,6 +126,14 @@ int RunChat(int argc, char** argv) {
     if (Status s = chat.LoadState(session_path); !s.ok()) return Fail(s.message() + " (move it away to start afresh)");
     std::fprintf(stderr, "(resumed %zu messages, %d tokens, from %s)\n", chat.messages().size(), chat.n_past(),
                  session_path.c_str());
+  }
+  ChatRecorder recorder(history_flags, m.engine->info().name.empty() ? m.engine->info().architecture : m.engine->info().name);
+  if (resume_id > 0) {
+    if (Status s = recorder.Resume(resume_id, chat, &system); !s.ok()) return Fail(s);
+    std::fprintf(stderr, "(resumed conversation %lld: %zu messages; new turns are kept)\n", static_cast<long long>(resume_id),
+                 chat.messages().size());
+  } else if (keep_history) {
+    if (Status s = recorder.Keep(chat, system); !s.ok()) return Fail(s);
   }
   auto save_session = [&]() {
     if (session_path.empty()) return true;
@@ -197,9 +216,11 @@ int RunChat(int argc, char** argv) {
         std::fputs(kHelp, stderr);
       } else if (cmd == "/reset") {
         chat.Reset();
+        recorder.StartOver();
         std::fputs("(new conversation)\n", stderr);
       } else if (cmd == "/system") {
         chat.SetSystem(arg);
+        system = arg;
         std::fprintf(stderr, "(system message %s)\n", arg.empty() ? "removed" : "set");
       } else if (cmd == "/think") {
         if (arg != "on" && arg != "off") {
@@ -220,6 +241,11 @@ int RunChat(int argc, char** argv) {
         Status s = cmd == "/save" ? chat.Save(arg) : chat.Load(arg);
         if (s.ok()) std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "/save" ? "saved to" : "loaded", arg.c_str(), chat.messages().size());
         else std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+        if (s.ok() && cmd == "/load") recorder.StartOver();
+      } else if (cmd == "/keep") {
+        if (Status s = recorder.Keep(chat, system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+        else if (recorder.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
+        else std::fprintf(stderr, "(kept as conversation %lld)\n", static_cast<long long>(recorder.conversation_id()));
       } else if (cmd == "/stats") {
         if (!have_last) {
           std::fputs("(no answer yet)\n", stderr);
@@ -249,6 +275,7 @@ int RunChat(int argc, char** argv) {
     }
     last = std::move(result).value();
     have_last = true;
+    if (Status s = recorder.RecordTurn(chat, system); !s.ok()) std::fprintf(stderr, "gemlet: history: %s\n", s.message().c_str());
     if (last.stats.dropped_messages > 0) {
       std::fprintf(stderr, "(the %d oldest messages, %d tokens, were dropped to stay within the context of %d%s)\n",
                    last.stats.dropped_messages, last.stats.dropped_tokens, chat.n_ctx(),

@@ -533,6 +533,9 @@ class GEMLET_CXX_API Conversation {
   // The messages as JSON (portable: any model can load them; the next Send evaluates them).
   Status Save(const std::string& path) const;
   Status Load(const std::string& path);
+  // Replaces the messages (user and assistant turns) with ones kept elsewhere (the history store),
+  // as Load does from a file: evaluated on the next Send. kInvalidArgument for another role.
+  Status SetMessages(std::vector<Message> messages);
   // The whole state, KV cache included, as Session::SaveState: resumed with nothing evaluated.
   Status SaveState(const std::string& path) const;
   Status LoadState(const std::string& path);

@@ -995,6 +995,14 @@ Status Conversation::SaveState(const std::string& path) const {
 Status Conversation::LoadState(const std::string& path) {
   return impl_->Call([&] { return impl_->chat->LoadState(path); });
 }
+Status Conversation::SetMessages(std::vector<Message> messages) {
+  return impl_->Call([&] {
+    std::vector<runtime::ChatMessage> chat;
+    for (Message& m : messages) chat.push_back({std::move(m.role), std::move(m.content)});
+    Status s = impl_->chat->SetMessages(std::move(chat));
+    return s.ok() ? s : Status::Error(StatusCode::kInvalidArgument, s.message());
+  });
+}
 int Conversation::n_past() const { return impl_->chat->session().n_past(); }
 int Conversation::n_ctx() const { return impl_->chat->session().n_ctx(); }
 MemoryStats Conversation::memory() const { return impl_->Memory(); }

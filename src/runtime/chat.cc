@@ -354,6 +354,17 @@ Status ChatSession::Load(const std::string& path) {
   return SetFromJson(text.str(), "'" + path + "'");  // the cache is reconciled by prefix on the next Send
 }
 
+Status ChatSession::SetMessages(std::vector<ChatMessage> messages) {
+  for (const ChatMessage& m : messages) {
+    if (m.role != "user" && m.role != "assistant") return Status::Error("unknown role '" + m.role + "'");
+  }
+  messages_.clear();  // the cache is reconciled by prefix on the next Send, as after Load
+  for (ChatMessage& m : messages) messages_.push_back({std::move(m), ""});
+  pending_preface_.clear();
+  unsummarized_.clear();
+  return Status::Ok();
+}
+
 Status ChatSession::SaveState(const std::string& path) const { return session_->SaveState(path, MessagesJson()); }
 
 Status ChatSession::LoadState(const std::string& path) {

@@ -79,6 +79,7 @@ class ChatSession {
   const std::vector<ChatTurn>& messages() const { return messages_; }
   Status Save(const std::string& path) const;  // JSON: {"system": ..., "messages": [...]}
   Status Load(const std::string& path);        // replaces the conversation; evaluated on the next Send
+  Status SetMessages(std::vector<ChatMessage> messages);  // the same, from messages in hand
   // The whole state, KV cache included (Session::SaveState): resumed with nothing evaluated again.
   Status SaveState(const std::string& path) const;
   Status LoadState(const std::string& path);
