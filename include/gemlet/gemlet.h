@@ -58,6 +58,14 @@ GEMLET_API void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data)
 
 /* Called while loading with the fraction done; return false to cancel (GEMLET_CANCELLED). */
 typedef bool (*gemlet_progress_fn)(float fraction, void* user_data);
+/* What the memory governor did under pressure (in the order it climbs), as an event. */
+typedef enum gemlet_memory_action {
+  GEMLET_MEMORY_RELEASED_SCRATCH = 0,
+  GEMLET_MEMORY_DROPPED_OLD_TURNS = 1,
+  GEMLET_MEMORY_LOWERED_KV_PRECISION = 2
+} gemlet_memory_action;
+typedef void (*gemlet_memory_action_fn)(gemlet_memory_action action, bool critical, uint64_t bytes_released,
+                                        const char* detail, void* user_data);
 
 typedef struct gemlet_engine_options {
   size_t struct_size;       /* sizeof(gemlet_engine_options), set by the default initialiser */
@@ -74,6 +82,12 @@ typedef struct gemlet_engine_options {
   const char* thermal_root;
   double thermal_limit_c;
   bool thermal_off;
+  /* The memory governor: a Linux PSI file read before each conversation turn (NULL:
+   * /proc/pressure/memory; "": none; apps pass warnings to gemlet_engine_memory_warning), and a
+   * callback for each action it takes (NULL: none; on the thread that took it). */
+  const char* memory_pressure_path;
+  gemlet_memory_action_fn on_memory_action;
+  void* memory_action_user_data;
 } gemlet_engine_options;
 
 GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
@@ -248,6 +262,9 @@ typedef struct gemlet_stats {
   /* With summarize_dropped: the dropped messages summarized before this turn, the summary's tokens. */
   int summarized_messages;
   int summary_tokens;
+  /* Conversations: the memory governor's actions so far and the bytes they gave back. */
+  int pressure_actions;
+  uint64_t pressure_released_bytes;
 } gemlet_stats;
 
 GEMLET_API gemlet_stats gemlet_stats_default(void);

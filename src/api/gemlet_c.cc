@@ -101,6 +101,15 @@ gemlet::EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
   if (o.thermal_root) e.thermal.sysfs_root = o.thermal_root;
   if (o.thermal_limit_c != 0) e.thermal.limit_c = o.thermal_limit_c;  // 0: a zeroed struct, the default
   e.thermal.enabled = !o.thermal_off;
+  if (o.memory_pressure_path) e.memory_pressure_path = o.memory_pressure_path;
+  if (o.on_memory_action) {
+    const gemlet_memory_action_fn fn = o.on_memory_action;
+    void* user = o.memory_action_user_data;
+    e.on_memory_action = [fn, user](const gemlet::MemoryActionEvent& ev) {
+      fn(static_cast<gemlet_memory_action>(static_cast<int>(ev.action)), ev.critical, ev.bytes_released,
+         ev.detail.c_str(), user);
+    };
+  }
   return e;
 }
 
@@ -152,6 +161,8 @@ void WriteStats(const gemlet::GenerationStats& s, gemlet_stats* out) {
   full.reevaluated_tokens = s.reevaluated_tokens;
   full.summarized_messages = s.summarized_messages;
   full.summary_tokens = s.summary_tokens;
+  full.pressure_actions = s.memory.pressure_actions;
+  full.pressure_released_bytes = s.memory.pressure_released_bytes;
   const size_t n = out->struct_size < sizeof(full) ? out->struct_size : sizeof(full);
   std::memcpy(static_cast<void*>(out), &full, n);
   out->struct_size = n;

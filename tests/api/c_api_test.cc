@@ -272,6 +272,62 @@ TEST(CApi, PlatformSignalsReachTheEngine) {
   EXPECT_EQ(gemlet_engine_set_thermal_state(nullptr, GEMLET_THERMAL_FAIR), GEMLET_INVALID_ARGUMENT);
 }
 
+struct Actions {
+  std::vector<gemlet_memory_action> seen;
+  uint64_t bytes = 0;
+};
+void OnAction(gemlet_memory_action action, bool critical, uint64_t bytes, const char* detail, void* user_data) {
+  auto* a = static_cast<Actions*>(user_data);
+  EXPECT_TRUE(critical);
+  EXPECT_NE(detail, nullptr);
+  a->seen.push_back(action);
+  a->bytes += bytes;
+}
+
+// An app's memory warning has an idle conversation give back memory at once, the callback hears
+// each action with the app's user data, and the turn's stats count them; on_background saves the
+// conversation to its state path, from which a new one resumes.
+TEST(CApi, MemoryWarningsAndBackgroundSavesReachConversations) {
+  Actions actions;
+  gemlet_engine_options eo = gemlet_engine_options_default();
+  eo.memory_pressure_path = "";
+  eo.on_memory_action = OnAction;
+  eo.memory_action_user_data = &actions;
+  gemlet_engine* e = nullptr;
+  ASSERT_EQ(gemlet_engine_load(kDemoModel, &eo, &e), GEMLET_OK) << gemlet_last_error();
+  char dir[] = "/tmp/gemlet-capi-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/app.gsess";
+  gemlet_conversation_options co = gemlet_conversation_options_default();
+  co.session.n_ctx = 1024;
+  co.state_path = path.c_str();
+  gemlet_conversation* c = nullptr;
+  ASSERT_EQ(gemlet_conversation_create(e, &co, &c), GEMLET_OK) << gemlet_last_error();
+  const gemlet_generate_options g = Greedy(32);
+  for (const char* q : {"Who are you?", "Tell me a story.", "Tell me a short poem.", "What is two plus two?", "Who are you?"}) {
+    ASSERT_EQ(gemlet_conversation_send(c, q, &g, nullptr, nullptr, nullptr), GEMLET_OK) << gemlet_last_error();
+  }
+  ASSERT_EQ(gemlet_engine_memory_warning(e, GEMLET_MEMORY_RUNNING_CRITICAL), GEMLET_OK);
+  ASSERT_EQ(actions.seen.size(), 2u);
+  EXPECT_EQ(actions.seen[0], GEMLET_MEMORY_RELEASED_SCRATCH);
+  EXPECT_EQ(actions.seen[1], GEMLET_MEMORY_DROPPED_OLD_TURNS);
+  gemlet_stats st = gemlet_stats_default();
+  ASSERT_EQ(gemlet_conversation_send(c, "Thank you.", &g, nullptr, nullptr, &st), GEMLET_OK);
+  EXPECT_EQ(st.pressure_actions, 2);
+  EXPECT_EQ(st.pressure_released_bytes, actions.bytes);
+  const size_t kept = gemlet_conversation_n_messages(c);
+  ASSERT_EQ(gemlet_engine_on_background(e), GEMLET_OK);
+  ASSERT_EQ(gemlet_engine_on_foreground(e), GEMLET_OK);
+  gemlet_conversation_free(c);
+  gemlet_conversation* resumed = nullptr;
+  ASSERT_EQ(gemlet_conversation_create(e, &co, &resumed), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_conversation_n_messages(resumed), kept);
+  gemlet_conversation_free(resumed);
+  gemlet_engine_free(e);
+  std::remove(path.c_str());
+  ::rmdir(dir);
+}
+
 void CountLog(int level, const char* message, void* user_data) {
   if (level >= 1 && std::strstr(message, "memory warning")) ++*static_cast<int*>(user_data);
 }

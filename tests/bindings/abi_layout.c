@@ -27,6 +27,9 @@ int main(void) {
   FIELD(gemlet_engine_options, thermal_root, ", ");
   FIELD(gemlet_engine_options, thermal_limit_c, ", ");
   FIELD(gemlet_engine_options, thermal_off, ", ");
+  FIELD(gemlet_engine_options, memory_pressure_path, ", ");
+  FIELD(gemlet_engine_options, on_memory_action, ", ");
+  FIELD(gemlet_engine_options, memory_action_user_data, ", ");
   printf("}}");
 
   Open("gemlet_session_options", sizeof(gemlet_session_options));
@@ -69,6 +72,8 @@ int main(void) {
   FIELD(gemlet_stats, reevaluated_tokens, ", ");
   FIELD(gemlet_stats, summarized_messages, ", ");
   FIELD(gemlet_stats, summary_tokens, ", ");
+  FIELD(gemlet_stats, pressure_actions, ", ");
+  FIELD(gemlet_stats, pressure_released_bytes, ", ");
   printf("}}");
 
   Open("gemlet_conversation_options", sizeof(gemlet_conversation_options));

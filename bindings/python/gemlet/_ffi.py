@@ -42,6 +42,9 @@ class EngineOptions(ctypes.Structure):
         ("thermal_root", c_char_p),
         ("thermal_limit_c", ctypes.c_double),
         ("thermal_off", ctypes.c_bool),
+        ("memory_pressure_path", c_char_p),
+        ("on_memory_action", c_void_p),  # a C function pointer; the binding leaves it NULL
+        ("memory_action_user_data", c_void_p),
     ]
 
 
@@ -90,6 +93,8 @@ class Stats(ctypes.Structure):
         ("reevaluated_tokens", c_int),
         ("summarized_messages", c_int),
         ("summary_tokens", c_int),
+        ("pressure_actions", c_int),
+        ("pressure_released_bytes", c_uint64),
     ]
 
 
