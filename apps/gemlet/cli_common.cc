@@ -114,25 +114,41 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   engine_options.n_threads = o.threads;
   engine_options.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
   engine_options.thermal = o.thermal;
-  Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
-  if (!engine.ok()) return engine.status();
   LoadedModel m;
-  m.engine = std::move(engine).value();
-  if (tty) std::fprintf(stderr, "\r\033[K");
   m.session.n_ctx = o.ctx;
   m.session.n_threads = o.threads;
   m.session.max_batch = o.batch;
   m.session.kv_cache_type = o.kv_type == "f32"    ? KvCacheType::kF32
                             : o.kv_type == "q8_0" ? KvCacheType::kQ8_0
                                                   : KvCacheType::kF16;
-  // The memory budget: the session's dirty memory (what a phone counts) must fit it.
+  // The memory budget: the session's dirty memory (what a phone counts) must fit it. Planned from
+  // the file before loading (a model that cannot fit costs nothing), then again on the loaded
+  // engine, which knows the tokenizer's and packed weights' real cost.
   const uint64_t budget = o.mem_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.mem_budget);
+  const SessionOptions wanted = m.session;
+  uint64_t floor = 0;
+  if (budget > 0) {
+    Result<SessionOptions> planned = FitFileToBudget(*path, engine_options, budget, m.session, nullptr, &floor);
+    if (!planned.ok()) return Status::Error(planned.message() + " (refused before loading)");
+    m.session = std::move(planned).value();
+  }
+  Result<std::shared_ptr<Engine>> engine = Engine::Load(*path, engine_options);
+  if (!engine.ok()) return engine.status();
+  m.engine = std::move(engine).value();
+  if (tty) std::fprintf(stderr, "\r\033[K");
   if (budget > 0) {
     std::string note;
-    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, m.session, &note);
+    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, m.session, &note, &floor);
     if (!fitted.ok()) return Status::Error(fitted.message());
-    if (!note.empty()) std::fprintf(stderr, "(memory budget: %s)\n", note.c_str());
     m.session = std::move(fitted).value();
+    const bool changed = m.session.n_ctx != wanted.n_ctx || m.session.kv_cache_type != wanted.kv_cache_type;
+    if (changed || !o.mem_budget.empty()) {
+      std::fprintf(stderr, "(memory budget %llu MiB, this model's floor %llu MiB: %s)\n",
+                   static_cast<unsigned long long>(budget >> 20), static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20),
+                   changed ? ("n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(m.session.n_ctx) +
+                              (m.session.kv_cache_type != wanted.kv_cache_type ? ", KV q8_0" : "")).c_str()
+                           : "runs as asked");
+    }
   }
   if (tty) {
     // Long prompts show their progress on a terminal; piped output stays clean.

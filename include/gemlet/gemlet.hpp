@@ -476,11 +476,17 @@ GEMLET_CXX_API uint64_t DefaultMemoryBudget();
 
 // The session options that fit `budget_bytes`: `wanted` if it fits, else its context halved
 // (down to 256 tokens) with an f16 KV cache, then with q8_0 (half the bytes) where the model's head
-// sizes allow. `note` (nullable) says what was changed ("n_ctx 4096 -> 1024, KV q8_0"). An error
-// (kInvalidArgument) when even the smallest does not fit: the message gives the floor, the least
-// this model needs, and the budget.
+// sizes allow. `note` (nullable) says what was changed ("n_ctx 4096 -> 1024, KV q8_0");
+// `floor_bytes` (nullable) receives the least this model needs (n_ctx 256, the smallest KV). An error
+// (kInvalidArgument) when even that does not fit: the message gives the floor and the budget.
 GEMLET_CXX_API Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget_bytes, SessionOptions wanted,
-                                                  std::string* note = nullptr);
+                                                  std::string* note = nullptr, uint64_t* floor_bytes = nullptr);
+// The same before loading, so a model that cannot fit costs nothing: the file's header and tensor
+// table are read (mapped: clean pages), the tokenizer is not built but counted (by its vocabulary's
+// size), and the packed weights count only without a cache folder (engine_options.cache_dir).
+GEMLET_CXX_API Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOptions& engine_options,
+                                                      uint64_t budget_bytes, SessionOptions wanted,
+                                                      std::string* note = nullptr, uint64_t* floor_bytes = nullptr);
 // "300M", "1.5G", "512K", "1048576" (bytes; K/M/G/T are powers of 1024, with or without iB); 0 on error.
 GEMLET_CXX_API uint64_t ParseByteSize(std::string_view text);
 

@@ -658,22 +658,86 @@ const Engine& Session::engine() const { return *impl_->engine; }
 
 // ---- memory budget ----
 
+namespace {
+
+// Weights the kernels will pack into anonymous memory: the packable matrices nothing has packed or
+// mapped yet, unless packing is off.
+uint64_t PackedInMemoryBytes(const Model& model, const KernelTable& kernels, const KernelTuning& tuning) {
+  if (!tuning.pack_weights) return 0;
+  uint64_t bytes = 0;
+  for (const WeightMatrix& w : model.packed_store().matrices()) {
+    const PackedLayout* layout = kernels.packed_layout(w.type);
+    if (layout == nullptr || w.packed->bytes() > 0) continue;
+    bytes += static_cast<uint64_t>(w.n_out / PackedWeights::kGroupRows) * layout->group_bytes(w);
+  }
+  return bytes + model.packed_store().PackedBytesInMemory();
+}
+
+// A session's cost on a model, all but the baseline.
+SessionCost SessionCostOn(const Model& model, const runtime::SessionOptions& ro, uint64_t packed_in_memory) {
+  SessionCost c;
+  c.kv_bytes = runtime::Session::PlanKvBytes(model, ro);
+  c.activation_bytes = runtime::Session::PlanActivationBytes(model, ro);
+  c.packed_in_memory_bytes = packed_in_memory;
+  return c;
+}
+
+// What building the tokenizer adds to anonymous memory, per piece of the vocabulary (measured:
+// 41 MiB for Gemma 4's 262,144 pieces, 0.8 MiB for the demo model's 8,192), rounded up.
+constexpr uint64_t kTokenizerBytesPerPiece = 170;
+
+auto MiB(uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; }
+
+// The largest context (halving down to 256) and KV precision (then q8_0, where the head sizes
+// allow) whose cost fits; else the floor's error.
+Result<SessionOptions> FitLoop(const std::function<SessionCost(const SessionOptions&)>& cost, const Model& model,
+                               uint64_t budget, SessionOptions wanted, std::string* note, uint64_t* floor_bytes) {
+  bool q8_ok = true;  // q8_0 rows hold whole 32-value blocks: every layer's head sizes must be multiples of 32
+  for (const KvLayerSpec& s : model.KvLayout()) {
+    if (s.source < 0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0)) q8_ok = false;
+  }
+  std::vector<KvCacheType> types = {wanted.kv_cache_type};
+  if (q8_ok && wanted.kv_cache_type != KvCacheType::kQ8_0) types.push_back(KvCacheType::kQ8_0);
+  SessionOptions floor = wanted;
+  floor.n_ctx = std::min(wanted.n_ctx, 256);
+  floor.kv_cache_type = types.back();
+  floor.max_batch = std::min(floor.max_batch, floor.n_ctx);
+  const SessionCost floor_cost = cost(floor);
+  if (floor_bytes != nullptr) *floor_bytes = floor_cost.total();
+  if (cost(wanted).total() <= budget) return wanted;
+  for (int n = wanted.n_ctx; ; n = std::max(256, n / 2)) {
+    for (KvCacheType type : types) {
+      SessionOptions o = wanted;
+      o.n_ctx = n;
+      o.kv_cache_type = type;
+      o.max_batch = std::min(o.max_batch, n);
+      const uint64_t total = cost(o).total();
+      if (total <= budget) {
+        if (note != nullptr) {
+          *note = "n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(n);
+          if (type != wanted.kv_cache_type) *note += ", KV q8_0";
+          *note += " (" + MiB(total) + " of the " + MiB(budget) + " budget)";
+        }
+        return o;
+      }
+    }
+    if (n <= 256) break;
+  }
+  const SessionCost& c = floor_cost;
+  return Status::Error(StatusCode::kInvalidArgument,
+                       "a memory budget of " + MiB(budget) + " is below this model's floor of " + MiB(c.total()) +
+                           " (n_ctx 256: KV " + MiB(c.kv_bytes) + ", activations " + MiB(c.activation_bytes) +
+                           ", packed weights in memory " + MiB(c.packed_in_memory_bytes) + ", the process " +
+                           MiB(c.baseline_bytes) + ")" +
+                           (c.packed_in_memory_bytes > 0 ? "; a packed-weight cache folder would save the packed weights" : ""));
+}
+
+}  // namespace
+
 SessionCost PlanSession(const Engine& engine, const SessionOptions& options) {
   const runtime::Engine& rt = *engine.impl().runtime;
-  const runtime::SessionOptions ro = ToRuntime(options, engine);
-  SessionCost c;
-  c.kv_bytes = runtime::Session::PlanKvBytes(rt, ro);
-  c.activation_bytes = runtime::Session::PlanActivationBytes(rt, ro);
-  // Matrices the kernels pack and nothing has packed or mapped yet, unless packing is off.
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
-  if (k.tuning.pack_weights) {
-    for (const WeightMatrix& w : rt.model().packed_store().matrices()) {
-      const PackedLayout* layout = k.table->packed_layout(w.type);
-      if (layout == nullptr || w.packed->bytes() > 0) continue;
-      c.packed_in_memory_bytes += static_cast<uint64_t>(w.n_out / PackedWeights::kGroupRows) * layout->group_bytes(w);
-    }
-  }
-  c.packed_in_memory_bytes += rt.model().packed_store().PackedBytesInMemory();
+  SessionCost c = SessionCostOn(rt.model(), ToRuntime(options, engine), PackedInMemoryBytes(rt.model(), *k.table, k.tuning));
   c.baseline_bytes = runtime::AnonBytes();
   // What is packed in memory already is part of the baseline: count it once.
   c.baseline_bytes -= std::min<uint64_t>(c.baseline_bytes, rt.model().packed_store().PackedBytesInMemory());
@@ -719,44 +783,40 @@ uint64_t ParseByteSize(std::string_view text) {
   return static_cast<uint64_t>(v * scale);
 }
 
-Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget, SessionOptions wanted, std::string* note) {
-  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
-  const runtime::SessionOptions resolved = runtime::Session::Resolved(*engine.impl().runtime, ToRuntime(wanted, engine));
-  wanted.n_ctx = resolved.n_ctx;
-  if (PlanSession(engine, wanted).total() <= budget) return wanted;
-  // q8_0 rows hold whole 32-value blocks: every layer's head sizes must be multiples of 32.
-  bool q8_ok = true;
-  for (const KvLayerSpec& s : engine.impl().runtime->model().KvLayout()) {
-    if (s.source < 0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0)) q8_ok = false;
+Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget, SessionOptions wanted, std::string* note,
+                                   uint64_t* floor_bytes) {
+  const Model& model = engine.impl().runtime->model();
+  wanted.n_ctx = runtime::Session::Resolved(model, ToRuntime(wanted, engine)).n_ctx;
+  return FitLoop([&](const SessionOptions& o) { return PlanSession(engine, o); }, model, budget, wanted, note, floor_bytes);
+}
+
+Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOptions& engine_options, uint64_t budget,
+                                       SessionOptions wanted, std::string* note, uint64_t* floor_bytes) {
+  if (std::string err = Validate(engine_options.kernels); !err.empty()) {
+    return Status::Error(StatusCode::kInvalidArgument, err);
   }
-  std::vector<KvCacheType> types = {wanted.kv_cache_type};
-  if (q8_ok && wanted.kv_cache_type != KvCacheType::kQ8_0) types.push_back(KvCacheType::kQ8_0);
-  SessionOptions floor = wanted;
-  for (int n = wanted.n_ctx; ; n = std::max(256, n / 2)) {
-    for (KvCacheType type : types) {
-      SessionOptions o = wanted;
-      o.n_ctx = n;
-      o.kv_cache_type = type;
-      o.max_batch = std::min(o.max_batch, n);
-      floor = o;
-      if (PlanSession(engine, o).total() <= budget) {
-        if (note != nullptr) {
-          *note = "n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(n);
-          if (type != wanted.kv_cache_type) *note += ", KV q8_0";
-          *note += " (" + mib(PlanSession(engine, o).total()) + " of the " + mib(budget) + " budget)";
-        }
-        return o;
-      }
-    }
-    if (n <= 256) break;
-  }
-  const SessionCost c = PlanSession(engine, floor);
-  return Status::Error(StatusCode::kInvalidArgument,
-                       "a memory budget of " + mib(budget) + " is below this model's floor of " + mib(c.total()) +
-                           " (n_ctx 256: KV " + mib(c.kv_bytes) + ", activations " + mib(c.activation_bytes) +
-                           ", packed weights in memory " + mib(c.packed_in_memory_bytes) + ", the process now " +
-                           mib(c.baseline_bytes) + ")" +
-                           (c.packed_in_memory_bytes > 0 ? "; a packed-weight cache folder would save the packed weights" : ""));
+  // The process as it is, plus what loading will add beside the weights' clean pages: the tokenizer.
+  const uint64_t anon_now = runtime::AnonBytes();
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path));
+  const uint64_t baseline = anon_now + kTokenizerBytesPerPiece * static_cast<uint64_t>(model->config().n_vocab);
+  const Engine::Impl::Kernels k = ResolveKernels(engine_options.kernels);
+  // With a cache folder the packed weights are written to a file and mapped: clean pages.
+  const uint64_t packed = engine_options.cache_dir.empty() ? PackedInMemoryBytes(*model, *k.table, k.tuning) : 0;
+  auto cost = [&](const SessionOptions& o) {
+    runtime::SessionOptions ro;
+    ro.n_ctx = o.n_ctx;
+    ro.n_threads = o.n_threads > 0 ? o.n_threads : engine_options.n_threads;
+    ro.max_batch = o.max_batch;
+    ro.rollback_tokens = o.rollback_tokens;
+    ro.kv_type = o.kv_cache_type == KvCacheType::kF32 ? KvType::kF32 : o.kv_cache_type == KvCacheType::kQ8_0 ? KvType::kQ8_0 : KvType::kF16;
+    SessionCost c = SessionCostOn(*model, ro, packed);
+    c.baseline_bytes = baseline;
+    return c;
+  };
+  runtime::SessionOptions resolve_only;
+  resolve_only.n_ctx = wanted.n_ctx;
+  wanted.n_ctx = runtime::Session::Resolved(*model, resolve_only).n_ctx;
+  return FitLoop(cost, *model, budget, wanted, note, floor_bytes);
 }
 
 // ---- Conversation ----

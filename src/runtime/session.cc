@@ -111,26 +111,26 @@ bool Engine::IsEndOfGeneration(int32_t id) const {
 }
 
 namespace {
-SessionOptions Resolve(const Engine& engine, SessionOptions o) {
-  if (o.n_ctx <= 0) o.n_ctx = std::min(engine.config().n_ctx_train > 0 ? engine.config().n_ctx_train : 4096, 4096);
+SessionOptions Resolve(const ModelConfig& config, SessionOptions o) {
+  if (o.n_ctx <= 0) o.n_ctx = std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 4096);
   if (o.n_threads <= 0) o.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.max_batch = std::clamp(o.max_batch, 1, o.n_ctx);
   o.rollback_tokens = std::max(0, o.rollback_tokens);
   return o;
 }
+SessionOptions Resolve(const Engine& engine, const SessionOptions& o) { return Resolve(engine.config(), o); }
 }  // namespace
 
-SessionOptions Session::Resolved(const Engine& engine, const SessionOptions& options) { return Resolve(engine, options); }
+SessionOptions Session::Resolved(const Model& model, const SessionOptions& options) { return Resolve(model.config(), options); }
 
-size_t Session::PlanActivationBytes(const Engine& engine, const SessionOptions& options) {
-  const SessionOptions o = Resolve(engine, options);
-  return Workspace::PlanBytes(engine.config(), o.max_batch, o.n_ctx, o.n_threads,
-                              engine.model().ExtraScratchFloats(o.max_batch));
+size_t Session::PlanActivationBytes(const Model& model, const SessionOptions& options) {
+  const SessionOptions o = Resolve(model.config(), options);
+  return Workspace::PlanBytes(model.config(), o.max_batch, o.n_ctx, o.n_threads, model.ExtraScratchFloats(o.max_batch));
 }
 
-size_t Session::PlanKvBytes(const Engine& engine, const SessionOptions& options) {
-  const SessionOptions o = Resolve(engine, options);
-  return KvCache::PlanBytes(engine.model().KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens);
+size_t Session::PlanKvBytes(const Model& model, const SessionOptions& options) {
+  const SessionOptions o = Resolve(model.config(), options);
+  return KvCache::PlanBytes(model.KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens);
 }
 
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options) {

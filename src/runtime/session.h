@@ -77,12 +77,13 @@ struct SessionOptions {
 class Session {
  public:
   static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine, const SessionOptions& options);
-  // The KV bytes a session with these options will allocate (report before creating).
-  static size_t PlanKvBytes(const Engine& engine, const SessionOptions& options);
+  // The KV bytes a session with these options will allocate (report before creating). They need
+  // the model only (its layers), not an engine: a planner may ask before the tokenizer is built.
+  static size_t PlanKvBytes(const Model& model, const SessionOptions& options);
   // The workspace such a session allocates (its kernels' scratch grows on top, with use).
-  static size_t PlanActivationBytes(const Engine& engine, const SessionOptions& options);
+  static size_t PlanActivationBytes(const Model& model, const SessionOptions& options);
   // options with the defaults filled in (n_ctx, threads, batch), as Create uses them.
-  static SessionOptions Resolved(const Engine& engine, const SessionOptions& options);
+  static SessionOptions Resolved(const Model& model, const SessionOptions& options);
 
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.

@@ -248,6 +248,26 @@ TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("floor"), std::string::npos) << refused.message();
 
+  // The floor: before loading (from the file) about what it is on the loaded engine; more, not
+  // less, since the file's plan counts a second tokenizer and packing on top of this process, which
+  // holds the model already. A budget under it is refused before any engine exists.
+  uint64_t floor_loaded = 0, floor_file = 0;
+  ASSERT_TRUE(FitToBudget(*engine, 1ull << 40, so, nullptr, &floor_loaded).ok());
+  EngineOptions eo;
+  eo.n_threads = 2;
+  auto planned = FitFileToBudget(kDemoModel, eo, 1ull << 40, so, nullptr, &floor_file);
+  ASSERT_TRUE(planned.ok()) << planned.message();
+  EXPECT_EQ(planned->n_ctx, 4096);
+  EXPECT_GE(floor_file, floor_loaded);
+  EXPECT_LT(floor_file, floor_loaded * 3 / 2);
+  auto early = FitFileToBudget(kDemoModel, eo, 1u << 20, so);
+  ASSERT_FALSE(early.ok());
+  EXPECT_NE(early.message().find("floor"), std::string::npos) << early.message();
+  auto fits_file = FitFileToBudget(kDemoModel, eo, floor_file + floor_file / 10, so, &note);
+  ASSERT_TRUE(fits_file.ok()) << fits_file.message();
+  EXPECT_LE(fits_file->n_ctx, 512) << "ten per cent over the floor: a small context";
+  EXPECT_FALSE(FitFileToBudget("/nonexistent.gguf", eo, 1ull << 30, so).ok());
+
   EXPECT_EQ(ParseByteSize("300M"), 300ull << 20);
   EXPECT_EQ(ParseByteSize("1.5GiB"), 3ull << 29);
   EXPECT_EQ(ParseByteSize("512k"), 512ull << 10);
