@@ -19,18 +19,18 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(NonNegative());
   app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(Positive());
   app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(Positive());
-  app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory) or f32")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory), q4_0 (28%) or f32")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   AddKernelFlags(app, o->kernels);
   AddCacheFlags(app, o->cache_dir, o->no_cache);
   AddThermalFlags(app, o->thermal);
   app.add_option("--mem-budget", o->mem_budget,
                  "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
-                 "memory): a smaller context or a q8_0 KV cache is chosen to fit, or the run is refused")
+                 "memory): a smaller context or a q8_0 or q4_0 KV cache is chosen to fit, or the run is refused")
       ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
   app.add_option("--pressure-file", o->pressure_file,
                  "where memory pressure is read before each chat turn (Linux PSI; 'off': not read). Under pressure "
-                 "the chat gives back scratch, then its oldest turns, then KV precision (q8_0)")
+                 "the chat gives back scratch, then its oldest turns, then KV precision (q8_0, then q4_0)")
       ->capture_default_str()
       ->check([](const std::string& v) {
         return v == "off" || ::access(v.c_str(), R_OK) == 0 ? std::string() : "cannot read '" + v + "' (give a PSI file or 'off')";
@@ -118,11 +118,9 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   m.session.n_ctx = o.ctx;
   m.session.n_threads = o.threads;
   m.session.max_batch = o.batch;
-  m.session.kv_cache_type = o.kv_type == "f32"    ? KvCacheType::kF32
-                            : o.kv_type == "q8_0" ? KvCacheType::kQ8_0
-                                                  : KvCacheType::kF16;
-  // The memory budget: the session's dirty memory (what a phone counts) must fit it. Planned from
-  // the file before loading (a model that cannot fit costs nothing), then again on the loaded
+  ParseKvCacheType(o.kv_type, &m.session.kv_cache_type);  // checked by --kv-type's member list
+  // The memory budget: the session's dirty memory (what a phone counts) must fit it. Checked from
+  // the file before loading (a model that cannot fit costs nothing), then planned on the loaded
   // engine, which knows the tokenizer's and packed weights' real cost.
   const uint64_t budget = o.mem_budget.empty() ? DefaultMemoryBudget() : ParseByteSize(o.mem_budget);
   const SessionOptions wanted = m.session;
@@ -138,16 +136,16 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (budget > 0) {
     std::string note;
-    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, m.session, &note, &floor);
+    uint64_t loaded_floor = 0;  // the engine's own figure; the larger of the two is the one to trust
+    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, wanted, &note, &loaded_floor);
+    floor = std::max(floor, loaded_floor);
     if (!fitted.ok()) return Status::Error(fitted.message());
     m.session = std::move(fitted).value();
-    const bool changed = m.session.n_ctx != wanted.n_ctx || m.session.kv_cache_type != wanted.kv_cache_type;
+    const bool changed = !note.empty();
     if (changed || !o.mem_budget.empty()) {
       std::fprintf(stderr, "(memory budget %llu MiB, this model's floor %llu MiB: %s)\n",
                    static_cast<unsigned long long>(budget >> 20), static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20),
-                   changed ? ("n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(m.session.n_ctx) +
-                              (m.session.kv_cache_type != wanted.kv_cache_type ? ", KV q8_0" : "")).c_str()
-                           : "runs as asked");
+                   changed ? note.c_str() : "runs as asked");
     }
   }
   if (tty) {

@@ -119,8 +119,8 @@ int RunBench(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(Positive());
   app.add_option("--ttft-prompt", ttft_prompt, "chat prompt length for the time to first token (0 skips)")
       ->check(NonNegative());
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   KernelOptions kernel_options;
   AddKernelFlags(app, kernel_options);
   std::string cache_dir;
@@ -171,8 +171,8 @@ int RunBench(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.message());
   std::shared_ptr<Engine> engine = loaded.value();
   const ModelInfo& info = engine->info();
-  const KvCacheType kv_type = kv_type_name == "f32" ? KvCacheType::kF32 : kv_type_name == "q8_0" ? KvCacheType::kQ8_0
-                                                                                                 : KvCacheType::kF16;
+  KvCacheType kv_type = KvCacheType::kF16;
+  ParseKvCacheType(kv_type_name, &kv_type);  // checked by --kv-type's member list
   const double model_size = static_cast<double>(info.tensor_bytes), n_params = static_cast<double>(info.n_parameters);
   const std::string model_type = info.architecture + " " + ParamsShort(n_params) + " " + info.file_type;
   const double weight_bytes = static_cast<double>(info.decode_weight_bytes);

@@ -30,6 +30,11 @@ int RunEval(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("-c,--ctx", ctx, "tokens per window (default 512)")->check(CLI::Range(2, 1 << 20));
   app.add_option("--chunks", chunks, "evaluate at most this many windows (default: all)")->check(NonNegative());
+  std::string kv_type = "f16", ref_kv_type = "f16";
+  app.add_option("--kv-type", kv_type, "the model's KV cache: f16, q8_0, q4_0 or f32 (with --ref the same file: what "
+                 "a cheaper cache costs)")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  app.add_option("--ref-kv-type", ref_kv_type, "the reference's KV cache (default f16)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   app.add_flag("--all", all, "score every token of a window after its BOS, not only the second half");
   app.add_flag("--json", json, "print one JSON object instead of text");
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
@@ -48,6 +53,8 @@ int RunEval(int argc, char** argv) {
   options.score_all = all;
   options.max_chunks = chunks;
   options.n_threads = threads;
+  options.kv_type = kv_type;
+  options.ref_kv_type = ref_kv_type;
   const bool bar = ::isatty(::fileno(stderr));
   if (bar) options.progress = [](int c, int n) { std::fprintf(stderr, "\rwindow %d/%d", c + 1, n); };
   auto result = tools::Eval(options);

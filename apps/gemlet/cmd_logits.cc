@@ -62,8 +62,8 @@ int RunLogits(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
   app.add_option("-c,--ctx", ctx, "context size in tokens (default: prompt + decode)")->check(NonNegative());
   app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(Positive());
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16 or q8_0")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
   EngineOptions engine_options;
   AddKernelFlags(app, engine_options.kernels);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
@@ -81,9 +81,7 @@ int RunLogits(int argc, char** argv) {
   options.n_ctx = ctx > 0 ? ctx : static_cast<int>(tokens.size()) + decode;
   options.n_threads = threads;
   options.max_batch = batch;
-  options.kv_cache_type = kv_type_name == "f16"    ? KvCacheType::kF16
-                          : kv_type_name == "q8_0" ? KvCacheType::kQ8_0
-                                                   : KvCacheType::kF32;
+  ParseKvCacheType(kv_type_name, &options.kv_cache_type);  // checked by --kv-type's member list
   auto session = Session::Create(engine.value(), options);
   if (!session.ok()) return Fail(session.message());
 

@@ -171,7 +171,7 @@ GEMLET_API bool gemlet_engine_in_background(const gemlet_engine* engine);
 
 /* ---- session ---- */
 
-typedef enum gemlet_kv_type { GEMLET_KV_F16 = 0, GEMLET_KV_F32 = 1, GEMLET_KV_Q8_0 = 2 } gemlet_kv_type;
+typedef enum gemlet_kv_type { GEMLET_KV_F16 = 0, GEMLET_KV_F32 = 1, GEMLET_KV_Q8_0 = 2, GEMLET_KV_Q4_0 = 3 } gemlet_kv_type;
 
 typedef struct gemlet_session_options {
   size_t struct_size;

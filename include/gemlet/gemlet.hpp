@@ -64,7 +64,13 @@ GEMLET_CXX_API void SetLogCallback(LogCallback callback);
 
 // ---- Engine ----
 
-enum class KvCacheType { kF16, kF32, kQ8_0 };
+// How the KV cache stores keys and values: f16 (the default), f32, q8_0 (half of f16's bytes, a
+// small loss) or q4_0 (28% of f16's bytes: for a memory budget nothing else fits; bench/RESULTS.md
+// has what each costs in accuracy).
+enum class KvCacheType { kF16, kF32, kQ8_0, kQ4_0 };
+GEMLET_CXX_API const char* KvCacheTypeName(KvCacheType type);  // "f16", "f32", "q8_0", "q4_0"
+// false when the name is none of those.
+GEMLET_CXX_API bool ParseKvCacheType(std::string_view name, KvCacheType* out);
 
 // How the kernels run. The defaults are the fastest on this CPU; the rest are for A/B measurements,
 // for checking results against the reference, and for governors (a hot phone trades speed for heat).
@@ -475,8 +481,8 @@ GEMLET_CXX_API SessionCost PlanSession(const Engine& engine, const SessionOption
 GEMLET_CXX_API uint64_t DefaultMemoryBudget();
 
 // The session options that fit `budget_bytes`: `wanted` if it fits, else its context halved
-// (down to 256 tokens) with an f16 KV cache, then with q8_0 (half the bytes) where the model's head
-// sizes allow. `note` (nullable) says what was changed ("n_ctx 4096 -> 1024, KV q8_0");
+// (down to 256 tokens) with the wanted KV type, then q8_0 (half of f16's bytes), then q4_0 (28%),
+// where the model's head sizes allow. `note` (nullable) says what was changed ("n_ctx 4096 -> 1024, KV q8_0");
 // `floor_bytes` (nullable) receives the least this model needs (n_ctx 256, the smallest KV). An error
 // (kInvalidArgument) when even that does not fit: the message gives the floor and the budget.
 GEMLET_CXX_API Result<SessionOptions> FitToBudget(const Engine& engine, uint64_t budget_bytes, SessionOptions wanted,

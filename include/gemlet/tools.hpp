@@ -127,6 +127,10 @@ struct EvalOptions {
   bool score_all = false;      // score every token after BOS, not only each window's second half
   int max_chunks = 0;          // 0: every window
   int n_threads = 0;
+  // The KV cache of each side ("f16", "f32", "q8_0", "q4_0"): the model as its own reference with a
+  // cheaper cache measures what that cache costs.
+  std::string kv_type = "f16";
+  std::string ref_kv_type = "f16";
   std::function<void(int chunk, int n_chunks)> progress{};
 };
 

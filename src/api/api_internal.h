@@ -57,6 +57,14 @@ struct Engine::Impl {
 };
 
 namespace api {
+inline KvType ToKvType(KvCacheType type) {
+  switch (type) {
+    case KvCacheType::kF32: return KvType::kF32;
+    case KvCacheType::kQ8_0: return KvType::kQ8_0;
+    case KvCacheType::kQ4_0: return KvType::kQ4_0;
+    default: return KvType::kF16;
+  }
+}
 // Sends a message to the app's log callback (SetLogCallback), else warnings and errors to stderr.
 void Log(int level, const std::string& message);
 }  // namespace api

@@ -319,8 +319,7 @@ ProcessMemory MeasureProcessMemory() {
 }
 
 uint64_t Engine::DecodeKvBytesAt(KvCacheType type, int64_t pos) const {
-  const KvType t = type == KvCacheType::kF32 ? KvType::kF32 : type == KvCacheType::kQ8_0 ? KvType::kQ8_0 : KvType::kF16;
-  return static_cast<uint64_t>(runtime::DecodeKvBytesAt(impl_->runtime->model(), t, pos));
+  return static_cast<uint64_t>(runtime::DecodeKvBytesAt(impl_->runtime->model(), api::ToKvType(type), pos));
 }
 
 Result<std::string> Engine::ApplyChatTemplate(std::span<const Message> messages, bool add_generation_prompt) const {
@@ -363,6 +362,15 @@ void Engine::SetThermalState(ThermalState state) {
   impl_->thermal_monitor->SetLevel(static_cast<int>(state));
 }
 ThermalState Engine::thermal_state() const { return impl_->thermal.load(); }
+
+const char* KvCacheTypeName(KvCacheType type) { return KvTypeName(api::ToKvType(type)); }
+
+bool ParseKvCacheType(std::string_view name, KvCacheType* out) {
+  KvType t;
+  if (!ParseKvType(std::string(name), &t)) return false;
+  *out = t == KvType::kF32 ? KvCacheType::kF32 : t == KvType::kQ8_0 ? KvCacheType::kQ8_0 : t == KvType::kQ4_0 ? KvCacheType::kQ4_0 : KvCacheType::kF16;
+  return true;
+}
 
 const char* MemoryActionName(MemoryAction action) {
   switch (action) {
@@ -428,11 +436,7 @@ runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine)
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
   r.kernels = k.table;
   r.tuning = k.tuning;
-  switch (o.kv_cache_type) {
-    case KvCacheType::kF16: r.kv_type = KvType::kF16; break;
-    case KvCacheType::kF32: r.kv_type = KvType::kF32; break;
-    case KvCacheType::kQ8_0: r.kv_type = KvType::kQ8_0; break;
-  }
+  r.kv_type = api::ToKvType(o.kv_cache_type);
   return r;
 }
 
@@ -692,30 +696,51 @@ auto MiB(uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"
 // allow) whose cost fits; else the floor's error.
 Result<SessionOptions> FitLoop(const std::function<SessionCost(const SessionOptions&)>& cost, const Model& model,
                                uint64_t budget, SessionOptions wanted, std::string* note, uint64_t* floor_bytes) {
-  bool q8_ok = true;  // q8_0 rows hold whole 32-value blocks: every layer's head sizes must be multiples of 32
+  bool blocks_ok = true;  // block rows hold whole 32-value blocks: every layer's head sizes must be multiples of 32
   for (const KvLayerSpec& s : model.KvLayout()) {
-    if (s.source < 0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0)) q8_ok = false;
+    if (s.source < 0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0)) blocks_ok = false;
   }
+  // The wanted precision, then the smaller ones in order (never a larger one than asked for).
   std::vector<KvCacheType> types = {wanted.kv_cache_type};
-  if (q8_ok && wanted.kv_cache_type != KvCacheType::kQ8_0) types.push_back(KvCacheType::kQ8_0);
+  if (blocks_ok && (wanted.kv_cache_type == KvCacheType::kF16 || wanted.kv_cache_type == KvCacheType::kF32)) {
+    types.push_back(KvCacheType::kQ8_0);
+  }
+  if (blocks_ok && wanted.kv_cache_type != KvCacheType::kQ4_0) types.push_back(KvCacheType::kQ4_0);
+  // The prompt's chunk: its activations (attention scores of a chunk against the whole context)
+  // are most of a small model's floor, and a smaller chunk costs only prefill speed.
+  const std::vector<int> batches = [&] {
+    std::vector<int> b = {wanted.max_batch};
+    for (int x : {256, 128, 64}) {
+      if (x < b.back()) b.push_back(x);
+    }
+    return b;
+  }();
   SessionOptions floor = wanted;
   floor.n_ctx = std::min(wanted.n_ctx, 256);
   floor.kv_cache_type = types.back();
-  floor.max_batch = std::min(floor.max_batch, floor.n_ctx);
+  floor.max_batch = std::min(batches.back(), floor.n_ctx);
   const SessionCost floor_cost = cost(floor);
   if (floor_bytes != nullptr) *floor_bytes = floor_cost.total();
   if (cost(wanted).total() <= budget) return wanted;
+  // The context is kept longest, then the chunk, then the precision.
   for (int n = wanted.n_ctx; ; n = std::max(256, n / 2)) {
-    for (KvCacheType type : types) {
-      SessionOptions o = wanted;
-      o.n_ctx = n;
-      o.kv_cache_type = type;
-      o.max_batch = std::min(o.max_batch, n);
-      const uint64_t total = cost(o).total();
-      if (total <= budget) {
+    for (int batch : batches) {
+      for (KvCacheType type : types) {
+        SessionOptions o = wanted;
+        o.n_ctx = n;
+        o.kv_cache_type = type;
+        o.max_batch = std::min(batch, n);
+        const uint64_t total = cost(o).total();
+        if (total > budget) continue;
         if (note != nullptr) {
-          *note = "n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(n);
-          if (type != wanted.kv_cache_type) *note += ", KV q8_0";
+          std::vector<std::string> changes;
+          if (n != wanted.n_ctx) changes.push_back("n_ctx " + std::to_string(wanted.n_ctx) + " -> " + std::to_string(n));
+          if (o.max_batch != std::min(wanted.max_batch, n)) {
+            changes.push_back("prompt chunk " + std::to_string(wanted.max_batch) + " -> " + std::to_string(o.max_batch));
+          }
+          if (type != wanted.kv_cache_type) changes.push_back(std::string("KV ") + KvCacheTypeName(type));
+          note->clear();
+          for (const std::string& c : changes) *note += (note->empty() ? "" : ", ") + c;
           *note += " (" + MiB(total) + " of the " + MiB(budget) + " budget)";
         }
         return o;
@@ -726,7 +751,8 @@ Result<SessionOptions> FitLoop(const std::function<SessionCost(const SessionOpti
   const SessionCost& c = floor_cost;
   return Status::Error(StatusCode::kInvalidArgument,
                        "a memory budget of " + MiB(budget) + " is below this model's floor of " + MiB(c.total()) +
-                           " (n_ctx 256: KV " + MiB(c.kv_bytes) + ", activations " + MiB(c.activation_bytes) +
+                           " (n_ctx 256, prompt chunk " + std::to_string(floor.max_batch) + ", KV " +
+                           KvCacheTypeName(floor.kv_cache_type) + ": KV " + MiB(c.kv_bytes) + ", activations " + MiB(c.activation_bytes) +
                            ", packed weights in memory " + MiB(c.packed_in_memory_bytes) + ", the process " +
                            MiB(c.baseline_bytes) + ")" +
                            (c.packed_in_memory_bytes > 0 ? "; a packed-weight cache folder would save the packed weights" : ""));
@@ -795,10 +821,10 @@ Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOpti
   if (std::string err = Validate(engine_options.kernels); !err.empty()) {
     return Status::Error(StatusCode::kInvalidArgument, err);
   }
-  // The process as it is, plus what loading will add beside the weights' clean pages: the tokenizer.
-  const uint64_t anon_now = runtime::AnonBytes();
+  // The process with the model's own structures (its metadata and tensor table, which the engine
+  // keeps too), plus what loading adds beside the weights' clean pages: the tokenizer.
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModelFile(path));
-  const uint64_t baseline = anon_now + kTokenizerBytesPerPiece * static_cast<uint64_t>(model->config().n_vocab);
+  const uint64_t baseline = runtime::AnonBytes() + kTokenizerBytesPerPiece * static_cast<uint64_t>(model->config().n_vocab);
   const Engine::Impl::Kernels k = ResolveKernels(engine_options.kernels);
   // With a cache folder the packed weights are written to a file and mapped: clean pages.
   const uint64_t packed = engine_options.cache_dir.empty() ? PackedInMemoryBytes(*model, *k.table, k.tuning) : 0;
@@ -808,7 +834,7 @@ Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOpti
     ro.n_threads = o.n_threads > 0 ? o.n_threads : engine_options.n_threads;
     ro.max_batch = o.max_batch;
     ro.rollback_tokens = o.rollback_tokens;
-    ro.kv_type = o.kv_cache_type == KvCacheType::kF32 ? KvType::kF32 : o.kv_cache_type == KvCacheType::kQ8_0 ? KvType::kQ8_0 : KvType::kF16;
+    ro.kv_type = api::ToKvType(o.kv_cache_type);
     SessionCost c = SessionCostOn(*model, ro, packed);
     c.baseline_bytes = baseline;
     return c;
@@ -874,13 +900,14 @@ struct Conversation::Impl {
         e.detail = std::to_string(d->messages) + " messages, " + std::to_string(d->tokens) + " tokens";
       } else {
         e.action = MemoryAction::kLoweredKvPrecision;
-        if (kv_type != KvType::kF16 && kv_type != KvType::kF32) continue;  // q8_0 already
+        if (kv_type == KvType::kQ4_0) continue;  // the lowest already
+        const KvType to = kv_type == KvType::kQ8_0 ? KvType::kQ4_0 : KvType::kQ8_0;
         const size_t before = s.cache().bytes();
         const char* from = KvTypeName(kv_type);
-        if (!s.ConvertKv(KvType::kQ8_0).ok()) continue;  // head sizes q8_0 cannot hold
-        kv_type = KvType::kQ8_0;
+        if (!s.ConvertKv(to).ok()) continue;  // head sizes blocks of 32 cannot hold
+        kv_type = to;
         e.bytes_released = before - std::min(before, s.cache().bytes());
-        e.detail = std::string("KV ") + from + " -> q8_0";
+        e.detail = std::string("KV ") + from + " -> " + KvTypeName(to);
       }
       ++pressure_actions;
       pressure_released += e.bytes_released;

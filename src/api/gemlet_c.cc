@@ -120,6 +120,7 @@ gemlet::SessionOptions ToSessionOptions(const gemlet_session_options& o) {
   s.max_batch = o.max_batch;
   s.kv_cache_type = o.kv_type == GEMLET_KV_F32    ? gemlet::KvCacheType::kF32
                     : o.kv_type == GEMLET_KV_Q8_0 ? gemlet::KvCacheType::kQ8_0
+                    : o.kv_type == GEMLET_KV_Q4_0 ? gemlet::KvCacheType::kQ4_0
                                                   : gemlet::KvCacheType::kF16;
   return s;
 }

@@ -69,8 +69,8 @@ struct KernelTable {
   void (*rope_rotate_half)(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos);
 
   // Attention over n_rows rows of n values, `stride` elements apart (a run of the KV cache, or the
-  // batch's new keys/values), f32, IEEE half, or Q8_0 (stride then counts 32-value blocks, and n is
-  // a multiple of 32), for a group of queries sharing them (grouped-query attention: the heads of
+  // batch's new keys/values), f32, IEEE half, Q8_0 or Q4_0 (stride then counts 32-value blocks, and
+  // n is a multiple of 32), for a group of queries sharing them (grouped-query attention: the heads of
   // one KV head), each row read once for the group:
   //   dot_rows:     out[a * out_stride + j] = query a . row j       (scores; queries q_stride apart)
   //   weighted_sum: y_a += sum_j p[a * p_stride + j] * row j        (outputs y_stride apart)
@@ -80,11 +80,15 @@ struct KernelTable {
                        int64_t n, float* out, size_t out_stride);
   void (*dot_rows_q8_0)(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows, size_t stride,
                         int64_t n_rows, int64_t n, float* out, size_t out_stride);
+  void (*dot_rows_q4_0)(const float* q, size_t q_stride, int n_q, const BlockQ4_0* rows, size_t stride,
+                        int64_t n_rows, int64_t n, float* out, size_t out_stride);
   void (*weighted_sum_f32)(const float* p, size_t p_stride, int n_p, const float* rows, size_t stride, int64_t n_rows,
                            int64_t n, float* y, size_t y_stride);
   void (*weighted_sum_f16)(const float* p, size_t p_stride, int n_p, const uint16_t* rows, size_t stride,
                            int64_t n_rows, int64_t n, float* y, size_t y_stride);
   void (*weighted_sum_q8_0)(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride,
+                            int64_t n_rows, int64_t n, float* y, size_t y_stride);
+  void (*weighted_sum_q4_0)(const float* p, size_t p_stride, int n_p, const BlockQ4_0* rows, size_t stride,
                             int64_t n_rows, int64_t n, float* y, size_t y_stride);
 
   // In-place softmax (max-subtracted, float accumulation). Returns log(sum_i exp(x_i)) of the input,

@@ -66,12 +66,19 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
-// Value i of an attention row: f32, f16, or in Q8_0 blocks of 32.
+// Value i of an attention row: f32, f16, or in Q8_0 or Q4_0 blocks of 32.
 float RowValue(const float* row, int64_t i) { return row[i]; }
 float RowValue(const uint16_t* row, int64_t i) { return F16ToF32(row[i]); }
 float RowValue(const BlockQ8_0* row, int64_t i) {
   const BlockQ8_0& b = row[i / kBlock32];
   return static_cast<float>(b.qs[i % kBlock32]) * F16ToF32(b.d);
+}
+// Q4_0: value j of a block in the low nibble of byte j, value j + 16 in its high nibble, offset 8.
+float RowValue(const BlockQ4_0* row, int64_t i) {
+  const BlockQ4_0& b = row[i / kBlock32];
+  const int j = static_cast<int>(i % kBlock32);
+  const int level = (j < 16 ? b.qs[j] & 0x0F : b.qs[j - 16] >> 4) - 8;
+  return static_cast<float>(level) * F16ToF32(b.d);
 }
 
 template <class T>
@@ -132,8 +139,8 @@ const KernelTable& RefKernels() {
                                     [](DType) -> const PackedLayout* { return nullptr; },
                                     ref::RmsNorm,   ref::GeluTanhMul,
                                     ref::RopeRotateHalf,
-                                    ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>,
-                                    ref::WeightedSum<float>, ref::WeightedSum<uint16_t>, ref::WeightedSum<BlockQ8_0>,
+                                    ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>, ref::DotRows<BlockQ4_0>,
+                                    ref::WeightedSum<float>, ref::WeightedSum<uint16_t>, ref::WeightedSum<BlockQ8_0>, ref::WeightedSum<BlockQ4_0>,
                                     ref::Softmax, ref::SoftCap};
   return table;
 }

@@ -38,8 +38,8 @@ HWY_INLINE VF LoadF16(DF df, const uint16_t* p) {
 }
 
 // Attention rows are f32 (the batch's new keys/values, an f32 cache), f16 (the default cache) or
-// Q8_0 blocks (the compact cache). LoadRow reads the lanes from value i of a row on: a vector's
-// lanes divide 32, so it never straddles two Q8_0 blocks.
+// Q8_0 or Q4_0 blocks (the compact caches). LoadRow reads the lanes from value i of a row on: a
+// vector's lanes divide 16, so it never straddles two blocks, nor a Q4_0 block's two nibble halves.
 HWY_INLINE VF LoadRow(DF d, const float* row, int64_t i) { return hn::LoadU(d, row + i); }
 HWY_INLINE VF LoadRow(DF d, const uint16_t* row, int64_t i) { return LoadF16(d, row + i); }
 HWY_INLINE VF LoadRow(DF d, const BlockQ8_0* row, int64_t i) {
@@ -49,11 +49,26 @@ HWY_INLINE VF LoadRow(DF d, const BlockQ8_0* row, int64_t i) {
   const VF levels = hn::ConvertTo(d, hn::PromoteTo(d32, hn::LoadU(d8, b.qs + i % kBlock32)));
   return hn::Mul(levels, hn::Set(d, F16ToF32(b.d)));
 }
+// Q4_0: value j of a block in the low nibble of byte j, value j + 16 in its high nibble, offset 8.
+HWY_INLINE VF LoadRow(DF d, const BlockQ4_0* row, int64_t i) {
+  const BlockQ4_0& b = row[i / kBlock32];
+  const int64_t j = i % kBlock32;
+  const hn::Rebind<uint8_t, DF> d8;
+  const hn::Rebind<int32_t, DF> d32;
+  const auto bytes = hn::PromoteTo(d32, hn::LoadU(d8, b.qs + (j & 15)));
+  const auto nibbles = j < 16 ? hn::And(bytes, hn::Set(d32, 0x0F)) : hn::ShiftRight<4>(bytes);
+  return hn::Mul(hn::ConvertTo(d, hn::Sub(nibbles, hn::Set(d32, 8))), hn::Set(d, F16ToF32(b.d)));
+}
 HWY_INLINE float RowValue(const float* row, int64_t i) { return row[i]; }
 HWY_INLINE float RowValue(const uint16_t* row, int64_t i) { return F16ToF32(row[i]); }
 HWY_INLINE float RowValue(const BlockQ8_0* row, int64_t i) {
   const BlockQ8_0& b = row[i / kBlock32];
   return static_cast<float>(b.qs[i % kBlock32]) * F16ToF32(b.d);
+}
+HWY_INLINE float RowValue(const BlockQ4_0* row, int64_t i) {
+  const BlockQ4_0& b = row[i / kBlock32];
+  const int j = static_cast<int>(i % kBlock32);
+  return static_cast<float>((j < 16 ? b.qs[j] & 0x0F : b.qs[j - 16] >> 4) - 8) * F16ToF32(b.d);
 }
 
 // Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
@@ -209,6 +224,14 @@ void DotRowsQ8_0(const float* q, size_t q_stride, int n_q, const BlockQ8_0* rows
   DotRows(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
 }
 void WeightedSumQ8_0(const float* p, size_t p_stride, int n_p, const BlockQ8_0* rows, size_t stride, int64_t n_rows,
+                     int64_t n, float* y, size_t y_stride) {
+  WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
+}
+void DotRowsQ4_0(const float* q, size_t q_stride, int n_q, const BlockQ4_0* rows, size_t stride, int64_t n_rows,
+                 int64_t n, float* out, size_t out_stride) {
+  DotRows(q, q_stride, n_q, rows, stride, n_rows, n, out, out_stride);
+}
+void WeightedSumQ4_0(const float* p, size_t p_stride, int n_p, const BlockQ4_0* rows, size_t stride, int64_t n_rows,
                      int64_t n, float* y, size_t y_stride) {
   WeightedSum(p, p_stride, n_p, rows, stride, n_rows, n, y, y_stride);
 }
@@ -374,8 +397,9 @@ uint32_t ReadAll(const void* data, size_t n) {
 const KernelTable* GetKernelTable() {
   static const KernelTable table = {hwy::TargetName(HWY_TARGET), MatMulSimd, PrepareMatMulSimd, PackedLayoutSimd,
                                     RmsNorm, GeluTanhMul,
-                                    RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, WeightedSumF32,
-                                    WeightedSumF16, WeightedSumQ8_0, Softmax, SoftCap};
+                                    RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, DotRowsQ4_0,
+                                    WeightedSumF32, WeightedSumF16, WeightedSumQ8_0, WeightedSumQ4_0, Softmax,
+                                    SoftCap};
   return &table;
 }
 

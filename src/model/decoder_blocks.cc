@@ -328,6 +328,9 @@ void AttendKeyRange(const KernelTable& kernels, const AttendArgs& a, const KvCac
     } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
       kernels.dot_rows_q8_0(q, hd, heads, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
                   s, stride);
+    } else if (type == KvType::kQ4_0) {
+      kernels.dot_rows_q4_0(q, hd, heads, static_cast<const BlockQ4_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
+                  s, stride);
     } else {
       kernels.dot_rows_f32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
     }
@@ -352,6 +355,9 @@ void AttendKeyRange(const KernelTable& kernels, const AttendArgs& a, const KvCac
       kernels.weighted_sum_f16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
     } else if (type == KvType::kQ8_0) {
       kernels.weighted_sum_q8_0(p, stride, heads, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
+                      count, hdv, out, hdv);
+    } else if (type == KvType::kQ4_0) {
+      kernels.weighted_sum_q4_0(p, stride, heads, static_cast<const BlockQ4_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
                       count, hdv, out, hdv);
     } else {
       kernels.weighted_sum_f32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);

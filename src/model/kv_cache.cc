@@ -18,6 +18,7 @@ const char* KvTypeName(KvType type) {
   switch (type) {
     case KvType::kF16: return "f16";
     case KvType::kQ8_0: return "q8_0";
+    case KvType::kQ4_0: return "q4_0";
     default: return "f32";
   }
 }
@@ -26,6 +27,7 @@ bool ParseKvType(const std::string& name, KvType* out) {
   if (name == "f32") *out = KvType::kF32;
   else if (name == "f16") *out = KvType::kF16;
   else if (name == "q8_0") *out = KvType::kQ8_0;
+  else if (name == "q4_0") *out = KvType::kQ4_0;
   else return false;
   return true;
 }
@@ -34,6 +36,7 @@ size_t KvCache::RowBytes(KvType type, int64_t n) {
   switch (type) {
     case KvType::kF16: return static_cast<size_t>(n) * 2;
     case KvType::kQ8_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ8_0);
+    case KvType::kQ4_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ4_0);
     default: return static_cast<size_t>(n) * 4;
   }
 }
@@ -70,8 +73,8 @@ Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>&
   for (size_t i = 0; i < layers.size(); ++i) {
     const KvLayerSpec& s = layers[i];
     if (s.source >= static_cast<int>(i)) return Status::Error("layer " + std::to_string(i) + " shares KV with a later layer");
-    if (type == KvType::kQ8_0 && s.source < 0 && (s.head_dim_k % kBlock32 != 0 || s.head_dim_v % kBlock32 != 0)) {
-      return Status::Error("a q8_0 KV cache needs head sizes that are multiples of 32; layer " + std::to_string(i) +
+    if (IsBlockKv(type) && s.source < 0 && (s.head_dim_k % kBlock32 != 0 || s.head_dim_v % kBlock32 != 0)) {
+      return Status::Error(std::string("a ") + KvTypeName(type) + " KV cache needs head sizes that are multiples of 32; layer " + std::to_string(i) +
                            " has " + std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v) +
                            " (use --kv-type f16)");
     }
@@ -177,7 +180,7 @@ void RowToFloat(KvType type, const void* row, int64_t n, float* out) {
     const uint16_t* h = static_cast<const uint16_t*>(row);
     for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
   } else {
-    DequantizeRow(DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
+    DequantizeRow(type == KvType::kQ4_0 ? DType::kQ4_0 : DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
   }
 }
 void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
@@ -186,6 +189,8 @@ void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
   } else if (type == KvType::kF16) {
     uint16_t* h = static_cast<uint16_t*>(row);
     for (int64_t i = 0; i < n; ++i) h[i] = F32ToF16(in[i]);
+  } else if (type == KvType::kQ4_0) {
+    QuantizeRowQ4_0(in, static_cast<BlockQ4_0*>(row), n);
   } else {
     QuantizeRowQ8_0(in, static_cast<BlockQ8_0*>(row), n);
   }

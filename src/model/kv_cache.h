@@ -13,9 +13,11 @@
 
 namespace gemlet {
 
-// kQ8_0: GGUF's Q8_0 blocks (32 values, an f16 scale), half of f16's bytes; head sizes must be
-// multiples of 32 so that every head starts on a block.
-enum class KvType { kF32, kF16, kQ8_0 };
+// kQ8_0: GGUF's Q8_0 blocks (32 values, an f16 scale), half of f16's bytes; kQ4_0: GGUF's Q4_0
+// blocks (32 nibbles, an f16 scale), 28% of f16's bytes, for a budget nothing else fits. Head sizes
+// must be multiples of 32 so that every head starts on a block.
+enum class KvType { kF32, kF16, kQ8_0, kQ4_0 };
+inline bool IsBlockKv(KvType type) { return type == KvType::kQ8_0 || type == KvType::kQ4_0; }
 const char* KvTypeName(KvType type);
 bool ParseKvType(const std::string& name, KvType* out);
 
@@ -105,7 +107,7 @@ class KvCache {
   void SetRingValidFrom(int pos) { ring_valid_from_ = pos; }
 
   // Row pointers for absolute position pos (must still be held: pos >= n_past - capacity).
-  // Rows are n_kv_heads * head_dim values of type(): float, uint16_t (f16) or BlockQ8_0.
+  // Rows are n_kv_heads * head_dim values of type(): float, uint16_t (f16), BlockQ8_0 or BlockQ4_0.
   void* KeyRow(int layer, int64_t pos) { return RowPtr(layer, pos, false); }
   void* ValueRow(int layer, int64_t pos) { return RowPtr(layer, pos, true); }
   const void* KeyRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, false); }

@@ -24,10 +24,11 @@ struct Runner {
   std::vector<float> logits;
 };
 
-Status StartSession(Runner& r, int n_ctx, int n_threads) {
+Status StartSession(Runner& r, int n_ctx, int n_threads, KvType kv_type) {
   SessionOptions so;
   so.n_ctx = n_ctx;
   so.n_threads = n_threads;
+  so.kv_type = kv_type;
   ASSIGN_OR_RETURN(r.session, Session::Create(r.engine, so));
   r.logits.resize(static_cast<size_t>(kRows) * static_cast<size_t>(r.engine->config().n_vocab));
   return Status::Ok();
@@ -102,8 +103,8 @@ Result<EvalResult> EvaluateText(const EvalOptions& o) {
   int n_chunks = static_cast<int>(tokens.size() / static_cast<size_t>(n_ctx));
   if (o.max_chunks > 0) n_chunks = std::min(n_chunks, o.max_chunks);
   const int first = o.score_all ? 0 : n_ctx / 2;  // row j predicts token j + 1; rows first .. n_ctx-2
-  RETURN_IF_ERROR(StartSession(model, n_ctx, o.n_threads).WithContext(o.model_path));
-  if (ref) RETURN_IF_ERROR(StartSession(*ref, n_ctx, o.n_threads).WithContext(o.ref_model_path));
+  RETURN_IF_ERROR(StartSession(model, n_ctx, o.n_threads, o.kv_type).WithContext(o.model_path));
+  if (ref) RETURN_IF_ERROR(StartSession(*ref, n_ctx, o.n_threads, o.ref_kv_type).WithContext(o.ref_model_path));
 
   EvalResult result;
   result.n_ctx = n_ctx;

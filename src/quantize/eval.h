@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/kv_cache.h"
 
 namespace gemlet {
 
@@ -26,6 +27,10 @@ struct EvalOptions {
   bool score_all = false;
   int max_chunks = 0;  // 0: every window
   int n_threads = 0;   // 0: all hardware threads
+  // The KV cache each side stores: with the model as its own reference, what a cheaper KV cache
+  // costs in accuracy (KL divergence from the f16 cache's distributions).
+  KvType kv_type = KvType::kF16;
+  KvType ref_kv_type = KvType::kF16;
   std::function<void(int chunk, int n_chunks)> progress;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace gemlet::runtime {
@@ -77,14 +78,18 @@ std::vector<PressureStep> PressureLadder::Next(PressureLevel level, double now) 
     return steps;
   }
   last_pressed_ = now;
+  // The rungs: scratch, old turns, then the KV precision twice (f16 -> q8_0 -> q4_0).
+  static constexpr PressureStep kRungs[] = {PressureStep::kReleaseScratch, PressureStep::kDropOldTurns,
+                                            PressureStep::kLowerKvPrecision, PressureStep::kLowerKvPrecision};
+  constexpr int kTop = static_cast<int>(std::size(kRungs));
   int reach = taken_;
   if (level == PressureLevel::kModerate) {
     ++moderate_checks_;
     reach = std::max(reach, moderate_checks_ >= 3 ? 2 : 1);
   } else {
-    reach = taken_ < 2 ? 2 : 3;  // at once to old turns; a further critical check lowers precision
+    reach = taken_ < 2 ? 2 : std::min(taken_ + 1, kTop);  // at once to old turns; each further check one rung
   }
-  for (int s = taken_; s < reach; ++s) steps.push_back(static_cast<PressureStep>(s));
+  for (int s = taken_; s < reach; ++s) steps.push_back(kRungs[s]);
   taken_ = reach;
   return steps;
 }

@@ -38,10 +38,10 @@ PressureLevel FromTrimLevel(int trim_level);
 enum class PressureStep { kReleaseScratch, kDropOldTurns, kLowerKvPrecision };
 const char* PressureStepName(PressureStep step);
 
-// One conversation's climb up the ladder during an episode of pressure: each step once per episode.
+// One conversation's climb up the ladder during an episode of pressure: each rung once per episode.
 // Moderate pressure releases scratch, and drops old turns only when it persists (three checks in a
-// row); critical pressure takes both at once, and a critical check after that lowers the KV
-// precision. An episode ends after kCalmSeconds without pressure: an app's warnings come one at a
+// row); critical pressure takes both at once, and each critical check after that lowers the KV
+// precision one step (f16 -> q8_0 -> q4_0). An episode ends after kCalmSeconds without pressure: an app's warnings come one at a
 // time with calm checks between them, and two within that time are one episode.
 class PressureLadder {
  public:

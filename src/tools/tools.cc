@@ -115,6 +115,10 @@ Result<EvalReport> Eval(const EvalOptions& o) {
   e.max_chunks = o.max_chunks;
   e.n_threads = o.n_threads;
   e.progress = o.progress;
+  if (!ParseKvType(o.kv_type, &e.kv_type) || !ParseKvType(o.ref_kv_type, &e.ref_kv_type)) {
+    return Status::Error(StatusCode::kInvalidArgument, "unknown KV type '" + o.kv_type + "' or '" + o.ref_kv_type +
+                                                           "' (f16, f32, q8_0, q4_0)");
+  }
   ASSIGN_OR_RETURN(EvalResult r, EvaluateText(e));
   EvalReport report;
   report.n_ctx = r.n_ctx;

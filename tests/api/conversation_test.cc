@@ -327,6 +327,15 @@ TEST(ConversationPressure, AnAppWarningActsAtOnceOnIdleConversations) {
   EXPECT_EQ(events[2].action, MemoryAction::kLoweredKvPrecision);
   ASSERT_TRUE((*c)->Send("Who are you?", Greedy(8)).ok());
   EXPECT_EQ((*c)->memory().pressure_actions, 3);
+  // Still pressed: q8_0 goes to q4_0, and the chat still answers.
+  const uint64_t q8_bytes = (*c)->memory().kv_cache_bytes;
+  (*engine)->OnMemoryWarning(MemoryPressure::kComplete);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[3].detail, "KV q8_0 -> q4_0");
+  EXPECT_LT((*c)->memory().kv_cache_bytes, q8_bytes * 6 / 10);
+  auto r4 = (*c)->Send("Tell me a story.", Greedy(12));
+  ASSERT_TRUE(r4.ok()) << r4.message();
+  EXPECT_FALSE(r4->text.empty());
 }
 
 }  // namespace

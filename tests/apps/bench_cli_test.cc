@@ -156,7 +156,7 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -r abc", "repetitions"},
       {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
       {"bench -m " + std::string(kModel) + " -d -1", "n-depth"},
-      {"bench -m " + std::string(kModel) + " --kv-type q4_0", "kv-type"},
+      {"bench -m " + std::string(kModel) + " --kv-type q2_k", "kv-type"},
       {"bench -p 8", "model"},
   });
 }

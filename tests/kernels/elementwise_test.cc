@@ -31,6 +31,11 @@ double Value(const BlockQ8_0* row, int64_t i) {
   const BlockQ8_0& b = row[i / kBlock32];
   return static_cast<double>(b.qs[i % kBlock32]) * F16ToF32(b.d);
 }
+double Value(const BlockQ4_0* row, int64_t i) {
+  float block[kBlock32];
+  DequantizeRowQ4_0(&row[i / kBlock32], block, kBlock32);  // the format's own reading
+  return block[i % kBlock32];
+}
 
 template <class T>
 void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t stride, int64_t n_rows, int64_t n,
@@ -109,9 +114,11 @@ const KernelTable& Table() {
                                     DotRows<float>,
                                     DotRows<uint16_t>,
                                     DotRows<BlockQ8_0>,
+                                    DotRows<BlockQ4_0>,
                                     WeightedSum<float>,
                                     WeightedSum<uint16_t>,
                                     WeightedSum<BlockQ8_0>,
+                                    WeightedSum<BlockQ4_0>,
                                     Softmax,
                                     SoftCap};
   return table;
@@ -238,38 +245,49 @@ TEST_P(ElementwiseTest, WeightedSumF32AndF16) {
   }
 }
 
-// The compact KV cache: rows of Q8_0 blocks, a gap of one block between rows. n is a multiple of 32.
-struct Q8Rows {
+// The compact KV caches: rows of Q8_0 or Q4_0 blocks, a gap of one block between rows. n is a
+// multiple of 32.
+template <class Block>
+struct BlockRows {
   int64_t n_rows, n;
   size_t stride;  // blocks
-  std::vector<BlockQ8_0> blocks;
+  std::vector<Block> blocks;
   std::vector<float> values;  // dequantized, n per row
   float At(int64_t j, int64_t i) const { return values[static_cast<size_t>(j) * n + i]; }
 };
 
-Q8Rows MakeQ8Rows(int64_t n_rows, int64_t n, uint32_t seed) {
-  Q8Rows r{n_rows, n, static_cast<size_t>(n / kBlock32 + 1), {}, {}};
+void QuantizeRow(const float* x, BlockQ8_0* y, int64_t n) { QuantizeRowQ8_0(x, y, n); }
+void QuantizeRow(const float* x, BlockQ4_0* y, int64_t n) { QuantizeRowQ4_0(x, y, n); }
+void DequantizeRow(const BlockQ8_0* x, float* y, int64_t n) { DequantizeRowQ8_0(x, y, n); }
+void DequantizeRow(const BlockQ4_0* x, float* y, int64_t n) { DequantizeRowQ4_0(x, y, n); }
+
+template <class Block>
+BlockRows<Block> MakeBlockRows(int64_t n_rows, int64_t n, uint32_t seed) {
+  BlockRows<Block> r{n_rows, n, static_cast<size_t>(n / kBlock32 + 1), {}, {}};
   const auto x = test::RandomFloats(n * n_rows, seed, 2.0f);
   r.blocks.resize(r.stride * n_rows);
   r.values.resize(x.size());
   for (int64_t j = 0; j < n_rows; ++j) {
-    QuantizeRowQ8_0(&x[j * n], &r.blocks[j * r.stride], n);
-    DequantizeRowQ8_0(&r.blocks[j * r.stride], &r.values[j * n], n);
+    QuantizeRow(&x[j * n], &r.blocks[j * r.stride], n);
+    DequantizeRow(&r.blocks[j * r.stride], &r.values[j * n], n);
   }
   return r;
 }
 
-constexpr int64_t kQ8Sizes[] = {32, 64, 96, 160, 256, 512};
+constexpr int64_t kBlockSizes[] = {32, 64, 96, 160, 256, 512};
 
-TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
-  for (int64_t n : kQ8Sizes) {
+// dot_rows and weighted_sum over block rows equal the sums of the dequantized values (as the
+// format's reference dequantizer reads them), within float rounding.
+template <class Block, class Dot, class Sum>
+void CheckBlockAttention(Dot dot_rows, Sum weighted_sum) {
+  for (int64_t n : kBlockSizes) {
     for (int n_q : kQueryCounts) {
       for (int64_t n_rows : kRowCounts) {
-        const Q8Rows r = MakeQ8Rows(n_rows, n, static_cast<uint32_t>(6 + n + 100 * n_rows));
+        const BlockRows<Block> r = MakeBlockRows<Block>(n_rows, n, static_cast<uint32_t>(6 + n + 100 * n_rows));
         const size_t q_stride = static_cast<size_t>(n + 1), out_stride = static_cast<size_t>(n_rows + 2);
         const auto q = test::RandomFloats(static_cast<int64_t>(q_stride) * n_q, static_cast<uint32_t>(7 + n + 10 * n_q));
         std::vector<float> out(out_stride * n_q, -7.0f);
-        k_->dot_rows_q8_0(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out.data(), out_stride);
+        dot_rows(q.data(), q_stride, n_q, r.blocks.data(), r.stride, n_rows, n, out.data(), out_stride);
         for (int a = 0; a < n_q; ++a) {
           for (int64_t j = 0; j < n_rows; ++j) {
             double exact = 0, abs_sum = 0;
@@ -278,7 +296,6 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
               abs_sum += std::fabs(q[a * q_stride + i] * static_cast<double>(r.At(j, i)));
             }
             const size_t o = a * out_stride + j;
-            // The stored blocks read as DequantizeRowQ8_0 does (level * scale).
             EXPECT_NEAR(out[o], exact, 2 * (n + 1) * kU * abs_sum) << "n=" << n << " q=" << n_q << " rows=" << n_rows;
           }
           EXPECT_EQ(out[a * out_stride + n_rows], -7.0f);
@@ -287,7 +304,7 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
         const auto p = test::RandomFloats(static_cast<int64_t>(p_stride) * n_q, static_cast<uint32_t>(8 + n + 10 * n_q));
         const auto y0 = test::RandomFloats(static_cast<int64_t>(y_stride) * n_q, static_cast<uint32_t>(9 + n));
         auto y = y0;
-        k_->weighted_sum_q8_0(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y.data(), y_stride);
+        weighted_sum(p.data(), p_stride, n_q, r.blocks.data(), r.stride, n_rows, n, y.data(), y_stride);
         for (int a = 0; a < n_q; ++a) {
           for (int64_t i = 0; i < n; ++i) {
             const size_t o = a * y_stride + i;
@@ -303,6 +320,14 @@ TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
       }
     }
   }
+}
+
+TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ8_0) {
+  CheckBlockAttention<BlockQ8_0>(k_->dot_rows_q8_0, k_->weighted_sum_q8_0);
+}
+
+TEST_P(ElementwiseTest, DotRowsAndWeightedSumQ4_0) {
+  CheckBlockAttention<BlockQ4_0>(k_->dot_rows_q4_0, k_->weighted_sum_q4_0);
 }
 
 TEST_P(ElementwiseTest, RmsNormWithAndWithoutWeight) {

@@ -59,20 +59,28 @@ class AttentionFixture {
     // Large enough logits that the softmax is far from uniform and the soft-cap bites.
     queries_ = draw(static_cast<size_t>(c.n) * c.n_heads * c.head_dim, 3.0f);
     scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    // What attention sees: a Q8_0 cache holds its rows rounded to blocks; the batch's rows are exact.
+    // What attention sees: a Q8_0 or Q4_0 cache holds its rows rounded to blocks; the batch's rows
+    // are exact.
     seen_keys_ = keys_;
     seen_values_ = values_;
-    if (c.kv_type == KvType::kQ8_0) {
-      RoundCachedRowsToQ8_0(&seen_keys_, static_cast<size_t>(c.n_kv_heads) * c.head_dim);
-      RoundCachedRowsToQ8_0(&seen_values_, static_cast<size_t>(c.n_kv_heads) * c.head_dim_v);
+    if (c.kv_type == KvType::kQ8_0 || c.kv_type == KvType::kQ4_0) {
+      RoundCachedRows(c.kv_type, &seen_keys_, static_cast<size_t>(c.n_kv_heads) * c.head_dim);
+      RoundCachedRows(c.kv_type, &seen_values_, static_cast<size_t>(c.n_kv_heads) * c.head_dim_v);
     }
   }
 
-  void RoundCachedRowsToQ8_0(std::vector<float>* rows, size_t width) const {
-    std::vector<BlockQ8_0> blocks(width / kBlock32);
+  void RoundCachedRows(KvType type, std::vector<float>* rows, size_t width) const {
+    std::vector<BlockQ8_0> q8(width / kBlock32);
+    std::vector<BlockQ4_0> q4(width / kBlock32);
     for (int pos = 0; pos < c_.n_past; ++pos) {
-      QuantizeRowQ8_0(rows->data() + pos * width, blocks.data(), static_cast<int64_t>(width));
-      DequantizeRowQ8_0(blocks.data(), rows->data() + pos * width, static_cast<int64_t>(width));
+      float* row = rows->data() + pos * width;
+      if (type == KvType::kQ8_0) {
+        QuantizeRowQ8_0(row, q8.data(), static_cast<int64_t>(width));
+        DequantizeRowQ8_0(q8.data(), row, static_cast<int64_t>(width));
+      } else {
+        QuantizeRowQ4_0(row, q4.data(), static_cast<int64_t>(width));
+        DequantizeRowQ4_0(q4.data(), row, static_cast<int64_t>(width));
+      }
     }
   }
 
@@ -182,6 +190,10 @@ const AttentionCase kCases[] = {
     {"decode_q8_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ8_0},
     {"decode_q8_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ8_0},
     {"prefill_q8_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, KvType::kQ8_0},
+    // The smallest cache: Q4_0 rows, the same three shapes.
+    {"decode_q4_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ4_0},
+    {"decode_q4_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ4_0},
+    {"prefill_q4_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, KvType::kQ4_0},
     // Short context: a single range, the first token alone.
     {"decode_short_context", 8, 1, 64, 64, 0, 0.0f, 5, 1, KvType::kF32},
     {"first_token", 2, 1, 16, 16, 0, 0.0f, 0, 1, KvType::kF32},

@@ -49,7 +49,8 @@ TEST(MemoryPressureTest, TheLadderClimbsInOrderOnceAnEpisode) {
   EXPECT_EQ(ladder.Next(PressureLevel::kModerate, t += 1), Steps{});
   EXPECT_EQ(ladder.Next(PressureLevel::kModerate, t += 1), Steps{PressureStep::kDropOldTurns});
   EXPECT_EQ(ladder.Next(PressureLevel::kModerate, t += 1), Steps{});
-  // Critical after that: the precision; then nothing is left to give.
+  // Critical after that: the precision, twice (q8_0, then q4_0); then nothing is left to give.
+  EXPECT_EQ(ladder.Next(PressureLevel::kCritical, t += 1), Steps{PressureStep::kLowerKvPrecision});
   EXPECT_EQ(ladder.Next(PressureLevel::kCritical, t += 1), Steps{PressureStep::kLowerKvPrecision});
   EXPECT_EQ(ladder.Next(PressureLevel::kCritical, t += 1), Steps{});
   // Calm for less than kCalmSeconds: the same episode, nothing again.

@@ -64,6 +64,7 @@ class KvType(_IntEnum):
     F16 = 0
     F32 = 1
     Q8_0 = 2
+    Q4_0 = 3
 
 
 class GemletError(Exception):
