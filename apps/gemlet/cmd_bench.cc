@@ -126,6 +126,11 @@ int RunBench(int argc, char** argv) {
   std::string cache_dir;
   bool no_cache = false;
   AddCacheFlags(app, cache_dir, no_cache);
+  std::string mem_budget;
+  app.add_option("--mem-budget", mem_budget,
+                 "measure under this much dirty memory (300M, 2G): the prompt chunk and KV type are chosen to fit "
+                 "it as run and chat choose them, at the context the tests need")
+      ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(kernel_options); !err.empty()) return UsageError(err);
@@ -202,6 +207,19 @@ int RunBench(int argc, char** argv) {
     options.n_threads = n_threads;
     options.max_batch = batch;
     options.kv_cache_type = kv_type;
+    if (!mem_budget.empty()) {
+      std::string note;
+      uint64_t floor = 0;
+      auto fitted = FitToBudget(*engine, ParseByteSize(mem_budget), options, &note, &floor);
+      if (!fitted.ok()) return Fail(fitted.message());
+      if (fitted->n_ctx < n_ctx) {
+        return Fail("a memory budget of " + mem_budget + " fits a context of " + std::to_string(fitted->n_ctx) +
+                    " tokens; these tests need " + std::to_string(n_ctx));
+      }
+      options = fitted.value();
+      std::fprintf(stderr, "(memory budget %s, floor %llu MiB: %s)\n", mem_budget.c_str(),
+                   static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20), note.empty() ? "runs as asked" : note.c_str());
+    }
     auto created = Session::Create(engine, options);
     if (!created.ok()) return Fail(created.message());
     Session& session = *created.value();

@@ -751,7 +751,7 @@ Result<SessionOptions> FitLoop(const std::function<SessionCost(const SessionOpti
   const SessionCost& c = floor_cost;
   return Status::Error(StatusCode::kInvalidArgument,
                        "a memory budget of " + MiB(budget) + " is below this model's floor of " + MiB(c.total()) +
-                           " (n_ctx 256, prompt chunk " + std::to_string(floor.max_batch) + ", KV " +
+                           " (n_ctx " + std::to_string(floor.n_ctx) + ", prompt chunk " + std::to_string(floor.max_batch) + ", KV " +
                            KvCacheTypeName(floor.kv_cache_type) + ": KV " + MiB(c.kv_bytes) + ", activations " + MiB(c.activation_bytes) +
                            ", packed weights in memory " + MiB(c.packed_in_memory_bytes) + ", the process " +
                            MiB(c.baseline_bytes) + ")" +

@@ -157,6 +157,8 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -p -5", "n-prompt"},
       {"bench -m " + std::string(kModel) + " -d -1", "n-depth"},
       {"bench -m " + std::string(kModel) + " --kv-type q2_k", "kv-type"},
+      {"bench -m " + std::string(kModel) + " -p 16 -n 0 --mem-budget 1M", "floor"},
+      {"bench -m " + std::string(kModel) + " --mem-budget lots", "mem-budget"},
       {"bench -p 8", "model"},
   });
 }
