@@ -170,6 +170,7 @@ struct GEMLET_CXX_API MemoryUsage {
   uint64_t on_demand_resident_bytes = 0;
   uint64_t packed_weight_bytes = 0;  // weights repacked for the kernels so far (packed on first use)
   uint64_t packed_mapped_bytes = 0;  // of those, mapped from the packed-weight cache (clean file pages)
+  uint64_t tokenizer_bytes = 0;      // the tokenizer's tables (anonymous; 262k pieces: about 40 MiB)
   std::string ToString() const;  // one line, "memory now: RSS ..."
 };
 

@@ -291,6 +291,7 @@ runtime::MeasuredMemory ToRuntime(const MemoryUsage& u) {
   m.anon = u.anon_bytes;
   m.packed_mapped = u.packed_mapped_bytes;
   m.packed_anon = u.packed_weight_bytes - u.packed_mapped_bytes;
+  m.tokenizer = u.tokenizer_bytes;
   return m;
 }
 }  // namespace
@@ -307,6 +308,7 @@ MemoryUsage Engine::MeasureMemory() const {
   u.anon_bytes = m.anon;
   u.packed_weight_bytes = m.packed_anon + m.packed_mapped;
   u.packed_mapped_bytes = m.packed_mapped;
+  u.tokenizer_bytes = impl_->runtime->tokenizer().Bytes();
   return u;
 }
 

@@ -165,6 +165,7 @@ std::string MeasuredMemory::ToString() const {
   if (packed_mapped + packed_anon > 0) {
     o << "; packed weights " << Mib(packed_mapped) << " mapped from the cache, " << Mib(packed_anon) << " in memory";
   }
+  if (tokenizer > 0) o << "; tokenizer " << Mib(tokenizer);
   o << "\n";
   return o.str();
 }

@@ -54,6 +54,7 @@ struct MeasuredMemory {
   size_t packed_anon = 0;    // packed weights held in anonymous memory
   size_t file_resident = 0;
   size_t on_demand_resident = 0;
+  size_t tokenizer = 0;      // the tokenizer's tables (anonymous)
 
   std::string ToString() const;
 };

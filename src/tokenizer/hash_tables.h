@@ -84,6 +84,7 @@ class StringIdTable {
   void Prefetch(std::string_view text) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[HashBytes(text.data(), text.size()) & mask_]);
   }
+  size_t Bytes() const { return slots_.capacity() * sizeof(Slot); }
 
  private:
   struct Slot {
@@ -136,6 +137,8 @@ class U64Table {
       if (s.key == kEmpty) return nullptr;
     }
   }
+
+  size_t Bytes() const { return slots_.capacity() * sizeof(Slot); }
 
  private:
   struct Slot {

@@ -54,6 +54,7 @@ class Tokenizer {
   int32_t unk_id() const { return vocab_.special().unk; }
   int32_t vocab_size() const { return vocab_.size(); }
   const Vocab& vocab() const { return vocab_; }
+  size_t Bytes() const { return vocab_.Bytes(); }  // what its tables hold on the heap
 
   // Appends the text of one non-byte token (▁ -> ' '); used by Decode and StreamDecoder.
   void AppendPieceText(int32_t id, std::string* out) const;

@@ -315,4 +315,13 @@ std::pair<int32_t, size_t> Vocab::MatchAddedToken(std::string_view text, size_t 
   return best;
 }
 
+size_t Vocab::Bytes() const {
+  size_t bytes = arena_.capacity() + offsets_.capacity() * sizeof(uint32_t) + types_.capacity() * sizeof(TokenType) +
+                 scores_.capacity() * sizeof(float) + score_priority_.capacity() * sizeof(uint32_t) +
+                 byte_value_.capacity() * sizeof(int16_t) + added_terminal_.capacity() * sizeof(int32_t) +
+                 text_index_.Bytes() + merges_.Bytes() + added_edges_.Bytes();
+  for (const std::string& g : space_glue_) bytes += sizeof(std::string) + g.capacity();
+  return bytes;
+}
+
 }  // namespace gemlet

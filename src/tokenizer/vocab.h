@@ -64,6 +64,9 @@ class Vocab {
 
   VocabModel model() const { return model_; }
   int32_t size() const { return static_cast<int32_t>(types_.size()); }
+  // Heap bytes the vocabulary's tables hold (texts, scores, lookups, merges): its share of a
+  // process's anonymous memory.
+  size_t Bytes() const;
   bool Valid(int32_t id) const { return id >= 0 && id < size(); }
 
   // The vocabulary text of a token ("▁world", "<0x0D>", "<start_of_turn>").

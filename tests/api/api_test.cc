@@ -207,6 +207,18 @@ TEST(ApiEngine, PackedWeightCacheFolder) {
   std::filesystem::remove_all(dir_template);
 }
 
+// Memory per purpose: the tokenizer's tables hold at least the vocabulary's texts and at most a
+// few hundred bytes a piece (measured: 29 MiB for Gemma 4's 262,144), and the report names them.
+TEST(ApiMemory, TheTokenizerIsCountedOnItsOwn) {
+  auto engine = DemoEngine();
+  const MemoryUsage m = engine->MeasureMemory();
+  uint64_t texts = 0;
+  for (int id = 0; id < engine->info().n_vocab; ++id) texts += engine->TokenText(id).size();
+  EXPECT_GE(m.tokenizer_bytes, texts);
+  EXPECT_LT(m.tokenizer_bytes, 300u * static_cast<uint64_t>(engine->info().n_vocab));
+  EXPECT_NE(m.ToString().find("tokenizer "), std::string::npos) << m.ToString();
+}
+
 // The memory budget: a session's planned dirty memory is what it allocates (its workspace, KV cache
 // reservation), and FitToBudget picks the largest context and KV precision that fit, or refuses
 // with the floor.
