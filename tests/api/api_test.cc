@@ -223,6 +223,15 @@ TEST(ApiMemory, TheTokenizerIsCountedOnItsOwn) {
 // reservation), and FitToBudget picks the largest context and KV precision that fit, or refuses
 // with the floor.
 TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
+  // A plan's baseline is the process's anonymous memory when asked. A sanitizer's allocator (ASan
+  // keeps up to 256 MiB of freed memory in quarantine) moves it between two plans by more than this
+  // model's whole floor, so comparisons between separately measured plans hold in normal builds
+  // only; under sanitizers the calls still run, for their memory safety.
+#if defined(GEMLET_TEST_SANITIZED)
+  constexpr bool kStableBaseline = false;
+#else
+  constexpr bool kStableBaseline = true;
+#endif
   auto engine = DemoEngine();
   SessionOptions so;
   so.n_ctx = 4096;
@@ -242,28 +251,36 @@ TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
   const SessionCost now = PlanSession(*engine, so);
   std::string note = "unchanged";
   auto same = FitToBudget(*engine, now.total() + (4u << 20), so, &note);
-  ASSERT_TRUE(same.ok()) << same.message();
-  EXPECT_EQ(same->n_ctx, 4096);
-  EXPECT_EQ(note, "unchanged") << "nothing to say when it fits";
+  if (kStableBaseline) {
+    ASSERT_TRUE(same.ok()) << same.message();
+    EXPECT_EQ(same->n_ctx, 4096);
+    EXPECT_EQ(note, "unchanged") << "nothing to say when it fits";
+  }
   // Room for about a quarter of the KV cache: a smaller prompt chunk, a smaller KV type or a
   // smaller context (in that order of preference), within the budget, and the note says which.
   const uint64_t tight = PlanSession(*engine, so).total() - cost.kv_bytes * 3 / 4;
   auto fitted = FitToBudget(*engine, tight, so, &note);
   ASSERT_TRUE(fitted.ok()) << fitted.message();
   EXPECT_TRUE(fitted->n_ctx < 4096 || fitted->max_batch < so.max_batch || fitted->kv_cache_type != KvCacheType::kF16);
-  EXPECT_LE(PlanSession(*engine, *fitted).total(), tight);
+  if (kStableBaseline) {
+    EXPECT_LE(PlanSession(*engine, *fitted).total(), tight);
+  }
   EXPECT_NE(note.find(" budget)"), std::string::npos) << note;
   // A budget only a small context fits: the context goes, the note says so.
   SessionOptions small = so;
   small.n_ctx = 256;
   small.max_batch = 64;
   small.kv_cache_type = KvCacheType::kQ4_0;
-  const uint64_t only_small = PlanSession(*engine, small).total() + (64u << 10);
+  // (1 MiB of slack for what the process allocates between the two plans; a 4096-token context
+  // costs several MiB more than this.)
+  const uint64_t only_small = PlanSession(*engine, small).total() + (1u << 20);
   auto shrunk = FitToBudget(*engine, only_small, so, &note);
-  ASSERT_TRUE(shrunk.ok()) << shrunk.message();
-  EXPECT_LE(PlanSession(*engine, *shrunk).total(), only_small);
-  EXPECT_LT(shrunk->n_ctx, 4096);
-  EXPECT_NE(note.find("n_ctx 4096 -> "), std::string::npos) << note;
+  if (kStableBaseline) {
+    ASSERT_TRUE(shrunk.ok()) << shrunk.message();
+    EXPECT_LE(PlanSession(*engine, *shrunk).total(), only_small);
+    EXPECT_LT(shrunk->n_ctx, 4096);
+    EXPECT_NE(note.find("n_ctx 4096 -> "), std::string::npos) << note;
+  }
   auto runs = Session::Create(engine, *fitted);
   ASSERT_TRUE(runs.ok());
   EXPECT_TRUE((*runs)->Evaluate(engine->Tokenize("Hello", {.add_special = true})).ok());
@@ -282,15 +299,19 @@ TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
   auto planned = FitFileToBudget(kDemoModel, eo, 1ull << 40, so, nullptr, &floor_file);
   ASSERT_TRUE(planned.ok()) << planned.message();
   EXPECT_EQ(planned->n_ctx, 4096);
-  EXPECT_GE(floor_file, floor_loaded);
-  EXPECT_LT(floor_file, floor_loaded * 2);
+  if (kStableBaseline) {
+    EXPECT_GE(floor_file, floor_loaded);
+    EXPECT_LT(floor_file, floor_loaded * 2);
+  }
   auto early = FitFileToBudget(kDemoModel, eo, 1u << 20, so);
   ASSERT_FALSE(early.ok());
   EXPECT_NE(early.message().find("floor"), std::string::npos) << early.message();
   note.clear();
   auto fits_file = FitFileToBudget(kDemoModel, eo, floor_file + floor_file / 10, so, &note);
-  ASSERT_TRUE(fits_file.ok()) << fits_file.message();
-  EXPECT_FALSE(note.empty()) << "ten per cent over the floor: something had to give";
+  if (kStableBaseline) {
+    ASSERT_TRUE(fits_file.ok()) << fits_file.message();
+    EXPECT_FALSE(note.empty()) << "ten per cent over the floor: something had to give";
+  }
   EXPECT_FALSE(FitFileToBudget("/nonexistent.gguf", eo, 1ull << 30, so).ok());
 
   EXPECT_EQ(ParseByteSize("300M"), 300ull << 20);
