@@ -429,16 +429,22 @@ bool Engine::in_background() const { return impl_->background.load(); }
 
 namespace {
 
-runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine) {
+// The runtime's session options for these; threads default to the engine's (default_threads).
+runtime::SessionOptions ToRuntime(const SessionOptions& o, int default_threads) {
   runtime::SessionOptions r;
   r.n_ctx = o.n_ctx;
-  r.n_threads = o.n_threads > 0 ? o.n_threads : engine.options().n_threads;
+  r.n_threads = o.n_threads > 0 ? o.n_threads : default_threads;
   r.max_batch = o.max_batch;
   r.rollback_tokens = o.rollback_tokens;
+  r.kv_type = api::ToKvType(o.kv_cache_type);
+  return r;
+}
+
+runtime::SessionOptions ToRuntime(const SessionOptions& o, const Engine& engine) {
+  runtime::SessionOptions r = ToRuntime(o, engine.options().n_threads);
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
   r.kernels = k.table;
   r.tuning = k.tuning;
-  r.kv_type = api::ToKvType(o.kv_cache_type);
   return r;
 }
 
@@ -831,19 +837,11 @@ Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOpti
   // With a cache folder the packed weights are written to a file and mapped: clean pages.
   const uint64_t packed = engine_options.cache_dir.empty() ? PackedInMemoryBytes(*model, *k.table, k.tuning) : 0;
   auto cost = [&](const SessionOptions& o) {
-    runtime::SessionOptions ro;
-    ro.n_ctx = o.n_ctx;
-    ro.n_threads = o.n_threads > 0 ? o.n_threads : engine_options.n_threads;
-    ro.max_batch = o.max_batch;
-    ro.rollback_tokens = o.rollback_tokens;
-    ro.kv_type = api::ToKvType(o.kv_cache_type);
-    SessionCost c = SessionCostOn(*model, ro, packed);
+    SessionCost c = SessionCostOn(*model, ToRuntime(o, engine_options.n_threads), packed);
     c.baseline_bytes = baseline;
     return c;
   };
-  runtime::SessionOptions resolve_only;
-  resolve_only.n_ctx = wanted.n_ctx;
-  wanted.n_ctx = runtime::Session::Resolved(*model, resolve_only).n_ctx;
+  wanted.n_ctx = runtime::Session::Resolved(*model, ToRuntime(wanted, engine_options.n_threads)).n_ctx;
   return FitLoop(cost, *model, budget, wanted, note, floor_bytes);
 }
 

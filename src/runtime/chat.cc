@@ -35,10 +35,29 @@ Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_promp
   return Render(messages_, add_generation_prompt);
 }
 
+namespace {
+// BOS, then the messages in the model's chat format, tokenized with special-token parsing off for
+// message text (it cannot smuggle in turn markers). No messages and no generation prompt: BOS alone.
+Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<ChatMessage>& messages,
+                                        const ChatRenderOptions& options) {
+  const Tokenizer& tok = engine.tokenizer();
+  std::vector<int32_t> tokens;
+  if (tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
+  if (messages.empty() && !options.add_generation_prompt) return tokens;
+  ChatRenderOptions o = options;
+  o.add_bos = false;  // the tokenizer's BOS is the token above
+  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), messages, o));
+  for (const ChatSegment& s : segments) {
+    EncodeOptions e;
+    e.parse_special = !s.is_content;
+    tok.Encode(s.text, e, &tokens);
+  }
+  return tokens;
+}
+}  // namespace
+
 Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& messages,
                                                  bool add_generation_prompt) const {
-  const Engine& engine = session_->engine();
-  const Tokenizer& tok = engine.tokenizer();
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
   for (const ChatTurn& m : messages) {
@@ -47,18 +66,8 @@ Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& me
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
   o.enable_thinking = thinking_;
-  o.add_bos = false;
-  std::vector<int32_t> tokens;
-  if (tok.bos_id() >= 0) tokens.push_back(tok.bos_id());
   // No system message and every earlier turn dropped: what comes before the new turn is BOS alone.
-  if (all.empty() && !add_generation_prompt) return tokens;
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), all, o));
-  for (const ChatSegment& s : segments) {
-    EncodeOptions e;
-    e.parse_special = !s.is_content;  // message text cannot smuggle in turn markers
-    tok.Encode(s.text, e, &tokens);
-  }
-  return tokens;
+  return EncodeChat(session_->engine(), all, o);
 }
 
 Status ChatSession::MakeRoom(int room) {
@@ -241,17 +250,7 @@ Status ChatSession::Summarize(const GenerateOptions& options) {
     pending_preface_.clear();
   }
   const Engine& engine = session_->engine();
-  const std::vector<ChatMessage> plain = {{"user", SummaryPrompt(unsummarized_)}};
-  ChatRenderOptions ro;
-  ro.add_bos = false;
-  ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(engine.chat_style(), plain, ro));
-  std::vector<int32_t> tokens;
-  if (engine.tokenizer().bos_id() >= 0) tokens.push_back(engine.tokenizer().bos_id());
-  for (const ChatSegment& seg : segments) {
-    EncodeOptions e;
-    e.parse_special = !seg.is_content;
-    engine.tokenizer().Encode(seg.text, e, &tokens);
-  }
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, EncodeChat(engine, {{"user", SummaryPrompt(unsummarized_)}}, {}));
   // A request longer than the conversation's context keeps its end: the newest of what was dropped.
   const int limit = session_->n_ctx() - summaries_.max_tokens - 1;
   if (limit < 16) return Status::Error("the context is too small for a summary of the dropped turns");
