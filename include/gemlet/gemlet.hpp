@@ -336,6 +336,9 @@ struct GenerateOptions {
   int max_tokens = 512;                   // <= 0: until the context is full
   SamplingOptions sampling;
   std::vector<std::string> stop{};          // generation stops before any of these texts
+  // >= 0: Reply::logprobs gets each generated token's log-probability under the model (before
+  // penalties, temperature and truncation) and this many most likely alternatives (at most 20).
+  int top_logprobs = -1;
 };
 
 // Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that
@@ -394,11 +397,21 @@ struct ToolCall {
   std::string arguments;  // its arguments as the model wrote them (Gemma 4: "{key:<|"|>value<|"|>}")
 };
 
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;  // natural log
+};
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // most likely first
+};
+
 struct Reply {
   std::string text;      // the answer (no thinking, no tool calls)
   std::string thinking;  // Gemma 4's thought channel
   std::vector<ToolCall> tool_calls;
   std::vector<int32_t> tokens;  // generated ids
+  std::vector<TokenLogprobs> logprobs;  // with GenerateOptions::top_logprobs >= 0: one per token
   GenerationStats stats;
 };
 
@@ -457,9 +470,54 @@ class GEMLET_CXX_API Session {
   const Engine& engine() const;
 
   struct Impl;
+  Impl& impl() const { return *impl_; }
 
  private:
   explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- many requests at once ----
+
+struct BatchOptions {
+  int max_requests = 8;      // requests running at once
+  int prefill_chunk = 256;   // prompt tokens a request evaluates per step (long prompts take turns)
+};
+
+// Generates for several sessions at once, for servers: each Step() gives every running request its
+// next token, or the next chunk of its prompt, in one forward over all of them, so the weights are
+// read once per step for every request (on a CPU, that is where a server's throughput comes from).
+// Each request behaves as Session::Complete would on its own session (with SessionOptions::max_batch
+// = prefill_chunk: prompts evaluated in other chunks round differently): same tokens for a seed.
+// One thread submits and steps (a server's scheduler); Cancel may come from any thread.
+class GEMLET_CXX_API BatchDecoder {
+ public:
+  static Result<std::unique_ptr<BatchDecoder>> Create(std::shared_ptr<Engine> engine, const BatchOptions& options = {});
+  ~BatchDecoder();
+  BatchDecoder(const BatchDecoder&) = delete;
+  BatchDecoder& operator=(const BatchDecoder&) = delete;
+
+  // Starts a request: `session` keeps the longest prefix of `prompt` its cache holds (prefix reuse
+  // across requests) and evaluates the rest in the coming steps. The session must belong to this
+  // engine, run no other request, and outlive this one; on_text runs on the thread calling Step.
+  // Returns the request's id (> 0); kInvalidArgument when max_requests are running.
+  Result<int> Submit(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options,
+                     StreamCallback on_text = {});
+  struct Finished {
+    int id = 0;
+    Result<Reply> reply;
+  };
+  // One step of every running request. Returns those that finished in it (each exactly once): a
+  // failed evaluation fails only its own request.
+  std::vector<Finished> Step();
+  // Thread-safe: the request ends at the next Step with StopReason::kCancelled (its partial reply).
+  void Cancel(int id);
+  int running() const;
+  int last_step_tokens() const;  // tokens the last Step evaluated in its forward
+
+ private:
+  struct Impl;
+  explicit BatchDecoder(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

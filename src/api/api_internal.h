@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gemlet/gemlet.hpp"
+#include "runtime/generate.h"
 #include "runtime/session.h"
 
 namespace gemlet {
@@ -56,7 +57,30 @@ struct Engine::Impl {
   std::atomic<bool> background{false};
 };
 
+struct Session::Impl {
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<runtime::Session> session;
+  std::atomic<bool> cancel{false};
+  int own_threads = 1;
+  KvType kv_type = KvType::kF16;
+
+  // Before each call: the engine's threads and kernels, and a fresh cancel flag (a Cancel() meant
+  // for an earlier call must not stop this one).
+  void BeginCall() {
+    engine->impl().Apply(*session, own_threads);
+    cancel.store(false);
+  }
+};
+
 namespace api {
+// Public options and results to and from the runtime's (gemlet.cc).
+SamplingParams ToRuntime(const SamplingOptions& s);
+runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel);
+Status CheckGenerateOptions(const GenerateOptions& o);
+runtime::TextSink ToSink(const StreamCallback& on_text);
+// `cached`: prompt tokens reused from the cache (added to the stats' prompt tokens).
+Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Session& session);
+
 inline KvType ToKvType(KvCacheType type) {
   switch (type) {
     case KvCacheType::kF32: return KvType::kF32;

@@ -456,6 +456,11 @@ Status CheckSessionOptions(const SessionOptions& o) {
   return Status::Ok();
 }
 
+}  // namespace
+
+// The translations BatchDecoder (batch_decoder.cc) shares.
+namespace api {
+
 SamplingParams ToRuntime(const SamplingOptions& s) {
   SamplingParams p;
   p.temperature = s.temperature;
@@ -510,6 +515,11 @@ Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Sessi
   reply.thinking = r.thought;
   for (const std::string& call : r.tool_calls) reply.tool_calls.push_back(ParseToolCall(call));
   reply.tokens = r.tokens;
+  for (const runtime::TokenLogprobs& lp : r.logprobs) {
+    TokenLogprobs& out = reply.logprobs.emplace_back();
+    out.chosen = {lp.token, lp.logprob};
+    for (const auto& [token, logprob] : lp.top) out.top.push_back({token, logprob});
+  }
   GenerationStats& st = reply.stats;
   st.prompt_tokens = r.prompt_tokens + cached;
   st.cached_tokens = cached;
@@ -564,10 +574,18 @@ runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<b
   g.sampling = ToRuntime(o.sampling);
   g.stop_strings = o.stop;
   g.cancel = cancel;
+  g.top_logprobs = o.top_logprobs;
   return g;
 }
 
-}  // namespace
+}  // namespace api
+
+using api::CheckGenerateOptions;
+using api::ToReply;
+using api::ToSink;
+using api::ToRuntime;
+using api::SessionMemory;
+using api::PlanMemory;
 
 std::string Validate(const GenerateOptions& o) {
   if (std::string err = ToRuntime(o.sampling).Validate(); !err.empty()) return err;
@@ -576,21 +594,6 @@ std::string Validate(const GenerateOptions& o) {
   }
   return std::string();
 }
-
-struct Session::Impl {
-  std::shared_ptr<Engine> engine;
-  std::unique_ptr<runtime::Session> session;
-  std::atomic<bool> cancel{false};
-  int own_threads = 1;
-  KvType kv_type = KvType::kF16;
-
-  // Before each call: the engine's threads and kernels, and a fresh cancel flag (a Cancel() meant
-  // for an earlier call must not stop this one).
-  void BeginCall() {
-    engine->impl().Apply(*session, own_threads);
-    cancel.store(false);
-  }
-};
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace gemlet::runtime {
 
@@ -24,11 +25,13 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+}  // namespace
+
 // Splits streamed text by kind (answer, thought, tool call), and holds back any tail that may start
 // a stop string; emits the rest to the sink.
-class TextRouter {
+class Generator::Router {
  public:
-  TextRouter(const std::vector<std::string>& stops, const TextSink& sink, GenerateResult* result)
+  Router(const std::vector<std::string>& stops, const TextSink& sink, GenerateResult* result)
       : stops_(stops), sink_(sink), result_(result) {}
 
   // Returns false when the sink asked to stop. Sets *hit when a stop string completed.
@@ -100,22 +103,137 @@ class TextRouter {
   bool tool_call_open_ = false;
 };
 
-}  // namespace
+Generator::Generator(Session& session, Sampler& sampler, const GenerateOptions& options, const TextSink& sink)
+    : session_(session),
+      sampler_(sampler),
+      options_(options),
+      router_(std::make_unique<Router>(options.stop_strings, sink, &result_)),
+      decoder_(session.engine().tokenizer(), DecodeOptions{/*skip_special=*/true}),
+      start_(std::chrono::steady_clock::now()) {
+  const Tokenizer& tok = session.engine().tokenizer();
+  // Gemma 4's thought channel and tool calls are delimited by these special tokens (absent in other
+  // vocabularies: Find gives -1, which no sampled token equals).
+  channel_open_ = tok.vocab().Find("<|channel>");
+  channel_close_ = tok.vocab().Find("<channel|>");
+  call_open_ = tok.vocab().Find("<|tool_call>");
+  call_close_ = tok.vocab().Find("<tool_call|>");
+  limit_ = options.max_tokens > 0 ? options.max_tokens : session.n_ctx();
+  sampler.ClearWindow();
+  const std::vector<int32_t>& history = session.history();
+  const size_t window = static_cast<size_t>(sampler.params().penalty_last_n);
+  for (size_t i = history.size() > window ? history.size() - window : 0; i < history.size(); ++i) sampler.Accept(history[i]);
+}
+
+Generator::~Generator() = default;
+
+void Generator::Stop(StopReason reason) {
+  result_.stop = reason;
+  done_ = true;
+}
+
+int32_t Generator::Next(const float* logits) {
+  if (done_) return -1;
+  result_.pending.clear();  // the token returned last is in the cache now
+  if (options_.cancel && options_.cancel->load()) {
+    Stop(StopReason::kCancelled);
+    return -1;
+  }
+  if (produced_ >= limit_) {
+    Stop(StopReason::kMaxTokens);
+    return -1;
+  }
+  ++produced_;
+  const float* sample_from = logits;
+  if (options_.constraint) {
+    masked_.assign(logits, logits + session_.engine().config().n_vocab);
+    options_.constraint->Mask(masked_.data(), limit_ - produced_ + 1);
+    sample_from = masked_.data();
+  }
+  const int32_t token = sampler_.Sample(sample_from);
+  sampler_.Accept(token);
+  if (options_.constraint) {
+    if (Status s = options_.constraint->Accept(token); !s.ok()) {
+      // The mask let through a token its matcher then refused: a bug, never the model's fault.
+      result_.tokens.push_back(token);
+      result_.pending = {token};
+      Stop(StopReason::kCancelled);
+      return -1;
+    }
+  }
+  if (options_.top_logprobs >= 0) RecordLogprobs(logits, token);
+  result_.tokens.push_back(token);
+  result_.pending = {token};
+  if (options_.stop_at_end_of_turn && session_.engine().IsEndOfGeneration(token)) {
+    Stop(StopReason::kEndOfTurn);
+    return -1;
+  }
+  const bool marker = token == channel_open_ || token == channel_close_ || token == call_open_ || token == call_close_;
+  if (token == channel_open_) kind_ = TextKind::kThought;
+  if (token == call_open_) kind_ = TextKind::kToolCall;
+  bool hit = false, keep_going = true;
+  piece_.clear();
+  if (!marker) decoder_.Push(token, &piece_);
+  keep_going = router_->Add(piece_, kind_, &hit);
+  if (token == channel_close_ || token == call_close_) {
+    if (token == call_close_) router_->EndToolCall();
+    kind_ = TextKind::kAnswer;
+  }
+  if (hit) {
+    Stop(StopReason::kStopString);
+    return -1;
+  }
+  if (!keep_going) {
+    Stop(StopReason::kCancelled);
+    return -1;
+  }
+  if (!session_.cache().CheckRoom(1).ok()) {
+    Stop(StopReason::kContextFull);
+    return -1;
+  }
+  return token;
+}
+
+void Generator::RecordLogprobs(const float* logits, int32_t token) {
+  const int n_vocab = session_.engine().config().n_vocab;
+  float max_logit = logits[0];
+  for (int i = 1; i < n_vocab; ++i) max_logit = std::max(max_logit, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  TokenLogprobs entry;
+  entry.token = token;
+  entry.logprob = logits[token] - log_z;
+  const int k = std::min(options_.top_logprobs, n_vocab);
+  if (k > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int i = 0; i < n_vocab; ++i) ids[i] = i;
+    auto better = [logits](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
+    for (int i = 0; i < k; ++i) entry.top.emplace_back(ids[i], logits[ids[i]] - log_z);
+  }
+  result_.logprobs.push_back(std::move(entry));
+}
+
+GenerateResult& Generator::Finish() {
+  if (finished_) return result_;
+  finished_ = true;
+  piece_.clear();
+  decoder_.Flush(&piece_);
+  bool hit = false;
+  if (!piece_.empty()) router_->Add(piece_, kind_, &hit);
+  router_->Finish();
+  result_.decode_seconds = Seconds(start_);
+  return result_;
+}
 
 Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextSink& sink) {
-  const Engine& engine = session.engine();
-  const Tokenizer& tok = engine.tokenizer();
-  GenerateResult result;
-  result.prompt_tokens = static_cast<int>(prompt.size());
   if (prompt.empty()) return Status::Error("the prompt is empty");
   for (const std::string& s : options.stop_strings) {
     if (s.empty()) return Status::Error("stop strings must not be empty");
   }
-
-  const int n_vocab = engine.config().n_vocab;
-  std::vector<float> logits(static_cast<size_t>(n_vocab));
-  auto start = std::chrono::steady_clock::now();
+  std::vector<float> logits(static_cast<size_t>(session.engine().config().n_vocab));
+  const auto start = std::chrono::steady_clock::now();
   session.SetStopFlag(options.cancel);
   struct ClearStop {
     Session& s;
@@ -123,91 +241,26 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   } clear_stop{session};
   if (Status s = session.Evaluate(prompt, logits.data(), false); !s.ok()) {
     if (s.code() != StatusCode::kCancelled) return s;
-    result.stop = StopReason::kCancelled;  // during the prompt: nothing generated, nothing pending
+    GenerateResult result;  // cancelled during the prompt: nothing generated, nothing pending
+    result.prompt_tokens = static_cast<int>(prompt.size());
+    result.stop = StopReason::kCancelled;
     result.prefill_seconds = Seconds(start);
     return result;
   }
-  sampler.ClearWindow();
-  const std::vector<int32_t>& history = session.history();
-  const size_t window = static_cast<size_t>(sampler.params().penalty_last_n);
-  for (size_t i = history.size() > window ? history.size() - window : 0; i < history.size(); ++i) sampler.Accept(history[i]);
-  result.prefill_seconds = Seconds(start);
-  start = std::chrono::steady_clock::now();
-
-  // Gemma 4's thought channel and tool calls are delimited by these special tokens (absent in other
-  // vocabularies: Find gives -1, which no sampled token equals).
-  const int32_t channel_open = tok.vocab().Find("<|channel>");
-  const int32_t channel_close = tok.vocab().Find("<channel|>");
-  const int32_t call_open = tok.vocab().Find("<|tool_call>");
-  const int32_t call_close = tok.vocab().Find("<tool_call|>");
-  TextKind kind = TextKind::kAnswer;
-
-  StreamDecoder decoder(tok, DecodeOptions{/*skip_special=*/true});
-  TextRouter router(options.stop_strings, sink, &result);
-  std::string piece;
-  const int limit = options.max_tokens > 0 ? options.max_tokens : session.n_ctx();
-  for (int produced = 0;; ++produced) {
-    if (options.cancel && options.cancel->load()) {
-      result.stop = StopReason::kCancelled;
-      break;
-    }
-    if (produced >= limit) {
-      result.stop = StopReason::kMaxTokens;
-      break;
-    }
-    const int32_t token = sampler.Sample(logits.data());
-    sampler.Accept(token);
-    result.tokens.push_back(token);
-    if (options.stop_at_end_of_turn && engine.IsEndOfGeneration(token)) {
-      result.stop = StopReason::kEndOfTurn;
-      result.pending = {token};
-      break;
-    }
-    const bool marker = token == channel_open || token == channel_close || token == call_open || token == call_close;
-    if (token == channel_open) kind = TextKind::kThought;
-    if (token == call_open) kind = TextKind::kToolCall;
-    bool hit = false, keep_going = true;
-    if (!marker) {
-      piece.clear();
-      decoder.Push(token, &piece);
-      keep_going = router.Add(piece, kind, &hit);
-    } else {
-      keep_going = router.Add("", kind, &hit);
-    }
-    if (token == channel_close || token == call_close) {
-      if (token == call_close) router.EndToolCall();
-      kind = TextKind::kAnswer;
-    }
-    if (hit) {
-      result.stop = StopReason::kStopString;
-      result.pending = {token};
-      break;
-    }
-    if (!keep_going) {
-      result.stop = StopReason::kCancelled;
-      result.pending = {token};
-      break;
-    }
-    if (!session.cache().CheckRoom(1).ok()) {
-      result.stop = StopReason::kContextFull;
-      result.pending = {token};
-      break;
-    }
+  const double prefill_seconds = Seconds(start);
+  Generator generator(session, sampler, options, sink);
+  for (int32_t token = generator.Next(logits.data()); token >= 0; token = generator.Next(logits.data())) {
     Status s = session.Evaluate({token}, logits.data(), false);
     if (s.code() == StatusCode::kCancelled) {  // the token is not in the cache: it stays pending
-      result.stop = StopReason::kCancelled;
-      result.pending = {token};
+      generator.Stop(StopReason::kCancelled);
       break;
     }
     if (!s.ok()) return s;
   }
-  piece.clear();
-  decoder.Flush(&piece);
-  bool hit = false;
-  if (!piece.empty()) router.Add(piece, kind, &hit);
-  router.Finish();
-  result.decode_seconds = Seconds(start);
-  return result;
+  GenerateResult& result = generator.Finish();
+  result.prompt_tokens = static_cast<int>(prompt.size());
+  result.prefill_seconds = prefill_seconds;
+  return std::move(result);
 }
 
 }  // namespace gemlet::runtime

@@ -1,7 +1,11 @@
-// The decode loop: prefill, sample, stream text, stop on end-of-turn / stop strings / limits.
+// The decode loop: prefill, sample, stream text, stop on end-of-turn / stop strings / limits. A
+// Generator is one generation stepped a token at a time, so that one session (Generate) or many at
+// once (a batched forward, BatchDecoder) can drive it.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -13,6 +17,17 @@
 
 namespace gemlet::runtime {
 
+// Restricts which tokens may come next (structured output): the decode loop masks a copy of the
+// logits with it before sampling and reports every sampled token back.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits of the tokens that cannot come next to -infinity. remaining_tokens: how many
+  // tokens may still be generated, this one included (so that the output can be finished in time).
+  virtual void Mask(float* logits, int remaining_tokens) = 0;
+  virtual Status Accept(int32_t token) = 0;
+};
+
 struct GenerateOptions {
   int max_tokens = 512;                  // new tokens at most; <= 0: until the context is full
   SamplingParams sampling;
@@ -21,6 +36,16 @@ struct GenerateOptions {
   // Set from another thread (Ctrl-C, an app's cancel) to stop early, in the prompt's evaluation
   // too (between layers) and between generated tokens.
   const std::atomic<bool>* cancel = nullptr;
+  TokenConstraint* constraint = nullptr;  // not owned; null: any token
+  // >= 0: record each generated token's log-probability under the model (its logits before
+  // penalties, temperature and constraints) and this many most likely alternatives.
+  int top_logprobs = -1;
+};
+
+struct TokenLogprobs {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
 };
 
 // What a piece of streamed text is: the answer, Gemma 4's thought channel, or a tool call (Gemma 4's
@@ -42,10 +67,55 @@ struct GenerateResult {
   // Tokens whose K/V are not in the cache yet: the last sampled token (it is evaluated at the
   // start of the next turn, so a chat never re-processes it).
   std::vector<int32_t> pending;
+  std::vector<TokenLogprobs> logprobs;  // with GenerateOptions::top_logprobs >= 0: one per token
 };
 
 // Receives streamed text, whole UTF-8 characters only. Return false to stop.
 using TextSink = std::function<bool(std::string_view text, TextKind kind)>;
+
+// One generation over a session whose cache already holds the prompt: Next() takes the logits of the
+// last evaluated position and returns the token to evaluate next, until the generation ends. The
+// caller evaluates (alone, or batched with other sessions).
+class Generator {
+ public:
+  // The sampler's penalty window is refilled from the session's history.
+  Generator(Session& session, Sampler& sampler, const GenerateOptions& options, const TextSink& sink);
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  // Samples from logits [n_vocab] and streams the token's text. Returns the token to evaluate
+  // before the next call, or -1 when the generation is over (result().stop says why; the last
+  // token, if any, is in result().pending).
+  int32_t Next(const float* logits);
+  // Ends early (the evaluation of the returned token failed or was cancelled): the token stays pending.
+  void Stop(StopReason reason);
+  bool done() const { return done_; }
+  // Flushes the text held back (a partial stop string, an incomplete character) and returns the
+  // result; call once, when done().
+  GenerateResult& Finish();
+  GenerateResult& result() { return result_; }
+
+ private:
+  class Router;
+  void RecordLogprobs(const float* logits, int32_t token);
+
+  Session& session_;
+  Sampler& sampler_;
+  const GenerateOptions& options_;
+  GenerateResult result_;
+  std::unique_ptr<Router> router_;
+  StreamDecoder decoder_;
+  std::vector<float> masked_;  // the constrained copy of the logits
+  std::string piece_;
+  int32_t channel_open_, channel_close_, call_open_, call_close_;
+  TextKind kind_ = TextKind::kAnswer;
+  int produced_ = 0;
+  int limit_ = 0;
+  bool done_ = false;
+  bool finished_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
 
 // Evaluates `prompt` (tokens after the session's history), then samples until a stop condition.
 // The sampler's penalty window is refilled from the session's history first.

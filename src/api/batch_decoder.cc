@@ -1,0 +1,221 @@
+// BatchDecoder: several sessions' generations stepped together, each request sampled by its own
+// runtime::Generator.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "api/api_internal.h"
+#include "runtime/generate.h"
+#include "sampling/sampler.h"
+
+namespace gemlet {
+
+using api::CheckGenerateOptions;
+using api::ToReply;
+using api::ToRuntime;
+using api::ToSink;
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+struct BatchDecoder::Impl {
+  struct Request {
+    int id = 0;
+    Session* session = nullptr;
+    runtime::Session* rt = nullptr;
+    std::vector<int32_t> prompt;  // what the cache did not hold: evaluated in chunks
+    size_t evaluated = 0;         // of prompt
+    int cached = 0;               // prompt tokens reused from the cache
+    StreamCallback on_text;
+    runtime::TextSink sink;
+    runtime::GenerateOptions options;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<runtime::Generator> generator;  // once the prompt is in the cache
+    int32_t next_token = -1;      // sampled, to be evaluated in the next step
+    std::atomic<bool> cancel{false};
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    double prefill_seconds = 0;
+
+    bool prefilling() const { return generator == nullptr; }
+  };
+
+  std::shared_ptr<Engine> engine;
+  BatchOptions options;
+  mutable std::mutex mutex;  // guards the list against Cancel from other threads
+  std::vector<std::unique_ptr<Request>> requests;
+  int next_id = 1;
+  int last_step_tokens = 0;
+  std::vector<float> logits;  // [max_requests, n_vocab]
+
+  Finished Finish(Request& r, Result<Reply> reply) { return Finished{r.id, std::move(reply)}; }
+
+  Finished Complete(Request& r) {
+    runtime::GenerateResult& result = r.generator->Finish();
+    result.prompt_tokens = static_cast<int>(r.prompt.size());
+    result.prefill_seconds = r.prefill_seconds;
+    return Finish(r, ToReply(result, r.cached, *r.rt));
+  }
+
+  // A request cancelled before its prompt was in: nothing generated.
+  Finished CancelledInPrompt(Request& r) {
+    runtime::GenerateResult result;
+    result.prompt_tokens = static_cast<int>(r.prompt.size());
+    result.stop = runtime::StopReason::kCancelled;
+    result.prefill_seconds = Seconds(r.start);
+    return Finish(r, ToReply(result, r.cached, *r.rt));
+  }
+};
+
+BatchDecoder::BatchDecoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BatchDecoder::~BatchDecoder() = default;
+
+Result<std::unique_ptr<BatchDecoder>> BatchDecoder::Create(std::shared_ptr<Engine> engine, const BatchOptions& options) {
+  if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
+  if (options.max_requests < 1 || options.max_requests > 256) {
+    return Status::Error(StatusCode::kInvalidArgument, "max_requests must be in [1, 256]");
+  }
+  if (options.prefill_chunk < 1) return Status::Error(StatusCode::kInvalidArgument, "prefill_chunk must be > 0");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->logits.resize(static_cast<size_t>(options.max_requests) * engine->info().n_vocab);
+  impl->engine = std::move(engine);
+  return std::unique_ptr<BatchDecoder>(new BatchDecoder(std::move(impl)));
+}
+
+Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options,
+                                 StreamCallback on_text) {
+  Impl& d = *impl_;
+  RETURN_IF_ERROR(CheckGenerateOptions(options));
+  if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
+  if (&session.engine() != d.engine.get()) {
+    return Status::Error(StatusCode::kInvalidArgument, "the session belongs to another engine");
+  }
+  if (static_cast<int64_t>(prompt.size()) > session.n_ctx()) {
+    return Status::Error(StatusCode::kInvalidArgument, "the prompt has " + std::to_string(prompt.size()) +
+                                                           " tokens, more than the context's " +
+                                                           std::to_string(session.n_ctx()));
+  }
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (static_cast<int>(d.requests.size()) >= d.options.max_requests) {
+    return Status::Error(StatusCode::kInvalidArgument, "the batch is full (BatchOptions::max_requests)");
+  }
+  for (const auto& r : d.requests) {
+    if (r->session == &session) return Status::Error(StatusCode::kInvalidArgument, "the session runs another request");
+  }
+  auto r = std::make_unique<Impl::Request>();
+  r->id = d.next_id++;
+  r->session = &session;
+  Session::Impl& s = session.impl();
+  r->rt = s.session.get();
+  s.BeginCall();
+  // Prefix reuse as Session::Complete does it: at least the last prompt token is evaluated, its
+  // logits pick the first answer token.
+  const std::vector<int32_t>& held = r->rt->history();
+  size_t common = 0;
+  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
+  if (common == prompt.size()) --common;
+  RETURN_IF_ERROR(r->rt->Truncate(static_cast<int>(common)));
+  r->cached = static_cast<int>(common);
+  r->prompt.assign(prompt.begin() + static_cast<ptrdiff_t>(common), prompt.end());
+  r->on_text = std::move(on_text);
+  r->sink = ToSink(r->on_text);
+  r->options = ToRuntime(options, &r->cancel);
+  r->sampler = std::make_unique<Sampler>(r->options.sampling, d.engine->info().n_vocab);
+  const int id = r->id;
+  d.requests.push_back(std::move(r));
+  return id;
+}
+
+std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
+  Impl& d = *impl_;
+  std::vector<Finished> finished;
+  std::vector<Impl::Request*> running;
+  {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    for (auto& r : d.requests) running.push_back(r.get());
+  }
+  const int n_vocab = d.engine->info().n_vocab;
+  std::vector<bool> done(running.size(), false);
+  d.last_step_tokens = 0;
+  for (size_t i = 0; i < running.size(); ++i) {
+    Impl::Request& r = *running[i];
+    if (r.cancel.load()) {
+      if (r.prefilling()) {
+        finished.push_back(d.CancelledInPrompt(r));
+      } else {
+        r.generator->Stop(runtime::StopReason::kCancelled);
+        finished.push_back(d.Complete(r));
+      }
+      done[i] = true;
+      continue;
+    }
+    std::vector<int32_t> tokens;
+    if (r.prefilling()) {
+      const size_t n = std::min(r.prompt.size() - r.evaluated, static_cast<size_t>(d.options.prefill_chunk));
+      tokens.assign(r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated),
+                    r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated + n));
+    } else {
+      tokens = {r.next_token};
+    }
+    d.last_step_tokens += static_cast<int>(tokens.size());
+    float* logits = d.logits.data() + i * static_cast<size_t>(n_vocab);
+    r.rt->SetStopFlag(&r.cancel);
+    Status s = r.rt->Evaluate(tokens, logits, false);
+    r.rt->SetStopFlag(nullptr);
+    if (s.code() == StatusCode::kCancelled) {
+      if (r.prefilling()) {
+        finished.push_back(d.CancelledInPrompt(r));
+      } else {
+        r.generator->Stop(runtime::StopReason::kCancelled);
+        finished.push_back(d.Complete(r));
+      }
+      done[i] = true;
+      continue;
+    }
+    if (!s.ok()) {
+      finished.push_back(d.Finish(r, s));
+      done[i] = true;
+      continue;
+    }
+    if (r.prefilling()) {
+      r.evaluated += tokens.size();
+      if (r.evaluated < r.prompt.size()) continue;
+      r.prefill_seconds = Seconds(r.start);
+      r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.sink);
+    }
+    r.next_token = r.generator->Next(logits);
+    if (r.next_token < 0) {
+      finished.push_back(d.Complete(r));
+      done[i] = true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(d.mutex);
+  for (size_t i = 0; i < running.size(); ++i) {
+    if (!done[i]) continue;
+    auto it = std::find_if(d.requests.begin(), d.requests.end(), [&](const auto& r) { return r.get() == running[i]; });
+    d.requests.erase(it);
+  }
+  return finished;
+}
+
+void BatchDecoder::Cancel(int id) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& r : impl_->requests) {
+    if (r->id == id) r->cancel.store(true);
+  }
+}
+
+int BatchDecoder::running() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return static_cast<int>(impl_->requests.size());
+}
+
+int BatchDecoder::last_step_tokens() const { return impl_->last_step_tokens; }
+
+}  // namespace gemlet
