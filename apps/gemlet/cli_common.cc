@@ -137,15 +137,28 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   if (budget > 0) {
     std::string note;
     uint64_t loaded_floor = 0;  // the engine's own figure; the larger of the two is the one to trust
-    Result<SessionOptions> fitted = FitToBudget(*m.engine, budget, wanted, &note, &loaded_floor);
+    // Several sessions (serve's slots) share what the engine holds once (its baseline and packed
+    // weights) and each need their own cache and workspace: one session then fits its share.
+    uint64_t one_budget = budget;
+    if (o.sessions > 1) {
+      const SessionCost cost = PlanSession(*m.engine, wanted);
+      const uint64_t shared = cost.packed_in_memory_bytes + cost.baseline_bytes;
+      if (budget <= shared) {
+        return Status::Error("the memory budget (" + std::to_string(budget >> 20) + " MiB) does not cover what the model "
+                             "holds before any session (" + std::to_string(shared >> 20) + " MiB)");
+      }
+      one_budget = shared + (budget - shared) / static_cast<uint64_t>(o.sessions);
+    }
+    Result<SessionOptions> fitted = FitToBudget(*m.engine, one_budget, wanted, &note, &loaded_floor);
     floor = std::max(floor, loaded_floor);
     if (!fitted.ok()) return Status::Error(fitted.message());
     m.session = std::move(fitted).value();
     const bool changed = !note.empty();
     if (changed || !o.mem_budget.empty()) {
-      std::fprintf(stderr, "(memory budget %llu MiB, this model's floor %llu MiB: %s)\n",
-                   static_cast<unsigned long long>(budget >> 20), static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20),
-                   changed ? note.c_str() : "runs as asked");
+      const std::string slots = o.sessions > 1 ? " for " + std::to_string(o.sessions) + " sessions" : "";
+      std::fprintf(stderr, "(memory budget %llu MiB%s, this model's floor %llu MiB: %s)\n",
+                   static_cast<unsigned long long>(budget >> 20), slots.c_str(),
+                   static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20), changed ? note.c_str() : "runs as asked");
     }
   }
   if (tty) {

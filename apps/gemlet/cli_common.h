@@ -25,6 +25,7 @@ struct ModelOptions {
   std::string mem_budget;  // empty: DefaultMemoryBudget()
   std::string pressure_file = "/proc/pressure/memory";  // "off": none
   ThermalOptions thermal;  // --thermal-limit, --thermal-zone, --thermal-root, --no-thermal
+  int sessions = 1;  // sessions the budget must hold at once (serve's slots); each gets LoadedModel::session
 };
 
 struct GenerationFlags {

@@ -235,6 +235,11 @@ class GEMLET_CXX_API Engine {
   // parse_special, and add_special as the tokenizer adds BOS: the text carries none).
   // add_generation_prompt: end with the opening of the model's turn.
   Result<std::string> ApplyChatTemplate(std::span<const Message> messages, bool add_generation_prompt = true) const;
+  // The same prompt as tokens, BOS first, ready for Session::Complete: the markup becomes its
+  // control tokens, message content is tokenized with special-token parsing off (text such as
+  // "<end_of_turn>" in a message cannot end a turn). thinking: Gemma 4's thought channel on.
+  Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, bool add_generation_prompt = true,
+                                            bool thinking = false) const;
 
   // Threads every session of this engine may use at most from its next call on (the thermal
   // governor lowers it); 0 lifts the limit. Thread-safe.

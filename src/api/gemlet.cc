@@ -333,6 +333,17 @@ Result<std::string> Engine::ApplyChatTemplate(std::span<const Message> messages,
   return runtime::RenderChat(impl_->runtime->chat_style(), chat, o);
 }
 
+Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messages, bool add_generation_prompt,
+                                                  bool thinking) const {
+  if (messages.empty()) return Status::Error(StatusCode::kInvalidArgument, "the conversation is empty");
+  std::vector<runtime::ChatMessage> chat;
+  for (const Message& m : messages) chat.push_back({m.role, m.content});
+  runtime::ChatRenderOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.enable_thinking = thinking;
+  return runtime::EncodeChat(*impl_->runtime, chat, o);
+}
+
 void Engine::SetThreadLimit(int n_threads) { impl_->thread_limit.store(std::max(0, n_threads)); }
 int Engine::thread_limit() const { return impl_->thread_limit.load(); }
 

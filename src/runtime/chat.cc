@@ -35,7 +35,6 @@ Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_promp
   return Render(messages_, add_generation_prompt);
 }
 
-namespace {
 // BOS, then the messages in the model's chat format, tokenized with special-token parsing off for
 // message text (it cannot smuggle in turn markers). No messages and no generation prompt: BOS alone.
 Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<ChatMessage>& messages,
@@ -54,7 +53,6 @@ Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<
   }
   return tokens;
 }
-}  // namespace
 
 Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& messages,
                                                  bool add_generation_prompt) const {

@@ -14,6 +14,11 @@
 
 namespace gemlet::runtime {
 
+// The chat's prompt as tokens, the tokenizer's BOS first: markup parsed for its control tokens,
+// message content not (a user typing "<end_of_turn>" cannot end a turn).
+Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<ChatMessage>& messages,
+                                        const ChatRenderOptions& options);
+
 struct ChatTurnStats {
   int tokens_evaluated = 0;  // prompt tokens actually run through the model this turn
   int tokens_reused = 0;     // prompt tokens whose K/V were already cached

@@ -1,0 +1,107 @@
+// `gemlet serve`: the local OpenAI- and Ollama-compatible server (include/gemlet/server.hpp) until
+// SIGINT or SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "cli_common.h"
+#include "command.h"
+#include "gemlet/server.hpp"
+
+namespace gemlet::cli {
+namespace {
+
+// The key from a file: its first line, without the newline (so `echo KEY > file` works).
+Result<std::string> ReadKeyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("cannot read the API key file '" + path + "'");
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) return Status::Error("the API key file '" + path + "' is empty");
+  return key;
+}
+
+int RunServe(int argc, char** argv) {
+  CLI::App app{"Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and /v1/models, "
+               "Ollama's /api/chat and /api/generate, /health, /metrics and a chat page at /"};
+  app.name("gemlet serve");
+  ModelOptions mo;
+  ServerOptions so;
+  std::string api_key_file, alias;
+  int parallel = 4;
+  AddModelOptions(app, &mo);
+  app.add_option("--host", so.host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
+  app.add_option("--port", so.port, "port (0: any free port; the chosen one is printed)")->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY' on every API route");
+  app.add_option("--api-key-file", api_key_file, "the same, the key read from the first line of FILE");
+  app.add_option("-n,--parallel", parallel, "requests decoded at once (slots; each holds a context)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--ctx-size", mo.ctx, "context per slot, in tokens (the same as -c)")->check(CLI::PositiveNumber);
+  app.add_option("--queue", so.queue_size, "requests that may wait for a slot; beyond, 503 with Retry-After")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--max-tokens", so.max_tokens, "the most tokens one request may ask for")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--alias", alias, "the model's id in /v1/models (default: the file's name)");
+  app.add_option("--cors-origin", so.cors_origin, "allow browsers from this origin ('*': any) to call the API");
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (!so.api_key.empty() && !api_key_file.empty()) return UsageError("give --api-key or --api-key-file, not both");
+  if (!api_key_file.empty()) {
+    Result<std::string> key = ReadKeyFile(api_key_file);
+    if (!key.ok()) return Fail(key.message());
+    so.api_key = key.value();
+  }
+  if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty()) {
+    std::fprintf(stderr, "gemlet: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
+                 so.host.c_str());
+  }
+
+  mo.sessions = parallel;
+  auto loaded = LoadForGeneration(mo);
+  if (!loaded.ok()) return Fail(loaded.message());
+  const LoadedModel& m = loaded.value();
+  so.parallel = parallel;
+  so.slot = m.session;
+  so.slot.progress = nullptr;  // the scheduler's thread evaluates: no progress lines on the terminal
+  Result<std::string> path = ResolveModelPath(mo.model_path);
+  so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
+  so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+
+  // SIGINT/SIGTERM end the server from a thread of ours (a signal handler may do almost nothing).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they all inherit it
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is a failed write, not the end of the process
+
+  auto server = Server::Create(m.engine, so);
+  if (!server.ok()) return Fail(server.message());
+  if (Status s = server.value()->Start(); !s.ok()) return Fail(s.message());
+  std::printf("gemlet serve: %s, %d slot%s of %d tokens, listening on http://%s:%d\n", so.model_name.c_str(), parallel,
+              parallel == 1 ? "" : "s", so.slot.n_ctx, so.host.c_str(),
+              server.value()->port());
+  std::fflush(stdout);
+  std::thread waiter([&server, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "gemlet serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server.value()->Stop();
+  });
+  server.value()->Wait();
+  // Stopped by the signal thread; wake it if it is still waiting (Stop came from elsewhere).
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  return 0;
+}
+
+CommandRegistrar serve_command("serve", "serve the model over HTTP (OpenAI and Ollama APIs, a chat page)", RunServe);
+
+}  // namespace
+}  // namespace gemlet::cli

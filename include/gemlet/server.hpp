@@ -1,0 +1,57 @@
+// gemlet's local HTTP server: OpenAI's chat and text completions (streamed as server-sent events or
+// not), models, llama-server's /health, /metrics, /tokenize and /detokenize, and Ollama's /api/chat,
+// /api/generate, /api/tags and /api/show, over the public API (gemlet.hpp). `parallel` requests are
+// decoded at once, one forward for all of them per token.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gemlet/export.h"
+#include "gemlet/gemlet.hpp"
+
+namespace gemlet {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback by default: nothing else on the network reaches it
+  int port = 8080;                 // 0: a free port, chosen at Start (Server::port())
+  // Non-empty: every route but /health and the web page wants "Authorization: Bearer <api_key>".
+  std::string api_key;
+  int parallel = 4;                // requests decoded at once, each in a slot with its own KV cache
+  SessionOptions slot;             // each slot's session: n_ctx (its context), KV cache type, threads
+  int queue_size = 64;             // requests waiting for a slot; more get 503 with Retry-After
+  size_t max_body_bytes = 4u << 20;  // larger request bodies get 413
+  int max_tokens = 4096;           // the most tokens a request may ask for (more: 400)
+  std::string model_name;          // the id /v1/models lists; empty: the file name without .gguf
+  std::string cors_origin;         // non-empty: sent as Access-Control-Allow-Origin ("*": any)
+  int http_threads = 0;            // threads answering connections; 0: parallel + queue_size + 8
+  // One line per request ("POST /v1/chat/completions 200 0.41 s"); null: none.
+  std::function<void(const std::string& line)> log{};
+};
+
+class GEMLET_CXX_API Server {
+ public:
+  static Result<std::unique_ptr<Server>> Create(std::shared_ptr<Engine> engine, const ServerOptions& options);
+  ~Server();  // Stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port and serves on background threads until Stop.
+  Status Start();
+  int port() const;  // the bound port (after Start)
+  // Stops accepting, cancels the requests in flight (their streams end) and joins the threads.
+  // Thread-safe; a second call does nothing.
+  void Stop();
+  // Blocks until Stop is called (from another thread or a signal handler's thread).
+  void Wait();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gemlet

@@ -1,0 +1,472 @@
+// Request parsing and response writing for the OpenAI and Ollama dialects. Field names, defaults
+// and shapes follow OpenAI's API reference; llama-server's extensions (top_k, min_p,
+// repeat_penalty, chat_template_kwargs) are accepted where OpenAI has nothing.
+#include "server/protocol.h"
+
+#include <cmath>
+
+namespace gemlet::server {
+
+using nlohmann::json;
+
+json ErrorJson(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return {{"error", err}};
+}
+
+namespace {
+
+ApiError Invalid(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+// Typed field readers: absent or null leaves *out alone; a wrong type is an error naming the field.
+std::optional<ApiError> ReadNumber(const json& body, const char* key, double lo, double hi, double* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return Invalid(key, std::string("'") + key + "' must be a number");
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    return Invalid(key, std::string("'") + key + "' must be in [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  }
+  *out = v;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadFloat(const json& body, const char* key, double lo, double hi, float* out) {
+  double v = *out;
+  if (auto e = ReadNumber(body, key, lo, hi, &v)) return e;
+  *out = static_cast<float>(v);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadInt(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out,
+                                bool* given = nullptr) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() && !(it->is_number_float() && std::floor(it->get<double>()) == it->get<double>())) {
+    return Invalid(key, std::string("'") + key + "' must be an integer");
+  }
+  const double v = it->get<double>();
+  if (v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
+    return Invalid(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = static_cast<int64_t>(v);
+  if (given) *given = true;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, const char* key, bool* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return Invalid(key, std::string("'") + key + "' must be a boolean");
+  *out = it->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadString(const json& body, const char* key, std::string* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return Invalid(key, std::string("'") + key + "' must be a string");
+  *out = it->get<std::string>();
+  return std::nullopt;
+}
+
+// "stop": a string or an array of strings.
+std::optional<ApiError> ReadStop(const json& body, const Limits& limits, std::vector<std::string>* out) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  std::vector<std::string> stops;
+  if (it->is_string()) {
+    stops.push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    for (const json& s : *it) {
+      if (!s.is_string()) return Invalid("stop", "'stop' must be a string or an array of strings");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    return Invalid("stop", "'stop' must be a string or an array of strings");
+  }
+  if (static_cast<int>(stops.size()) > limits.max_stop) {
+    return Invalid("stop", "'stop' may hold at most " + std::to_string(limits.max_stop) + " strings");
+  }
+  for (const std::string& s : stops) {
+    if (s.empty()) return Invalid("stop", "'stop' strings must not be empty");
+  }
+  *out = std::move(stops);
+  return std::nullopt;
+}
+
+// The sampling and length fields both OpenAI endpoints share.
+std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& limits, CompletionRequest* r) {
+  SamplingOptions& s = r->options.sampling;
+  if (auto e = ReadFloat(body, "temperature", 0, 2, &s.temperature)) return e;
+  if (auto e = ReadFloat(body, "top_p", 0, 1, &s.top_p)) return e;
+  if (body.contains("top_p") && body["top_p"].is_number() && body["top_p"].get<double>() <= 0) {
+    return Invalid("top_p", "'top_p' must be in (0, 1]");
+  }
+  if (auto e = ReadFloat(body, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (auto e = ReadFloat(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+  if (auto e = ReadFloat(body, "min_p", 0, 1, &s.min_p)) return e;
+  if (auto e = ReadFloat(body, "repeat_penalty", 0.01, 10, &s.repeat_penalty)) return e;
+  int64_t top_k = s.top_k;
+  if (auto e = ReadInt(body, "top_k", 0, 1 << 20, &top_k)) return e;
+  s.top_k = static_cast<int>(top_k);
+  int64_t seed = 0;
+  bool seed_given = false;
+  if (auto e = ReadInt(body, "seed", INT64_MIN / 2, INT64_MAX / 2, &seed, &seed_given)) return e;
+  if (seed_given) s.seed = static_cast<uint64_t>(seed);
+  // max_completion_tokens replaced max_tokens in OpenAI's API; both are accepted, the newer wins.
+  int64_t max_tokens = 0;
+  bool given = false;
+  if (auto e = ReadInt(body, "max_tokens", 1, limits.max_tokens, &max_tokens, &given)) return e;
+  if (auto e = ReadInt(body, "max_completion_tokens", 1, limits.max_tokens, &max_tokens, &given)) return e;
+  r->max_tokens_given = given;
+  r->options.max_tokens = given ? static_cast<int>(max_tokens) : limits.max_tokens;
+  int64_t n = 1;
+  if (auto e = ReadInt(body, "n", 1, 1, &n)) {
+    e->message = "only n = 1 is supported";
+    return e;
+  }
+  if (auto e = ReadStop(body, limits, &r->options.stop)) return e;
+  if (auto e = ReadBool(body, "stream", &r->stream)) return e;
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return Invalid("stream_options", "'stream_options' must be an object");
+    if (auto e = ReadBool(*it, "include_usage", &r->include_usage)) {
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (auto e = ReadString(body, "model", &r->model)) return e;
+  return std::nullopt;
+}
+
+// A message's content: a string, null, or an array of parts of which only text is understood.
+std::optional<ApiError> ReadContent(const json& m, size_t index, std::string* out) {
+  const std::string where = "messages[" + std::to_string(index) + "].content";
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) {
+    *out = it->get<std::string>();
+    return std::nullopt;
+  }
+  if (!it->is_array()) return Invalid(where, "'" + where + "' must be a string or an array of parts");
+  for (const json& part : *it) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return Invalid(where, "each part of '" + where + "' must be an object with a 'type'");
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") return Invalid(where, "'" + type + "' parts are not supported (text only)");
+    if (!part.contains("text") || !part["text"].is_string()) {
+      return Invalid(where, "a text part of '" + where + "' needs a string 'text'");
+    }
+    *out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits, CompletionRequest* r) {
+  if (!body.is_object()) return Invalid("", "the request body must be a JSON object");
+  r->chat = true;
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array()) return Invalid("messages", "'messages' must be an array");
+  if (it->empty()) return Invalid("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Invalid(where, "'" + where + "' must be an object");
+    std::string role;
+    if (auto e = ReadString(m, "role", &role)) {
+      e->param = where + ".role";
+      return e;
+    }
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant") {
+      if (role == "tool") return Invalid(where + ".role", "tool messages need a model with tool support (Gemma 4)");
+      return Invalid(where + ".role", "'" + where + ".role' must be system, developer, user or assistant");
+    }
+    Message msg{role, ""};
+    if (auto e = ReadContent(m, i, &msg.content)) return e;
+    r->messages.push_back(std::move(msg));
+  }
+  if (auto e = ReadGenerationFields(body, limits, r)) return e;
+  if (auto e = ReadBool(body, "logprobs", &r->logprobs)) return e;
+  int64_t top = 0;
+  bool top_given = false;
+  if (auto e = ReadInt(body, "top_logprobs", 0, 20, &top, &top_given)) return e;
+  if (top_given && !r->logprobs) return Invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  if (r->logprobs) r->options.top_logprobs = static_cast<int>(top);
+  // Thinking: llama-server's chat_template_kwargs.enable_thinking, or OpenAI's reasoning_effort
+  // (any effort but "none" thinks: Gemma 4 has no effort levels).
+  if (auto k = body.find("chat_template_kwargs"); k != body.end() && k->is_object()) {
+    if (auto e = ReadBool(*k, "enable_thinking", &r->thinking)) {
+      e->param = "chat_template_kwargs.enable_thinking";
+      return e;
+    }
+  }
+  std::string effort;
+  if (auto e = ReadString(body, "reasoning_effort", &effort)) return e;
+  if (!effort.empty()) r->thinking = effort != "none";
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseCompletionRequest(const json& body, const Limits& limits, CompletionRequest* r) {
+  if (!body.is_object()) return Invalid("", "the request body must be a JSON object");
+  r->chat = false;
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return Invalid("prompt", "'prompt' is required");
+  if (it->is_string()) {
+    r->prompt = it->get<std::string>();
+  } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    r->prompt = (*it)[0].get<std::string>();
+  } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+    for (const json& t : *it) {
+      if (!t.is_number_integer()) return Invalid("prompt", "a token prompt must be an array of integers");
+      r->prompt_tokens.push_back(t.get<int32_t>());
+    }
+  } else {
+    return Invalid("prompt", "'prompt' must be a string, one string in an array, or an array of token ids");
+  }
+  if (r->prompt.empty() && r->prompt_tokens.empty()) return Invalid("prompt", "'prompt' must not be empty");
+  if (auto e = ReadGenerationFields(body, limits, r)) return e;
+  // Text completions: "logprobs" is the number of alternatives (0..5 in OpenAI's API).
+  int64_t lp = 0;
+  bool lp_given = false;
+  if (auto e = ReadInt(body, "logprobs", 0, 20, &lp, &lp_given)) return e;
+  if (lp_given) {
+    r->logprobs = true;
+    r->options.top_logprobs = static_cast<int>(lp);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Limits& limits, CompletionRequest* r) {
+  if (!body.is_object()) return Invalid("", "the request body must be a JSON object");
+  r->chat = chat;
+  r->stream = true;  // Ollama streams unless told not to
+  if (auto e = ReadBool(body, "stream", &r->stream)) return e;
+  if (auto e = ReadString(body, "model", &r->model)) return e;
+  if (auto e = ReadBool(body, "think", &r->thinking)) return e;
+  if (chat) {
+    auto it = body.find("messages");
+    if (it == body.end() || !it->is_array() || it->empty()) return Invalid("messages", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& m = (*it)[i];
+      Message msg;
+      if (!m.is_object()) return Invalid("messages", "each message must be an object");
+      if (auto e = ReadString(m, "role", &msg.role)) return e;
+      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+        return Invalid("messages", "a message's role must be system, user or assistant");
+      }
+      if (auto e = ReadString(m, "content", &msg.content)) return e;
+      r->messages.push_back(std::move(msg));
+    }
+  } else {
+    if (auto e = ReadString(body, "prompt", &r->prompt)) return e;
+    std::string system;
+    if (auto e = ReadString(body, "system", &system)) return e;
+    bool raw = false;
+    if (auto e = ReadBool(body, "raw", &raw)) return e;
+    if (r->prompt.empty()) return Invalid("prompt", "'prompt' must not be empty");
+    if (!raw) {  // /api/generate applies the chat template unless raw
+      r->chat = true;
+      if (!system.empty()) r->messages.push_back({"system", system});
+      r->messages.push_back({"user", r->prompt});
+    }
+  }
+  r->options.max_tokens = limits.max_tokens;
+  if (auto it = body.find("options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return Invalid("options", "'options' must be an object");
+    const json& o = *it;
+    SamplingOptions& s = r->options.sampling;
+    if (auto e = ReadFloat(o, "temperature", 0, 2, &s.temperature)) return e;
+    if (auto e = ReadFloat(o, "top_p", 0, 1, &s.top_p)) return e;
+    if (auto e = ReadFloat(o, "min_p", 0, 1, &s.min_p)) return e;
+    if (auto e = ReadFloat(o, "repeat_penalty", 0.01, 10, &s.repeat_penalty)) return e;
+    if (auto e = ReadFloat(o, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+    if (auto e = ReadFloat(o, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+    int64_t v = s.top_k;
+    if (auto e = ReadInt(o, "top_k", 0, 1 << 20, &v)) return e;
+    s.top_k = static_cast<int>(v);
+    v = 64;
+    if (auto e = ReadInt(o, "repeat_last_n", 0, 1 << 20, &v)) return e;
+    s.repeat_last_n = static_cast<int>(v);
+    int64_t seed = 0;
+    bool seed_given = false;
+    if (auto e = ReadInt(o, "seed", INT64_MIN / 2, INT64_MAX / 2, &seed, &seed_given)) return e;
+    if (seed_given) s.seed = static_cast<uint64_t>(seed);
+    // num_predict: -1 is Ollama's "until done".
+    int64_t n = -1;
+    bool given = false;
+    if (auto e = ReadInt(o, "num_predict", -2, limits.max_tokens, &n, &given)) return e;
+    if (given && n > 0) {
+      r->options.max_tokens = static_cast<int>(n);
+      r->max_tokens_given = true;
+    }
+    if (auto e = ReadStop(o, limits, &r->options.stop)) return e;
+  }
+  return std::nullopt;
+}
+
+const char* FinishReason(const Reply& reply) {
+  if (!reply.tool_calls.empty()) return "tool_calls";
+  switch (reply.stats.stop) {
+    case StopReason::kMaxTokens:
+    case StopReason::kContextFull: return "length";
+    default: return "stop";
+  }
+}
+
+json UsageJson(const Reply& reply) {
+  const GenerationStats& st = reply.stats;
+  return {{"prompt_tokens", st.prompt_tokens},
+          {"completion_tokens", st.generated_tokens},
+          {"total_tokens", st.prompt_tokens + st.generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", st.cached_tokens}}}};
+}
+
+namespace {
+
+json Bytes(const std::string& text) {
+  json b = json::array();
+  for (unsigned char c : text) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// The token's text as a JSON string: a piece that is part of a UTF-8 character is not valid text
+// on its own, so it is written with the replacement character (its bytes are in "bytes").
+std::string Printable(const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (ok) {
+      out.append(text, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+json LogprobEntry(const Engine& engine, const TokenLogprob& t) {
+  const std::string text = engine.Detokenize(std::span<const int32_t>(&t.token, 1));
+  return {{"token", Printable(text)}, {"logprob", t.logprob}, {"bytes", Bytes(text)}};
+}
+
+json ChatLogprobs(const Engine& engine, const Reply& reply) {
+  json content = json::array();
+  for (const TokenLogprobs& lp : reply.logprobs) {
+    json entry = LogprobEntry(engine, lp.chosen);
+    json top = json::array();
+    for (const TokenLogprob& t : lp.top) top.push_back(LogprobEntry(engine, t));
+    entry["top_logprobs"] = top;
+    content.push_back(entry);
+  }
+  return {{"content", content}};
+}
+
+}  // namespace
+
+json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply) {
+  json message = {{"role", "assistant"}, {"content", reply.text}};
+  if (!reply.thinking.empty()) message["reasoning_content"] = reply.thinking;
+  json choice = {{"index", 0}, {"message", message}, {"finish_reason", FinishReason(reply)}};
+  choice["logprobs"] = r.logprobs && c.engine ? ChatLogprobs(*c.engine, reply) : json(nullptr);
+  return {{"id", c.id},          {"object", "chat.completion"}, {"created", c.created},
+          {"model", c.model},    {"choices", json::array({choice})}, {"usage", UsageJson(reply)},
+          {"system_fingerprint", "gemlet"}};
+}
+
+json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply) {
+  json choice = {{"index", 0}, {"text", reply.text}, {"finish_reason", FinishReason(reply)}};
+  if (r.logprobs && c.engine) {
+    json tokens = json::array(), logprobs = json::array(), top = json::array();
+    for (const TokenLogprobs& lp : reply.logprobs) {
+      const std::string text = c.engine->Detokenize(std::span<const int32_t>(&lp.chosen.token, 1));
+      tokens.push_back(Printable(text));
+      logprobs.push_back(lp.chosen.logprob);
+      json alternatives = json::object();
+      for (const TokenLogprob& t : lp.top) {
+        alternatives[Printable(c.engine->Detokenize(std::span<const int32_t>(&t.token, 1)))] = t.logprob;
+      }
+      top.push_back(alternatives);
+    }
+    choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}};
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  return {{"id", c.id},       {"object", "text_completion"}, {"created", c.created},
+          {"model", c.model}, {"choices", json::array({choice})}, {"usage", UsageJson(reply)},
+          {"system_fingerprint", "gemlet"}};
+}
+
+json ChatChunkJson(const ResponseContext& c, const json& delta, const char* finish_reason) {
+  json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+  return {{"id", c.id},       {"object", "chat.completion.chunk"}, {"created", c.created},
+          {"model", c.model}, {"system_fingerprint", "gemlet"},     {"choices", json::array({choice})}};
+}
+
+json TextChunkJson(const ResponseContext& c, const std::string& text, const char* finish_reason) {
+  json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+  return {{"id", c.id},       {"object", "text_completion"}, {"created", c.created},
+          {"model", c.model}, {"system_fingerprint", "gemlet"}, {"choices", json::array({choice})}};
+}
+
+namespace {
+
+std::string Rfc3339(int64_t unix_seconds) {
+  const time_t t = static_cast<time_t>(unix_seconds);
+  struct tm tm_utc;
+  gmtime_r(&t, &tm_utc);
+  char buf[32];
+  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+  return buf;
+}
+
+}  // namespace
+
+json OllamaChunkJson(const ResponseContext& c, bool chat, const std::string& text, const std::string& thinking) {
+  json j = {{"model", c.model}, {"created_at", Rfc3339(c.created)}, {"done", false}};
+  if (chat) {
+    json message = {{"role", "assistant"}, {"content", text}};
+    if (!thinking.empty()) message["thinking"] = thinking;
+    j["message"] = message;
+  } else {
+    j["response"] = text;
+    if (!thinking.empty()) j["thinking"] = thinking;
+  }
+  return j;
+}
+
+json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, bool with_text) {
+  json j = OllamaChunkJson(c, chat, with_text ? reply.text : std::string(), with_text ? reply.thinking : std::string());
+  const GenerationStats& st = reply.stats;
+  const auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
+  const double decode_seconds = st.decode_tokens_per_second > 0 ? st.generated_tokens / st.decode_tokens_per_second : 0;
+  j["done"] = true;
+  j["done_reason"] = st.stop == StopReason::kMaxTokens || st.stop == StopReason::kContextFull ? "length" : "stop";
+  j["total_duration"] = ns(st.ttft_seconds + decode_seconds);
+  j["load_duration"] = 0;
+  j["prompt_eval_count"] = st.prompt_tokens;
+  j["prompt_eval_duration"] = ns(st.ttft_seconds);
+  j["eval_count"] = st.generated_tokens;
+  j["eval_duration"] = ns(decode_seconds);
+  return j;
+}
+
+}  // namespace gemlet::server

@@ -1,0 +1,75 @@
+// The wire formats: OpenAI's chat and text completions (and llama-server's extensions where OpenAI
+// is silent), Ollama's chat and generate, parsed into one request shape and written back from a
+// Reply. Pure functions of JSON, tested without a socket.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gemlet/gemlet.hpp"
+
+namespace gemlet::server {
+
+// A refused request: the HTTP status and OpenAI's error object.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field ("" when none)
+  std::string code;   // "" when none
+};
+nlohmann::json ErrorJson(const ApiError& e);
+
+// What every dialect's request comes down to.
+struct CompletionRequest {
+  bool chat = true;                 // messages (else a raw prompt)
+  std::vector<Message> messages;
+  std::string prompt;               // text completions
+  std::vector<int32_t> prompt_tokens;  // text completions given as token ids
+  bool thinking = false;            // Gemma 4: think before answering
+  GenerateOptions options;
+  bool max_tokens_given = false;
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  bool logprobs = false;
+  std::string model;
+};
+
+struct Limits {
+  int max_tokens = 4096;  // the most a request may ask for
+  int max_stop = 16;      // stop strings
+};
+
+// OpenAI: POST /v1/chat/completions and /v1/completions. Unknown fields are ignored; wrong types
+// and values out of range are refused with a message naming the field.
+std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, const Limits& limits, CompletionRequest* out);
+std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, const Limits& limits, CompletionRequest* out);
+// Ollama: POST /api/chat and /api/generate (options.temperature, num_predict, ...; stream defaults on).
+std::optional<ApiError> ParseOllamaRequest(const nlohmann::json& body, bool chat, const Limits& limits,
+                                           CompletionRequest* out);
+
+// OpenAI's finish_reason for a reply: "stop", "length", "tool_calls".
+const char* FinishReason(const Reply& reply);
+
+// The response bodies. `id` is the completion's ("chatcmpl-..."), `created` a Unix time.
+struct ResponseContext {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  const Engine* engine = nullptr;  // token texts for logprobs
+};
+nlohmann::json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
+nlohmann::json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
+nlohmann::json UsageJson(const Reply& reply);
+// Streaming: one chunk's JSON. delta is {"role":...} / {"content":...} / {"reasoning_content":...}.
+nlohmann::json ChatChunkJson(const ResponseContext& c, const nlohmann::json& delta, const char* finish_reason);
+nlohmann::json TextChunkJson(const ResponseContext& c, const std::string& text, const char* finish_reason);
+// Ollama's bodies (one NDJSON line each when streaming; `done` with the totals at the end).
+nlohmann::json OllamaChunkJson(const ResponseContext& c, bool chat, const std::string& text, const std::string& thinking);
+nlohmann::json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, bool with_text);
+
+}  // namespace gemlet::server

@@ -1,0 +1,600 @@
+// The HTTP side of gemlet serve (cpp-httplib): routes, the API key, CORS, limits, and the answers,
+// streamed as server-sent events (OpenAI) or NDJSON (Ollama) while the scheduler generates.
+#include "gemlet/server.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "server/protocol.h"
+#include "server/scheduler.h"
+
+namespace gemlet {
+
+using nlohmann::json;
+using server::ApiError;
+using server::CompletionRequest;
+using server::Job;
+
+namespace {
+
+constexpr const char* kJson = "application/json; charset=utf-8";
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void SendError(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(server::ErrorJson(e).dump(), kJson);
+}
+
+ApiError Error(int status, std::string message, std::string type = "invalid_request_error", std::string code = "") {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+// Compares without an early exit, so response times do not leak how much of a key was right.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0;
+}
+
+bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
+bool WriteEvent(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, "data: " + j.dump() + "\n\n"); }
+bool WriteLine(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, j.dump() + "\n"); }
+
+}  // namespace
+
+struct Server::Impl {
+  std::shared_ptr<Engine> engine;
+  ServerOptions options;
+  std::string model_name;
+  server::Limits limits;
+  httplib::Server http;
+  std::unique_ptr<server::Scheduler> scheduler;
+  std::thread listener;
+  int port = 0;
+  int64_t created = UnixNow();
+  std::atomic<uint64_t> next_id{1};
+
+  std::mutex state_mutex;
+  std::condition_variable state_changed;
+  bool running = false;
+  bool stopped = false;
+
+  std::mutex metrics_mutex;
+  std::map<std::pair<std::string, int>, uint64_t> responses;  // (route, status) -> count
+
+  void Routes();
+  bool Authorized(const httplib::Request& req) const;
+  std::string NewId(const char* prefix) { return std::string(prefix) + std::to_string(created) + "-" + std::to_string(next_id++); }
+
+  // The dialects' handlers share this: parse, tokenize, queue, answer.
+  enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate };
+  void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
+  std::optional<ApiError> Prompt(const CompletionRequest& r, std::vector<int32_t>* tokens) const;
+  void StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c);
+  void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c);
+  void Tokenize(const httplib::Request& req, httplib::Response& res);
+  void Detokenize(const httplib::Request& req, httplib::Response& res);
+  std::string Metrics();
+  json ModelJson() const;
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() { Stop(); }
+
+Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, const ServerOptions& options) {
+  if (!engine) return Status::Error(StatusCode::kInvalidArgument, "no engine");
+  if (options.parallel < 1 || options.parallel > 64) {
+    return Status::Error(StatusCode::kInvalidArgument, "parallel must be in [1, 64]");
+  }
+  if (options.port < 0 || options.port > 65535) return Status::Error(StatusCode::kInvalidArgument, "port must be in [0, 65535]");
+  if (options.queue_size < 0) return Status::Error(StatusCode::kInvalidArgument, "queue_size must be >= 0");
+  if (options.max_tokens < 1) return Status::Error(StatusCode::kInvalidArgument, "max_tokens must be >= 1");
+  auto impl = std::make_unique<Impl>();
+  impl->engine = std::move(engine);
+  impl->options = options;
+  impl->model_name = !options.model_name.empty() ? options.model_name
+                     : !impl->engine->info().name.empty() ? impl->engine->info().name
+                                                          : "gemlet";
+  impl->limits.max_tokens = options.max_tokens;
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Status Server::Start() {
+  Impl& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.state_mutex);
+    if (d.running || d.stopped) return Status::Error(StatusCode::kInvalidArgument, "the server was started already");
+  }
+  d.scheduler = std::make_unique<server::Scheduler>(d.engine, d.options.parallel, d.options.slot, d.options.queue_size);
+  if (Status s = d.scheduler->Start(); !s.ok()) return s;
+  const int threads = d.options.http_threads > 0 ? d.options.http_threads : d.options.parallel + d.options.queue_size + 8;
+  d.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  d.http.set_payload_max_length(d.options.max_body_bytes);
+  d.http.set_read_timeout(30, 0);
+  d.http.set_write_timeout(30, 0);
+  d.Routes();
+  d.port = d.options.port == 0 ? d.http.bind_to_any_port(d.options.host)
+                               : (d.http.bind_to_port(d.options.host, d.options.port) ? d.options.port : -1);
+  if (d.port <= 0) {
+    d.scheduler->Stop();
+    return Status::Error("cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) +
+                         " (in use, or not an address of this machine)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(d.state_mutex);
+    d.running = true;
+  }
+  d.listener = std::thread([&d] { d.http.listen_after_bind(); });
+  return Status::Ok();
+}
+
+int Server::port() const { return impl_->port; }
+
+void Server::Stop() {
+  Impl& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.state_mutex);
+    if (d.stopped) return;
+    d.stopped = true;
+  }
+  // The scheduler first: every job ends, so the handlers streaming them return and the HTTP
+  // threads can be joined.
+  if (d.scheduler) d.scheduler->Stop();
+  d.http.stop();
+  if (d.listener.joinable()) d.listener.join();
+  {
+    std::lock_guard<std::mutex> lock(d.state_mutex);
+    d.running = false;
+  }
+  d.state_changed.notify_all();
+}
+
+void Server::Wait() {
+  std::unique_lock<std::mutex> lock(impl_->state_mutex);
+  impl_->state_changed.wait(lock, [this] { return impl_->stopped && !impl_->running; });
+}
+
+bool Server::Impl::Authorized(const httplib::Request& req) const {
+  if (options.api_key.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (header.compare(0, prefix.size(), prefix) != 0) return false;
+  return SameSecret(header.substr(prefix.size()), options.api_key);
+}
+
+json Server::Impl::ModelJson() const {
+  const ModelInfo& info = engine->info();
+  return {{"id", model_name},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "gemlet"},
+          {"meta",
+           {{"architecture", info.architecture},
+            {"n_vocab", info.n_vocab},
+            {"n_ctx_train", info.n_ctx_train},
+            {"n_ctx", scheduler ? scheduler->slot_ctx() : 0},
+            {"n_params", info.n_parameters},
+            {"size", info.file_bytes},
+            {"file_type", info.file_type}}}};
+}
+
+void Server::Impl::Routes() {
+  // Before routing: CORS preflights, and the API key (the health check and the page stay open: a
+  // browser loads the page, then asks for the key when the API answers 401).
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "OPTIONS") {
+      if (options.cors_origin.empty()) {
+        SendError(res, Error(405, "CORS is off (start the server with --cors-origin)"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const bool open = req.path == "/health" || req.path == "/" || req.path.rfind("/web/", 0) == 0 ||
+                      req.path == "/favicon.ico";
+    if (!open && !Authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendError(res, Error(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
+                           "invalid_request_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", options.cors_origin);
+      res.set_header("Vary", "Origin");
+    }
+    {
+      std::lock_guard<std::mutex> lock(metrics_mutex);
+      // Unknown paths count as one label: a scanner must not grow the table without end.
+      ++responses[{res.status == 404 ? std::string("other") : req.path, res.status}];
+    }
+    if (options.log) options.log(req.method + " " + req.path + " " + std::to_string(res.status));
+  });
+  // Unknown routes, oversized bodies (413) and the like: an OpenAI-shaped error when nothing was written.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+                          : res.status == 413 ? "the request body is too large"
+                                              : "the request failed (HTTP " + std::to_string(res.status) + ")";
+    res.set_content(server::ErrorJson(Error(res.status, message)).dump(), kJson);
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    SendError(res, Error(500, what, "server_error"));
+  });
+
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const server::SchedulerStats s = scheduler->stats();
+    res.set_content(json({{"status", "ok"}, {"slots_idle", s.slots - s.slots_busy}, {"slots_processing", s.slots_busy}})
+                        .dump(),
+                    kJson);
+  });
+  const auto models = [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json({{"object", "list"}, {"data", json::array({ModelJson()})}}).dump(), kJson);
+  };
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+  const auto chat = [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOpenAiChat); };
+  const auto text = [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOpenAiText); };
+  http.Post("/v1/chat/completions", chat);
+  http.Post("/chat/completions", chat);
+  http.Post("/v1/completions", text);
+  http.Post("/completions", text);
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Metrics(), "text/plain; version=0.0.4");
+  });
+
+  // Ollama.
+  http.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOllamaChat); });
+  http.Post("/api/generate",
+            [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOllamaGenerate); });
+  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json({{"version", "0.1.0-gemlet"}}).dump(), kJson);
+  });
+  http.Get("/api/tags", [this](const httplib::Request&, httplib::Response& res) {
+    const ModelInfo& info = engine->info();
+    json model = {{"name", model_name},
+                  {"model", model_name},
+                  {"size", info.file_bytes},
+                  {"digest", ""},
+                  {"details",
+                   {{"format", "gguf"},
+                    {"family", info.architecture},
+                    {"families", json::array({info.architecture})},
+                    {"parameter_size", std::to_string(info.n_parameters)},
+                    {"quantization_level", info.file_type}}}};
+    res.set_content(json({{"models", json::array({model})}}).dump(), kJson);
+  });
+  http.Post("/api/show", [this](const httplib::Request&, httplib::Response& res) {
+    const ModelInfo& info = engine->info();
+    json j = {{"details",
+               {{"format", "gguf"},
+                {"family", info.architecture},
+                {"parameter_size", std::to_string(info.n_parameters)},
+                {"quantization_level", info.file_type}}},
+              {"model_info",
+               {{"general.architecture", info.architecture},
+                {"general.parameter_count", info.n_parameters},
+                {info.architecture + ".context_length", info.n_ctx_train},
+                {info.architecture + ".block_count", info.n_layers},
+                {info.architecture + ".embedding_length", info.d_model}}},
+              {"capabilities", json::array({"completion"})}};
+    res.set_content(j.dump(), kJson);
+  });
+}
+
+std::optional<ApiError> Server::Impl::Prompt(const CompletionRequest& r, std::vector<int32_t>* tokens) const {
+  if (r.chat) {
+    Result<std::vector<int32_t>> t = engine->TokenizeChat(r.messages, true, r.thinking);
+    if (!t.ok()) return Error(400, t.message(), "invalid_request_error");
+    *tokens = std::move(t).value();
+  } else if (!r.prompt_tokens.empty()) {
+    for (int32_t id : r.prompt_tokens) {
+      if (id < 0 || id >= engine->info().n_vocab) {
+        return Error(400, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                              std::to_string(engine->info().n_vocab - 1) + ")");
+      }
+    }
+    *tokens = r.prompt_tokens;
+  } else {
+    // Raw prompts, as llama-server takes them: BOS first, and written control tokens are parsed.
+    *tokens = engine->Tokenize(r.prompt, {.add_special = true, .parse_special = true});
+  }
+  const int n_ctx = scheduler->slot_ctx();
+  if (static_cast<int>(tokens->size()) >= n_ctx) {
+    ApiError e = Error(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +
+                                std::to_string(n_ctx) + " (with room for at least one more)",
+                       "invalid_request_error", "context_length_exceeded");
+    e.param = r.chat ? "messages" : "prompt";
+    return e;
+  }
+  return std::nullopt;
+}
+
+void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect) {
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return SendError(res, Error(400, "the request body is not valid JSON"));
+  CompletionRequest r;
+  const bool ollama = dialect == Dialect::kOllamaChat || dialect == Dialect::kOllamaGenerate;
+  std::optional<ApiError> err;
+  switch (dialect) {
+    case Dialect::kOpenAiChat: err = server::ParseChatRequest(body, limits, &r); break;
+    case Dialect::kOpenAiText: err = server::ParseCompletionRequest(body, limits, &r); break;
+    case Dialect::kOllamaChat: err = server::ParseOllamaRequest(body, true, limits, &r); break;
+    case Dialect::kOllamaGenerate: err = server::ParseOllamaRequest(body, false, limits, &r); break;
+  }
+  if (err) return SendError(res, *err);
+  if (std::string invalid = Validate(r.options); !invalid.empty()) return SendError(res, Error(400, invalid));
+  auto job = std::make_shared<Job>();
+  if (auto e = Prompt(r, &job->prompt)) return SendError(res, *e);
+  job->options = r.options;
+  if (!scheduler->Enqueue(job)) {
+    res.set_header("Retry-After", "1");
+    return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
+                                "server_error", "overloaded"));
+  }
+  server::ResponseContext c;
+  c.id = NewId(dialect == Dialect::kOpenAiChat ? "chatcmpl-" : "cmpl-");
+  c.created = UnixNow();
+  c.model = model_name;
+  c.engine = engine.get();
+  const bool chat_shape = dialect == Dialect::kOpenAiChat;
+  if (r.stream) {
+    if (ollama) return StreamOllama(res, job, std::move(r), c);
+    (void)chat_shape;
+    return StreamOpenAi(res, job, std::move(r), c);
+  }
+  // Not streamed: wait for the reply. A client that hangs up meanwhile is only noticed when its
+  // connection is written to, so after a second the answer goes out chunked, led by whitespace
+  // (valid before JSON) once a second: a closed connection then cancels the job within seconds.
+  std::vector<Job::Chunk> ignored;
+  bool done = false;
+  for (int waited = 0; waited < 10 && !done; ++waited) {
+    done = job->Take(&ignored, std::chrono::milliseconds(100));
+    ignored.clear();
+  }
+  const auto answer = [this, dialect, r, c](const Result<Reply>& reply) -> std::pair<int, std::string> {
+    if (!reply.ok()) {
+      const int status = reply.status().code() == StatusCode::kCancelled ? 503 : 500;
+      return {status, server::ErrorJson(Error(status, reply.message(), "server_error")).dump()};
+    }
+    switch (dialect) {
+      case Dialect::kOpenAiChat: return {200, server::ChatCompletionJson(c, r, reply.value()).dump()};
+      case Dialect::kOpenAiText: return {200, server::TextCompletionJson(c, r, reply.value()).dump()};
+      default: return {200, server::OllamaDoneJson(c, dialect == Dialect::kOllamaChat, reply.value(), true).dump()};
+    }
+  };
+  if (done) {
+    std::lock_guard<std::mutex> lock(job->mutex);
+    auto [status, text] = answer(job->reply);
+    res.status = status;
+    res.set_content(text, kJson);
+    return;
+  }
+  res.set_chunked_content_provider(
+      kJson,
+      [job, answer](size_t, httplib::DataSink& sink) {
+        std::vector<Job::Chunk> chunks;
+        while (!job->Take(&chunks, std::chrono::milliseconds(1000))) {
+          chunks.clear();
+          if (!WriteRaw(sink, " ")) {
+            job->cancelled.store(true);
+            return false;
+          }
+        }
+        std::string text;
+        {
+          std::lock_guard<std::mutex> lock(job->mutex);
+          text = answer(job->reply).second;
+        }
+        if (!WriteRaw(sink, text)) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->cancelled.store(true);
+      });
+}
+
+void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r,
+                                server::ResponseContext c) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, r, c](size_t, httplib::DataSink& sink) {
+        const auto fail = [&job] {
+          job->cancelled.store(true);
+          return false;
+        };
+        if (r.chat && !WriteEvent(sink, server::ChatChunkJson(c, {{"role", "assistant"}, {"content", ""}}, nullptr))) {
+          return fail();
+        }
+        for (;;) {
+          std::vector<Job::Chunk> chunks;
+          const bool done = job->Take(&chunks, std::chrono::milliseconds(1000));
+          for (const Job::Chunk& chunk : chunks) {
+            if (chunk.kind == ChunkKind::kToolCall) continue;  // sent whole with the last chunk
+            json event;
+            if (r.chat) {
+              const char* field = chunk.kind == ChunkKind::kThinking ? "reasoning_content" : "content";
+              event = server::ChatChunkJson(c, {{field, chunk.text}}, nullptr);
+            } else {
+              if (chunk.kind == ChunkKind::kThinking) continue;
+              event = server::TextChunkJson(c, chunk.text, nullptr);
+            }
+            if (!WriteEvent(sink, event)) return fail();
+          }
+          if (done) break;
+          // Nothing for a second (a long prompt): a comment line, which tells whether the client is still there.
+          if (chunks.empty() && !WriteRaw(sink, ": keep-alive\n\n")) return fail();
+        }
+        Result<Reply> reply = Status::Error("unset");
+        {
+          std::lock_guard<std::mutex> lock(job->mutex);
+          reply = job->reply;
+        }
+        if (!reply.ok()) {
+          const int status = reply.status().code() == StatusCode::kCancelled ? 503 : 500;
+          if (!WriteEvent(sink, server::ErrorJson(Error(status, reply.message(), "server_error")))) return false;
+        } else {
+          const char* finish = server::FinishReason(reply.value());
+          json last = r.chat ? server::ChatChunkJson(c, json::object(), finish) : server::TextChunkJson(c, "", finish);
+          if (!WriteEvent(sink, last)) return false;
+          if (r.include_usage) {
+            json usage = r.chat ? server::ChatChunkJson(c, json::object(), nullptr) : server::TextChunkJson(c, "", nullptr);
+            usage["choices"] = json::array();
+            usage["usage"] = server::UsageJson(reply.value());
+            if (!WriteEvent(sink, usage)) return false;
+          }
+        }
+        if (!WriteRaw(sink, "data: [DONE]\n\n")) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->cancelled.store(true);
+      });
+}
+
+void Server::Impl::StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r,
+                                server::ResponseContext c) {
+  res.set_chunked_content_provider(
+      "application/x-ndjson",
+      [job, r, c](size_t, httplib::DataSink& sink) {
+        for (;;) {
+          std::vector<Job::Chunk> chunks;
+          const bool done = job->Take(&chunks, std::chrono::milliseconds(1000));
+          for (const Job::Chunk& chunk : chunks) {
+            if (chunk.kind == ChunkKind::kToolCall) continue;
+            const bool thought = chunk.kind == ChunkKind::kThinking;
+            json line = server::OllamaChunkJson(c, r.chat, thought ? "" : chunk.text, thought ? chunk.text : "");
+            if (!WriteLine(sink, line)) {
+              job->cancelled.store(true);
+              return false;
+            }
+          }
+          if (done) break;
+        }
+        Result<Reply> reply = Status::Error("unset");
+        {
+          std::lock_guard<std::mutex> lock(job->mutex);
+          reply = job->reply;
+        }
+        json last = reply.ok() ? server::OllamaDoneJson(c, r.chat, reply.value(), false) : json({{"error", reply.message()}});
+        if (!WriteLine(sink, last)) return false;
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->cancelled.store(true);
+      });
+}
+
+void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return SendError(res, Error(400, "the request body is not a JSON object"));
+  if (!body.contains("content") || !body["content"].is_string()) {
+    ApiError e = Error(400, "'content' must be a string");
+    e.param = "content";
+    return SendError(res, e);
+  }
+  const auto flag = [&body](const char* key, bool fallback) {
+    return body.contains(key) && body[key].is_boolean() ? body[key].get<bool>() : fallback;
+  };
+  const std::vector<int32_t> tokens = engine->Tokenize(
+      body["content"].get<std::string>(), {.add_special = flag("add_special", false), .parse_special = flag("parse_special", true)});
+  json out = json::array();
+  if (flag("with_pieces", false)) {
+    for (int32_t t : tokens) out.push_back({{"id", t}, {"piece", engine->TokenText(t)}});
+  } else {
+    out = tokens;
+  }
+  res.set_content(json({{"tokens", out}}).dump(), kJson);
+}
+
+void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& res) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+    ApiError e = Error(400, "'tokens' must be an array of token ids");
+    e.param = "tokens";
+    return SendError(res, e);
+  }
+  std::vector<int32_t> tokens;
+  for (const json& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= engine->info().n_vocab) {
+      ApiError e = Error(400, "'tokens' holds " + t.dump() + ", not a token id of this model (0.." +
+                                  std::to_string(engine->info().n_vocab - 1) + ")");
+      e.param = "tokens";
+      return SendError(res, e);
+    }
+    tokens.push_back(t.get<int32_t>());
+  }
+  res.set_content(json({{"content", engine->Detokenize(tokens)}}).dump(), kJson);
+}
+
+std::string Server::Impl::Metrics() {
+  const server::SchedulerStats s = scheduler->stats();
+  std::ostringstream out;
+  const auto metric = [&out](const char* name, const char* type, const char* help, double value) {
+    out << "# HELP gemlet_" << name << " " << help << "\n# TYPE gemlet_" << name << " " << type << "\ngemlet_" << name
+        << " " << value << "\n";
+  };
+  metric("prompt_tokens_total", "counter", "Prompt tokens evaluated (reused prefix tokens not counted).",
+         static_cast<double>(s.prompt_tokens_total));
+  metric("prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
+         static_cast<double>(s.cached_tokens_total));
+  metric("tokens_predicted_total", "counter", "Tokens generated.", static_cast<double>(s.generated_tokens_total));
+  metric("requests_finished_total", "counter", "Generation requests finished (including cancelled).",
+         static_cast<double>(s.requests_total));
+  metric("requests_cancelled_total", "counter", "Generation requests cancelled (client gone, server stopping).",
+         static_cast<double>(s.requests_cancelled));
+  metric("requests_rejected_total", "counter", "Requests refused with 503 because the queue was full.",
+         static_cast<double>(s.requests_rejected));
+  metric("requests_processing", "gauge", "Slots decoding a request now.", s.slots_busy);
+  metric("requests_deferred", "gauge", "Requests waiting for a slot.", s.queued);
+  metric("slots", "gauge", "Slots (requests decoded at once).", s.slots);
+  metric("decode_steps_total", "counter", "Batched forward steps run.", static_cast<double>(s.steps_total));
+  metric("step_tokens_total", "counter", "Tokens evaluated by those steps.", static_cast<double>(s.step_tokens_total));
+  metric("busy_seconds_total", "counter", "Seconds spent stepping.", s.busy_seconds);
+  metric("process_anon_bytes", "gauge", "Anonymous (dirty) memory of the process.",
+         static_cast<double>(engine->MeasureMemory().anon_bytes));
+  out << "# HELP gemlet_http_responses_total HTTP responses by route and status.\n"
+      << "# TYPE gemlet_http_responses_total counter\n";
+  std::lock_guard<std::mutex> lock(metrics_mutex);
+  for (const auto& [key, count] : responses) {
+    out << "gemlet_http_responses_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} " << count << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace gemlet
