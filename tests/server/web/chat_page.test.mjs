@@ -104,9 +104,11 @@ async function sendMessage(page, text) {
 const idle = (page, timeout = 15000) => page.waitForFunction(
   () => document.getElementById("stop").hidden && !document.getElementById("send").hidden, { timeout });
 
+// Sends text and waits for the whole answer (or error).
 async function sendAndWait(page, text) {
+  const asked = await page.$$eval(".msg.user", (els) => els.length);
   await sendMessage(page, text);
-  await page.waitForFunction(() => !document.getElementById("stop").hidden || document.querySelector(".msg.error"), { timeout: 5000 }).catch(() => {});
+  await page.waitForFunction((n) => document.querySelectorAll(".msg.user").length > n, { timeout: 5000 }, asked);
   await idle(page);
 }
 
@@ -474,11 +476,36 @@ test("reasoning_content shows collapsed, apart from the answer, and stays out of
 }, { mockOnly: true });
 
 test("an error event in the stream is shown, and the partial answer stays", async () => {
-  await script({ chunks: [{ content: "Partial " }, { content: "answer" }, { error: { message: "the model exploded", type: "server_error", code: "boom" } }], delayMs: 20 });
+  await script({ chunks: [{ content: "Partial " }, { content: "answer" }, { error: { message: "the model <b>exploded</b>", type: "server_error", code: "boom" } }], delayMs: 20 });
   const { page, problems } = await openPage();
   await sendAndWait(page, "go");
-  checkEqual(await page.$eval(".msg.error", (el) => [el.textContent, el.getAttribute("role")]), ["Error (server_error): the model exploded", "alert"], "error shown");
+  checkEqual(await page.$eval(".msg.error", (el) => [el.textContent, el.getAttribute("role")]), ["Error (server_error): the model <b>exploded</b>", "alert"], "error shown");
   checkEqual(await lastAnswer(page), "Partial answer", "partial answer");
+  checkEqual(problems, [], "problems");
+}, { mockOnly: true });
+
+test("SSE framing: CRLF lines, comments, one event over several data: lines, other fields", async () => {
+  const chunk = (content) => JSON.stringify({ choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+  await script({ chunks: [
+    { raw: ": keep-alive comment\r\n\r\n" },
+    { raw: `data: ${chunk("CRLF ")}\r\n\r\n` },
+    { raw: `event: message\nid: 7\nretry: 1000\ndata: ${chunk("fields ")}\n\n` },
+    { raw: `data: {"choices": [{"index": 0,\ndata: "delta": {"content": "split "}}]}\n\n` },
+    { raw: `data:${chunk("nospace")}\r\r` },
+  ], delayMs: 20 });
+  const { page, problems } = await openPage();
+  await sendAndWait(page, "framing");
+  checkEqual(await lastAnswer(page), "CRLF fields split nospace", "the answer");
+  checkEqual(await page.$$eval(".msg.error", (els) => els.length), 0, "errors");
+  checkEqual(problems, [], "problems");
+}, { mockOnly: true });
+
+test("a server that answers with one JSON body instead of a stream", async () => {
+  await script({ whole: { content: "All **at once**.", reasoning: "quick thought" } });
+  const { page, problems } = await openPage();
+  await sendAndWait(page, "no stream");
+  checkEqual(await lastAnswer(page), "All at once.", "the answer");
+  checkEqual(await page.$eval(".thinking .thoughts", (el) => el.textContent), "quick thought", "the reasoning");
   checkEqual(problems, [], "problems");
 }, { mockOnly: true });
 

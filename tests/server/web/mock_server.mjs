@@ -12,9 +12,10 @@
 //   GET  /mock/state   {requests: [{body, authorization, aborted, finished}], queued}
 //   POST /mock/reset   forgets the queue, the requests and the API key
 //   POST /mock/config  {apiKey}: from now on require "Authorization: Bearer <apiKey>" (null: none)
-// A script is {status, error | text} for an HTTP error, or {chunks, delayMs, finishReason, usage}
-// for a stream: each chunk is {content}, {reasoning}, {error} (an error event) or {raw} (bytes
-// as they are), sent delayMs apart. Without a script the answer echoes the last user message.
+// A script is {status, error | text} for an HTTP error, {whole: {content, reasoning}} for one JSON
+// answer (no stream), or {chunks, delayMs, finishReason, usage} for a stream: each chunk is
+// {content}, {reasoning}, {error} (an error event) or {raw} (bytes as they are), sent delayMs
+// apart. Without a script the answer echoes the last user message.
 import { createServer } from "node:http";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
@@ -94,6 +95,14 @@ export async function startMockServer({ port = 0, host = "127.0.0.1", plain = fa
         return res.end(script.text);
       }
       return json(res, script.status, { error: script.error });
+    }
+    if (script.whole) {
+      record.finished = true;
+      return json(res, 200, {
+        id: "chatcmpl-mock", object: "chat.completion", created: Math.floor(Date.now() / 1000), model: MODEL_ID,
+        choices: [{ index: 0, message: { role: "assistant", content: script.whole.content, reasoning_content: script.whole.reasoning }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 },
+      });
     }
     res.on("close", () => { if (!res.writableFinished) record.aborted = true; });
     res.on("error", () => {}); // a write after the page hung up
