@@ -205,6 +205,7 @@ async function send() {
 
   if (content) {
     chat.history.push({ role: "assistant", content }); // a stopped answer keeps what it had
+    if (ui.model.classList.contains("problem")) chat.modelReady = loadModel(); // it works now
   } else {
     // No answer: the question leaves the history (two user turns in a row would follow) and
     // goes back into the input box, to send again.
