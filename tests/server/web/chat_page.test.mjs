@@ -9,8 +9,12 @@
 // (page load, a real answer streaming in, Stop, New chat, and the renderer on fixed inputs) run
 // against anything that serves the page and the API. Exit 0 when every check passes.
 import { existsSync } from "node:fs";
-import puppeteer from "puppeteer-core";
 import { startMockServer } from "./mock_server.mjs";
+
+const puppeteer = (await import("puppeteer-core").catch(() => {
+  console.error("chat_page.test: puppeteer-core is not installed: run `npm ci` in tests/server/web (run.sh does)");
+  process.exit(2);
+})).default;
 
 function option(name) {
   const at = process.argv.indexOf(name);
