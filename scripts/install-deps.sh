@@ -5,6 +5,10 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
           libbenchmark-dev xz-utils python3 default-jdk-headless)
+# The chat page's browser test (tests/server/web/run.sh): Chromium, and Node.js with npm only where
+# there is no node yet (NodeSource's nodejs carries its own npm and conflicts with Debian's).
+packages+=(chromium)
+if ! command -v node >/dev/null; then packages+=(nodejs npm); fi
 # ARM64 tests (make test-arm64): the cross compiler, the emulator, and the arm64 builds of the
 # libraries the kernels and model tests link (Debian multiarch). `make run` does not need them.
 arm64=0

@@ -1,0 +1,285 @@
+// app.js: the chat page: the conversation, the composer, the settings, and answers streamed into
+// the message list as they arrive.
+import { ApiError, firstModel, streamChat } from "./client.js";
+import { updateMarkdown } from "./markdown.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  messages: $("messages"), composer: $("composer"), input: $("input"), send: $("send"),
+  stop: $("stop"), newChat: $("new-chat"), model: $("model"), settingsToggle: $("settings-toggle"),
+  settings: $("settings"), apiKey: $("api-key"), system: $("system-prompt"),
+  temperature: $("temperature"), maxTokens: $("max-tokens"),
+};
+
+const SETTINGS_KEY = "gemlet.chat.settings";
+const RENDER_INTERVAL_MS = 50; // re-render the streaming answer at most this often
+
+const chat = {
+  history: [],       // [{role, content}] of this chat: no system prompt, no reasoning
+  controller: null,  // aborts the answer streaming now
+  generation: 0,     // New chat bumps it, so an answer still arriving stays out of the next chat
+  model: null,
+  modelReady: null,  // the pending GET /v1/models
+};
+
+// ---- settings ----
+
+function loadSettings() {
+  let saved = {};
+  try { saved = JSON.parse(localStorage.getItem(SETTINGS_KEY) ?? "{}") ?? {}; } catch { /* none */ }
+  ui.apiKey.value = saved.apiKey ?? "";
+  ui.system.value = saved.system ?? "";
+  ui.temperature.value = saved.temperature ?? "";
+  ui.maxTokens.value = saved.maxTokens ?? "";
+}
+
+function saveSettings() {
+  const settings = { apiKey: ui.apiKey.value, system: ui.system.value,
+    temperature: ui.temperature.value, maxTokens: ui.maxTokens.value };
+  try { localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings)); } catch { /* storage off */ }
+}
+
+function showSettings(open, focus) {
+  ui.settings.hidden = !open;
+  ui.settingsToggle.setAttribute("aria-expanded", String(open));
+  if (open && focus) focus.focus();
+}
+
+// ---- messages ----
+
+function div(className, text) {
+  const node = document.createElement("div");
+  node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// CJK text gets its own lang, so the browser picks Chinese (Japanese, Korean) glyphs and line
+// breaking for it; a few CJK words in an English answer do not count.
+function setLang(node, text) {
+  const sample = text.slice(0, 4000).replace(/\s/g, "");
+  const cjk = (sample.match(/[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]/g) ?? []).length;
+  if (cjk < 2 || cjk < sample.length / 5) { node.removeAttribute("lang"); return; }
+  node.lang = /[\u3040-\u30ff]/.test(sample) ? "ja" : /[\uac00-\ud7af]/.test(sample) ? "ko" : "zh";
+}
+
+function addMessage(node) {
+  ui.messages.append(node);
+  return node;
+}
+
+function addUserMessage(text) {
+  const node = div("msg user");
+  const body = div("body", text);
+  setLang(body, text);
+  node.append(body);
+  return addMessage(node);
+}
+
+function addAssistantMessage() {
+  const node = div("msg assistant");
+  const thinking = document.createElement("details"); // reasoning: collapsed, apart from the answer
+  thinking.className = "thinking";
+  thinking.hidden = true;
+  const summary = document.createElement("summary");
+  summary.textContent = "Thinking…";
+  const thoughts = div("thoughts markdown");
+  thinking.append(summary, thoughts);
+  const answer = div("answer markdown");
+  const meta = div("meta");
+  node.append(thinking, answer, meta);
+  addMessage(node);
+  return { node, thinking, summary, thoughts, answer, meta };
+}
+
+function describe(err) {
+  if (err instanceof ApiError) {
+    if (err.status === 401) return `The server needs an API key (HTTP 401: ${err.message}). Enter it under Settings and send again.`;
+    const kind = err.type ? ` (${err.type})` : "";
+    return err.status ? `HTTP ${err.status}${kind}: ${err.message}` : `Error${kind}: ${err.message}`;
+  }
+  return `Error: ${err?.message ?? String(err)}`;
+}
+
+function addError(err) {
+  const node = div("msg error", describe(err));
+  node.setAttribute("role", "alert");
+  return addMessage(node);
+}
+
+const nearBottom = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 48;
+const scrollDown = () => { ui.messages.scrollTop = ui.messages.scrollHeight; };
+
+// ---- sending ----
+
+function requestBody() {
+  const messages = [];
+  const system = ui.system.value.trim();
+  if (system) messages.push({ role: "system", content: system });
+  messages.push(...chat.history);
+  const body = { model: chat.model ?? "gemlet", messages, stream: true, stream_options: { include_usage: true } };
+  const temperature = Number.parseFloat(ui.temperature.value);
+  if (Number.isFinite(temperature)) body.temperature = temperature;
+  const maxTokens = Number.parseInt(ui.maxTokens.value, 10);
+  if (maxTokens > 0) body.max_tokens = maxTokens;
+  return body;
+}
+
+function setStreaming(on) {
+  ui.send.hidden = on;
+  ui.stop.hidden = !on;
+  ui.messages.setAttribute("aria-busy", String(on));
+}
+
+function metaLine({ stopped, finish, usage, seconds }) {
+  const parts = [];
+  if (stopped) parts.push("Stopped");
+  else if (finish === "length") parts.push("Cut off at the token limit");
+  const tokens = usage?.completion_tokens;
+  if (Number.isFinite(tokens)) {
+    parts.push(`${tokens} tokens`);
+    if (seconds > 0 && tokens > 1) parts.push(`${(tokens / seconds).toFixed(1)} tokens/s`);
+  }
+  return parts.join(" · ");
+}
+
+async function send() {
+  const text = ui.input.value;
+  if (!text.trim() || chat.controller) return;
+  ui.input.value = "";
+  fitInput();
+  const generation = chat.generation;
+  const question = addUserMessage(text);
+  chat.history.push({ role: "user", content: text });
+  const view = addAssistantMessage();
+  scrollDown();
+  const controller = new AbortController();
+  chat.controller = controller;
+  setStreaming(true);
+
+  let content = "";
+  let reasoning = "";
+  let finish = null;
+  let usage = null;
+  let failure = null;
+  let stopped = false;
+  let firstToken = 0;
+  let timer = 0;
+  const render = () => {
+    timer = 0;
+    const follow = nearBottom();
+    if (reasoning) {
+      view.thinking.hidden = false;
+      updateMarkdown(view.thoughts, reasoning);
+      setLang(view.thoughts, reasoning);
+    }
+    updateMarkdown(view.answer, content);
+    setLang(view.answer, content);
+    if (follow) scrollDown();
+  };
+
+  try {
+    await chat.modelReady;
+    const options = { apiKey: ui.apiKey.value.trim(), signal: controller.signal };
+    for await (const part of streamChat(requestBody(), options)) {
+      if (!firstToken && (part.content || part.reasoning)) firstToken = performance.now();
+      reasoning += part.reasoning;
+      content += part.content;
+      if (content) view.summary.textContent = "Thoughts";
+      finish = part.finish ?? finish;
+      usage = part.usage ?? usage;
+      if (!timer) timer = setTimeout(render, RENDER_INTERVAL_MS);
+    }
+  } catch (err) {
+    if (err.name === "AbortError") stopped = true;
+    else failure = err;
+  }
+  clearTimeout(timer);
+  if (generation !== chat.generation) return; // New chat came first: this answer belongs nowhere
+  render();
+  chat.controller = null;
+  setStreaming(false);
+  view.summary.textContent = "Thoughts";
+  const seconds = firstToken ? (performance.now() - firstToken) / 1000 : 0;
+  view.meta.textContent = metaLine({ stopped, finish, usage, seconds });
+
+  if (content) {
+    chat.history.push({ role: "assistant", content }); // a stopped answer keeps what it had
+    if (ui.model.classList.contains("problem")) chat.modelReady = loadModel(); // it works now
+  } else {
+    // No answer: the question leaves the history (two user turns in a row would follow) and
+    // goes back into the input box, to send again.
+    chat.history.pop();
+    question.classList.add("unanswered");
+    if (!reasoning) view.node.remove();
+    if (!ui.input.value) { ui.input.value = text; fitInput(); }
+  }
+  if (failure) {
+    addError(failure);
+    if (failure.status === 401) showSettings(true, ui.apiKey);
+  }
+  scrollDown();
+  if (!failure || failure.status !== 401) ui.input.focus();
+}
+
+function stop() {
+  chat.controller?.abort();
+}
+
+function newChat() {
+  chat.generation++;
+  stop();
+  chat.controller = null;
+  setStreaming(false);
+  chat.history = [];
+  ui.messages.replaceChildren();
+  ui.input.focus();
+}
+
+async function loadModel() {
+  try {
+    chat.model = await firstModel({ apiKey: ui.apiKey.value.trim() });
+    ui.model.textContent = chat.model ?? "";
+    ui.model.title = "The model the server runs";
+    ui.model.classList.remove("problem");
+  } catch (err) {
+    ui.model.textContent = err.status === 401 ? "API key needed" : "no model list";
+    ui.model.title = describe(err);
+    ui.model.classList.add("problem");
+    if (err.status === 401) showSettings(true, ui.apiKey);
+  }
+}
+
+function fitInput() {
+  ui.input.style.height = "auto";
+  ui.input.style.height = `${Math.min(ui.input.scrollHeight + 2, 240)}px`;
+}
+
+// ---- wiring ----
+
+ui.input.addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || event.shiftKey) return;
+  // An input method (Chinese pinyin, Japanese kana) commits its candidate with Enter: that Enter
+  // is the IME's, not a send. Chrome marks it isComposing; Safari sends keyCode 229 after the end.
+  if (event.isComposing || event.keyCode === 229) return;
+  event.preventDefault();
+  send();
+});
+ui.input.addEventListener("input", fitInput);
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+ui.stop.addEventListener("click", stop);
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && !event.isComposing && chat.controller) stop(); // not an IME's cancel
+});
+ui.newChat.addEventListener("click", newChat);
+ui.settingsToggle.addEventListener("click", () => showSettings(ui.settings.hidden));
+ui.settings.addEventListener("submit", (event) => event.preventDefault()); // Enter in a field: nothing to post
+for (const field of [ui.apiKey, ui.system, ui.temperature, ui.maxTokens]) field.addEventListener("input", saveSettings);
+ui.apiKey.addEventListener("change", () => { chat.modelReady = loadModel(); });
+
+loadSettings();
+chat.modelReady = loadModel();
+ui.input.focus();
