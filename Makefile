@@ -8,12 +8,16 @@ ASAN_BUILD ?= build-asan
 ARM64_BUILD ?= build-arm64
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build run test test-release test-asan test-tsan test-arm64 clean
+.PHONY: all deps deps-test build run test test-release test-asan test-tsan test-arm64 clean
 
 all: build
 
 deps:
 	./scripts/install-deps.sh
+
+# What the tests need beyond the build (Chromium for the chat page's browser test).
+deps-test:
+	./scripts/install-deps.sh --test
 
 # The main job needs only the repository: the CLI, not the tests (they read ../shared/testdata).
 run: deps
@@ -21,7 +25,7 @@ run: deps
 	cmake --build $(BUILD) -j $(JOBS) --target gemlet
 	./scripts/run-demo.sh $(BUILD)/apps/gemlet/gemlet
 
-build: deps
+build: deps-test
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DGEMLET_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -30,7 +34,7 @@ test: test-release test-asan test-tsan test-arm64
 test-release: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: deps-test
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_SANITIZE=ON -DGEMLET_BUILD_TESTS=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)

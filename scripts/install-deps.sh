@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gemlet builds with; does nothing when they are already present.
 # default-jdk-headless (javac, the JNI headers, /usr/lib/jvm/default-java) is for the Java binding.
-# Usage: scripts/install-deps.sh [--arm64]   (--arm64: also what `make test-arm64` needs)
+# libcpp-httplib-dev is gemlet serve's HTTP library.
+# Usage: scripts/install-deps.sh [--test] [--arm64]
+#   --test: also what the tests alone need (the chat page's browser test); --arm64: what `make test-arm64` needs
 set -euo pipefail
-packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev libgtest-dev libgmock-dev
-          libbenchmark-dev xz-utils python3 default-jdk-headless)
+packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
+          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+test_deps=0
+arm64=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) test_deps=1 ;;
+    --arm64) arm64=1 ;;
+    *) echo "install-deps.sh: unknown option '$arg' (--test, --arm64)" >&2; exit 2 ;;
+  esac
+done
 # The chat page's browser test (tests/server/web/run.sh): Chromium, and Node.js with npm only where
 # there is no node yet (NodeSource's nodejs carries its own npm and conflicts with Debian's).
-packages+=(chromium)
-if ! command -v node >/dev/null; then packages+=(nodejs npm); fi
+if [ $test_deps = 1 ]; then
+  packages+=(chromium)
+  if ! command -v node >/dev/null; then packages+=(nodejs npm); fi
+fi
 # ARM64 tests (make test-arm64): the cross compiler, the emulator, and the arm64 builds of the
 # libraries the kernels and model tests link (Debian multiarch). `make run` does not need them.
-arm64=0
-if [ "${1:-}" = "--arm64" ]; then
-  arm64=1
+if [ $arm64 = 1 ]; then
   packages+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
 fi
 missing=()

@@ -15,6 +15,7 @@
 
 #include "server/protocol.h"
 #include "server/scheduler.h"
+#include "server/web/web_assets.h"
 
 namespace gemlet {
 
@@ -209,8 +210,7 @@ void Server::Impl::Routes() {
       res.set_header("Access-Control-Max-Age", "600");
       return httplib::Server::HandlerResponse::Handled;
     }
-    const bool open = req.path == "/health" || req.path == "/" || req.path.rfind("/web/", 0) == 0 ||
-                      req.path == "/favicon.ico";
+    const bool open = req.path == "/health" || (req.method == "GET" && server::FindWebAsset(req.path) != nullptr);
     if (!open && !Authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
       SendError(res, Error(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
@@ -309,6 +309,16 @@ void Server::Impl::Routes() {
                 {info.architecture + ".embedding_length", info.d_model}}},
               {"capabilities", json::array({"completion"})}};
     res.set_content(j.dump(), kJson);
+  });
+
+  // The chat page (src/server/web/, compiled in), last: any other GET is one of its files or 404.
+  http.Get("/.*", [](const httplib::Request& req, httplib::Response& res) {
+    const server::WebAsset* asset = server::FindWebAsset(req.path);
+    if (!asset) return SendError(res, Error(404, "no route GET " + req.path, "invalid_request_error", "not_found"));
+    res.set_header("Content-Security-Policy", std::string(server::kWebContentSecurityPolicy));
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(asset->body), std::string(asset->content_type));
   });
 }
 
