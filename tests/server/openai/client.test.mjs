@@ -1,0 +1,147 @@
+// gemlet serve through OpenAI's official Node.js client (the `openai` package), end to end: models,
+// chat completions streamed and not, text completions, usage, logprobs, errors as APIError, the
+// API key, and a stream abandoned mid-way. Usage: node client.test.mjs --server-cmd "CMD"
+// (CMD prints a line with "listening on http://HOST:PORT"; the test adds --api-key itself).
+import { spawn } from 'node:child_process';
+import OpenAI from 'openai';
+
+const args = process.argv.slice(2);
+const serverCmd = args[args.indexOf('--server-cmd') + 1];
+if (!serverCmd || args.indexOf('--server-cmd') < 0) {
+  console.error('usage: node client.test.mjs --server-cmd "gemlet serve -m MODEL --port 0"');
+  process.exit(2);
+}
+
+const apiKey = 'test-key-' + process.pid;
+const child = spawn('/bin/sh', ['-c', `exec ${serverCmd} --api-key ${apiKey}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+let stderr = '';
+child.stderr.on('data', (d) => { stderr += d; });
+const baseURL = await new Promise((resolve, reject) => {
+  let out = '';
+  const timer = setTimeout(() => reject(new Error('the server did not print its address within 120 s')), 120000);
+  child.stdout.on('data', (d) => {
+    out += d;
+    const m = out.match(/listening on (http:\/\/[^\s]+)/);
+    if (m) { clearTimeout(timer); resolve(m[1]); }
+  });
+  child.on('exit', (code) => reject(new Error(`the server exited (${code}) before listening:\n${stderr}`)));
+});
+
+let failures = 0;
+async function check(name, fn) {
+  const start = Date.now();
+  try {
+    await fn();
+    console.log(`ok   ${name} (${Date.now() - start} ms)`);
+  } catch (e) {
+    failures++;
+    console.log(`FAIL ${name}: ${e.stack || e}`);
+  }
+}
+function assert(cond, message) { if (!cond) throw new Error(message); }
+
+const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey, maxRetries: 0, timeout: 120000 });
+const user = (content) => [{ role: 'user', content }];
+
+await check('models.list names the served model', async () => {
+  const page = await client.models.list();
+  assert(page.data.length === 1 && typeof page.data[0].id === 'string', JSON.stringify(page.data));
+});
+
+await check('chat.completions.create, not streamed: content, finish_reason, usage', async () => {
+  const r = await client.chat.completions.create({ model: 'any', messages: user('你好，请介绍一下你自己。'), max_tokens: 12, temperature: 0 });
+  assert(r.object === 'chat.completion', r.object);
+  assert(typeof r.choices[0].message.content === 'string' && r.choices[0].message.content.length > 0, 'no content');
+  assert(['stop', 'length'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  assert(r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, JSON.stringify(r.usage));
+  assert(r.usage.completion_tokens <= 12, JSON.stringify(r.usage));
+});
+
+await check('chat.completions.create, streamed: deltas add up to the answer, usage last', async () => {
+  const body = { model: 'any', messages: user('Tell me about the sea.'), max_tokens: 16, temperature: 0 };
+  await client.chat.completions.create(body);  // both requests below then find the prompt cached alike
+  const whole = (await client.chat.completions.create(body)).choices[0].message.content;
+  const stream = await client.chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+  let text = '', chunks = 0, usage = null, finish = null;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    const c = chunk.choices[0];
+    if (c?.delta?.content) text += c.delta.content;
+    if (c?.finish_reason) finish = c.finish_reason;
+  }
+  assert(text === whole, `streamed ${JSON.stringify(text)} != ${JSON.stringify(whole)}`);
+  assert(chunks >= 3 && finish && usage && usage.completion_tokens > 0, `chunks ${chunks}, finish ${finish}, usage ${JSON.stringify(usage)}`);
+});
+
+await check('completions.create (text) and logprobs', async () => {
+  const r = await client.completions.create({ model: 'any', prompt: 'The cat sat on', max_tokens: 5, temperature: 0, logprobs: 2 });
+  assert(r.object === 'text_completion' && typeof r.choices[0].text === 'string', JSON.stringify(r));
+  assert(r.choices[0].logprobs.tokens.length === r.usage.completion_tokens, JSON.stringify(r.choices[0].logprobs));
+  const c = await client.chat.completions.create({ model: 'any', messages: user('Name a colour.'), max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 2 });
+  const lp = c.choices[0].logprobs.content;
+  assert(lp.length === c.usage.completion_tokens && lp.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2), JSON.stringify(lp));
+});
+
+await check('stop strings and seeds', async () => {
+  const a = await client.chat.completions.create({ model: 'any', messages: user('Count: one, two, three'), max_tokens: 30, temperature: 0.9, seed: 42 });
+  const b = await client.chat.completions.create({ model: 'any', messages: user('Count: one, two, three'), max_tokens: 30, temperature: 0.9, seed: 42 });
+  assert(a.choices[0].message.content === b.choices[0].message.content, 'the same seed gave different answers');
+  const s = await client.chat.completions.create({ model: 'any', messages: user('Count: one, two, three'), max_tokens: 30, temperature: 0, stop: [' ', '\n'] });
+  assert(!/[ \n]/.test(s.choices[0].message.content), JSON.stringify(s.choices[0].message.content));
+});
+
+await check('bad requests reject with the client\'s APIError (status, message, param)', async () => {
+  for (const [body, status, param] of [
+    [{ model: 'any', messages: [] }, 400, 'messages'],
+    [{ model: 'any', messages: user('hi'), temperature: 'hot' }, 400, 'temperature'],
+    [{ model: 'any', messages: user('hi'), n: 3 }, 400, 'n'],
+  ]) {
+    try {
+      await client.chat.completions.create(body);
+      throw new Error('accepted ' + JSON.stringify(body));
+    } catch (e) {
+      assert(e instanceof OpenAI.APIError, String(e));
+      assert(e.status === status && e.param === param && e.message.length > 0, `${e.status} ${e.param} ${e.message}`);
+    }
+  }
+});
+
+await check('a wrong API key is AuthenticationError (401)', async () => {
+  const wrong = new OpenAI({ baseURL: baseURL + '/v1', apiKey: 'nope', maxRetries: 0 });
+  try {
+    await wrong.models.list();
+    throw new Error('accepted a wrong key');
+  } catch (e) {
+    assert(e instanceof OpenAI.AuthenticationError && e.status === 401, String(e));
+  }
+});
+
+await check('a stream abandoned mid-way frees its slot', async () => {
+  const controller = new AbortController();
+  const stream = await client.chat.completions.create(
+    { model: 'any', messages: user('Tell me a very long story.'), max_tokens: 2000, temperature: 0.8, stream: true },
+    { signal: controller.signal });
+  let n = 0;
+  try {
+    for await (const chunk of stream) { if (++n === 3) controller.abort(); void chunk; }
+  } catch (e) {
+    assert(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', String(e));
+  }
+  const r = await fetch(baseURL + '/metrics', { headers: { Authorization: 'Bearer ' + apiKey } });
+  const text = await r.text();
+  const deadline = Date.now() + 30000;
+  let metrics = text;
+  while (!/gemlet_requests_processing 0\b/.test(metrics) && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 100));
+    metrics = await (await fetch(baseURL + '/metrics', { headers: { Authorization: 'Bearer ' + apiKey } })).text();
+  }
+  assert(/gemlet_requests_processing 0\b/.test(metrics), 'the slot stayed busy:\n' + metrics);
+  assert(/gemlet_requests_cancelled_total [1-9]/.test(metrics), 'no cancelled request counted');
+});
+
+child.kill('SIGTERM');
+const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c)));
+if (code !== 0) { failures++; console.log(`FAIL the server exited with ${code} on SIGTERM:\n${stderr}`); }
+console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
+process.exit(failures ? 1 : 0);

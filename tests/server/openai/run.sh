@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# OpenAI's Node.js client against gemlet serve (client.test.mjs), and the README's curl line.
+# Usage: run.sh GEMLET MODEL   (exit 77: skipped, Node.js or npm missing)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+gemlet="$1"
+model="$2"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "skipped: Node.js and npm are needed"; exit 77; fi
+if [ ! -d "$here/node_modules/openai" ]; then (cd "$here" && npm ci --no-audit --no-fund >/dev/null); fi
+node "$here/client.test.mjs" --server-cmd "$gemlet serve -m $model --port 0 -c 1024 -n 2 --no-cache"
+
+# curl, streamed, as the README shows it.
+log="$(mktemp)"
+trap 'kill "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
+"$gemlet" serve -m "$model" --port 0 -c 512 -n 1 --no-cache >"$log" 2>/dev/null &
+pid=$!
+for _ in $(seq 600); do grep -q "listening on" "$log" && break; sleep 0.1; done
+url="$(grep -o 'http://[0-9.:]*' "$log" | head -1)"
+out="$(curl -sS -N "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d '{"messages":[{"role":"user","content":"你好"}],"max_tokens":8,"stream":true}')"
+echo "$out" | grep -q '^data: \[DONE\]' || { echo "FAIL curl: no [DONE] in: $out"; exit 1; }
+echo "$out" | grep -q '"chat.completion.chunk"' || { echo "FAIL curl: no chunks in: $out"; exit 1; }
+echo "ok   curl streams chat.completion.chunk events and [DONE]"
