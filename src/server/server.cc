@@ -3,6 +3,7 @@
 #include "gemlet/server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -130,6 +131,13 @@ Status Server::Start() {
   d.http.set_read_timeout(30, 0);
   d.http.set_write_timeout(30, 0);
   d.Routes();
+  // cpp-httplib listens with a backlog of 5: a burst of clients overflows it and the kernel drops
+  // their handshakes (they see a reset a second later). Keep the socket and listen again, deeper.
+  int listening_fd = -1;
+  d.http.set_socket_options([&listening_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listening_fd = sock;
+  });
   d.port = d.options.port == 0 ? d.http.bind_to_any_port(d.options.host)
                                : (d.http.bind_to_port(d.options.host, d.options.port) ? d.options.port : -1);
   if (d.port <= 0) {
@@ -137,6 +145,7 @@ Status Server::Start() {
     return Status::Error("cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) +
                          " (in use, or not an address of this machine)");
   }
+  if (listening_fd >= 0) ::listen(listening_fd, 1024);
   {
     std::lock_guard<std::mutex> lock(d.state_mutex);
     d.running = true;
