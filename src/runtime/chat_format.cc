@@ -1,5 +1,10 @@
-// Chat formats: a transcription of the official Gemma templates' text path (no tools, no images).
+// Chat formats: a transcription of the official Gemma templates' text and tool paths (no images).
+// Gemma 4's tool syntax itself (declarations, call arguments) lives in tool_calls.cc.
 #include "runtime/chat_format.h"
+
+#include <algorithm>
+
+#include "runtime/tool_calls.h"
 
 namespace gemlet::runtime {
 
@@ -32,29 +37,36 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
   if (messages.empty()) return Status::Error("the conversation is empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
-    if (!IsSystemRole(r) && r != "user" && !IsModelRole(r)) {
-      return Status::Error("message " + std::to_string(i) + " has unknown role '" + r + "' (system, user, assistant)");
+    if (!IsSystemRole(r) && r != "user" && !IsModelRole(r) && r != "tool") {
+      return Status::Error("message " + std::to_string(i) + " has unknown role '" + r +
+                           "' (system, user, assistant, tool)");
     }
     if (IsSystemRole(r) && i != 0) return Status::Error("only the first message may be a system message");
   }
   return Status::Ok();
 }
 
-// Accumulates markup and content segments, merging neighbours of the same kind.
-class SegmentWriter {
- public:
-  void Markup(const std::string& text) { Add(text, false); }
-  void Content(const std::string& text) { Add(text, true); }
-  std::vector<ChatSegment> Take() { return std::move(segments_); }
-
- private:
-  void Add(const std::string& text, bool content) {
-    if (text.empty()) return;
-    if (!segments_.empty() && segments_.back().is_content == content) segments_.back().text += text;
-    else segments_.push_back({text, content});
+bool UsesTools(const std::vector<ChatMessage>& messages) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "tool" || !m.tool_calls.empty()) return true;
   }
-  std::vector<ChatSegment> segments_;
-};
+  return false;
+}
+
+// Whether the declarations are rendered: tool_choice "none" hides them; "required" and a named
+// function render as "auto" (the template cannot say more) after a check that they can be met.
+Result<bool> DeclareTools(const ChatRenderOptions& o) {
+  if (o.tool_choice.mode == ToolChoice::kNone) return false;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, DeclaredToolNames(o.tools));
+  if (o.tool_choice.mode == ToolChoice::kRequired && names.empty()) {
+    return Status::Error("tool_choice \"required\" needs tools");
+  }
+  if (o.tool_choice.mode == ToolChoice::kFunction &&
+      std::find(names.begin(), names.end(), o.tool_choice.function) == names.end()) {
+    return Status::Error("tool_choice names '" + o.tool_choice.function + "', which is not among the tools");
+  }
+  return !names.empty();  // an empty list declares nothing, as the template's `if tools` reads it
+}
 
 std::vector<ChatSegment> RenderGemma(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
   // Gemma 3 template: a system message becomes a prefix of the first user turn, followed by "\n\n".
@@ -77,34 +89,125 @@ std::vector<ChatSegment> RenderGemma(const std::vector<ChatMessage>& messages, c
   return out.Take();
 }
 
-std::vector<ChatSegment> RenderGemma4(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
-  SegmentWriter out;
-  if (o.add_bos) out.Markup("<bos>");
-  size_t start = 0;
+// What the template's ns.prev_message_type remembers of the last message: whether the prompt ends
+// inside the model's turn, after its tool calls or the tools' results.
+enum class Last { kOther, kToolCall, kToolResponse };
+
+// The system turn: thinking switch, system text, tool declarations. Returns the first message of
+// the loop (1 after a system message).
+Result<size_t> RenderGemma4System(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o, bool tools,
+                                  bool interleaved, SegmentWriter* out) {
+  if (o.add_bos) out->Markup("<bos>");
   const bool has_system = IsSystemRole(messages[0].role);
-  if (o.enable_thinking || has_system) {
-    out.Markup("<|turn>system\n");
-    if (o.enable_thinking) out.Markup("<|think|>\n");
-    if (has_system) {
-      out.Content(TrimUnicodeWhitespace(messages[0].content));
-      start = 1;
-    }
-    out.Markup("<turn|>\n");
-  }
+  if (!o.enable_thinking && !tools && !has_system) return 0;
+  out->Markup("<|turn>system\n");
+  if (o.enable_thinking) out->Markup("<|think|>\n");
+  if (has_system) out->Content(TrimUnicodeWhitespace(messages[0].content));
+  if (tools) RETURN_IF_ERROR(WriteGemma4ToolDeclarations(o.tools, interleaved, out));
+  out->Markup("<turn|>\n");
+  return has_system ? 1 : 0;
+}
+
+size_t LastUserIndex(const std::vector<ChatMessage>& messages, size_t start) {
+  size_t last = std::string::npos;  // the template's -1: every message comes after it
   for (size_t i = start; i < messages.size(); ++i) {
-    const bool model = IsModelRole(messages[i].role);
-    // Consecutive model messages continue one turn (the template's continue_same_model_turn).
-    const bool continues = model && i > start && IsModelRole(messages[i - 1].role);
-    if (!continues) {
-      if (i > start) out.Markup("<turn|>\n");
-      out.Markup("<|turn>" + std::string(model ? "model" : messages[i].role) + "\n");
-    }
-    out.Content(model ? StripThinking(messages[i].content) : TrimUnicodeWhitespace(messages[i].content));
+    if (messages[i].role == "user") last = i;
   }
-  if (messages.size() > start) out.Markup("<turn|>\n");
-  if (o.add_generation_prompt) {
+  return last;
+}
+
+bool AfterLastUser(size_t i, size_t last_user) { return last_user == std::string::npos || i > last_user; }
+
+// The message's own text: a model's without its thought channel, anyone else's trimmed.
+std::string Gemma4Content(const ChatMessage& m) {
+  return IsModelRole(m.role) ? StripThinking(m.content) : TrimUnicodeWhitespace(m.content);
+}
+
+// google-gemma-4-31B-it.jinja. Tool messages are not turns: the assistant message whose calls they
+// answer renders them (OpenAI's role "tool", named through tool_call_id), and the model's turn goes
+// on after them. A model message after an assistant one (tool messages aside) continues its turn.
+Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o,
+                                              bool tools) {
+  SegmentWriter out;
+  ASSIGN_OR_RETURN(const size_t start, RenderGemma4System(messages, o, tools, /*interleaved=*/false, &out));
+  const size_t last_user = LastUserIndex(messages, start);
+  Last last = Last::kOther;
+  for (size_t i = start; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") continue;
+    last = Last::kOther;
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    const std::string* previous = nullptr;  // the role of the last message before, tool messages aside
+    for (size_t j = i; j-- > start;) {
+      if (messages[j].role != "tool") {
+        previous = &messages[j].role;
+        break;
+      }
+    }
+    if (!(role == "model" && previous != nullptr && *previous == "assistant")) out.Markup("<|turn>" + role + "\n");
+    if (!m.reasoning.empty() && AfterLastUser(i, last_user) && !m.tool_calls.empty()) {
+      out.Markup("<|channel>thought\n");
+      out.Content(m.reasoning);
+      out.Markup("\n<channel|>");
+    }
+    for (const ChatToolCall& call : m.tool_calls) {
+      RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
+      last = Last::kToolCall;
+    }
+    bool responded = false;
+    if (!m.tool_calls.empty()) {
+      for (size_t k = i + 1; k < messages.size() && messages[k].role == "tool"; ++k) {
+        const ChatMessage& result = messages[k];
+        // The template names the result by its own name, overridden by every call whose id equals
+        // its tool_call_id (absent ones equal too: None == None).
+        const std::string* name = result.name.empty() ? nullptr : &result.name;
+        for (const ChatToolCall& call : m.tool_calls) {
+          if (call.id == result.tool_call_id) name = &call.name;
+        }
+        if (name == nullptr) {
+          return Status::Error("message " + std::to_string(k) + " (tool) has no name, and its tool_call_id '" +
+                               result.tool_call_id + "' matches no call of message " + std::to_string(i));
+        }
+        WriteGemma4ToolResponse(*name, result.content, &out);
+        responded = true;
+        last = Last::kToolResponse;
+      }
+    }
+    out.Content(Gemma4Content(m));
+    // Calls without results: the prompt ends where the model would wait for them.
+    if (last == Last::kToolCall && !responded) out.Markup("<|tool_response>");
+    else if (!(responded && m.content.empty())) out.Markup("<turn|>\n");
+  }
+  if (o.add_generation_prompt && last == Last::kOther) {
     out.Markup("<|turn>model\n");
     // Without thinking, the template opens and closes an empty thought channel for the model.
+    if (!o.enable_thinking) out.Markup("<|channel>thought\n<channel|>");
+  }
+  return out.Take();
+}
+
+// google-gemma-4-31B-it-interleaved.jinja: every message is a turn of its own, role "tool" included
+// (its content trimmed, as a user's); reasoning_content before tool calls has no closing newline.
+// (Its native tool_responses field on assistant messages is not carried by ChatMessage.)
+Result<std::vector<ChatSegment>> RenderGemma4Interleaved(const std::vector<ChatMessage>& messages,
+                                                         const ChatRenderOptions& o, bool tools) {
+  SegmentWriter out;
+  ASSIGN_OR_RETURN(const size_t start, RenderGemma4System(messages, o, tools, /*interleaved=*/true, &out));
+  const size_t last_user = LastUserIndex(messages, start);
+  for (size_t i = start; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    out.Markup("<|turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n");
+    if (!m.tool_calls.empty() && !m.reasoning.empty() && AfterLastUser(i, last_user)) {
+      out.Markup("<|channel>thought\n");
+      out.Content(m.reasoning);
+      out.Markup("<channel|>");
+    }
+    for (const ChatToolCall& call : m.tool_calls) RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
+    out.Content(Gemma4Content(m));
+    out.Markup("<turn|>\n");
+  }
+  if (o.add_generation_prompt) {
+    out.Markup("<|turn>model\n");
     if (!o.enable_thinking) out.Markup("<|channel>thought\n<channel|>");
   }
   return out.Take();
@@ -145,12 +248,18 @@ std::string StripThinking(std::string_view text) {
 }
 
 ChatStyle ChooseChatStyle(const std::string& arch, const std::string& chat_template) {
-  if (chat_template.find("<|turn>") != std::string::npos) return ChatStyle::kGemma4;
+  if (chat_template.find("<|turn>") != std::string::npos) {
+    // The interleaved template tracks ns.last_user_message; the standard one continue_same_model_turn.
+    const bool interleaved = chat_template.find("last_user_message") != std::string::npos &&
+                             chat_template.find("continue_same_model_turn") == std::string::npos;
+    return interleaved ? ChatStyle::kGemma4Interleaved : ChatStyle::kGemma4;
+  }
   if (chat_template.find("<start_of_turn>") != std::string::npos) return ChatStyle::kGemma;
   return arch == "gemma4" ? ChatStyle::kGemma4 : ChatStyle::kGemma;
 }
 
-const char* ChatStyleName(ChatStyle style) { return style == ChatStyle::kGemma4 ? "gemma4" : "gemma"; }
+// Both Gemma 4 templates are "gemma4" to callers (EngineInfo::chat_format names the prompt family).
+const char* ChatStyleName(ChatStyle style) { return style == ChatStyle::kGemma ? "gemma" : "gemma4"; }
 
 Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
                                const ChatRenderOptions& options) {
@@ -163,7 +272,14 @@ Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& 
 Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
                                                     const ChatRenderOptions& options) {
   RETURN_IF_ERROR(CheckRoles(messages));
-  if (style == ChatStyle::kGemma4) return RenderGemma4(messages, options);
+  ASSIGN_OR_RETURN(const bool tools, DeclareTools(options));
+  if (style == ChatStyle::kGemma4) return RenderGemma4(messages, options, tools);
+  if (style == ChatStyle::kGemma4Interleaved) return RenderGemma4Interleaved(messages, options, tools);
+  // The Gemma 1-3 templates ignore tools and reject tool messages: saying so beats a model that
+  // silently never learns of its tools.
+  if (tools || UsesTools(messages)) {
+    return Status::Error("tools need a Gemma 4 model: the Gemma 1-3 chat format has no tool calls or results");
+  }
   // Gemma 1-3 templates require user/model alternation after the optional system message.
   const size_t start = IsSystemRole(messages[0].role) ? 1 : 0;
   for (size_t i = start; i < messages.size(); ++i) {
@@ -176,7 +292,7 @@ Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::
 }
 
 std::vector<std::string> TurnEndMarkers(ChatStyle style) {
-  if (style == ChatStyle::kGemma4) return {"<turn|>"};
+  if (style != ChatStyle::kGemma) return {"<turn|>", "<|tool_response>"};
   return {"<end_of_turn>"};
 }
 

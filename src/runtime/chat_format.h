@@ -12,18 +12,53 @@ namespace gemlet::runtime {
 
 enum class ChatStyle {
   kGemma,   // Gemma 1/2/3: <start_of_turn>user ... <end_of_turn>; system folded into the first user turn
-  kGemma4,  // Gemma 4: <|turn>role ... <turn|>, native system role, optional thinking
+  kGemma4,  // Gemma 4: <|turn>role ... <turn|>, native system role, optional thinking, tools
+  // Gemma 4's "-interleaved" template: the same without tools; with them it writes declarations in
+  // another order, keeps reasoning_content without a newline, and gives role "tool" a turn of its own.
+  kGemma4Interleaved,
+};
+
+// A call the assistant made, as OpenAI's chat API carries it (tool_calls[i]).
+struct ChatToolCall {
+  std::string id;         // optional; a tool message's tool_call_id refers to it
+  std::string name;       // the function
+  std::string arguments;  // a JSON object as text, as OpenAI sends it: {"location":"Paris"}; empty: {}
 };
 
 struct ChatMessage {
-  std::string role;     // "system" (or "developer"), "user", "assistant" (or "model")
-  std::string content;
+  std::string role;     // "system" (or "developer"), "user", "assistant" (or "model"), "tool"
+  std::string content;  // a tool message: the result, rendered as a string (JSON text stays text)
+  // Gemma 4 only (Gemma 1-3 have no tool format):
+  std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls it made, rendered before content
+  // assistant: its reasoning (OpenAI reasoning_content). The template writes it back only on a
+  // message with tool calls after the last user message (a thought between tool steps).
+  std::string reasoning = {};
+  std::string tool_call_id = {};  // tool: the call it answers (its ChatToolCall::id)
+  std::string name = {};          // tool: the function's name, used when tool_call_id matches no call
+};
+
+// OpenAI's tool_choice, and what the Gemma 4 template can say of it. The template has no field for
+// it: "auto" is the template's only mode (tools declared, the model decides); "none" renders no tool
+// declarations (history with tool calls and results is still rendered), so the model is not told
+// of them. "required" and a named function cannot be expressed in the prompt: they render like
+// "auto" (checked: tools declared, the named one among them), and a server must enforce them while
+// sampling (constrained decoding: the model's turn must open with "<|tool_call>call:" or
+// "<|tool_call>call:NAME{").
+struct ToolChoice {
+  enum Mode { kAuto, kNone, kRequired, kFunction };
+  Mode mode = kAuto;
+  std::string function;  // kFunction: its name
 };
 
 struct ChatRenderOptions {
   bool add_generation_prompt = true;  // end with the opening of the model's turn
   bool enable_thinking = false;       // Gemma 4: ask the model to think first (<|think|>)
   bool add_bos = true;                // write "<bos>" text first (off when the tokenizer adds BOS)
+  // Gemma 4: the request's tools, a JSON array of OpenAI declarations
+  // [{"type":"function","function":{"name","description","parameters":{JSON Schema}}}]; empty text,
+  // null or [] declare none.
+  std::string tools = {};
+  ToolChoice tool_choice = {};
 };
 
 // Picks the style from the GGUF's tokenizer.chat_template when it is one we recognise, else from
@@ -31,7 +66,11 @@ struct ChatRenderOptions {
 ChatStyle ChooseChatStyle(const std::string& arch, const std::string& chat_template);
 const char* ChatStyleName(ChatStyle style);
 
-// Errors on an empty conversation, an unknown role, or roles that do not alternate (Gemma 1-3).
+// Errors on an empty conversation, an unknown role, roles that do not alternate (Gemma 1-3), tools
+// or tool messages for Gemma 1-3 ("tools need a Gemma 4 model"), malformed tools or call arguments,
+// and a tool result whose function cannot be named (no name, and its tool_call_id matches no call:
+// the template itself fails there). A tool message that follows no assistant tool call is dropped,
+// as the template drops it.
 Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
                                const ChatRenderOptions& options);
 
@@ -44,7 +83,10 @@ struct ChatSegment {
 Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
                                                     const ChatRenderOptions& options);
 
-// The strings that end a model turn in each style (besides the tokenizer's EOS).
+// The strings that end a model turn in each style (besides the tokenizer's EOS). Gemma 4: <turn|>, and
+// <|tool_response>: after its tool calls the model writes it and waits for the results (the template
+// ends a prompt with pending calls on it; servers report Gemma 4's generation_config eos_token_id as
+// [1, 106, 50], <eos> <turn|> <|tool_response>). Without it a tool call runs on to max_tokens.
 std::vector<std::string> TurnEndMarkers(ChatStyle style);
 
 // Gemma 4 keeps the thought channel out of the history: removes every <|channel>...<channel|>

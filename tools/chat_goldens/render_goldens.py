@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Renders reference prompts with the official Gemma chat templates (Jinja, as HF transformers does).
 
-Writes tests/data/chat_goldens.json: for every case, the template file, the messages, the options
-and the exact prompt text the template yields. gemlet's chat formatter is tested against it.
+Writes tests/data/chat_goldens.json: for every case, the template file, the messages (and, for tool
+cases, the OpenAI `tools`), the options and the exact prompt text the template yields, or the error it
+raised. gemlet's chat formatter is tested against it. Tool cases (tool_conversations.py) are rendered
+with the Gemma 4 templates only: Gemma 1-3 have no tool format.
 Needs python3 with jinja2 (Debian: python3-jinja2). Run from the repository root:
     python3 tools/chat_goldens/render_goldens.py ../shared/testdata tests/data/chat_goldens.json
 """
@@ -12,6 +14,7 @@ import sys
 
 import jinja2
 import jinja2.ext
+import tool_conversations
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
@@ -61,6 +64,12 @@ def main():
             {"role": U, "content": "And 97?"},
         ],
         "multiline": [{"role": U, "content": "line one\nline two\n\n  indented"}],
+        "consecutive_assistant": [
+            {"role": U, "content": "Tell me a joke."},
+            {"role": A, "content": "Why did the chicken cross the road?"},
+            {"role": A, "content": "To get to the other side."},
+            {"role": U, "content": "Another one?"},
+        ],
     }
     cases = []
     env = make_env()
@@ -81,6 +90,27 @@ def main():
                     except jinja2.exceptions.TemplateError as e:
                         text, error = None, str(e)
                     cases.append({"template": tname, "conversation": cname, "messages": messages,
+                                  "add_generation_prompt": gen, "enable_thinking": thinking,
+                                  "expected": text, "error": error})
+    for tname, source in templates.items():
+        if not tname.startswith("gemma4"):
+            continue
+        template = env.from_string(source)
+        for cname, (tools, messages) in tool_conversations.TOOL_CONVERSATIONS.items():
+            for gen in (True, False):
+                for thinking in (False, True):
+                    kwargs = dict(messages=tool_conversations.to_template_messages(messages),
+                                  add_generation_prompt=gen, bos_token="<bos>", eos_token="<eos>")
+                    if tools is not None:
+                        kwargs["tools"] = tools
+                    if thinking:
+                        kwargs["enable_thinking"] = True
+                    try:
+                        text = template.render(**kwargs)
+                        error = None
+                    except (jinja2.exceptions.TemplateError, TypeError) as e:  # TypeError: str + None
+                        text, error = None, f"{type(e).__name__}: {e}"
+                    cases.append({"template": tname, "conversation": cname, "tools": tools, "messages": messages,
                                   "add_generation_prompt": gen, "enable_thinking": thinking,
                                   "expected": text, "error": error})
     with open(out_path, "w", encoding="utf-8") as f:
