@@ -201,9 +201,35 @@ class GEMLET_CXX_API TextTokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// A function call the model made (Gemma 4), or that an assistant message of the history carries.
+struct ToolCall {
+  std::string name;       // the function's name
+  // Its arguments as a JSON object's text ({"city":"Paris"}), as OpenAI's API carries them. A call
+  // the model wrote that does not parse keeps its raw text ("{city:<|"|>Paris...").
+  std::string arguments;
+  std::string id = {};    // the history's id for it (a tool message's tool_call_id names it)
+};
+
 struct Message {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
+  std::string role;  // "system", "user", "assistant", and (Gemma 4) "tool"
+  std::string content;  // a tool message: the function's result
+  // Gemma 4's tool calling:
+  std::vector<ToolCall> tool_calls = {};  // assistant: the calls it made
+  std::string reasoning = {};     // assistant: its thought (written back between tool steps only)
+  std::string tool_call_id = {};  // tool: the call it answers
+  std::string name = {};          // tool: the function's name
+};
+
+struct ChatOptions {
+  bool add_generation_prompt = true;  // end with the opening of the model's turn
+  bool thinking = false;              // Gemma 4: the thought channel on
+  // Gemma 4: the functions the model may call, OpenAI's "tools" array as JSON text
+  // ([{"type":"function","function":{"name","description","parameters"}}]); empty: none.
+  std::string tools = {};
+  // OpenAI's "tool_choice" as JSON text ("auto", "none", "required", {"type":"function",...});
+  // empty: auto. The template can only declare tools or not: "none" leaves them out, "required"
+  // and a named function are declared as auto is (not enforced).
+  std::string tool_choice = {};
 };
 
 class GEMLET_CXX_API Engine {
@@ -237,9 +263,8 @@ class GEMLET_CXX_API Engine {
   Result<std::string> ApplyChatTemplate(std::span<const Message> messages, bool add_generation_prompt = true) const;
   // The same prompt as tokens, BOS first, ready for Session::Complete: the markup becomes its
   // control tokens, message content is tokenized with special-token parsing off (text such as
-  // "<end_of_turn>" in a message cannot end a turn). thinking: Gemma 4's thought channel on.
-  Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, bool add_generation_prompt = true,
-                                            bool thinking = false) const;
+  // "<end_of_turn>" in a message cannot end a turn). Errors name a bad role, order or tool.
+  Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, const ChatOptions& options = {}) const;
 
   // Threads every session of this engine may use at most from its next call on (the thermal
   // governor lowers it); 0 lifts the limit. Thread-safe.
@@ -397,10 +422,6 @@ struct GenerationStats {
   } thermal;
 };
 
-struct ToolCall {
-  std::string name;       // the function's name
-  std::string arguments;  // its arguments as the model wrote them (Gemma 4: "{key:<|"|>value<|"|>}")
-};
 
 struct TokenLogprob {
   int32_t token = -1;

@@ -26,6 +26,7 @@
 #include "runtime/memory_report.h"
 #include "runtime/session.h"
 #include "runtime/thermal.h"
+#include "runtime/tool_calls.h"
 
 namespace gemlet {
 
@@ -333,14 +334,28 @@ Result<std::string> Engine::ApplyChatTemplate(std::span<const Message> messages,
   return runtime::RenderChat(impl_->runtime->chat_style(), chat, o);
 }
 
-Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messages, bool add_generation_prompt,
-                                                  bool thinking) const {
+namespace {
+
+runtime::ChatMessage ToRuntime(const Message& m) {
+  runtime::ChatMessage c{m.role, m.content};
+  for (const ToolCall& t : m.tool_calls) c.tool_calls.push_back({t.id, t.name, t.arguments});
+  c.reasoning = m.reasoning;
+  c.tool_call_id = m.tool_call_id;
+  c.name = m.name;
+  return c;
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messages, const ChatOptions& options) const {
   if (messages.empty()) return Status::Error(StatusCode::kInvalidArgument, "the conversation is empty");
   std::vector<runtime::ChatMessage> chat;
-  for (const Message& m : messages) chat.push_back({m.role, m.content});
+  for (const Message& m : messages) chat.push_back(ToRuntime(m));
   runtime::ChatRenderOptions o;
-  o.add_generation_prompt = add_generation_prompt;
-  o.enable_thinking = thinking;
+  o.add_generation_prompt = options.add_generation_prompt;
+  o.enable_thinking = options.thinking;
+  o.tools = options.tools;
+  ASSIGN_OR_RETURN(o.tool_choice, runtime::ParseToolChoice(options.tool_choice));
   return runtime::EncodeChat(*impl_->runtime, chat, o);
 }
 
@@ -497,9 +512,12 @@ StopReason ToPublic(runtime::StopReason r) {
   return StopReason::kMaxTokens;
 }
 
-// "call:NAME{ARGS}" (Gemma 4's tool-call text) -> {NAME, "{ARGS}"}; anything else keeps its text as
-// the arguments of a call with no name.
+// "call:NAME{ARGS}" (Gemma 4's tool-call text) -> {NAME, ARGS as JSON}; text that does not parse
+// keeps its name (when it has one) and its raw text as the arguments.
 ToolCall ParseToolCall(const std::string& text) {
+  if (Result<runtime::ChatToolCall> parsed = runtime::ParseGemma4ToolCall(text); parsed.ok()) {
+    return ToolCall{parsed.value().name, parsed.value().arguments};
+  }
   ToolCall call;
   const std::string_view t(text);
   const size_t brace = t.find('{');

@@ -188,13 +188,51 @@ std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits,
       return e;
     }
     if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant") {
-      if (role == "tool") return Invalid(where + ".role", "tool messages need a model with tool support (Gemma 4)");
-      return Invalid(where + ".role", "'" + where + ".role' must be system, developer, user or assistant");
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Invalid(where + ".role", "'" + where + ".role' must be system, developer, user, assistant or tool");
     }
     Message msg{role, ""};
     if (auto e = ReadContent(m, i, &msg.content)) return e;
+    if (role == "tool") {
+      if (auto e = ReadString(m, "tool_call_id", &msg.tool_call_id)) return e;
+      if (auto e = ReadString(m, "name", &msg.name)) return e;
+    }
+    if (role == "assistant") {
+      if (auto e = ReadString(m, "reasoning_content", &msg.reasoning)) return e;
+      if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+        if (!calls->is_array()) return Invalid(where + ".tool_calls", "'" + where + ".tool_calls' must be an array");
+        for (const json& c : *calls) {
+          const json* f = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+          if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+            return Invalid(where + ".tool_calls", "each tool call needs function.name");
+          }
+          ToolCall call;
+          call.name = (*f)["name"].get<std::string>();
+          // OpenAI sends the arguments as JSON text; an object is taken as it is.
+          if (f->contains("arguments")) {
+            const json& a = (*f)["arguments"];
+            call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
+          }
+          if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+          msg.tool_calls.push_back(std::move(call));
+        }
+      }
+    }
     r->messages.push_back(std::move(msg));
+  }
+  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return Invalid("tools", "'tools' must be an array");
+    for (const json& tool : *t) {
+      if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+          !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string()) {
+        return Invalid("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+    }
+    if (!t->empty()) r->tools = t->dump();
+  }
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    if (!c->is_string() && !c->is_object()) return Invalid("tool_choice", "'tool_choice' must be a string or an object");
+    r->tool_choice = c->dump();
   }
   if (auto e = ReadGenerationFields(body, limits, r)) return e;
   if (auto e = ReadBool(body, "logprobs", &r->logprobs)) return e;
@@ -380,9 +418,25 @@ json ChatLogprobs(const Engine& engine, const Reply& reply) {
 
 }  // namespace
 
+json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index) {
+  json calls = json::array();
+  for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+    json call = {{"id", "call_" + c.id + "_" + std::to_string(i)},
+                 {"type", "function"},
+                 {"function", {{"name", reply.tool_calls[i].name}, {"arguments", reply.tool_calls[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    calls.push_back(call);
+  }
+  return calls;
+}
+
 json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply) {
   json message = {{"role", "assistant"}, {"content", reply.text}};
   if (!reply.thinking.empty()) message["reasoning_content"] = reply.thinking;
+  if (!reply.tool_calls.empty()) {
+    message["tool_calls"] = ToolCallsJson(c, reply, false);
+    if (reply.text.empty()) message["content"] = nullptr;  // as OpenAI answers a call alone
+  }
   json choice = {{"index", 0}, {"message", message}, {"finish_reason", FinishReason(reply)}};
   choice["logprobs"] = r.logprobs && c.engine ? ChatLogprobs(*c.engine, reply) : json(nullptr);
   return {{"id", c.id},          {"object", "chat.completion"}, {"created", c.created},

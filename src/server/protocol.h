@@ -31,6 +31,8 @@ struct CompletionRequest {
   std::string prompt;               // text completions
   std::vector<int32_t> prompt_tokens;  // text completions given as token ids
   bool thinking = false;            // Gemma 4: think before answering
+  std::string tools;                // Gemma 4: OpenAI's tools array, as JSON text ("" none)
+  std::string tool_choice;          // as JSON text ("" auto)
   GenerateOptions options;
   bool max_tokens_given = false;
   bool stream = false;
@@ -65,6 +67,8 @@ struct ResponseContext {
 nlohmann::json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json UsageJson(const Reply& reply);
+// The reply's tool calls as OpenAI's tool_calls array (with "index" for a streamed delta).
+nlohmann::json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index);
 // Streaming: one chunk's JSON. delta is {"role":...} / {"content":...} / {"reasoning_content":...}.
 nlohmann::json ChatChunkJson(const ResponseContext& c, const nlohmann::json& delta, const char* finish_reason);
 nlohmann::json TextChunkJson(const ResponseContext& c, const std::string& text, const char* finish_reason);

@@ -333,7 +333,11 @@ void Server::Impl::Routes() {
 
 std::optional<ApiError> Server::Impl::Prompt(const CompletionRequest& r, std::vector<int32_t>* tokens) const {
   if (r.chat) {
-    Result<std::vector<int32_t>> t = engine->TokenizeChat(r.messages, true, r.thinking);
+    ChatOptions o;
+    o.thinking = r.thinking;
+    o.tools = r.tools;
+    o.tool_choice = r.tool_choice;
+    Result<std::vector<int32_t>> t = engine->TokenizeChat(r.messages, o);
     if (!t.ok()) return Error(400, t.message(), "invalid_request_error");
     *tokens = std::move(t).value();
   } else if (!r.prompt_tokens.empty()) {
@@ -487,6 +491,10 @@ void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job
           if (!WriteEvent(sink, server::ErrorJson(Error(status, reply.message(), "server_error")))) return false;
         } else {
           const char* finish = server::FinishReason(reply.value());
+          if (r.chat && !reply.value().tool_calls.empty()) {
+            json calls = server::ChatChunkJson(c, {{"tool_calls", server::ToolCallsJson(c, reply.value(), true)}}, nullptr);
+            if (!WriteEvent(sink, calls)) return false;
+          }
           json last = r.chat ? server::ChatChunkJson(c, json::object(), finish) : server::TextChunkJson(c, "", finish);
           if (!WriteEvent(sink, last)) return false;
           if (r.include_usage) {

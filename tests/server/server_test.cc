@@ -109,7 +109,7 @@ TEST(Server, ChatCompletionIsWhatTheSessionGenerates) {
 
   // The same request through the library directly.
   std::vector<Message> m = {{"user", "你好，请介绍一下你自己。"}};
-  auto prompt = DemoEngine()->TokenizeChat(m);
+  auto prompt = DemoEngine()->TokenizeChat(m);  // default ChatOptions: generation prompt, no tools
   ASSERT_TRUE(prompt.ok());
   SessionOptions so;
   so.n_ctx = 512;
@@ -417,6 +417,64 @@ TEST(Server, ParallelRequestsAllComplete) {
     return at == std::string::npos ? -1.0 : std::stod(m.substr(at + name.size() + 2));
   };
   EXPECT_GT(value("gemlet_step_tokens_total"), value("gemlet_decode_steps_total"));
+}
+
+TEST(Server, ToolsReachTheGemma4TemplateAndAreRefusedElsewhere) {
+  const json tools = json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "get_weather"},
+                                     {"description", "Current weather in a city"},
+                                     {"parameters",
+                                      {{"type", "object"},
+                                       {"properties", {{"city", {{"type", "string"}}}}},
+                                       {"required", {"city"}}}}}}}});
+  {
+    TestServer t;  // the demo model is Gemma 3: no tool format
+    json body = Chat("What's the weather in Paris?", 4);
+    body["tools"] = tools;
+    ExpectError(t.Post("/v1/chat/completions", body), 400);
+    body["tools"] = "get_weather";
+    ExpectError(t.Post("/v1/chat/completions", body), 400, "tools");
+  }
+  EngineOptions eo;
+  eo.memory_pressure_path = "";
+  auto gemma4 = Engine::Load(std::string(GEMLET_TESTDATA_DIR) + "/gguf/gemma4_e2b_like.gguf", eo);
+  ASSERT_TRUE(gemma4.ok()) << gemma4.message();
+  ServerOptions o;
+  o.port = 0;
+  o.slot.n_ctx = 1024;
+  auto server = Server::Create(gemma4.value(), o);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE(server.value()->Start().ok());
+  httplib::Client c("127.0.0.1", server.value()->port());
+  json plain = Chat("What's the weather in Paris?", 2);
+  auto without = c.Post("/v1/chat/completions", plain.dump(), "application/json");
+  ASSERT_TRUE(without && without->status == 200) << (without ? without->body : "");
+  json with_tools = plain;
+  with_tools["tools"] = tools;
+  auto with = c.Post("/v1/chat/completions", with_tools.dump(), "application/json");
+  ASSERT_TRUE(with && with->status == 200) << (with ? with->body : "");
+  // The declaration went into the prompt: exactly the template's rendering of it, token for token.
+  std::vector<Message> m = {{"user", "What's the weather in Paris?"}};
+  ChatOptions co;
+  co.tools = tools.dump();
+  auto expected = gemma4.value()->TokenizeChat(m, co);
+  ASSERT_TRUE(expected.ok()) << expected.message();
+  EXPECT_EQ(json::parse(with->body)["usage"]["prompt_tokens"], static_cast<int>(expected.value().size()));
+  EXPECT_GT(expected.value().size(), json::parse(without->body)["usage"]["prompt_tokens"].get<size_t>() + 10);
+  // A whole tool round trip in the history: the assistant's call and the tool's result.
+  json round = with_tools;
+  round["messages"].push_back({{"role", "assistant"},
+                               {"content", nullptr},
+                               {"tool_calls",
+                                {{{"id", "call_1"},
+                                  {"type", "function"},
+                                  {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}});
+  round["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temp_c\": 21}"}});
+  auto r = c.Post("/v1/chat/completions", round.dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+  EXPECT_GT(json::parse(r->body)["usage"]["prompt_tokens"].get<size_t>(), expected.value().size());
+  server.value()->Stop();
 }
 
 TEST(Server, ServesTheChatPageWithItsPolicy) {
