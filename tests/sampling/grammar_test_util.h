@@ -269,6 +269,80 @@ inline Generation Generate(GrammarMatcher& m, const TestVocab& v, int max_tokens
   return g;
 }
 
+// ---- the schemas every sampling test runs ----
+struct TestSchema {
+  const char* name;
+  const char* schema;  // nullptr: response_format json_object (any object)
+};
+
+inline const std::vector<TestSchema>& TestSchemas() {
+  static const std::vector<TestSchema> k = {
+      {"flat", R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+          "active":{"type":"boolean"},"color":{"enum":["red","green","blue"]},"nickname":{"type":["string","null"]}},
+          "required":["name","age","color"],"additionalProperties":false})"},
+      {"nested", R"({"type":"object","properties":{"user":{"type":"object","properties":{
+          "name":{"type":"string","maxLength":12},"address":{"type":"object","properties":{"city":{"type":"string"},
+          "zip":{"type":"string","minLength":5,"maxLength":5}},"required":["city","zip"]}},"required":["name","address"]},
+          "score":{"type":"number"}},"required":["user"]})"},
+      {"arrays", R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},
+          "matrix":{"type":"array","items":{"type":"array","items":{"type":"integer"},"maxItems":2},"minItems":2,"maxItems":2},
+          "flags":{"type":"array","items":{"type":"boolean"}}},"required":["tags","matrix","flags"]})"},
+      {"any_of", R"({"type":"object","properties":{"shape":{"anyOf":[
+          {"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"],"additionalProperties":false},
+          {"type":"object","properties":{"kind":{"const":"square"},"side":{"type":"integer"}},"required":["kind","side"],"additionalProperties":false}]},
+          "label":{"anyOf":[{"type":"string","maxLength":3},{"type":"null"},{"type":"integer"}]}},"required":["shape","label"]})"},
+      {"ref_recursion", R"({"$defs":{"node":{"type":"object","properties":{"value":{"type":"integer"},
+          "children":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["value"]}},
+          "$ref":"#/$defs/node"})"},
+      {"strings", R"({"type":"object","properties":{"title":{"type":"string","minLength":2,"maxLength":8},
+          "text":{"type":"string"},"lang":{"const":"中文"}},"required":["title","text","lang"]})"},
+      {"json_object", nullptr},
+      {"one_of_definitions", R"({"definitions":{"id":{"type":"integer"},"entry":{"oneOf":[{"type":"string","maxLength":4},
+          {"type":"array","items":{"$ref":"#/definitions/id"},"maxItems":3}]}},"type":"object",
+          "properties":{"id":{"$ref":"#/definitions/id"}},"required":["id"],"additionalProperties":{"$ref":"#/definitions/entry"}})"},
+      {"top_level_enum_array", R"({"type":"array","items":{"enum":[1,"two",null,true,{"a":[1,"é"]}]},"minItems":1})"},
+  };
+  return k;
+}
+
+inline std::shared_ptr<const Grammar> GrammarFor(const TestSchema& s) {
+  if (s.schema == nullptr) return std::make_shared<const Grammar>(JsonObjectGrammar());
+  auto g = CompileJsonSchema(s.schema);
+  EXPECT_TRUE(g.ok()) << s.name << ": " << g.message();
+  if (!g.ok()) return nullptr;
+  return std::make_shared<const Grammar>(std::move(*g));
+}
+
+inline SchemaValidator ValidatorFor(const TestSchema& s) {
+  return SchemaValidator(s.schema ? nlohmann::json::parse(s.schema) : nlohmann::json{{"type", "object"}});
+}
+
+// Checks one output: it parses, validates, and (for "flat" and "nested", whose objects list their
+// properties) has only listed keys in the schema's order.
+inline void CheckOutput(const TestSchema& s, const SchemaValidator& validator, const std::string& text) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << s.name << ": does not parse (" << e.what() << "): " << text;
+    return;
+  }
+  EXPECT_EQ(validator.Check(nlohmann::json::parse(text)), "") << s.name << ": " << text;
+  if (std::string(s.name) == "flat") {
+    const std::vector<std::string> order = {"name", "age", "active", "color", "nickname"};
+    size_t at = 0;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      while (at < order.size() && order[at] != it.key()) ++at;
+      EXPECT_LT(at, order.size()) << "key '" << it.key() << "' out of order or not listed: " << text;
+    }
+  }
+  if (std::string(s.name) == "nested") {
+    for (auto it = j["user"].begin(); it != j["user"].end(); ++it) {
+      EXPECT_TRUE(it.key() == "name" || it.key() == "address") << "unlisted key: " << text;
+    }
+  }
+}
+
 inline std::shared_ptr<const Grammar> MustCompile(const std::string& schema) {
   auto g = CompileJsonSchema(schema);
   EXPECT_TRUE(g.ok()) << g.message();
