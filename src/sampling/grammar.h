@@ -35,7 +35,7 @@ struct StringSpec {
   uint32_t min_chars = 0;                                     // Unicode code points, escapes count as one
   uint32_t max_chars = std::numeric_limits<uint32_t>::max();  // max(): unbounded
   // Values the string may not take (object keys already listed by the schema). While the text still
-  // matches the start of one of them, escapes are not allowed, so that bytes and value agree.
+  // spells the start of a longer one, escapes are not allowed, so that bytes and value agree.
   std::vector<std::string> excluded;
 };
 

@@ -175,10 +175,12 @@ void GrammarMatcher::Step(const Config& c, uint8_t byte, std::vector<Config>* ou
     ++n.chars;
   }
   if (c.excl >= 0) {
-    // Still spelling an excluded value: bytes are the value only without escapes.
-    if (byte == '\\') return;
+    // Still spelling an excluded value: bytes are the value only without escapes, so an escape may
+    // come only where no excluded value goes on (then any character leaves them all behind).
+    const Grammar::ExclusionNode& node = g.exclusion_node(c.excl);
+    if (byte == '\\' && !node.children.empty()) return;
     n.excl = -1;
-    for (const auto& [b, child] : g.exclusion_node(c.excl).children) {
+    for (const auto& [b, child] : node.children) {
       if (b == byte) n.excl = child;
     }
   }
@@ -294,31 +296,52 @@ bool GrammarMatcher::must_end() const {
   return true;
 }
 
-Status GrammarMatcher::Accept(int32_t token) {
+Status GrammarMatcher::StepToken(int32_t token) {
   if (token < 0 || token >= vocab_->size()) {
     return Status::Error(StatusCode::kInvalidArgument, "grammar: token " + std::to_string(token) + " is outside the vocabulary");
   }
   if (finished_) return Status::Error(StatusCode::kInvalidArgument, "grammar: the output has already ended");
-  if (vocab_->is_end(token)) {
-    if (!complete()) return Status::Error("grammar: end token " + std::to_string(token) + " before the output is complete");
-    finished_ = true;
-    allowed_valid_ = false;
-    return Status::Ok();
-  }
   if (vocab_->is_excluded(token)) {
     return Status::Error("grammar: special token " + std::to_string(token) + " cannot appear in the output");
   }
-  const size_t live = frames_.size();
   const std::string_view bytes = vocab_->bytes(token);
   tmp_a_ = configs_;
   for (char ch : bytes) {
     StepAll(tmp_a_, static_cast<uint8_t>(ch), &tmp_b_);
     std::swap(tmp_a_, tmp_b_);
     if (tmp_a_.empty()) {
-      frames_.resize(live);
       return Status::Error("grammar: token " + std::to_string(token) + " (bytes " + Hex(bytes) +
                            ") cannot continue the output here");
     }
+  }
+  return Status::Ok();
+}
+
+Result<int> GrammarMatcher::ShortestCompletionAfter(int32_t token) {
+  if (token >= 0 && token < vocab_->size() && vocab_->is_end(token) && !finished_) {
+    if (!complete()) return Status::Error("grammar: end token " + std::to_string(token) + " before the output is complete");
+    return 0;
+  }
+  const size_t live = frames_.size();
+  const Status st = StepToken(token);
+  const uint32_t cost = st.ok() ? MinCost(tmp_a_) : 0;
+  frames_.resize(live);
+  if (!st.ok()) return st;
+  return static_cast<int>(std::min<uint32_t>(cost, INT_MAX));
+}
+
+Status GrammarMatcher::Accept(int32_t token) {
+  if (token >= 0 && token < vocab_->size() && vocab_->is_end(token) && !finished_) {
+    if (!complete()) return Status::Error("grammar: end token " + std::to_string(token) + " before the output is complete");
+    finished_ = true;
+    allowed_valid_ = false;
+    return Status::Ok();
+  }
+  const size_t live = frames_.size();
+  const Status st = StepToken(token);
+  if (!st.ok()) {
+    frames_.resize(live);
+    return st;
   }
   std::swap(configs_, tmp_a_);
   Compact();
@@ -330,22 +353,21 @@ void GrammarMatcher::Offer(int32_t token, uint32_t cost) {
   if (static_cast<int64_t>(cost) <= limit_) {
     allowed_[token >> 6] |= uint64_t{1} << (token & 63);
     any_allowed_ = true;
-  } else if (cost < best_over_) {
-    best_over_ = cost;
-    over_.clear();
-    over_.push_back(token);
-  } else if (cost == best_over_) {
-    over_.push_back(token);
+  } else {
+    best_over_ = std::min(best_over_, cost);
   }
 }
 
-void GrammarMatcher::WalkTrie(const std::vector<Config>& configs) {
+void GrammarMatcher::WalkTrie(const std::vector<Config>& configs, const ByteSet* first_bytes) {
   const TokenTrie& t = vocab_->trie();
   const size_t base = frames_.size();
   Level& root = levels_[0];
   root.configs = configs;
   root.frame_mark = base;
   root.next = NextBytes(configs);
+  if (first_bytes) {
+    for (int w = 0; w < 4; ++w) root.next.bits[w] &= first_bytes->bits[w];
+  }
   for (uint32_t i = 1; i < t.size();) {
     const uint32_t d = t.depth[i];
     const uint8_t byte = t.byte[i];
@@ -372,7 +394,10 @@ void GrammarMatcher::WalkTrie(const std::vector<Config>& configs) {
 
 // A configuration inside a string body: tokens that stay inside come from the table's bitset (or, under
 // a length bound or a tight budget, its per-token entries); only the few tokens holding the closing
-// quote are stepped byte by byte past it.
+// quote are stepped byte by byte past it. While the string still spells the start of an excluded
+// value, tokens whose first byte follows that value are left to a trie walk over just those subtrees
+// (a '\' may not come at all); every other token leaves the excluded values at its first byte, and
+// the tables answer for it as for any string.
 void GrammarMatcher::StringFastPath(const Config& c) {
   const Grammar& g = *grammar_;
   const Frame frame = frames_[c.frame];
@@ -381,24 +406,46 @@ void GrammarMatcher::StringFastPath(const Config& c) {
   const uint32_t after_string = frame.cost - StringMin(spec);  // cost of what follows the closing quote
   const uint64_t room = spec.max_chars - c.chars;               // characters the string may still take
   const uint32_t chars_needed = spec.min_chars > c.chars ? spec.min_chars - c.chars : 0;
+  const Grammar::ExclusionNode* excl = c.excl >= 0 ? &g.exclusion_node(c.excl) : nullptr;
+  ByteSet diverted;  // first bytes this path does not answer for
+  if (excl) {
+    for (const auto& [b, child] : excl->children) diverted.Add(b);
+    if (!excl->children.empty()) diverted.Add('\\');
+  }
+  auto first_byte = [&](int32_t id) { return static_cast<uint8_t>(vocab_->bytes(id)[0]); };
 
   const bool length_ok = room >= table.max_inside_chars;
   const uint64_t worst = uint64_t{after_string} + json_string::kMaxPendingBytes + chars_needed + 1;
   if (length_ok && static_cast<int64_t>(worst) <= limit_) {
+    // The diverted tokens keep whatever other configurations allowed them: save and restore them.
+    const TokenTrie& t = vocab_->trie();
+    saved_.clear();
+    if (excl) {
+      for (uint32_t i = 1; i < t.size(); i = t.skip[i]) {
+        if (!diverted.Has(t.byte[i])) continue;
+        for (uint32_t k = t.token_begin[i]; k < t.token_begin[t.skip[i]]; ++k) {
+          const int32_t id = t.tokens[k];
+          saved_.push_back({id, static_cast<bool>((allowed_[id >> 6] >> (id & 63)) & 1)});
+        }
+      }
+    }
     const size_t words = table.inside.size();
     for (size_t w = 0; w < words; ++w) allowed_[w] |= table.inside[w];
-    any_allowed_ = any_allowed_ || words > 0;
+    any_allowed_ = any_allowed_ || !table.inside_ids.empty();
+    for (const auto& [id, bit] : saved_) {
+      if (!bit) allowed_[id >> 6] &= ~(uint64_t{1} << (id & 63));
+    }
   } else {
-    const int32_t n = vocab_->size();
-    for (int32_t id = 0; id < n; ++id) {
-      const uint32_t e = table.entries[id];
-      if (StringTokenTable::ClassOf(e) != StringTokenTable::kInside) continue;
+    const size_t n = table.inside_ids.size();
+    for (size_t k = 0; k < n; ++k) {
+      const uint32_t e = table.inside_entries[k];
       const uint32_t chars = StringTokenTable::Chars(e);
-      if (chars > room) continue;
+      if (chars > room) break;  // ordered by characters
+      const int32_t id = table.inside_ids[k];
+      if (excl && diverted.Has(first_byte(id))) continue;
       const uint32_t total = c.chars + chars;
       const uint32_t need = spec.min_chars > total ? spec.min_chars - total : 0;
-      const uint32_t cost = SatAdd(after_string, json_string::kPendingBytes[StringTokenTable::EndState(e)] + need + 1);
-      Offer(id, cost);
+      Offer(id, SatAdd(after_string, json_string::kPendingBytes[StringTokenTable::EndState(e)] + need + 1));
     }
   }
 
@@ -407,10 +454,14 @@ void GrammarMatcher::StringFastPath(const Config& c) {
   closing_.clear();
   Advance(c.frame, &closing_);
   const size_t closed_mark = frames_.size();
-  for (int32_t id : table.closing) {
-    const uint32_t e = table.entries[id];
+  for (const auto& [id, e] : table.closing) {
     const uint32_t chars = StringTokenTable::Chars(e);
     if (chars > room || c.chars + chars < spec.min_chars) continue;
+    if (excl) {
+      if (diverted.Has(first_byte(id))) continue;
+      // A quote first closes the string on the excluded-value prefix itself.
+      if (StringTokenTable::CloseOffset(e) == 1 && excl->terminal) continue;
+    }
     const std::string_view bytes = vocab_->bytes(id);
     frames_.resize(closed_mark);
     const std::vector<Config>* cur = &closing_;
@@ -424,37 +475,50 @@ void GrammarMatcher::StringFastPath(const Config& c) {
     if (alive) Offer(id, MinCost(*cur));
   }
   frames_.resize(base);
+
+  if (excl) {
+    diverted = ByteSet();
+    for (const auto& [b, child] : excl->children) diverted.Add(b);
+    walk_configs_.assign(1, c);
+    WalkTrie(walk_configs_, &diverted);
+    walk_configs_.clear();
+  }
+}
+
+void GrammarMatcher::OfferAll() {
+  std::fill(allowed_.begin(), allowed_.end(), 0);
+  any_allowed_ = false;
+  // String configurations first: their fast path may walk the trie with walk_configs_ itself.
+  for (const Config& c : configs_) {
+    if (c.frame != kNoFrame && grammar_->element(frames_[c.frame].pos).kind == Kind::kString) StringFastPath(c);
+  }
+  walk_configs_.clear();
+  for (const Config& c : configs_) {
+    if (c.frame != kNoFrame && grammar_->element(frames_[c.frame].pos).kind != Kind::kString) walk_configs_.push_back(c);
+  }
+  if (!walk_configs_.empty()) WalkTrie(walk_configs_, nullptr);
 }
 
 void GrammarMatcher::ComputeAllowed() {
-  std::fill(allowed_.begin(), allowed_.end(), 0);
-  any_allowed_ = false;
   budget_exceeded_ = false;
   best_over_ = Grammar::kInfinite;
-  over_.clear();
   limit_ = static_cast<int64_t>(remaining_) - 1;
-  if (!finished_) {
-    walk_configs_.clear();
-    for (const Config& c : configs_) {
-      const bool fast = c.frame != kNoFrame && c.excl < 0 &&
-                        grammar_->element(frames_[c.frame].pos).kind == Kind::kString;
-      if (fast) {
-        StringFastPath(c);
-      } else if (c.frame != kNoFrame) {
-        walk_configs_.push_back(c);
-      }
-    }
-    if (!walk_configs_.empty()) WalkTrie(walk_configs_);
+  if (finished_) {
+    std::fill(allowed_.begin(), allowed_.end(), 0);
+  } else {
+    OfferAll();
     if (complete()) {
-      for (int32_t id : vocab_->end_tokens()) allowed_[id >> 6] |= uint64_t{1} << (id & 63);
       any_allowed_ = true;
-    }
-    if (!any_allowed_ && !over_.empty()) {
-      // No token leaves a completion within the budget (it was below min_tokens()): take the ones
-      // that leave the shortest.
+    } else if (!any_allowed_ && best_over_ != Grammar::kInfinite) {
+      // No token leaves a completion within the budget (it was below min_tokens()): allow the ones
+      // that leave the shortest, found by offering again with that as the limit.
       budget_exceeded_ = true;
-      for (int32_t id : over_) allowed_[id >> 6] |= uint64_t{1} << (id & 63);
+      limit_ = best_over_;
+      OfferAll();
     }
+  }
+  if (finished_ || complete()) {
+    for (int32_t id : vocab_->end_tokens()) allowed_[id >> 6] |= uint64_t{1} << (id & 63);
   }
   allowed_valid_ = true;
 }

@@ -54,6 +54,10 @@ class GrammarMatcher {
   // output, for a special token, and for an end token before the output is complete. It does not
   // check the budget (that is Mask's policy).
   Status Accept(int32_t token);
+  // What Accept(token) would leave as remaining_min_tokens(), without accepting it; an error when
+  // Accept would fail. One token at a time, by its bytes: the reference Mask is checked against, and
+  // a check for a token chosen elsewhere (a draft model's).
+  Result<int> ShortestCompletionAfter(int32_t token);
   // The output so far is a complete sentence: an end token may come next.
   bool complete() const;
   // Nothing but an end token can come next (or one was accepted).
@@ -106,10 +110,14 @@ class GrammarMatcher {
   uint32_t MinCost(const std::vector<Config>& configs) const;
   ByteSet NextBytes(const std::vector<Config>& configs) const;
   void Compact();
+  // Steps the current configurations over a token's bytes into tmp_a_ (frames_ grows).
+  Status StepToken(int32_t token);
 
   void ComputeAllowed();
-  void Offer(int32_t token, uint32_t cost);  // allow it if it fits the budget, else remember the nearest
-  void WalkTrie(const std::vector<Config>& configs);
+  void OfferAll();
+  void Offer(int32_t token, uint32_t cost);  // allow it if it fits the budget, else note the nearest miss
+  // Offers every token the configurations can take; first_bytes (optional) limits the first byte.
+  void WalkTrie(const std::vector<Config>& configs, const ByteSet* first_bytes);
   void StringFastPath(const Config& c);
 
   std::shared_ptr<const Grammar> grammar_;
@@ -128,11 +136,11 @@ class GrammarMatcher {
   bool any_allowed_ = false;
   bool budget_exceeded_ = false;
   int64_t limit_ = 0;  // cost a token may leave: remaining_ - 1
-  uint32_t best_over_ = 0;
-  std::vector<int32_t> over_;
+  uint32_t best_over_ = 0;  // least cost among tokens the budget turned away
   std::vector<Level> levels_;
   std::vector<Config> walk_configs_, tmp_a_, tmp_b_, closing_;
   std::vector<uint32_t> remap_;
+  std::vector<std::pair<int32_t, bool>> saved_;
 };
 
 }  // namespace gemlet

@@ -98,7 +98,6 @@ Result<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Create(std::vect
 
 void TokenVocabulary::BuildStringTable(uint8_t state, StringTokenTable* table) const {
   const int32_t n = size();
-  table->entries.assign(n, StringTokenTable::kInvalid);
   table->inside.assign((n + 63) / 64, 0);
   for (int32_t id = 0; id < n; ++id) {
     if (is_excluded(id)) continue;
@@ -120,15 +119,32 @@ void TokenVocabulary::BuildStringTable(uint8_t state, StringTokenTable* table) c
       q = next;
     }
     if (entry == StringTokenTable::kInvalid) continue;
+    entry |= chars << 6;
     if (StringTokenTable::ClassOf(entry) == StringTokenTable::kInside) {
       entry |= static_cast<uint32_t>(q) << 2;
       table->inside[id >> 6] |= uint64_t{1} << (id & 63);
+      table->inside_ids.push_back(id);
+      table->inside_entries.push_back(entry);
       table->max_inside_chars = std::max(table->max_inside_chars, chars);
     } else {
-      table->closing.push_back(id);
+      table->closing.push_back({id, entry});
     }
-    table->entries[id] = entry | (chars << 6);
   }
+  // Fewest characters first, so that a string near its maxLength scans only a prefix.
+  std::vector<size_t> order(table->inside_ids.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return StringTokenTable::Chars(table->inside_entries[a]) < StringTokenTable::Chars(table->inside_entries[b]);
+  });
+  std::vector<int32_t> ids(order.size());
+  std::vector<uint32_t> entries(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    ids[i] = table->inside_ids[order[i]];
+    entries[i] = table->inside_entries[order[i]];
+  }
+  table->inside_ids = std::move(ids);
+  table->inside_entries = std::move(entries);
+  table->closing.shrink_to_fit();
 }
 
 const StringTokenTable& TokenVocabulary::string_table(uint8_t state) const {
@@ -149,7 +165,8 @@ size_t TokenVocabulary::Bytes() const {
     // Only tables call_once has published: reading one another thread is building would race.
     if (!string_built_[q].load(std::memory_order_acquire)) continue;
     const StringTokenTable& t = *string_tables_[q];
-    b += t.entries.capacity() * 4 + t.inside.capacity() * 8 + t.closing.capacity() * 4;
+    b += t.inside.capacity() * 8 + t.inside_ids.capacity() * 4 + t.inside_entries.capacity() * 4 +
+         t.closing.capacity() * 8;
   }
   return b;
 }

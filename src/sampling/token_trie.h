@@ -36,17 +36,18 @@ struct TokenTrie {
 // a string answers with a bitset instead of walking the 600k-node trie.
 struct StringTokenTable {
   enum Class : uint32_t { kInvalid = 0, kInside = 1, kCloses = 2 };
-  // Per token: Class (2 bits) | end state (4) | characters started, saturated (10) | for kCloses,
-  // the offset just past the closing quote (16).
-  std::vector<uint32_t> entries;
-  std::vector<uint64_t> inside;    // bitset of the kInside tokens
-  std::vector<int32_t> closing;    // the kCloses tokens
-  uint32_t max_inside_chars = 0;   // most characters an kInside token starts
-
+  // An entry: Class (2 bits) | end state (4) | characters started, saturated (10) | for kCloses, the
+  // offset just past the closing quote (16).
   static Class ClassOf(uint32_t e) { return static_cast<Class>(e & 3); }
   static uint8_t EndState(uint32_t e) { return static_cast<uint8_t>((e >> 2) & 15); }
   static uint32_t Chars(uint32_t e) { return (e >> 6) & 1023; }
   static uint32_t CloseOffset(uint32_t e) { return e >> 16; }
+
+  std::vector<uint64_t> inside;          // bitset of the tokens that stay inside the string
+  std::vector<int32_t> inside_ids;       // the same tokens, by characters started (sparse: most states allow few)
+  std::vector<uint32_t> inside_entries;  // their entries
+  std::vector<std::pair<int32_t, uint32_t>> closing;  // tokens that close the string, and their entries
+  uint32_t max_inside_chars = 0;         // most characters an inside token starts
 };
 
 class TokenVocabulary {

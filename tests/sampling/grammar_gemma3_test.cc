@@ -274,5 +274,48 @@ TEST(Gemma3GrammarTest, ChineseTextInStrings) {
   EXPECT_GT(chinese, 50);
 }
 
+// The fast paths (string tables, excluded-key subtrees, the trie walk, the budget) against brute
+// force: at states along random outputs, every one of the 262,144 tokens is stepped on its own.
+TEST(Gemma3GrammarTest, MaskEqualsBruteForceAtSampledStates) {
+  const test::TestVocab& v = Gemma3Vocab();
+  int states = 0;
+  for (const char* name : {"flat", "nested", "strings", "one_of_definitions", "json_object"}) {
+    SCOPED_TRACE(name);
+    const test::TestSchema* s = nullptr;
+    for (const test::TestSchema& t : test::TestSchemas()) s = std::string(t.name) == name ? &t : s;
+    ASSERT_NE(s, nullptr);
+    GrammarMatcher m = MakeMatcher(test::GrammarFor(*s));
+    test::Rng rng(31 + std::hash<std::string>()(name));
+    for (int output = 0; output < 2; ++output) {
+      m.Reset();
+      const int budget = m.min_tokens() + 14;
+      for (int produced = 0; produced < budget && !m.must_end(); ++produced) {
+        const int remaining = budget - produced;
+        m.SetRemainingTokens(remaining);
+        const std::vector<uint64_t> allowed = m.AllowedTokens();
+        if (produced % 6 == 0 || remaining - m.remaining_min_tokens() < 3) {
+          ++states;
+          int mismatches = 0;
+          for (int32_t id = 0; id < v.vocab->size() && mismatches < 5; ++id) {
+            auto after = m.ShortestCompletionAfter(id);
+            const bool expect = after.ok() && *after <= remaining - 1;
+            const bool got = (allowed[id >> 6] >> (id & 63)) & 1;
+            if (expect != got) {
+              ++mismatches;
+              ADD_FAILURE() << "token " << id << " '" << v.bytes[id] << "': mask " << got << ", brute force " << expect
+                            << " (remaining " << remaining << ")";
+            }
+          }
+        }
+        const int32_t token = SampleAllowed(allowed, rng, 4.0f, nullptr, 0);
+        if (v.vocab->is_end(token)) break;
+        ASSERT_TRUE(m.Accept(token).ok());
+      }
+    }
+  }
+  EXPECT_GT(states, 40);
+  std::printf("compared %d states\n", states);
+}
+
 }  // namespace
 }  // namespace gemlet

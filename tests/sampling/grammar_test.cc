@@ -218,6 +218,39 @@ TEST(GrammarMatcherTest, RandomStringsAreValidUtf8AndParse) {
   EXPECT_GT(multibyte, 10);
 }
 
+TEST(GrammarMatcherTest, ExtraPropertiesNeverRepeatAListedKey) {
+  GrammarMatcher m = MakeMatcher(R"({"type":"object","properties":{"name":{"type":"integer"}},"required":["name"],
+                                     "additionalProperties":{"type":"string"}})");
+  AcceptAll(m, {"{\"name\":", "12", ",", "\""});
+  // The extra key may start like the listed one ("names") but not be it.
+  EXPECT_TRUE(m.IsAllowed(Tok("name")));
+  EXPECT_TRUE(m.IsAllowed(Tok("a")));
+  EXPECT_TRUE(m.IsAllowed(Tok("\":")));     // the empty key
+  EXPECT_FALSE(m.IsAllowed(Tok("\\n")));    // no escapes while it still spells "name"
+  AcceptAll(m, {"name"});
+  EXPECT_FALSE(m.IsAllowed(Tok("\"")));
+  EXPECT_FALSE(m.IsAllowed(Tok("\":")));
+  EXPECT_TRUE(m.IsAllowed(Tok("x")));
+  EXPECT_TRUE(m.IsAllowed(Tok("\\n")));     // "name\n" differs from "name" already
+  AcceptAll(m, {"x", "\":", "\"", "hello", "\"}"});
+  EXPECT_TRUE(m.must_end());
+  // Random outputs never hold "name" twice: the last one (an extra) would then have to be an integer.
+  test::Rng rng(5);
+  for (int i = 0; i < 200; ++i) {
+    m.Reset();
+    const test::Generation gen = test::Generate(m, SyntheticVocab(), 60, rng);
+    ASSERT_TRUE(gen.error.empty()) << gen.error;
+    // Count the keys as the parser sees them (a parser keeps only the last of duplicates).
+    size_t keys = 0;
+    const nlohmann::json j = nlohmann::json::parse(gen.text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed == "name") ++keys;
+      return true;
+    });
+    EXPECT_TRUE(j["name"].is_number_integer()) << gen.text;
+    EXPECT_EQ(keys, 1u) << gen.text;
+  }
+}
+
 TEST(GrammarMatcherTest, WhitespaceIsBounded) {
   GrammarMatcher m = MakeMatcher(R"({"type":"array","items":{"type":"integer"}})");
   AcceptAll(m, {"["});
