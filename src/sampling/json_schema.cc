@@ -44,7 +44,8 @@ const std::set<std::string>& RefusedKeywords() {
 const std::set<std::string>& ValidationKeywords() {
   static const std::set<std::string> k = {
       "type",  "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
-      "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+      "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minimum", "maximum", "exclusiveMinimum",
+      "exclusiveMaximum",
   };
   return k;
 }
@@ -95,6 +96,70 @@ std::string UnescapePointerToken(const std::string& token) {
   return out;
 }
 
+constexpr int64_t kMaxMagnitude = 999999999999999;  // kMaxIntegerDigits nines
+
+// The decimal numbers u..v (0 <= u <= v, no leading zeros) as sequences of byte sets, one per digit:
+// each digit count on its own, then the classic split of an equal-length range [x, y] into a common
+// digit, a middle run with free tails, and the two edges.
+void EqualLengthRanges(const std::string& x, const std::string& y, std::vector<ByteSet>* prefix,
+                       std::vector<std::vector<ByteSet>>* out) {
+  auto digits = [](char lo, char hi) {
+    ByteSet s;
+    s.AddRange(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi));
+    return s;
+  };
+  const size_t n = x.size();
+  if (n == 0) {
+    out->push_back(*prefix);
+    return;
+  }
+  const std::string x_rest = x.substr(1), y_rest = y.substr(1);
+  const bool x_floor = x_rest.find_first_not_of('0') == std::string::npos;  // x = d000
+  const bool y_ceil = y_rest.find_first_not_of('9') == std::string::npos;   // y = d999
+  auto with_free_tail = [&](char lo, char hi) {
+    std::vector<ByteSet> seq = *prefix;
+    seq.push_back(digits(lo, hi));
+    for (size_t i = 1; i < n; ++i) seq.push_back(digits('0', '9'));
+    out->push_back(std::move(seq));
+  };
+  auto edge = [&](char d, const std::string& lo, const std::string& hi) {
+    prefix->push_back(digits(d, d));
+    EqualLengthRanges(lo, hi, prefix, out);
+    prefix->pop_back();
+  };
+  if (x[0] == y[0]) {
+    edge(x[0], x_rest, y_rest);
+    return;
+  }
+  const char lo_free = x_floor ? x[0] : static_cast<char>(x[0] + 1);
+  const char hi_free = y_ceil ? y[0] : static_cast<char>(y[0] - 1);
+  if (!x_floor) edge(x[0], x_rest, std::string(n - 1, '9'));
+  if (lo_free <= hi_free) with_free_tail(lo_free, hi_free);
+  if (!y_ceil) edge(y[0], std::string(n - 1, '0'), y_rest);
+}
+
+std::vector<std::vector<ByteSet>> DecimalRange(int64_t u, int64_t v) {
+  std::vector<std::vector<ByteSet>> out;
+  for (int64_t low = u; low <= v;) {
+    const std::string lo = std::to_string(low);
+    int64_t top = 9;  // largest number with lo's digit count
+    for (size_t i = 1; i < lo.size(); ++i) top = top * 10 + 9;
+    const int64_t high = std::min(v, top);
+    std::vector<ByteSet> prefix;
+    EqualLengthRanges(lo, std::to_string(high), &prefix, &out);
+    low = high + 1;
+  }
+  return out;
+}
+
+// A numeric bound: minimum/maximum with exclusiveMinimum/exclusiveMaximum (a number since draft 6,
+// a boolean modifying minimum/maximum in draft 4). The tighter one wins.
+struct Bound {
+  bool present = false;
+  double value = 0;
+  bool exclusive = false;
+};
+
 class SchemaCompiler {
  public:
   SchemaCompiler(const Json& root, const JsonGrammarOptions& options) : root_(root), options_(options) {}
@@ -119,6 +184,9 @@ class SchemaCompiler {
   int Any();
   int Integer();
   int Number();
+  Result<int> BoundedNumber(const Json& schema, bool integer, const std::string& path);
+  Result<std::pair<Bound, Bound>> Bounds(const Json& schema, const std::string& path) const;
+  int Fraction();
   int Digits(int n);  // up to n more digits
   int Literal(const std::string& bytes, const std::string& name);
   int StringRule(uint32_t min_chars, uint32_t max_chars);
@@ -143,7 +211,7 @@ class SchemaCompiler {
   GrammarBuilder b_;
   std::map<std::string, int> refs_;
   std::map<int, int> digits_;
-  int ws_ = -1, any_ = -1, any_object_ = -1, integer_ = -1, number_ = -1, string_ = -1;
+  int ws_ = -1, any_ = -1, any_object_ = -1, integer_ = -1, number_ = -1, string_ = -1, fraction_ = -1;
   int depth_ = 0;
 };
 
@@ -202,9 +270,9 @@ int SchemaCompiler::Number() {
   e.Add('E');
   sign.Add('+');
   sign.Add('-');
-  const int frac = NewRule("fraction");
+  const int frac = NewRule("fraction-opt");
   Alt(frac, Seq());
-  Alt(frac, Seq().Literal(".").Bytes(digit).Ref(Digits(kMaxFractionDigits - 1)));
+  Alt(frac, Seq().Ref(Fraction()));
   const int exp_sign = NewRule("exponent-sign");
   Alt(exp_sign, Seq());
   Alt(exp_sign, Seq().Bytes(sign));
@@ -214,6 +282,102 @@ int SchemaCompiler::Number() {
   number_ = NewRule("number");
   Alt(number_, Seq().Ref(Integer()).Ref(frac).Ref(exp));
   return number_;
+}
+
+int SchemaCompiler::Fraction() {
+  if (fraction_ >= 0) return fraction_;
+  ByteSet digit;
+  digit.AddRange('0', '9');
+  fraction_ = NewRule("fraction");
+  Alt(fraction_, Seq().Literal(".").Bytes(digit).Ref(Digits(kMaxFractionDigits - 1)));
+  return fraction_;
+}
+
+Result<std::pair<Bound, Bound>> SchemaCompiler::Bounds(const Json& schema, const std::string& path) const {
+  Bound lo, hi;
+  auto number = [&](const char* key, double* out) -> Status {
+    auto it = schema.find(key);
+    if (it == schema.end()) return Status::Ok();
+    if (!it->is_number()) return Error(path, std::string("'") + key + "' must be a number");
+    *out = it->get<double>();
+    return Status::Ok();
+  };
+  auto tighten = [](Bound* b, double v, bool exclusive, bool lower) {
+    const bool tighter = !b->present || (lower ? v > b->value : v < b->value) || (v == b->value && exclusive);
+    if (tighter) *b = Bound{true, v, exclusive};
+  };
+  double v = 0;
+  if (schema.contains("minimum")) {
+    RETURN_IF_ERROR(number("minimum", &v));
+    const auto ex = schema.find("exclusiveMinimum");
+    tighten(&lo, v, ex != schema.end() && ex->is_boolean() && ex->get<bool>(), true);
+  }
+  if (schema.contains("maximum")) {
+    RETURN_IF_ERROR(number("maximum", &v));
+    const auto ex = schema.find("exclusiveMaximum");
+    tighten(&hi, v, ex != schema.end() && ex->is_boolean() && ex->get<bool>(), false);
+  }
+  for (const auto& [key, lower] : {std::pair{"exclusiveMinimum", true}, {"exclusiveMaximum", false}}) {
+    auto it = schema.find(key);
+    if (it == schema.end() || it->is_boolean()) continue;
+    RETURN_IF_ERROR(number(key, &v));
+    tighten(lower ? &lo : &hi, v, true, lower);
+  }
+  return std::pair{lo, hi};
+}
+
+// Integers in the bounds exactly. Numbers: a subset that is sound and easy to write as a grammar:
+// integer parts that keep the value in range, with a fraction only where the whole unit interval
+// after the integer part is in range (so 4.5 under maximum 5, but no 5.0x), and no exponent.
+Result<int> SchemaCompiler::BoundedNumber(const Json& schema, bool integer, const std::string& path) {
+  ASSIGN_OR_RETURN(const auto bounds, Bounds(schema, path));
+  const auto [lo, hi] = bounds;
+  const double kMax = static_cast<double>(kMaxMagnitude);
+  // Smallest integer above a lower bound and largest below an upper bound, clamped to 15 digits.
+  auto ceil_of = [&](const Bound& b) {
+    if (!b.present) return -kMax;
+    const double c = b.exclusive ? std::floor(b.value) + 1 : std::ceil(b.value);
+    return std::clamp(c, -kMax - 1, kMax + 1);
+  };
+  auto floor_of = [&](const Bound& b) {
+    if (!b.present) return kMax;
+    const double f = b.exclusive ? std::ceil(b.value) - 1 : std::floor(b.value);
+    return std::clamp(f, -kMax - 1, kMax + 1);
+  };
+  const int64_t min_int = static_cast<int64_t>(std::max(ceil_of(lo), -kMax));
+  const int64_t max_int = static_cast<int64_t>(std::min(floor_of(hi), kMax));
+  const int r = NewRule(integer ? "integer-range" : "number-range");
+  int alternatives = 0;
+  auto add = [&](bool negative, int64_t from, int64_t to, bool fraction) {
+    if (from > to) return;
+    for (const std::vector<ByteSet>& digits : DecimalRange(from, to)) {
+      Seq seq;
+      if (negative) seq.Literal("-");
+      for (const ByteSet& d : digits) seq.Bytes(d);
+      if (fraction) seq.Ref(Fraction());
+      Alt(r, std::move(seq));
+      ++alternatives;
+    }
+  };
+  // Plain integers: non-negative, then negative by magnitude (never "-0").
+  add(false, std::max<int64_t>(min_int, 0), max_int, false);
+  add(true, std::max<int64_t>(-max_int, 1), -min_int, false);
+  if (!integer) {
+    // I.f lies in [I, I+1): I must meet the lower bound and I+1 the upper one.
+    const int64_t hi_floor = hi.present ? static_cast<int64_t>(std::clamp(std::floor(hi.value), -kMax - 1, kMax + 1))
+                                        : kMaxMagnitude + 1;
+    add(false, std::max<int64_t>(min_int, 0), std::min<int64_t>(hi_floor - 1, kMaxMagnitude), true);
+    // -I.f lies in (-(I+1), -I]: -(I+1) must meet the lower bound, -I the upper one.
+    const int64_t lo_ceil = lo.present ? static_cast<int64_t>(std::clamp(std::ceil(lo.value), -kMax - 1, kMax + 1))
+                                       : -kMaxMagnitude - 1;
+    add(true, std::max<int64_t>(-max_int, 0), std::min<int64_t>(-lo_ceil - 1, kMaxMagnitude), true);
+  }
+  if (alternatives == 0) {
+    return Error(path, integer ? "no integer of at most 15 digits lies between minimum and maximum"
+                               : "the bounds leave no number this compiler can write (it needs a whole unit "
+                                 "interval or an integer between minimum and maximum)");
+  }
+  return r;
 }
 
 int SchemaCompiler::Literal(const std::string& bytes, const std::string& name) {
@@ -343,6 +507,10 @@ Result<unsigned> SchemaCompiler::Types(const Json& schema, const std::string& pa
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) implied |= kArray;
     if (schema.contains("minLength") || schema.contains("maxLength")) implied |= kString;
+    if (schema.contains("minimum") || schema.contains("maximum") || schema.contains("exclusiveMinimum") ||
+        schema.contains("exclusiveMaximum")) {
+      implied |= kNumber;
+    }
     return implied ? implied : unsigned{kAllTypes};
   }
   std::vector<Json> names;
@@ -401,6 +569,13 @@ Result<int> SchemaCompiler::Enum(const Json& schema, const Json& values, const s
   ASSIGN_OR_RETURN(const uint64_t max_len, Count(schema, "maxLength", std::numeric_limits<uint64_t>::max(), path));
   ASSIGN_OR_RETURN(const uint64_t min_items, Count(schema, "minItems", 0, path));
   ASSIGN_OR_RETURN(const uint64_t max_items, Count(schema, "maxItems", std::numeric_limits<uint64_t>::max(), path));
+  ASSIGN_OR_RETURN(const auto bounds, Bounds(schema, path));
+  auto in_bounds = [&](double x) {
+    const auto& [lo, hi] = bounds;
+    if (lo.present && (lo.exclusive ? x <= lo.value : x < lo.value)) return false;
+    if (hi.present && (hi.exclusive ? x >= hi.value : x > hi.value)) return false;
+    return true;
+  };
   const int rule = NewRule("enum");
   int kept = 0;
   for (const Json& v : values) {
@@ -417,6 +592,7 @@ Result<int> SchemaCompiler::Enum(const Json& schema, const Json& values, const s
       if (n < min_len || n > max_len) continue;
     }
     if (v.is_array() && (v.size() < min_items || v.size() > max_items)) continue;
+    if (v.is_number() && !in_bounds(v.get<double>())) continue;
     std::string text;
     try {
       text = v.dump();
@@ -528,10 +704,15 @@ Result<int> SchemaCompiler::Typed(const Json& schema, unsigned types, const std:
     alts.push_back(r);
   }
   // A number covers every integer: offering both would only parse digits twice.
-  if (types & kNumber) {
-    alts.push_back(Number());
-  } else if (types & kInteger) {
-    alts.push_back(Integer());
+  const bool bounded = schema.contains("minimum") || schema.contains("maximum") ||
+                       schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum");
+  if (types & (kNumber | kInteger)) {
+    if (bounded) {
+      ASSIGN_OR_RETURN(const int r, BoundedNumber(schema, !(types & kNumber), path));
+      alts.push_back(r);
+    } else {
+      alts.push_back((types & kNumber) ? Number() : Integer());
+    }
   }
   if (types & kBoolean) {
     const int r = NewRule("boolean");

@@ -82,6 +82,23 @@ class SchemaValidator {
       }
       if (!ok) return at + ": not of type " + s["type"].dump();
     }
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() && s["exclusiveMinimum"].get<bool>();
+      const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() && s["exclusiveMaximum"].get<bool>();
+      if (s.contains("minimum") && (draft4_min ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>())) {
+        return at + ": below minimum";
+      }
+      if (s.contains("maximum") && (draft4_max ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>())) {
+        return at + ": above maximum";
+      }
+      if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() && x <= s["exclusiveMinimum"].get<double>()) {
+        return at + ": not above exclusiveMinimum";
+      }
+      if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() && x >= s["exclusiveMaximum"].get<double>()) {
+        return at + ": not below exclusiveMaximum";
+      }
+    }
     if (v.is_string()) {
       const size_t n = CodePoints(v.get<std::string>());
       if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return at + ": shorter than minLength";
@@ -277,15 +294,15 @@ struct TestSchema {
 
 inline const std::vector<TestSchema>& TestSchemas() {
   static const std::vector<TestSchema> k = {
-      {"flat", R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+      {"flat", R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0,"maximum":120},
           "active":{"type":"boolean"},"color":{"enum":["red","green","blue"]},"nickname":{"type":["string","null"]}},
           "required":["name","age","color"],"additionalProperties":false})"},
       {"nested", R"({"type":"object","properties":{"user":{"type":"object","properties":{
           "name":{"type":"string","maxLength":12},"address":{"type":"object","properties":{"city":{"type":"string"},
           "zip":{"type":"string","minLength":5,"maxLength":5}},"required":["city","zip"]}},"required":["name","address"]},
-          "score":{"type":"number"}},"required":["user"]})"},
+          "score":{"type":"number","minimum":-1,"exclusiveMaximum":100}},"required":["user"]})"},
       {"arrays", R"({"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":3},
-          "matrix":{"type":"array","items":{"type":"array","items":{"type":"integer"},"maxItems":2},"minItems":2,"maxItems":2},
+          "matrix":{"type":"array","items":{"type":"array","items":{"type":"integer","exclusiveMinimum":-5,"maximum":99999},"maxItems":2},"minItems":2,"maxItems":2},
           "flags":{"type":"array","items":{"type":"boolean"}}},"required":["tags","matrix","flags"]})"},
       {"any_of", R"({"type":"object","properties":{"shape":{"anyOf":[
           {"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"],"additionalProperties":false},

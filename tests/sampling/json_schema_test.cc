@@ -74,7 +74,7 @@ TEST(JsonSchemaTest, MalformedAndUnsatisfiableSchemasAreRefused) {
 
 TEST(JsonSchemaTest, AnnotationsAndIgnoredKeywordsCompile) {
   for (const char* schema : {
-           R"({"type":"number","minimum":0,"maximum":10,"description":"d","title":"t","default":3,"examples":[1]})",
+           R"({"type":"number","description":"d","title":"t","default":3,"examples":[1],"readOnly":true})",
            R"({"type":"string","format":"date-time","$comment":"c","deprecated":false})",
            R"({"$schema":"https://json-schema.org/draft/2020-12/schema","type":"boolean","x-vendor":1})",
            R"({"allOf":[{"type":"string"}],"description":"one schema in allOf"})",
@@ -85,6 +85,77 @@ TEST(JsonSchemaTest, AnnotationsAndIgnoredKeywordsCompile) {
     auto g = CompileJsonSchema(schema);
     EXPECT_TRUE(g.ok()) << schema << ": " << g.message();
   }
+}
+
+// Feeds `text` one byte at a time (the synthetic vocabulary has every single byte) and says whether
+// the grammar accepts it as a complete output.
+bool AcceptsWhole(const std::string& schema, const std::vector<std::string>& texts, std::vector<bool>* out) {
+  auto g = test::MustCompile(schema);
+  if (!g) return false;
+  auto m = GrammarMatcher::Create(g, test::SyntheticVocab().vocab);
+  if (!m.ok()) return false;
+  for (const std::string& text : texts) {
+    m->Reset();
+    bool ok = true;
+    for (char c : text) ok = ok && m->Accept(test::SyntheticVocab().Find(std::string(1, c))).ok();
+    out->push_back(ok && m->complete());
+  }
+  return true;
+}
+
+TEST(JsonSchemaTest, IntegerBoundsAreExact) {
+  const struct {
+    const char* bounds;
+    int64_t lo, hi;
+  } cases[] = {
+      {R"("minimum":-12,"maximum":345)", -12, 345},
+      {R"("minimum":0,"maximum":0)", 0, 0},
+      {R"("minimum":-100,"maximum":-3)", -100, -3},
+      {R"("minimum":99,"maximum":101)", 99, 101},
+      {R"("minimum":1000,"maximum":1999)", 1000, 1999},
+      {R"("exclusiveMinimum":0,"exclusiveMaximum":10)", 1, 9},
+      {R"("minimum":2.5,"maximum":7.9)", 3, 7},
+      {R"("minimum":5,"exclusiveMinimum":true,"maximum":8,"exclusiveMaximum":true)", 6, 7},
+      {R"("minimum":10,"exclusiveMinimum":12)", 13, 999999999999999},
+      {R"("maximum":-20)", -999999999999999, -20},
+  };
+  for (const auto& c : cases) {
+    const std::string schema = std::string(R"({"type":"integer",)") + c.bounds + "}";
+    std::vector<std::string> texts;
+    std::vector<bool> want;
+    for (int64_t v = std::max<int64_t>(c.lo, -2100) - 30; v <= std::min<int64_t>(c.hi, 2100) + 30; ++v) {
+      texts.push_back(std::to_string(v));
+      want.push_back(v >= c.lo && v <= c.hi);
+    }
+    for (const char* odd : {"-0", "007", "1.0", "1e2", ""}) {
+      texts.push_back(odd);
+      want.push_back(false);
+    }
+    std::vector<bool> got;
+    ASSERT_TRUE(AcceptsWhole(schema, texts, &got)) << schema;
+    for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(got[i], want[i]) << schema << " '" << texts[i] << "'";
+  }
+}
+
+TEST(JsonSchemaTest, NumberBoundsAreSound) {
+  // Every accepted number is in range; integers in range and fractions well inside it are accepted.
+  const std::string schema = R"({"type":"number","minimum":-2.5,"maximum":3})";
+  const std::vector<std::string> texts = {"-2", "-1.75", "-0.5", "0", "0.25", "2.999", "3", "-2.5", "3.5", "-3", "4",
+                                          "-2.6", "1e1", "3.0001"};
+  const std::vector<bool> want = {true, true, true, true, true, true, true, false, false, false, false, false, false, false};
+  std::vector<bool> got;
+  ASSERT_TRUE(AcceptsWhole(schema, texts, &got));
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(got[i], want[i]) << texts[i];
+  EXPECT_NE(CompileError(R"({"type":"number","minimum":0.5,"maximum":0.7})").find("bounds leave no number"),
+            std::string::npos);
+  EXPECT_NE(CompileError(R"({"type":"integer","minimum":3,"maximum":2})").find("no integer"), std::string::npos);
+  EXPECT_NE(CompileError(R"({"type":"integer","minimum":"3"})").find("'minimum' must be a number"), std::string::npos);
+  // enum values outside the bounds are dropped.
+  auto g = CompileJsonSchema(R"({"enum":[1,50,200],"maximum":100})");
+  ASSERT_TRUE(g.ok()) << g.message();
+  std::vector<bool> enum_got;
+  ASSERT_TRUE(AcceptsWhole(R"({"enum":[1,50,200],"maximum":100})", {"1", "50", "200"}, &enum_got));
+  EXPECT_EQ(enum_got, (std::vector<bool>{true, true, false}));
 }
 
 TEST(JsonSchemaTest, ResponseFormat) {
