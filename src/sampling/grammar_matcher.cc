@@ -3,6 +3,7 @@
 #include "sampling/grammar_matcher.h"
 
 #include <algorithm>
+#include <tuple>
 #include <cstdio>
 #include <limits>
 
@@ -110,37 +111,48 @@ GrammarMatcher::Config GrammarMatcher::StartConfig(uint32_t frame) const {
   return Config{frame, 0, excl, json_string::kNormal};
 }
 
-void GrammarMatcher::Expand(uint32_t pos, uint32_t parent, std::vector<Config>* out) {
+// Iterative (an explicit work list), so that a long chain of optional properties or nested rules
+// cannot run the thread out of stack.
+void GrammarMatcher::Expand(uint32_t start_pos, uint32_t start_parent, std::vector<Config>* out) {
   const Grammar& g = *grammar_;
-  for (;;) {
-    const Grammar::Element e = g.element(pos);
-    switch (e.kind) {
-      case Kind::kEnd: {
-        if (parent == kNoFrame) {
-          out->push_back(Config{kNoFrame, 0, -1, json_string::kNormal});
-          return;
+  work_.clear();
+  work_.push_back({start_pos, start_parent});
+  while (!work_.empty()) {
+    auto [pos, parent] = work_.back();
+    work_.pop_back();
+    for (bool more = true; more;) {
+      more = false;
+      const Grammar::Element e = g.element(pos);
+      switch (e.kind) {
+        case Kind::kEnd: {
+          if (parent == kNoFrame) {
+            out->push_back(Config{kNoFrame, 0, -1, json_string::kNormal});
+            break;
+          }
+          const Frame f = frames_[parent];
+          // The parent resumes where it stopped; when that is a terminal, its frame is the new top as is.
+          if (IsTerminal(g.element(f.pos).kind)) {
+            out->push_back(StartConfig(parent));
+            break;
+          }
+          pos = f.pos;
+          parent = f.parent;
+          more = true;
+          break;
         }
-        const Frame f = frames_[parent];
-        // The parent resumes where it stopped; when that is a terminal, its frame is the new top as is.
-        if (IsTerminal(g.element(f.pos).kind)) {
-          out->push_back(StartConfig(parent));
-          return;
+        case Kind::kBytes:
+        case Kind::kString:
+          out->push_back(StartConfig(NewFrame(pos, parent)));
+          break;
+        case Kind::kRule: {
+          // A call in tail position needs no frame of its own: the rule returns straight to `parent`.
+          const uint32_t below = g.element(pos + 1).kind == Kind::kEnd ? parent : NewFrame(pos + 1, parent);
+          // In reverse, so that alternatives come out in the grammar's order.
+          for (const uint32_t* alt = g.alternatives_end(e.arg); alt-- != g.alternatives_begin(e.arg);) {
+            work_.push_back({*alt, below});
+          }
+          break;
         }
-        pos = f.pos;
-        parent = f.parent;
-        continue;
-      }
-      case Kind::kBytes:
-      case Kind::kString:
-        out->push_back(StartConfig(NewFrame(pos, parent)));
-        return;
-      case Kind::kRule: {
-        // A call in tail position needs no frame of its own: the rule returns straight to `parent`.
-        const uint32_t below = g.element(pos + 1).kind == Kind::kEnd ? parent : NewFrame(pos + 1, parent);
-        for (const uint32_t* alt = g.alternatives_begin(e.arg); alt != g.alternatives_end(e.arg); ++alt) {
-          Expand(*alt, below, out);
-        }
-        return;
       }
     }
   }
@@ -191,6 +203,38 @@ void GrammarMatcher::StepAll(const std::vector<Config>& in, uint8_t byte, std::v
   out->clear();
   for (const Config& c : in) Step(c, byte, out);
   if (out->size() > 1) Dedup(out);
+  if (out->size() > kMaxConfigs) Prune(out);
+}
+
+// A pathologically ambiguous grammar (anyOf of look-alike recursive branches) can double its parses
+// at every level; they differ only deep in their stacks. Every configuration is a valid parse, so
+// keeping some keeps the output valid. Kept first: the cheapest of each distinct top (so every byte
+// that could come next still can, and the shortest completion, hence the budget guarantee, stays);
+// then the cheapest of the rest.
+void GrammarMatcher::Prune(std::vector<Config>* configs) const {
+  auto top = [&](const Config& c) {
+    return std::tuple(c.frame == kNoFrame ? kNoFrame : frames_[c.frame].pos, c.lex, c.chars, c.excl);
+  };
+  std::vector<Config>& v = *configs;
+  std::sort(v.begin(), v.end(), [&](const Config& a, const Config& b) {
+    const auto ta = top(a), tb = top(b);
+    return ta != tb ? ta < tb : Cost(a) < Cost(b);
+  });
+  std::vector<Config> firsts, rest;
+  for (size_t i = 0; i < v.size(); ++i) (i == 0 || top(v[i]) != top(v[i - 1]) ? firsts : rest).push_back(v[i]);
+  auto by_cost = [&](const Config& a, const Config& b) { return Cost(a) < Cost(b); };
+  if (firsts.size() >= kMaxConfigs) {
+    std::nth_element(firsts.begin(), firsts.begin() + kMaxConfigs, firsts.end(), by_cost);
+    firsts.resize(kMaxConfigs);
+  } else {
+    const size_t room = kMaxConfigs - firsts.size();
+    if (rest.size() > room) {
+      std::nth_element(rest.begin(), rest.begin() + room, rest.end(), by_cost);
+      rest.resize(room);
+    }
+    firsts.insert(firsts.end(), rest.begin(), rest.end());
+  }
+  v = std::move(firsts);
 }
 
 bool GrammarMatcher::SameStack(uint32_t a, uint32_t b) const {

@@ -72,6 +72,7 @@ class GrammarMatcher {
 
  private:
   static constexpr uint32_t kNoFrame = UINT32_MAX;
+  static constexpr size_t kMaxConfigs = 256;
   // One level of the parse stack, shared by the configurations above it: where this rule's
   // alternative continues, and the shortest completion of it and everything below.
   struct Frame {
@@ -105,6 +106,7 @@ class GrammarMatcher {
   void Step(const Config& c, uint8_t byte, std::vector<Config>* out);
   void StepAll(const std::vector<Config>& in, uint8_t byte, std::vector<Config>* out);
   void Dedup(std::vector<Config>* configs) const;
+  void Prune(std::vector<Config>* configs) const;  // down to kMaxConfigs
   bool SameStack(uint32_t a, uint32_t b) const;
   uint32_t Cost(const Config& c) const;
   uint32_t MinCost(const std::vector<Config>& configs) const;
@@ -141,6 +143,7 @@ class GrammarMatcher {
   std::vector<Config> walk_configs_, tmp_a_, tmp_b_, closing_;
   std::vector<uint32_t> remap_;
   std::vector<std::pair<int32_t, bool>> saved_;
+  std::vector<std::pair<uint32_t, uint32_t>> work_;  // Expand's pending (pos, parent)
 };
 
 }  // namespace gemlet

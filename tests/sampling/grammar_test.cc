@@ -251,6 +251,27 @@ TEST(GrammarMatcherTest, ExtraPropertiesNeverRepeatAListedKey) {
   }
 }
 
+TEST(GrammarMatcherTest, AmbiguousRecursionStaysBounded) {
+  // Two identical recursive branches: the parses double with every '['. The matcher keeps a bounded
+  // number of them, and outputs still finish and validate.
+  const char* schema = R"({"$defs":{"n":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2},
+                                                {"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}]}},
+                          "$ref":"#/$defs/n"})";
+  GrammarMatcher m = MakeMatcher(schema);
+  test::SchemaValidator validator(nlohmann::json::parse(schema));
+  test::Rng rng(17);
+  for (int i = 0; i < 40; ++i) {
+    m.Reset();
+    // 12 levels deep first: 4096 parses of the prefix without the bound.
+    const std::string prefix(12, '[');
+    for (char c : prefix) ASSERT_TRUE(m.Accept(Tok(std::string(1, c))).ok());
+    const test::Generation gen = test::Generate(m, SyntheticVocab(), 60, rng);
+    ASSERT_TRUE(gen.error.empty()) << gen.error;
+    EXPECT_TRUE(m.complete() || m.finished()) << prefix + gen.text;
+    EXPECT_EQ(validator.Check(nlohmann::json::parse(prefix + gen.text)), "") << prefix + gen.text;
+  }
+}
+
 TEST(GrammarMatcherTest, WhitespaceIsBounded) {
   GrammarMatcher m = MakeMatcher(R"({"type":"array","items":{"type":"integer"}})");
   AcceptAll(m, {"["});
