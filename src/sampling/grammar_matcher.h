@@ -21,7 +21,9 @@ namespace gemlet {
 //
 //   matcher.SetRemainingTokens(max_tokens - produced);  // tokens that may still be sampled, this one included
 //   if (matcher.must_end()) -> stop: nothing but an end token can follow
-//   matcher.Mask(logits, n_logits);                     // before penalties, temperature and sampling
+//   matcher.Mask(logits, n_logits);                     // on the final logits: after soft-capping
+//                                                       // (tanh would turn -inf into -cap), before
+//                                                       // penalties, temperature and sampling
 //   token = sampler.Sample(logits);
 //   if (token is an end token) -> stop
 //   matcher.Accept(token);                              // fails only for a token Mask had excluded
@@ -85,7 +87,7 @@ class GrammarMatcher {
     uint32_t frame;
     uint32_t chars;  // in a string body: characters so far
     int32_t excl;    // in a string body: node of the excluded-values trie still matched, or -1
-    uint8_t lex;     // in a string body: json_string::State
+    uint8_t lex;     // in a string body: a json_string state
   };
   // The walk's state after the bytes from the root to one trie node.
   struct Level {
