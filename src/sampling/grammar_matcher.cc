@@ -207,7 +207,8 @@ void GrammarMatcher::StepAll(const std::vector<Config>& in, uint8_t byte, std::v
 }
 
 // A pathologically ambiguous grammar (anyOf of look-alike recursive branches) can double its parses
-// at every level; they differ only deep in their stacks. Every configuration is a valid parse, so
+// at every level; they differ only deep in their stacks. The bound is far above what real schemas
+// reach (one parse per optional property or anyOf branch at a key or value start). Every configuration is a valid parse, so
 // keeping some keeps the output valid. Kept first: the cheapest of each distinct top (so every byte
 // that could come next still can, and the shortest completion, hence the budget guarantee, stays);
 // then the cheapest of the rest.

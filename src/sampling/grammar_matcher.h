@@ -74,7 +74,7 @@ class GrammarMatcher {
 
  private:
   static constexpr uint32_t kNoFrame = UINT32_MAX;
-  static constexpr size_t kMaxConfigs = 256;
+  static constexpr size_t kMaxConfigs = 4096;
   // One level of the parse stack, shared by the configurations above it: where this rule's
   // alternative continues, and the shortest completion of it and everything below.
   struct Frame {

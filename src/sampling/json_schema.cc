@@ -192,6 +192,7 @@ class SchemaCompiler {
   int StringRule(uint32_t min_chars, uint32_t max_chars);
   Result<int> Ref(const std::string& ref, const std::string& path);
   Result<int> Enum(const Json& schema, const Json& values, const std::string& path);
+  int LiteralSet(std::vector<std::string> texts);
   Result<int> Typed(const Json& schema, unsigned types, const std::string& path);
   Result<int> Object(const Json& schema, const std::string& path);
   Result<int> Array(const Json& schema, const std::string& path);
@@ -576,8 +577,7 @@ Result<int> SchemaCompiler::Enum(const Json& schema, const Json& values, const s
     if (hi.present && (hi.exclusive ? x >= hi.value : x > hi.value)) return false;
     return true;
   };
-  const int rule = NewRule("enum");
-  int kept = 0;
+  std::vector<std::string> texts;
   for (const Json& v : values) {
     unsigned t = 0;
     if (v.is_object()) t = kObject;
@@ -593,17 +593,49 @@ Result<int> SchemaCompiler::Enum(const Json& schema, const Json& values, const s
     }
     if (v.is_array() && (v.size() < min_items || v.size() > max_items)) continue;
     if (v.is_number() && !in_bounds(v.get<double>())) continue;
-    std::string text;
     try {
-      text = v.dump();
+      texts.push_back(v.dump());
     } catch (const nlohmann::json::exception& e) {
       return Error(path, std::string("enum value cannot be written: ") + e.what());
     }
-    Alt(rule, Seq().Literal(text));
-    ++kept;
   }
+  const size_t kept = texts.size();
   if (kept == 0) return Error(path, "no value of 'enum'/'const' satisfies the rest of the schema");
-  return rule;
+  return LiteralSet(std::move(texts));
+}
+
+// Literals sharing prefixes, as one rule per branching point of their byte trie, so that a parse
+// stays one configuration (a thousand-value enum would otherwise start as a thousand).
+int SchemaCompiler::LiteralSet(std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  // Rule for the texts in [begin, end), which all share their first `depth` bytes.
+  auto build = [&](auto&& self, size_t begin, size_t end, size_t depth) -> int {
+    const int rule = NewRule("literals");
+    size_t i = begin;
+    if (texts[i].size() == depth) {
+      Alt(rule, Seq());  // one text ends here (sorted first)
+      ++i;
+    }
+    while (i < end) {
+      // The texts with the same next byte, and how far they all agree.
+      size_t j = i + 1;
+      while (j < end && texts[j][depth] == texts[i][depth]) ++j;
+      size_t common = depth + 1;
+      while (common < texts[i].size() && std::all_of(texts.begin() + i + 1, texts.begin() + j, [&](const std::string& t) {
+               return common < t.size() && t[common] == texts[i][common];
+             })) {
+        ++common;
+      }
+      Seq seq;
+      seq.Literal(std::string_view(texts[i]).substr(depth, common - depth));
+      if (j - i > 1 || texts[i].size() > common) seq.Ref(self(self, i, j, common));
+      Alt(rule, std::move(seq));
+      i = j;
+    }
+    return rule;
+  };
+  return build(build, 0, texts.size(), 0);
 }
 
 Result<int> SchemaCompiler::Object(const Json& schema, const std::string& path) {

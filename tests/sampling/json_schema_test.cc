@@ -158,6 +158,39 @@ TEST(JsonSchemaTest, NumberBoundsAreSound) {
   EXPECT_EQ(enum_got, (std::vector<bool>{true, true, false}));
 }
 
+TEST(JsonSchemaTest, LargeEnumsAndManyOptionalPropertiesStayReachable) {
+  // 1000 enum strings with shared prefixes, and an object of 300 optional properties: every value and
+  // every key can still be written (nothing is cut for breadth).
+  nlohmann::json values = nlohmann::json::array();
+  std::vector<std::string> texts;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string v = std::string("v").append(std::to_string(i));
+    values.push_back(v);
+    texts.push_back(std::string("\"").append(v).append("\""));
+  }
+  std::vector<bool> got;
+  ASSERT_TRUE(AcceptsWhole(nlohmann::json{{"enum", values}}.dump(), texts, &got));
+  EXPECT_EQ(std::count(got.begin(), got.end(), true), 1000);
+  std::vector<bool> wrong;
+  ASSERT_TRUE(AcceptsWhole(nlohmann::json{{"enum", values}}.dump(), {"\"v1000\"", "\"v\"", "\"v01\""}, &wrong));
+  EXPECT_EQ(wrong, (std::vector<bool>{false, false, false}));
+
+  nlohmann::ordered_json props = nlohmann::ordered_json::object();  // keeps key0 .. key299 in order
+  std::vector<std::string> objects;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = std::string("key").append(std::to_string(i));
+    props[key] = {{"type", "integer"}};
+    objects.push_back(std::string("{\"").append(key).append("\":1}"));
+  }
+  objects.push_back("{\"key3\":1,\"key299\":2}");
+  objects.push_back("{\"key299\":1,\"key3\":2}");  // out of the schema's order
+  const std::string schema = nlohmann::ordered_json{{"type", "object"}, {"properties", props}}.dump();
+  got.clear();
+  ASSERT_TRUE(AcceptsWhole(schema, objects, &got));
+  EXPECT_EQ(std::count(got.begin(), got.end(), true), 301);
+  EXPECT_FALSE(got.back());
+}
+
 TEST(JsonSchemaTest, ResponseFormat) {
   auto text = GrammarForResponseFormat(R"({"type":"text"})");
   ASSERT_TRUE(text.ok()) << text.message();
