@@ -232,6 +232,8 @@ struct ChatOptions {
   std::string tool_choice = {};
 };
 
+struct GenerateOptions;
+
 class GEMLET_CXX_API Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.
@@ -265,6 +267,11 @@ class GEMLET_CXX_API Engine {
   // control tokens, message content is tokenized with special-token parsing off (text such as
   // "<end_of_turn>" in a message cannot end a turn). Errors name a bad role, order or tool.
   Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, const ChatOptions& options = {}) const;
+
+  // Whether options.response_format is one Generate accepts on this model (a supported schema,
+  // and room for its shortest output in max_tokens, or n_ctx when max_tokens <= 0): servers answer
+  // 400 before queueing. The first call builds the vocabulary's tables (about 0.2 s for 262k tokens).
+  Status CheckResponseFormat(const GenerateOptions& options, int n_ctx) const;
 
   // Threads every session of this engine may use at most from its next call on (the thermal
   // governor lowers it); 0 lifts the limit. Thread-safe.
@@ -369,6 +376,12 @@ struct GenerateOptions {
   // >= 0: Reply::logprobs gets each generated token's log-probability under the model (before
   // penalties, temperature and truncation) and this many most likely alternatives (at most 20).
   int top_logprobs = -1;
+  // Structured output, OpenAI's response_format as JSON text: {"type":"json_object"} (any JSON
+  // object) or {"type":"json_schema","json_schema":{"schema":{...}}}; empty or {"type":"text"}:
+  // free text. Sampling is constrained token by token, so the answer parses and validates whatever
+  // the weights, provided max_tokens holds the shortest valid output (else kInvalidArgument, as for
+  // schema keywords outside the supported subset: docs/server.md lists it).
+  std::string response_format = {};
 };
 
 // Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that

@@ -11,6 +11,7 @@
 
 #include "gemlet/gemlet.hpp"
 #include "runtime/generate.h"
+#include "sampling/token_trie.h"
 #include "runtime/session.h"
 
 namespace gemlet {
@@ -51,6 +52,10 @@ struct Engine::Impl {
   // Linux PSI (EngineOptions::memory_pressure_path) could not be read: said once, not read again.
   mutable std::atomic<bool> psi_unreadable{false};
 
+  // Structured output's view of the vocabulary (16 MiB for 262k tokens): built on first use.
+  std::mutex token_vocabulary_mutex;
+  std::shared_ptr<const TokenVocabulary> token_vocabulary;
+
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
   std::shared_ptr<runtime::ThermalMonitor> thermal_monitor;  // the thermal governor (runtime/thermal.h)
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};
@@ -78,6 +83,9 @@ SamplingParams ToRuntime(const SamplingOptions& s);
 runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel);
 Status CheckGenerateOptions(const GenerateOptions& o);
 runtime::TextSink ToSink(const StreamCallback& on_text);
+// options.response_format's constraint (nullptr for free text), for a session of n_ctx tokens.
+Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& engine, const GenerateOptions& options,
+                                                                 int n_ctx);
 // `cached`: prompt tokens reused from the cache (added to the stats' prompt tokens).
 Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Session& session);
 

@@ -12,6 +12,7 @@
 namespace gemlet {
 
 using api::CheckGenerateOptions;
+using api::MakeConstraint;
 using api::ToReply;
 using api::ToRuntime;
 using api::ToSink;
@@ -36,6 +37,7 @@ struct BatchDecoder::Impl {
     runtime::TextSink sink;
     runtime::GenerateOptions options;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<runtime::TokenConstraint> constraint;  // response_format; null: free text
     std::unique_ptr<runtime::Generator> generator;  // once the prompt is in the cache
     int32_t next_token = -1;      // sampled, to be evaluated in the next step
     std::atomic<bool> cancel{false};
@@ -101,6 +103,9 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
                                                            " tokens, more than the context's " +
                                                            std::to_string(session.n_ctx()));
   }
+  // Before anything changes: a schema outside the supported subset is the request's error.
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
+                   MakeConstraint(d.engine->impl(), options, session.n_ctx()));
   std::lock_guard<std::mutex> lock(d.mutex);
   if (static_cast<int>(d.requests.size()) >= d.options.max_requests) {
     return Status::Error(StatusCode::kInvalidArgument, "the batch is full (BatchOptions::max_requests)");
@@ -126,6 +131,8 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   r->on_text = std::move(on_text);
   r->sink = ToSink(r->on_text);
   r->options = ToRuntime(options, &r->cancel);
+  r->constraint = std::move(constraint);
+  r->options.constraint = r->constraint.get();
   r->sampler = std::make_unique<Sampler>(r->options.sampling, d.engine->info().n_vocab);
   const int id = r->id;
   d.requests.push_back(std::move(r));

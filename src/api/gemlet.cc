@@ -22,6 +22,7 @@
 #include "tokenizer/hf_tokenizer_json.h"
 #include "runtime/chat.h"
 #include "runtime/generate.h"
+#include "runtime/json_constraint.h"
 #include "runtime/memory_pressure.h"
 #include "runtime/memory_report.h"
 #include "runtime/session.h"
@@ -359,6 +360,10 @@ Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messa
   return runtime::EncodeChat(*impl_->runtime, chat, o);
 }
 
+Status Engine::CheckResponseFormat(const GenerateOptions& options, int n_ctx) const {
+  return api::MakeConstraint(*impl_, options, n_ctx).status();
+}
+
 void Engine::SetThreadLimit(int n_threads) { impl_->thread_limit.store(std::max(0, n_threads)); }
 int Engine::thread_limit() const { return impl_->thread_limit.load(); }
 
@@ -607,9 +612,28 @@ runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<b
   return g;
 }
 
+Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& engine, const GenerateOptions& options,
+                                                                 int n_ctx) {
+  if (options.response_format.empty()) return std::unique_ptr<runtime::TokenConstraint>();
+  std::shared_ptr<const TokenVocabulary> vocab;
+  {
+    std::lock_guard<std::mutex> lock(engine.token_vocabulary_mutex);
+    if (!engine.token_vocabulary) {
+      ASSIGN_OR_RETURN(engine.token_vocabulary, runtime::BuildTokenVocabulary(*engine.runtime));
+    }
+    vocab = engine.token_vocabulary;
+  }
+  const int max_tokens = options.max_tokens > 0 ? options.max_tokens : n_ctx;
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::GrammarConstraint> c,
+                   runtime::GrammarConstraint::ForResponseFormat(options.response_format, std::move(vocab),
+                                                                 *engine.runtime, max_tokens));
+  return std::unique_ptr<runtime::TokenConstraint>(std::move(c));
+}
+
 }  // namespace api
 
 using api::CheckGenerateOptions;
+using api::MakeConstraint;
 using api::ToReply;
 using api::ToSink;
 using api::ToRuntime;
@@ -654,9 +678,12 @@ Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateO
   impl_->BeginCall();
   Sampler sampler(ToRuntime(options.sampling), impl_->engine->info().n_vocab);
   const runtime::TextSink sink = ToSink(on_text);
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
+                   MakeConstraint(impl_->engine->impl(), options, impl_->session->n_ctx()));
+  runtime::GenerateOptions g = ToRuntime(options, &impl_->cancel);
+  g.constraint = constraint.get();
   ASSIGN_OR_RETURN(runtime::GenerateResult r,
-                   runtime::Generate(*impl_->session, sampler, std::vector<int32_t>(prompt.begin(), prompt.end()),
-                                     ToRuntime(options, &impl_->cancel), sink));
+                   runtime::Generate(*impl_->session, sampler, std::vector<int32_t>(prompt.begin(), prompt.end()), g, sink));
   // The last sampled token is not in the cache yet: evaluate it so that the cache holds the whole
   // exchange and a following Generate continues from it.
   if (!r.pending.empty() && r.stop != runtime::StopReason::kContextFull && r.stop != runtime::StopReason::kCancelled) {
@@ -1059,8 +1086,11 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
     impl_->cancel.store(false);
     impl_->chat->SetSampling(ToRuntime(options.sampling));
     const runtime::TextSink sink = ToSink(on_text);
-    ASSIGN_OR_RETURN(runtime::GenerateResult r,
-                     impl_->chat->Send(std::string(user_text), ToRuntime(options, &impl_->cancel), sink));
+    ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
+                     MakeConstraint(impl_->engine->impl(), options, impl_->chat->session().n_ctx()));
+    runtime::GenerateOptions g = ToRuntime(options, &impl_->cancel);
+    g.constraint = constraint.get();
+    ASSIGN_OR_RETURN(runtime::GenerateResult r, impl_->chat->Send(std::string(user_text), g, sink));
     const runtime::ChatTurnStats& turn = impl_->chat->last_turn();
     Reply reply = ToReply(r, turn.tokens_reused, impl_->chat->session());
     reply.stats.dropped_messages = turn.messages_dropped;

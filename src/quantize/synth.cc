@@ -447,6 +447,24 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
     return Status::Error("unknown preset '" + o.preset + "' (choose one of " + names + ")");
   }
   ASSIGN_OR_RETURN(std::string config_json, SynthConfigJson(*preset, o.n_layers));
+  // A tiny preset given a real vocabulary (a GGUF's tokenizer.*) takes its size: a test model with
+  // random weights that speaks the released tokenizer (structured output, byte-level tests).
+  if (preset->tiny && !o.tokenizer.empty() && o.tokenizer != "none") {
+    std::string stem = fs::path(o.tokenizer).filename().string();
+    if (EndsWith(stem, ".xz")) stem.resize(stem.size() - 3);
+    if (EndsWith(stem, ".gguf")) {
+      ScratchDir scratch;
+      RETURN_IF_ERROR(scratch.Create());
+      ASSIGN_OR_RETURN(fs::path plain, Materialize(o.tokenizer, scratch.path(), "vocab.gguf"));
+      ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(plain.string()));
+      const std::vector<std::string_view>* tokens = vocab->GetStringArray("tokenizer.ggml.tokens");
+      if (tokens == nullptr) return Status::Error("'" + o.tokenizer + "' has no tokenizer.ggml.tokens");
+      nlohmann::json j = nlohmann::json::parse(config_json);
+      j["vocab_size"] = tokens->size();
+      if (j.contains("vocab_size_per_layer_input")) j["vocab_size_per_layer_input"] = tokens->size();
+      config_json = j.dump();
+    }
+  }
   ASSIGN_OR_RETURN(HfConfig config, ParseHfConfig(config_json, std::string("preset ") + preset->name));
 
   GgufWriter writer;

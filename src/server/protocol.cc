@@ -143,6 +143,22 @@ std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& lim
     }
   }
   if (auto e = ReadString(body, "model", &r->model)) return e;
+  // Structured output: checked here for shape; the schema itself when the request is tokenized.
+  if (auto f = body.find("response_format"); f != body.end() && !f->is_null()) {
+    if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string()) {
+      return Invalid("response_format", "'response_format' must be an object with a 'type'");
+    }
+    const std::string type = (*f)["type"].get<std::string>();
+    if (type == "json_schema") {
+      const json* js = f->contains("json_schema") ? &(*f)["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
+        return Invalid("response_format", "'response_format.json_schema.schema' must be an object");
+      }
+    } else if (type != "text" && type != "json_object") {
+      return Invalid("response_format", "'response_format.type' must be text, json_object or json_schema");
+    }
+    if (type != "text") r->options.response_format = f->dump();
+  }
   return std::nullopt;
 }
 

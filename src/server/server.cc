@@ -380,6 +380,13 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   auto job = std::make_shared<Job>();
   if (auto e = Prompt(r, &job->prompt)) return SendError(res, *e);
   job->options = r.options;
+  if (!r.options.response_format.empty()) {
+    if (Status s = engine->CheckResponseFormat(r.options, scheduler->slot_ctx()); !s.ok()) {
+      ApiError e = Error(400, s.message());
+      e.param = "response_format";
+      return SendError(res, e);
+    }
+  }
   if (!scheduler->Enqueue(job)) {
     res.set_header("Retry-After", "1");
     return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
@@ -407,8 +414,10 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   }
   const auto answer = [this, dialect, r, c](const Result<Reply>& reply) -> std::pair<int, std::string> {
     if (!reply.ok()) {
-      const int status = reply.status().code() == StatusCode::kCancelled ? 503 : 500;
-      return {status, server::ErrorJson(Error(status, reply.message(), "server_error")).dump()};
+      const StatusCode code = reply.status().code();
+      const int status = code == StatusCode::kCancelled ? 503 : code == StatusCode::kInvalidArgument ? 400 : 500;
+      return {status, server::ErrorJson(Error(status, reply.message(), status == 400 ? "invalid_request_error"
+                                                                                     : "server_error")).dump()};
     }
     switch (dialect) {
       case Dialect::kOpenAiChat: return {200, server::ChatCompletionJson(c, r, reply.value()).dump()};

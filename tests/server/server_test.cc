@@ -477,6 +477,50 @@ TEST(Server, ToolsReachTheGemma4TemplateAndAreRefusedElsewhere) {
   server.value()->Stop();
 }
 
+TEST(Server, ResponseFormatJsonSchemaAlwaysParses) {
+  TestServer t;
+  const json format = {{"type", "json_schema"},
+                       {"json_schema",
+                        {{"name", "answer"},
+                         {"schema",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}, {"maxLength", 10}}}, {"n", {{"type", "integer"}}}}},
+                           {"required", {"city", "n"}},
+                           {"additionalProperties", false}}}}}};
+  for (int seed = 0; seed < 4; ++seed) {
+    json body = Chat("Name a city and a number, as JSON.", 60);
+    body["temperature"] = 1.0;
+    body["seed"] = seed;
+    body["response_format"] = format;
+    body["stream"] = seed % 2 == 1;
+    auto r = t.Post("/v1/chat/completions", body);
+    ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "");
+    std::string content;
+    if (seed % 2 == 1) {
+      for (const std::string& e : Events(r->body)) {
+        if (e == "[DONE]") continue;
+        const json d = json::parse(e)["choices"];
+        if (!d.empty() && d[0]["delta"].contains("content")) content += d[0]["delta"]["content"].get<std::string>();
+      }
+    } else {
+      content = json::parse(r->body)["choices"][0]["message"]["content"];
+    }
+    json answer = json::parse(content, nullptr, false);
+    ASSERT_FALSE(answer.is_discarded()) << content;
+    EXPECT_TRUE(answer["city"].is_string()) << content;
+    EXPECT_TRUE(answer["n"].is_number_integer()) << content;
+    EXPECT_EQ(answer.size(), 2u) << content;
+  }
+  json bad = Chat("hi", 20);
+  bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}};
+  ExpectError(t.Post("/v1/chat/completions", bad), 400, "response_format");
+  bad["response_format"] = {{"type", "xml"}};
+  ExpectError(t.Post("/v1/chat/completions", bad), 400, "response_format");
+  json tiny = Chat("hi", 3);
+  tiny["response_format"] = format;
+  ExpectError(t.Post("/v1/chat/completions", tiny), 400, "response_format");
+}
+
 TEST(Server, ServesTheChatPageWithItsPolicy) {
   TestServer t;
   auto page = t.client->Get("/");

@@ -91,6 +91,21 @@ await check('stop strings and seeds', async () => {
   assert(!/[ \n]/.test(s.choices[0].message.content), JSON.stringify(s.choices[0].message.content));
 });
 
+await check('response_format json_schema: the answer parses and validates', async () => {
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, tags: { type: 'array', items: { type: 'string', enum: ['a', '中'] }, maxItems: 3 } },
+    required: ['name', 'tags'], additionalProperties: false };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({ model: 'any', messages: user('A name and tags, as JSON.'), max_tokens: 80, temperature: 1, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'thing', schema } } });
+    const v = JSON.parse(r.choices[0].message.content);
+    assert(typeof v.name === 'string' && Array.isArray(v.tags) && v.tags.every((t) => t === 'a' || t === '中') && Object.keys(v).length === 2,
+      r.choices[0].message.content);
+  }
+  const o = await client.chat.completions.create({ model: 'any', messages: user('Anything, as JSON.'), max_tokens: 40, temperature: 1, response_format: { type: 'json_object' } });
+  const parsed = JSON.parse(o.choices[0].message.content);
+  assert(parsed && typeof parsed === 'object' && !Array.isArray(parsed), o.choices[0].message.content);
+});
+
 await check('bad requests reject with the client\'s APIError (status, message, param)', async () => {
   for (const [body, status, param] of [
     [{ model: 'any', messages: [] }, 400, 'messages'],
