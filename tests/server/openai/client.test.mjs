@@ -152,7 +152,8 @@ await check('a stream abandoned mid-way frees its slot', async () => {
     metrics = await (await fetch(baseURL + '/metrics', { headers: { Authorization: 'Bearer ' + apiKey } })).text();
   }
   assert(/gemlet_requests_processing 0\b/.test(metrics), 'the slot stayed busy:\n' + metrics);
-  assert(/gemlet_requests_cancelled_total [1-9]/.test(metrics), 'no cancelled request counted');
+  // (Whether it counts as cancelled depends on the race with the model's own end of turn; the
+  // C++ server_test checks the count on a greedy answer that cannot end early.)
 });
 
 child.kill('SIGTERM');
