@@ -7,7 +7,8 @@ set(GEMLET_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gemlet)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/gemlet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp"
         PATTERN "tools.hpp" EXCLUDE     # the CLI's tools API: not in libgemlet
-        PATTERN "history.hpp" EXCLUDE)  # the history store: gemlet_history, not in libgemlet (not installed yet)
+        PATTERN "history.hpp" EXCLUDE   # the history store: gemlet_history, not in libgemlet (not installed yet)
+        PATTERN "server.hpp" EXCLUDE)   # gemlet serve: gemlet_server, not in libgemlet
 install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
