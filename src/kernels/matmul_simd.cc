@@ -1,7 +1,8 @@
 // Highway SIMD matmul over stored weights: float types in float (FMA), quantized types as integer
 // dot products against activations quantized once per call. Decode (one token: GEMV, rows split
 // across threads) and prefill (many tokens: GEMM, row blocks x token tiles so that each weight block
-// is decoded once per tile) are separate paths.
+// is decoded once per tile) are separate paths; on packed weights the few tokens of a batched
+// decode step take the GEMV (RunPacked).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -271,39 +272,57 @@ bool WithPackedType(DType type, Fn&& fn) {
   }
 }
 
+// Tokens up to which packed weights run the decode GEMV, all tokens over each group of rows while
+// it is in cache, rather than the VNNI GEMM: the GEMM first decodes every panel into bytes, which
+// pays for itself over many tokens only. Gemma 4 E2B's Q4_K matrices from DRAM, 2 threads: 2 rows
+// cost 2.6-3.7 one-row GEMVs through the GEMM and 1.4-1.7 through the GEMV; at 8 rows the two are
+// within the noise of each other (bench/batch/RESULTS.md). A batched decode step of up to this many
+// sequences then computes each token bit for bit as decoding it alone.
+constexpr int kMaxGemvTokens = 8;
+
 template <class T>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
                KernelContext& ctx) {
-  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {
+  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {
     packed::Gemm<T>(w, data, x, n_tokens, y, ctx);
     return;
   }
   const int64_t n_blocks = w.n_in / T::kBlockValues;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* xt = x + t * w.n_in;
-    typename T::Act act;
+  KernelScratch& scratch = ctx.scratch();
+  typename T::Act acts[kMaxGemvTokens];
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxGemvTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kMaxGemvTokens, n_tokens - t0));
+    const float* xt = x + t0 * w.n_in;
+    // Each token's activations as decoding it alone quantizes them.
     if constexpr (T::kBlockValues == kBlockK) {
-      act.blocks = QuantizeActivations<BlockQ8_K>(xt, 1, w.n_in, ctx);
+      const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
       // Q4_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
-      int32_t* pair_sums = ctx.scratch().Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks));
-      for (int64_t i = 0; i < n_blocks; ++i) {
-        const int16_t* b = act.blocks[i].bsums;
+      int32_t* pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
+      for (int64_t i = 0; i < n_blocks * nt; ++i) {
+        const int16_t* b = blocks[i].bsums;
         for (int p = 0; p < 4; ++p) {
           const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
           pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
         }
       }
-      act.pair_sums = pair_sums;
+      for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums + 4 * n_blocks * t};
     } else {
-      KernelScratch& scratch = ctx.scratch();
-      act.n_blocks = n_blocks;
-      act.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_blocks * 32));
-      act.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks));
-      act.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_blocks));
-      act.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks));
-      vnni::QuantizeActRow<1>(xt, n_blocks, T::kZeroPoint, act.q, act.d, act.sum, act.zero);
+      const size_t nb = static_cast<size_t>(n_blocks), n = static_cast<size_t>(nt);
+      int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, nb * 32 * n);
+      float* d = scratch.Get<float>(0, KernelScratch::kActD, nb * n);
+      float* sum = scratch.Get<float>(0, KernelScratch::kActSum, nb * n);
+      int32_t* zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, nb * n);
+      for (int t = 0; t < nt; ++t) {
+        typename T::Act& a = acts[t];
+        a.n_blocks = n_blocks;
+        a.q = q + nb * 32 * t;
+        a.d = d + nb * t;
+        a.sum = sum + nb * t;
+        a.zero = zero + nb * t;
+        vnni::QuantizeActRow<1>(xt + t * w.n_in, n_blocks, T::kZeroPoint, a.q, a.d, a.sum, a.zero);
+      }
     }
-    packed::Gemv<T>(w, data, act, y + t * w.n_out, ctx.tuning().prefetch_bytes, ctx);
+    packed::Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx.tuning().prefetch_bytes, ctx);
   }
 }
 

@@ -167,7 +167,7 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   for (int64_t n_in : RowLengths(type)) {
     for (int64_t n_out : {16, 48}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
-      for (int64_t n_tokens : {1, 3, 9}) {
+      for (int64_t n_tokens : {1, 2, 3, 8, 9, 17}) {
         KernelContext& ctx = (n_out / 16 + n_tokens) % 2 ? three : one;
         PackedWeights slot(nullptr);
         CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, ctx, false, &slot);
@@ -200,6 +200,42 @@ TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
       } else {
         ASSERT_NEAR(batch[t * n_out + o], single[o], 2 * Bound(m, &x[t * n_in], o, true))
             << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
+// A few tokens on packed weights (the sequences of a batched decode step) run the decode GEMV for
+// all of them at once, a group of rows read once: each token's results are those of decoding it
+// alone, bit for bit, with the VNNI GEMM on and off (off, more tokens than a GEMV batch go in
+// several). Tables without packed layouts read the rows as stored: no claim beyond the bounds then.
+TEST_P(MatMulTest, PackedFewTokensAgreeBitForBitWithOneAtATime) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (k->packed_layout == nullptr || k->packed_layout(type) == nullptr) {
+    GTEST_SKIP() << k->name << " has no packed layout for " << DTypeName(type);
+  }
+  const int64_t n_in = GetDTypeInfo(type).block_size == 256 ? 3 * 256 : 7 * 32, n_out = 48;
+  const Matrix m = MakeMatrix(type, n_in, n_out, 31);
+  for (bool vnni_gemm : {true, false}) {
+    KernelContext ctx(3, k, KernelTuning{.prefetch_bytes = 2048, .pack_weights = true, .vnni_gemm = vnni_gemm});
+    PackedWeights slot(nullptr);
+    WeightMatrix w = m.view();
+    w.packed = &slot;
+    std::vector<int64_t> counts = {2, 3, 5, 8};
+    if (!vnni_gemm) counts.push_back(19);
+    for (int64_t n_tokens : counts) {
+      const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 40 + static_cast<uint32_t>(n_tokens));
+      std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
+      k->matmul(w, x.data(), n_tokens, batch.data(), ctx);
+      ASSERT_GT(slot.bytes(), 0u);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        k->matmul(w, &x[t * n_in], 1, single.data(), ctx);
+        for (int64_t o = 0; o < n_out; ++o) {
+          ASSERT_EQ(batch[t * n_out + o], single[o])
+              << DTypeName(type) << " n_tokens=" << n_tokens << " t=" << t << " o=" << o << " vnni_gemm=" << vnni_gemm;
+        }
       }
     }
   }
