@@ -143,8 +143,7 @@ Status Model::CheckTokens(const int32_t* tokens, int n) const {
   return Status::Ok();
 }
 
-Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws, KernelContext& ctx, float* logits,
-                           bool all_logits) const {
+Status Model::CheckBatch(std::span<const SequenceChunk> chunks, const Workspace& ws) const {
   if (chunks.empty()) return Status::Error("nothing to evaluate: no sequences");
   int64_t rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -171,9 +170,16 @@ Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws,
     return Status::Error(std::to_string(rows) + " tokens in one step exceed the workspace's batch of " +
                          std::to_string(ws.max_batch) + " (evaluate fewer sequences or tokens per step)");
   }
+  return Status::Ok();
+}
 
+Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws, KernelContext& ctx, float* logits,
+                           bool all_logits) const {
+  RETURN_IF_ERROR(CheckBatch(chunks, ws));
   ForwardStep step;
-  step.n_rows = static_cast<int>(rows);
+  int rows = 0;
+  for (const SequenceChunk& c : chunks) rows += c.n;
+  step.n_rows = rows;
   step.logits = logits;
   step.all_logits = all_logits;
   int row = 0;

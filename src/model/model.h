@@ -147,6 +147,8 @@ class Model {
   // cache (their ring slots may have been written: see Forward).
   Status ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws, KernelContext& ctx, float* logits,
                       bool all_logits = false) const;
+  // ForwardBatch's checks alone: Ok when it would evaluate these chunks with this workspace.
+  Status CheckBatch(std::span<const SequenceChunk> chunks, const Workspace& ws) const;
 
   explicit Model(std::shared_ptr<const GgufFile> gguf)
       : gguf_(std::move(gguf)), packed_(std::make_unique<PackedWeightStore>(gguf_ ? gguf_->mapping() : nullptr)) {}
