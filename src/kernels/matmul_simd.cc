@@ -1,8 +1,8 @@
 // Highway SIMD matmul over stored weights: float types in float (FMA), quantized types as integer
 // dot products against activations quantized once per call. Decode (one token: GEMV, rows split
 // across threads) and prefill (many tokens: GEMM, row blocks x token tiles so that each weight block
-// is decoded once per tile) are separate paths; on packed weights the few tokens of a batched
-// decode step take the GEMV (RunPacked).
+// is decoded once per tile) are separate paths; on AVX3_DL the few tokens of a batched decode step
+// keep to the decode kernels (kMaxGemvTokens).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -184,6 +184,16 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, K
 // reads in flight while it also decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode
 // from 6.1-7.3 to 8.1-8.4 t/s (bench/RESULTS.md).
 
+// Tokens up to which AVX3_DL keeps to the decode kernels rather than the VNNI GEMM, which first
+// decodes every panel of 16 rows into bytes and pays for that over many tokens only. Packed weights
+// run the GEMV for all tokens over each group of rows while it is in cache (RunPacked), others the
+// per-row tiles; either way the weights are read once, and each token's results are bit for bit
+// those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
+// 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
+// GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
+// Q6_K output head; on non-packed Q5_K, Q3_K, Q4_1 the tiles beat the GEMM at 2, 4 and 8 rows.
+constexpr int kMaxGemvTokens = 8;
+
 // Rows per decode step: independent accumulation chains that share each activation load.
 constexpr int kGemvRows = 4;
 
@@ -272,14 +282,8 @@ bool WithPackedType(DType type, Fn&& fn) {
   }
 }
 
-// Tokens up to which packed weights run the decode GEMV, all tokens over each group of rows while
-// it is in cache, rather than the VNNI GEMM: the GEMM first decodes every panel into bytes, which
-// pays for itself over many tokens only. Gemma 4 E2B's Q4_K matrices from DRAM, 2 threads: 2 rows
-// cost 2.6-3.7 one-row GEMVs through the GEMM and 1.4-1.7 through the GEMV; at 8 rows the two are
-// within the noise of each other (bench/batch/RESULTS.md). A batched decode step of up to this many
-// sequences then computes each token bit for bit as decoding it alone.
-constexpr int kMaxGemvTokens = 8;
-
+// Many tokens: the GEMM over panels filled from the packed groups. Up to kMaxGemvTokens (or any
+// number with the GEMM off, kMaxGemvTokens at a time): the decode GEMV, all tokens per group.
 template <class T>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
                KernelContext& ctx) {
@@ -346,7 +350,7 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
   if (w.packed != nullptr && ctx.tuning().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
-  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
     switch (w.type) {
       case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, ctx);
       case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, ctx);
