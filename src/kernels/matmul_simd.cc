@@ -184,16 +184,6 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, K
 // reads in flight while it also decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode
 // from 6.1-7.3 to 8.1-8.4 t/s (bench/RESULTS.md).
 
-// Tokens up to which AVX3_DL keeps to the decode kernels rather than the VNNI GEMM, which first
-// decodes every panel of 16 rows into bytes and pays for that over many tokens only. Packed weights
-// run the GEMV for all tokens over each group of rows while it is in cache (RunPacked), others the
-// per-row tiles; either way the weights are read once, and each token's results are bit for bit
-// those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
-// 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
-// GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
-// Q6_K output head; on non-packed Q5_K, Q3_K, Q4_1 the tiles beat the GEMM at 2, 4 and 8 rows.
-constexpr int kMaxGemvTokens = 8;
-
 // Rows per decode step: independent accumulation chains that share each activation load.
 constexpr int kGemvRows = 4;
 
@@ -269,6 +259,16 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
+// Tokens up to which AVX3_DL keeps to the decode kernels rather than the VNNI GEMM, which first
+// decodes every panel of 16 rows into bytes and pays for that over many tokens only. Packed weights
+// run the GEMV for all tokens over each group of rows while it is in cache (RunPacked), others the
+// per-row tiles; either way the weights are read once, and each token's results are bit for bit
+// those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
+// 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
+// GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
+// Q6_K output head; on non-packed Q5_K, Q3_K, Q4_1 the tiles beat the GEMM at 2, 4 and 8 rows.
+constexpr int kMaxGemvTokens = 8;
+
 // Packed weights (packed-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
 template <class Fn>
 bool WithPackedType(DType type, Fn&& fn) {
