@@ -1,7 +1,8 @@
 // Highway SIMD matmul over stored weights: float types in float (FMA), quantized types as integer
 // dot products against activations quantized once per call. Decode (one token: GEMV, rows split
 // across threads) and prefill (many tokens: GEMM, row blocks x token tiles so that each weight block
-// is decoded once per tile) are separate paths.
+// is decoded once per tile) are separate paths; on AVX3_DL the few tokens of a batched decode step
+// keep to the decode kernels (kMaxGemvTokens).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -258,6 +259,16 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
+// Tokens up to which AVX3_DL keeps to the decode kernels rather than the VNNI GEMM, which first
+// decodes every panel of 16 rows into bytes and pays for that over many tokens only. Packed weights
+// run the GEMV for all tokens over each group of rows while it is in cache (RunPacked), others the
+// per-row tiles; either way the weights are read once, and each token's results are bit for bit
+// those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
+// 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
+// GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
+// Q6_K output head; on non-packed Q5_K, Q3_K, Q4_1 the tiles beat the GEMM at 2, 4 and 8 rows.
+constexpr int kMaxGemvTokens = 8;
+
 // Packed weights (packed-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
 template <class Fn>
 bool WithPackedType(DType type, Fn&& fn) {
@@ -271,39 +282,51 @@ bool WithPackedType(DType type, Fn&& fn) {
   }
 }
 
+// Many tokens: the GEMM over panels filled from the packed groups. Up to kMaxGemvTokens (or any
+// number with the GEMM off, kMaxGemvTokens at a time): the decode GEMV, all tokens per group.
 template <class T>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
                KernelContext& ctx) {
-  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {
+  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {
     packed::Gemm<T>(w, data, x, n_tokens, y, ctx);
     return;
   }
   const int64_t n_blocks = w.n_in / T::kBlockValues;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* xt = x + t * w.n_in;
-    typename T::Act act;
+  KernelScratch& scratch = ctx.scratch();
+  typename T::Act acts[kMaxGemvTokens];
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxGemvTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kMaxGemvTokens, n_tokens - t0));
+    const float* xt = x + t0 * w.n_in;
+    // Each token's activations as decoding it alone quantizes them.
     if constexpr (T::kBlockValues == kBlockK) {
-      act.blocks = QuantizeActivations<BlockQ8_K>(xt, 1, w.n_in, ctx);
+      const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
       // Q4_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
-      int32_t* pair_sums = ctx.scratch().Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks));
-      for (int64_t i = 0; i < n_blocks; ++i) {
-        const int16_t* b = act.blocks[i].bsums;
+      int32_t* pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
+      for (int64_t i = 0; i < n_blocks * nt; ++i) {
+        const int16_t* b = blocks[i].bsums;
         for (int p = 0; p < 4; ++p) {
           const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
           pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
         }
       }
-      act.pair_sums = pair_sums;
+      for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums + 4 * n_blocks * t};
     } else {
-      KernelScratch& scratch = ctx.scratch();
-      act.n_blocks = n_blocks;
-      act.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_blocks * 32));
-      act.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks));
-      act.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_blocks));
-      act.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks));
-      vnni::QuantizeActRow<1>(xt, n_blocks, T::kZeroPoint, act.q, act.d, act.sum, act.zero);
+      const size_t nb = static_cast<size_t>(n_blocks), n = static_cast<size_t>(nt);
+      int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, nb * 32 * n);
+      float* d = scratch.Get<float>(0, KernelScratch::kActD, nb * n);
+      float* sum = scratch.Get<float>(0, KernelScratch::kActSum, nb * n);
+      int32_t* zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, nb * n);
+      for (int t = 0; t < nt; ++t) {
+        typename T::Act& a = acts[t];
+        a.n_blocks = n_blocks;
+        a.q = q + nb * 32 * t;
+        a.d = d + nb * t;
+        a.sum = sum + nb * t;
+        a.zero = zero + nb * t;
+        vnni::QuantizeActRow<1>(xt + t * w.n_in, n_blocks, T::kZeroPoint, a.q, a.d, a.sum, a.zero);
+      }
     }
-    packed::Gemv<T>(w, data, act, y + t * w.n_out, ctx.tuning().prefetch_bytes, ctx);
+    packed::Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx.tuning().prefetch_bytes, ctx);
   }
 }
 
@@ -327,7 +350,7 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
   if (w.packed != nullptr && ctx.tuning().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
-  if (n_tokens > 1 && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
     switch (w.type) {
       case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, ctx);
       case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, ctx);

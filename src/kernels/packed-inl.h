@@ -402,15 +402,21 @@ const PackedLayout& LayoutOf() {
   return layout;
 }
 
-// Decode: one token; groups of 16 rows split across the pool, each prefetching `ahead` bytes ahead.
+// Decode: n_tokens tokens (one, or the few of a batch of sequences); groups of 16 rows split across
+// the pool. Each group is read from memory once, by the first token's dot product (prefetching
+// `ahead` bytes ahead), and is still in L1/L2 for the others'; every token's dot products are those
+// of decoding it alone, bit for bit. y: [n_tokens, n_out].
 template <class T>
-void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act& act, float* y, size_t ahead,
+void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act* acts, int n_tokens, float* y, size_t ahead,
           KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
   ctx.pool().ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
     for (size_t g = begin; g < end; ++g) {
-      _mm512_storeu_ps(y + g * kRows, T::Dot(data + g * group_bytes, n_blocks, act, ahead));
+      for (int t = 0; t < n_tokens; ++t) {
+        _mm512_storeu_ps(y + static_cast<size_t>(t) * w.n_out + g * kRows,
+                         T::Dot(data + g * group_bytes, n_blocks, acts[t], t == 0 ? ahead : 0));
+      }
     }
   });
 }

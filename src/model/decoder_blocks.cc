@@ -215,10 +215,11 @@ Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int i, boo
   return Status::Ok();
 }
 
-void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, KvCache& cache, Workspace& ws,
-                      KernelContext& ctx, int n) {
+void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, const ForwardStep& step, Workspace& ws,
+                      KernelContext& ctx) {
+  const int n = step.n_rows;
   NormRows(ctx, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-  AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+  AttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
   NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
   AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
   NormRows(ctx, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
@@ -444,21 +445,28 @@ void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, 
 }
 
 void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                       KvCache& cache, Workspace& ws, KernelContext& ctx, int n) {
+                       const ForwardStep& step, Workspace& ws, KernelContext& ctx) {
   const LayerConfig& l = c.layers[i];
-  const int64_t pos0 = cache.n_past();
+  const int n = step.n_rows;
+  const size_t q_width = static_cast<size_t>(l.n_heads) * l.head_dim, a_width = static_cast<size_t>(l.n_heads) * l.head_dim_v;
+  const size_t k_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim, v_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim_v;
   MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
   MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
   MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
   // Gemma 3 normalises each query/key head before RoPE (HF: q_norm / k_norm).
   if (!w.q_norm.empty()) NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
   if (!w.k_norm.empty()) NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
-  RopeRows(ctx, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
-  RopeRows(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
-  AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
-               c.attn_scale, c.attn_softcap, ws.attn.data()};
-  Attend(a, cache, ws, ctx);
-  CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
+  for (const SequenceRows& seq : step.seqs) {
+    float* q = ws.q.data() + seq.row0 * q_width;
+    float* k = ws.k.data() + seq.row0 * k_width;
+    const float* v = ws.v.data() + seq.row0 * v_width;
+    RopeRows(ctx, q, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
+    RopeRows(ctx, k, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
+    AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
+                 c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    Attend(a, *seq.cache, ws, ctx);
+    CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
+  }
   MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
 }
 
@@ -470,15 +478,29 @@ void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n) 
   MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), ctx);
 }
 
-void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int n, float* logits,
-                  bool all_logits) {
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
-  const float* x = ws.x.data() + static_cast<size_t>(first) * c.d_model;
-  NormRows(ctx, x, head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
+int GatherOutputRows(const ForwardStep& step, float* x, int d) {
+  if (step.all_logits) return step.n_rows;
+  // Row j goes to slot j <= its row: moving them in order never overwrites a row still to move.
+  int j = 0;
+  for (const SequenceRows& seq : step.seqs) {
+    const int last = seq.row0 + seq.n - 1;
+    if (last != j) std::copy(x + static_cast<size_t>(last) * d, x + static_cast<size_t>(last + 1) * d, x + static_cast<size_t>(j) * d);
+    ++j;
+  }
+  return j;
+}
+
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int rows, float* logits) {
+  NormRows(ctx, ws.x.data(), head.norm, rows, c.d_model, c.norm_eps, ws.xn.data());
   MatMul(head.output, ws.xn.data(), rows, logits, ctx);
   // Gemma 2 and 4 soft-cap the final logits (HF: final_logit_softcapping).
   if (c.final_softcap > 0) ctx.kernels().soft_cap(logits, static_cast<int64_t>(rows) * c.n_vocab, c.final_softcap);
+}
+
+void OutputLogits(const ModelConfig& c, const OutputHead& head, const ForwardStep& step, Workspace& ws,
+                  KernelContext& ctx) {
+  if (step.logits == nullptr) return;
+  OutputLogits(c, head, ws, ctx, GatherOutputRows(step, ws.x.data(), c.d_model), step.logits);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -518,48 +540,65 @@ Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int i, b
 }
 
 void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                             KvCache& cache, Workspace& ws, KernelContext& ctx, int n) {
+                             const ForwardStep& step, Workspace& ws, KernelContext& ctx) {
   const LayerConfig& l = c.layers[i];
-  const int64_t pos0 = cache.n_past();
+  const int n = step.n_rows;
   const float eps = c.norm_eps;
+  const size_t q_width = static_cast<size_t>(l.n_heads) * l.head_dim, a_width = static_cast<size_t>(l.n_heads) * l.head_dim_v;
+  const size_t k_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim, v_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim_v;
   MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
   NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
-  RopeRows(ctx, ws.q.data(), n, l.n_heads, l.head_dim, inv_freq, pos0);
-  AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, ws.q.data(), ws.k.data(), ws.v.data(), n, pos0,
-               c.attn_scale, c.attn_softcap, ws.attn.data()};
+  for (const SequenceRows& seq : step.seqs) {
+    RopeRows(ctx, ws.q.data() + seq.row0 * q_width, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
+  }
+  // A KV-shared layer reads the source layer's cache and the source's K/V of this very step.
+  const int cache_layer = l.kv_source >= 0 ? l.kv_source : i;
+  const float* k_new = ws.k.data();
+  const float* v_new = ws.v.data();
   if (l.kv_source >= 0) {
-    // A KV-shared layer reads the source layer's cache and the source's K/V of this very batch.
     const int slot = ws.hold_slot[l.kv_source];
-    a.cache_layer = l.kv_source;
-    a.k_new = ws.hold_k[slot].data();
-    a.v_new = ws.hold_v[slot].data();
-    Attend(a, cache, ws, ctx);
+    k_new = ws.hold_k[slot].data();
+    v_new = ws.hold_v[slot].data();
   } else {
-    const size_t k_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim;
-    const size_t v_values = static_cast<size_t>(n) * l.n_kv_heads * l.head_dim_v;
+    const size_t k_values = static_cast<size_t>(n) * k_width;
     MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
     // K=V layers (Gemma 4 26B/31B/12B global layers) have no v projection: V is K before norm/RoPE.
     if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
     else std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.v.begin());
     NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
     NormHeads(ctx, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
-    RopeRows(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, inv_freq, pos0);
-    Attend(a, cache, ws, ctx);
-    const int slot = ws.hold_slot[i];
-    if (slot >= 0) {
-      std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.hold_k[slot].begin());
-      std::copy(ws.v.begin(), ws.v.begin() + static_cast<std::ptrdiff_t>(v_values), ws.hold_v[slot].begin());
-    } else {
-      CommitKv(cache, i, ws.k.data(), ws.v.data(), n, pos0);
+    for (const SequenceRows& seq : step.seqs) {
+      RopeRows(ctx, ws.k.data() + seq.row0 * k_width, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
     }
+  }
+  // A layer whose K/V later layers share keeps them until the end of the step (CommitHeldKv).
+  const int hold = l.kv_source < 0 ? ws.hold_slot[i] : -1;
+  for (const SequenceRows& seq : step.seqs) {
+    const float* k = k_new + seq.row0 * k_width;
+    const float* v = v_new + seq.row0 * v_width;
+    AttendArgs a{&l, cache_layer, l.sliding ? c.sliding_window : 0, ws.q.data() + seq.row0 * q_width, k, v, seq.n,
+                 seq.pos0, c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    Attend(a, *seq.cache, ws, ctx);
+    if (l.kv_source < 0 && hold < 0) CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
+  }
+  if (hold >= 0) {
+    std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(n * k_width), ws.hold_k[hold].begin());
+    std::copy(ws.v.begin(), ws.v.begin() + static_cast<std::ptrdiff_t>(n * v_width), ws.hold_v[hold].begin());
   }
   MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
 }
 
-void CommitHeldKv(KvCache& cache, Workspace& ws, int n) {
+void CommitHeldKv(const ForwardStep& step, Workspace& ws) {
   for (size_t i = 0; i < ws.hold_slot.size(); ++i) {
     const int slot = ws.hold_slot[i];
-    if (slot >= 0) CommitKv(cache, static_cast<int>(i), ws.hold_k[slot].data(), ws.hold_v[slot].data(), n, cache.n_past());
+    if (slot < 0) continue;
+    const KvLayerSpec& spec = step.seqs[0].cache->spec(static_cast<int>(i));
+    const size_t k_width = static_cast<size_t>(spec.n_kv_heads) * spec.head_dim_k;
+    const size_t v_width = static_cast<size_t>(spec.n_kv_heads) * spec.head_dim_v;
+    for (const SequenceRows& seq : step.seqs) {
+      CommitKv(*seq.cache, static_cast<int>(i), ws.hold_k[slot].data() + seq.row0 * k_width,
+               ws.hold_v[slot].data() + seq.row0 * v_width, seq.n, seq.pos0);
+    }
   }
 }
 

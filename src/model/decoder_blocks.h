@@ -117,17 +117,23 @@ void Attend(const AttendArgs& args, const KvCache& cache, Workspace& ws, KernelC
 // Writes the batch's K/V rows into the cache (only those a ring of this capacity keeps).
 void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0);
 
-// The standard Gemma 1/2/3 attention sub-layer over ws.xn: projections, optional QK-norm, RoPE,
-// attention, KV commit, output projection into ws.tmp.
+// The standard Gemma 1/2/3 attention sub-layer over the step's rows of ws.xn: projections and
+// optional QK-norm over all rows, then per sequence RoPE at its positions, attention against its
+// cache and KV commit; output projection into ws.tmp.
 void AttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w, const std::vector<float>& inv_freq,
-                       KvCache& cache, Workspace& ws, KernelContext& ctx, int n);
+                       const ForwardStep& step, Workspace& ws, KernelContext& ctx);
 
 // GeGLU MLP over ws.xn into ws.tmp: down(gelu_tanh(gate(x)) * up(x)).
 void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n);
 
-// Final norm, tied or separate output projection, optional soft-cap. Writes all rows or the last.
-void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int n, float* logits,
-                  bool all_logits);
+// The rows that get logits: every row when step.all_logits, else each sequence's last row, moved to
+// the front of x ([n_rows, d]) in sequence order. Returns their count.
+int GatherOutputRows(const ForwardStep& step, float* x, int d);
+// Final norm, tied or separate output projection, optional soft-cap of the first `rows` rows of ws.x.
+void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int rows, float* logits);
+// The same for the step's rows of ws.x (GatherOutputRows) into step.logits, if any.
+void OutputLogits(const ModelConfig& c, const OutputHead& head, const ForwardStep& step, Workspace& ws,
+                  KernelContext& ctx);
 
 // The Gemma 2/3 decoder layer: RMSNorm before and after both attention and MLP ("sandwich").
 struct SandwichLayer {
@@ -138,8 +144,8 @@ struct SandwichLayer {
 };
 Status BindSandwichLayer(const WeightBinder& w, const ModelConfig& c, int layer, bool qk_norm, SandwichLayer* out);
 // x += post_attn_norm(attn(attn_norm(x))); x += post_ffn_norm(mlp(ffn_norm(x)))
-void RunSandwichLayer(const ModelConfig& c, int layer, const SandwichLayer& l, KvCache& cache, Workspace& ws,
-                      KernelContext& ctx, int n);
+void RunSandwichLayer(const ModelConfig& c, int layer, const SandwichLayer& l, const ForwardStep& step, Workspace& ws,
+                      KernelContext& ctx);
 
 // ---- Gemma 3n / Gemma 4 (on-device families) ----
 
@@ -151,13 +157,14 @@ Status AssignSharedKvSources(int n_shared, ModelConfig* c);
 // that own their KV, k, k_norm and v (v may be absent when allow_k_eq_v: V is then the raw K).
 Status BindNormedAttention(const WeightBinder& w, const ModelConfig& c, int layer, bool allow_k_eq_v,
                            AttentionWeights* out);
-// The attention sub-layer of Gemma 3n/4 over ws.xn into ws.tmp. A layer whose K/V are shared keeps
-// its batch K/V in ws.hold_* (committed by CommitHeldKv); a shared layer reads them from there.
+// The attention sub-layer of Gemma 3n/4 over the step's rows of ws.xn into ws.tmp (per sequence
+// as AttentionSublayer). A layer whose K/V are shared keeps the step's K/V in ws.hold_* (committed by
+// CommitHeldKv); a shared layer reads them from there.
 void NormedAttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w,
-                             const std::vector<float>& inv_freq, KvCache& cache, Workspace& ws, KernelContext& ctx,
-                             int n);
-// Writes the held K/V of KV-source layers into the cache, at the end of a chunk.
-void CommitHeldKv(KvCache& cache, Workspace& ws, int n);
+                             const std::vector<float>& inv_freq, const ForwardStep& step, Workspace& ws,
+                             KernelContext& ctx);
+// Writes the held K/V of KV-source layers into each sequence's cache, at the end of a step.
+void CommitHeldKv(const ForwardStep& step, Workspace& ws);
 
 // Per-layer embeddings (PLE). The [n_vocab, n_layers * dim] table stays in the map: only the rows
 // of the tokens in flight are read, so on E2B most of the file never becomes resident.

@@ -30,7 +30,8 @@ int ModelConfig::MaxKvWidth() const {
 }
 
 Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats)
-    : max_batch(batch), extra(extra_floats) {
+    : max_batch(batch), n_ctx(n_ctx), extra(extra_floats), step_seqs(static_cast<size_t>(batch)),
+      step_tokens(static_cast<size_t>(batch)) {
   const size_t b = static_cast<size_t>(batch);
   x.resize(b * c.d_model);
   xn.resize(b * c.d_model);
@@ -86,7 +87,7 @@ size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_th
     const LayerConfig& src = c.layers[l.kv_source];
     floats += b * src.n_kv_heads * (src.head_dim + src.head_dim_v);
   }
-  return floats * sizeof(float);
+  return floats * sizeof(float) + b * (sizeof(SequenceRows) + sizeof(int32_t));
 }
 
 size_t Workspace::Bytes() const {
@@ -94,7 +95,7 @@ size_t Workspace::Bytes() const {
                   up.size() + scores.size() + attn_parts.size() + attn_lse.size() + extra.size();
   for (const auto& h : hold_k) floats += h.size();
   for (const auto& h : hold_v) floats += h.size();
-  return floats * sizeof(float);
+  return floats * sizeof(float) + step_seqs.size() * sizeof(SequenceRows) + step_tokens.size() * sizeof(int32_t);
 }
 
 std::vector<KvLayerSpec> Model::KvLayout() const {
@@ -114,12 +115,8 @@ std::vector<KvLayerSpec> Model::KvLayout() const {
 Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                       float* logits, bool all_logits, const std::function<void(int, int)>* progress) const {
   if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
-  for (int i = 0; i < n_tokens; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
-      return Status::Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
-                           std::to_string(config_.n_vocab - 1) + ")");
-    }
-  }
+  // The whole request is checked before the first chunk: a bad one evaluates nothing.
+  RETURN_IF_ERROR(CheckTokens(tokens, n_tokens));
   RETURN_IF_ERROR(cache.CheckRoom(n_tokens));
   for (int start = 0; start < n_tokens; start += ws.max_batch) {
     const int n = std::min(ws.max_batch, n_tokens - start);
@@ -127,13 +124,77 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Works
     float* out = nullptr;
     if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
     else if (last_chunk) out = logits;
-    ForwardChunk(tokens + start, n, cache, ws, ctx, out, all_logits);
+    const SequenceChunk chunk{tokens + start, n, &cache};
     // A stopped chunk is not advanced: the cache holds the chunks before it (its ring slots may be
     // overwritten; the session refills them before the next evaluation).
-    if (ws.StopRequested()) return Status::Error(StatusCode::kCancelled, "cancelled");
-    cache.Advance(n);
+    RETURN_IF_ERROR(ForwardBatch({&chunk, 1}, ws, ctx, out, all_logits));
     if (progress && *progress) (*progress)(start + n, n_tokens);
   }
+  return Status::Ok();
+}
+
+Status Model::CheckTokens(const int32_t* tokens, int n) const {
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab) {
+      return Status::Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary (0.." +
+                           std::to_string(config_.n_vocab - 1) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Model::CheckBatch(std::span<const SequenceChunk> chunks, const Workspace& ws) const {
+  if (chunks.empty()) return Status::Error("nothing to evaluate: no sequences");
+  int64_t rows = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SequenceChunk& c = chunks[i];
+    const std::string which = chunks.size() > 1 ? "sequence " + std::to_string(i) + ": " : std::string();
+    if (c.cache == nullptr) return Status::Error(which + "no KV cache");
+    if (c.n <= 0 || c.tokens == nullptr) return Status::Error(which + "nothing to evaluate: empty token list");
+    for (size_t j = 0; j < i; ++j) {
+      if (chunks[j].cache == c.cache) {
+        return Status::Error("sequences " + std::to_string(j) + " and " + std::to_string(i) +
+                             " share one KV cache (each sequence of a batch needs its own)");
+      }
+    }
+    if (c.cache->n_ctx() > ws.n_ctx) {
+      return Status::Error(which + "the KV cache's context (" + std::to_string(c.cache->n_ctx()) +
+                           ") is longer than the workspace's (" + std::to_string(ws.n_ctx) + ")");
+    }
+    Status s = CheckTokens(c.tokens, c.n);
+    if (s.ok()) s = c.cache->CheckRoom(c.n);
+    if (!s.ok()) return Status::Error(s.code(), which + s.message());
+    rows += c.n;
+  }
+  if (rows > ws.max_batch) {
+    return Status::Error(std::to_string(rows) + " tokens in one step exceed the workspace's batch of " +
+                         std::to_string(ws.max_batch) + " (evaluate fewer sequences or tokens per step)");
+  }
+  return Status::Ok();
+}
+
+Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws, KernelContext& ctx, float* logits,
+                           bool all_logits) const {
+  RETURN_IF_ERROR(CheckBatch(chunks, ws));
+  ForwardStep step;
+  int rows = 0;
+  for (const SequenceChunk& c : chunks) rows += c.n;
+  step.n_rows = rows;
+  step.logits = logits;
+  step.all_logits = all_logits;
+  int row = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SequenceChunk& c = chunks[i];
+    ws.step_seqs[i] = {c.cache, row, c.n, c.cache->n_past()};
+    // One sequence reads its tokens where they are; several are laid end to end.
+    if (chunks.size() > 1) std::copy(c.tokens, c.tokens + c.n, ws.step_tokens.begin() + row);
+    row += c.n;
+  }
+  step.tokens = chunks.size() > 1 ? ws.step_tokens.data() : chunks[0].tokens;
+  step.seqs = std::span<const SequenceRows>(ws.step_seqs.data(), chunks.size());
+  RunStep(step, ws, ctx);
+  if (ws.StopRequested()) return Status::Error(StatusCode::kCancelled, "cancelled");
+  for (const SequenceChunk& c : chunks) c.cache->Advance(c.n);
   return Status::Ok();
 }
 

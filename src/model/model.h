@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,43 @@
 
 namespace gemlet {
 
+// One sequence of a batched forward (Model::ForwardBatch): n >= 1 tokens that go at positions
+// cache->n_past() onward of its own cache.
+struct SequenceChunk {
+  const int32_t* tokens = nullptr;
+  int n = 0;
+  KvCache* cache = nullptr;
+};
+
+// The rows of one sequence within a forward step (ForwardStep).
+struct SequenceRows {
+  KvCache* cache = nullptr;
+  int row0 = 0;      // its first row in the workspace
+  int n = 0;         // its rows
+  int64_t pos0 = 0;  // the position of its first row: the cache's n_past when the step began
+};
+
+// What one forward step computes, as the family code sees it: the rows of one or more independent
+// sequences, concatenated. Everything row-wise (embeddings, norms, matmuls, MLPs) runs over all rows
+// at once, so each weight is read once per step whatever the number of sequences; RoPE, attention and
+// KV commits run per sequence, at its positions and against its cache. The caches' n_past do not
+// move during a step (Model advances them after it).
+struct ForwardStep {
+  const int32_t* tokens = nullptr;     // [n_rows]: the sequences' tokens in turn
+  int n_rows = 0;
+  std::span<const SequenceRows> seqs;  // in row order, covering [0, n_rows)
+  float* logits = nullptr;             // null: none wanted (a prompt chunk before the last)
+  bool all_logits = false;             // [n_rows, n_vocab]; else [seqs.size(), n_vocab]: each one's last row
+};
+
 // Preallocated activations for batches of up to max_batch tokens: the forward pass never allocates.
 struct Workspace {
   // extra_floats: family-specific scratch (Model::ExtraScratchFloats), carved up by the family.
+  // n_ctx: the largest context of the caches evaluated with it (the attention scores' rows).
   Workspace(const ModelConfig& config, int max_batch, int n_ctx, int n_threads, size_t extra_floats = 0);
 
   int max_batch;
+  int n_ctx;                   // every cache evaluated with this workspace must have n_ctx() <= this
   std::vector<float> x;        // [B, d_model] residual stream
   std::vector<float> xn;       // [B, d_model] normed input of a sub-layer
   std::vector<float> tmp;      // [B, d_model] sub-layer output
@@ -51,6 +83,10 @@ struct Workspace {
   std::vector<std::vector<float>> hold_v;
 
   std::vector<float> extra;
+
+  // Where ForwardBatch lays out a step of several sequences: their rows and their tokens, concatenated.
+  std::vector<SequenceRows> step_seqs;  // [max_batch]: a sequence has at least one row
+  std::vector<int32_t> step_tokens;     // [max_batch]
 
   // Set by the session for one evaluation: a stop requested from another thread ends it between
   // layers (a long prefill would otherwise run its chunk to the end, seconds on a phone).
@@ -92,11 +128,27 @@ class Model {
   // Floats of family-specific scratch a Workspace for batches of max_batch tokens must provide.
   virtual size_t ExtraScratchFloats(int max_batch) const { (void)max_batch; return 0; }
 
-  // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache.
-  // logits: [n_tokens, n_vocab] when all_logits, else [n_vocab] for the last token only.
-  // progress, if given, is called after each chunk with (tokens done, tokens total).
+  // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache, in chunks of
+  // ws.max_batch (each a one-sequence ForwardBatch). logits: [n_tokens, n_vocab] when all_logits,
+  // else [n_vocab] for the last token only. progress, if given, is called after each chunk with
+  // (tokens done, tokens total).
   Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                  float* logits, bool all_logits, const std::function<void(int, int)>* progress = nullptr) const;
+
+  // One forward step over several independent sequences (a server decoding N conversations: each
+  // weight is read once for all of them). Each chunk's tokens go at its cache's n_past() onward, and
+  // each cache advances by its chunk's n, exactly as Forward of that chunk alone would; attention
+  // sees only the sequence's own cache. All rows together must fit ws.max_batch: nothing is split
+  // (the caller keeps steps within it; Forward splits one long sequence). Every cache must have
+  // n_ctx() <= ws.n_ctx, room for its chunk, and appear once.
+  // logits: [chunks.size(), n_vocab], each chunk's last row; with all_logits every row,
+  // [total rows, n_vocab] in chunk order; may be null. A bad request is refused before anything is
+  // computed, and changes nothing. A stop (ws.stop) ends the step with kCancelled and advances no
+  // cache (their ring slots may have been written: see Forward).
+  Status ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws, KernelContext& ctx, float* logits,
+                      bool all_logits = false) const;
+  // ForwardBatch's checks alone: Ok when it would evaluate these chunks with this workspace.
+  Status CheckBatch(std::span<const SequenceChunk> chunks, const Workspace& ws) const;
 
   explicit Model(std::shared_ptr<const GgufFile> gguf)
       : gguf_(std::move(gguf)), packed_(std::make_unique<PackedWeightStore>(gguf_ ? gguf_->mapping() : nullptr)) {}
@@ -111,9 +163,11 @@ class Model {
   void PrepareWeights(KernelContext& ctx, const std::atomic<bool>* stop = nullptr) const { packed_->Prepare(ctx, stop); }
 
  protected:
-  // One chunk of at most ws.max_batch tokens; positions start at cache.n_past().
-  virtual void ForwardChunk(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
-                            float* logits, bool all_logits) const = 0;
+  // One step of at most ws.max_batch rows (validated by ForwardBatch); writes step.logits, if any,
+  // unless stopped. Leaves the caches' n_past alone.
+  virtual void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const = 0;
+  // An error naming the first id outside the vocabulary.
+  Status CheckTokens(const int32_t* tokens, int n) const;
 
   ModelConfig config_;
   // Filled on first use from config_ (RopeInvFreq); a family whose keys rotate otherwise overrides KeyRope.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace gemlet::runtime {
+
+class BatchWorkspace;  // runtime/batch.h
 
 // The immutable half: mapped weights, tokenizer and chat format. Shared by any number of sessions.
 class Engine {
@@ -76,6 +79,10 @@ struct SessionOptions {
 
 class Session {
  public:
+  // One forward step over several sessions (runtime/batch.h) appends to each as Evaluate would.
+  friend Status EvaluateBatch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
+                              BatchWorkspace& ws, float* logits, const std::atomic<bool>* stop);
+
   static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine, const SessionOptions& options);
   // The KV bytes a session with these options will allocate (report before creating). They need
   // the model only (its layers), not an engine: a planner may ask before the tokenizer is built.

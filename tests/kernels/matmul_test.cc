@@ -167,7 +167,7 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   for (int64_t n_in : RowLengths(type)) {
     for (int64_t n_out : {16, 48}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
-      for (int64_t n_tokens : {1, 3, 9}) {
+      for (int64_t n_tokens : {1, 2, 3, 8, 9, 17}) {
         KernelContext& ctx = (n_out / 16 + n_tokens) % 2 ? three : one;
         PackedWeights slot(nullptr);
         CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, ctx, false, &slot);
@@ -178,9 +178,10 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   }
 }
 
-// Prefill (GEMM over a batch) and token-by-token decode (GEMV) agree: bit for bit where both run the
-// same per-row code (float weights, and every type on targets without a separate GEMM), within the
-// two results' bounds otherwise (the VNNI GEMM quantizes activations per 32 values, not per 256).
+// Prefill (GEMM over a batch of more tokens than a decode step's) and token-by-token decode (GEMV)
+// agree: bit for bit where both run the same per-row code (float weights, and every type on targets
+// without a separate GEMM), within the two results' bounds otherwise (the VNNI GEMM quantizes
+// activations per 32 values, not per 256).
 TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
@@ -200,6 +201,44 @@ TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
       } else {
         ASSERT_NEAR(batch[t * n_out + o], single[o], 2 * Bound(m, &x[t * n_in], o, true))
             << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
+// A few tokens (the sequences of a batched decode step) keep to the decode kernels: each token's
+// results are those of decoding it alone, bit for bit, on every table and type, on packed weights
+// (the GEMV for all tokens over each group of rows) and as stored, with the VNNI GEMM on and off
+// (off, more tokens than that go through the same kernels a few at a time).
+TEST_P(MatMulTest, FewTokensAgreeBitForBitWithOneAtATime) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  const int bs = GetDTypeInfo(type).block_size;
+  const int64_t n_in = IsFloat(type) ? 333 : bs == 256 ? 3 * 256 : 7 * 32, n_out = 48;
+  const Matrix m = MakeMatrix(type, n_in, n_out, 31);
+  const bool packs = k->packed_layout != nullptr && k->packed_layout(type) != nullptr;
+  for (bool packed : {false, true}) {
+    if (packed && !packs) continue;
+    for (bool vnni_gemm : {true, false}) {
+      KernelContext ctx(3, k, KernelTuning{.prefetch_bytes = 2048, .pack_weights = true, .vnni_gemm = vnni_gemm});
+      PackedWeights slot(nullptr);
+      WeightMatrix w = m.view();
+      if (packed) w.packed = &slot;
+      std::vector<int64_t> counts = {2, 3, 5, 8};
+      if (!vnni_gemm) counts.push_back(19);
+      for (int64_t n_tokens : counts) {
+        const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 40 + static_cast<uint32_t>(n_tokens));
+        std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
+        k->matmul(w, x.data(), n_tokens, batch.data(), ctx);
+        EXPECT_EQ(slot.bytes() > 0, packed);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          k->matmul(w, &x[t * n_in], 1, single.data(), ctx);
+          for (int64_t o = 0; o < n_out; ++o) {
+            ASSERT_EQ(batch[t * n_out + o], single[o]) << DTypeName(type) << " n_tokens=" << n_tokens << " t=" << t
+                                                       << " o=" << o << " vnni_gemm=" << vnni_gemm << " packed=" << packed;
+          }
+        }
       }
     }
   }

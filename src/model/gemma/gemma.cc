@@ -33,20 +33,20 @@ class Gemma final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
-                    bool all_logits) const override {
+  void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
+    const int n = step.n_rows;
+    EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
     for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
       const Layer& l = layers_[i];
       NormRows(ctx, ws.x.data(), l.attn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-      AttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+      AttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
       AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
       NormRows(ctx, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
       MlpSublayer(l.mlp, ws, ctx, n);
       AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
     }
-    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
+    if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
   }
 
  private:

@@ -35,12 +35,11 @@ class Gemma3 final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
-                    bool all_logits) const override {
+  void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], cache, ws, ctx, n);
-    if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
+    EmbedTokens(head_.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], step, ws, ctx);
+    if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
   }
 
  private:

@@ -131,8 +131,7 @@ class Gemma3n final : public Model {
   }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
-                    bool all_logits) const override;
+  void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override;
 
  private:
   struct Layer {
@@ -151,7 +150,7 @@ class Gemma3n final : public Model {
     std::vector<float> ple_post_norm;
     std::vector<float> inv_freq;
   };
-  // Views into Workspace::extra, laid out once per chunk; nothing is allocated while layers run.
+  // Views into Workspace::extra, laid out once per step; nothing is allocated while layers run.
   struct Scratch {
     float* streams;     // [n_altup, B, d] AltUp streams
     float* per_layer;   // [B, n_layers, ple]
@@ -223,17 +222,17 @@ void Gemma3n::Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) cons
   MatMul(l.mlp.down, ws.gate.data(), n, ws.tmp.data(), ctx);
 }
 
-void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx,
-                           float* logits, bool all_logits) const {
+void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
   const ModelConfig& c = config_;
+  const int n = step.n_rows;
   const int d = c.d_model, na = n_altup_;
   const size_t nd = static_cast<size_t>(n) * d;
   const float eps = c.norm_eps;
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
 
-  EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
-  ple_.Compute(c, tokens, n, ws.x.data(), ctx, s.table_row, s.per_layer);
+  EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
+  ple_.Compute(c, step.tokens, n, ws.x.data(), ctx, s.table_row, s.per_layer);
 
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
   // RMS, with the new RMS floored at sqrt(1e-5) (HF: Gemma3nTextModel.forward).
@@ -278,7 +277,7 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     MatMul(l.laurel_r, s.laurel_mid, n, s.laurel_out, ctx);
     NormRows(ctx, s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
     AddRows(ctx, s.laurel_out, ws.xn.data(), n, d);
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     // (active + attn + laurel) / sqrt(2) (HF: attn_laurel)
     for (size_t k = 0; k < nd; ++k) ws.x[k] = (act[k] + ws.tmp[k] + s.laurel_out[k]) / sqrt2;
@@ -311,29 +310,30 @@ void Gemma3n::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspa
     NormRows(ctx, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
     for (int k = 1; k < na; ++k) AddRows(ctx, streams[k], s.ple_out, n, d);
   }
-  CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
+  CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
   if (ws.StopRequested()) return;
-  if (logits == nullptr) return;
+  if (step.logits == nullptr) return;
 
   // Streams back to one: stream 0 plus altup_unembd_proj[k-1](stream k) rescaled to stream 0's RMS,
-  // averaged (HF: Gemma3nTextModel.forward, torch.mean over the streams). Only the rows that get logits.
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
-  const size_t off = static_cast<size_t>(first) * d;
-  std::copy(streams[0] + off, streams[0] + nd, ws.x.begin() + off);
+  // averaged (HF: Gemma3nTextModel.forward, torch.mean over the streams). Only the rows that get
+  // logits, gathered to the front of every stream.
+  int rows = 0;
+  for (int a = 0; a < na; ++a) rows = GatherOutputRows(step, streams[a], d);
+  const size_t rd = static_cast<size_t>(rows) * d;
+  std::copy(streams[0], streams[0] + rd, ws.x.begin());
   for (int k = 1; k < na; ++k) {
-    MatMul(altup_unembd_[k - 1], streams[k] + off, rows, s.ple_out, ctx);
+    MatMul(altup_unembd_[k - 1], streams[k], rows, s.ple_out, ctx);
     for (int t = 0; t < rows; ++t) {
       const float* row = s.ple_out + static_cast<size_t>(t) * d;
-      const float target = RootMeanSquare(streams[0] + off + static_cast<size_t>(t) * d, d);
+      const float target = RootMeanSquare(streams[0] + static_cast<size_t>(t) * d, d);
       const float current = std::max(RootMeanSquare(row, d), std::sqrt(1e-5f));
-      float* x = ws.x.data() + off + static_cast<size_t>(t) * d;
+      float* x = ws.x.data() + static_cast<size_t>(t) * d;
       for (int j = 0; j < d; ++j) x[j] += row[j] * target / current;
     }
   }
   const float inv_na = 1.0f / static_cast<float>(na);
-  for (size_t k = off; k < nd; ++k) ws.x[k] *= inv_na;
-  OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
+  for (size_t k = 0; k < rd; ++k) ws.x[k] *= inv_na;
+  OutputLogits(c, head_, ws, ctx, rows, step.logits);
 }
 
 }  // namespace

@@ -155,8 +155,7 @@ class Gemma4 final : public Model {
   const std::vector<float>& KeyRope(int layer) const override { return layers_[static_cast<size_t>(layer)].inv_freq; }
 
  protected:
-  void ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
-                    bool all_logits) const override;
+  void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override;
 
  private:
   struct MoeWeights {
@@ -193,7 +192,7 @@ class Gemma4 final : public Model {
     return Status::Ok();
   }
 
-  // Views into Workspace::extra, laid out once per chunk; nothing is allocated while layers run.
+  // Views into Workspace::extra, laid out once per step; nothing is allocated while layers run.
   struct Scratch {
     float *per_layer, *ple_row, *ple_act, *ple_out;  // [B, n_layers, ple], [n_layers * ple], [B, ple], [B, d]
     float *residual, *moe_out;                       // [B, d] each
@@ -261,19 +260,19 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scra
   }
 }
 
-void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits,
-                          bool all_logits) const {
+void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
   const ModelConfig& c = config_;
+  const int n = step.n_rows;
   const int d = c.d_model;
   const float eps = c.norm_eps;
-  EmbedTokens(head_.embedding, tokens, n, c.embed_scale, ws.x.data());
+  EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
-  if (ple_.dim > 0) ple_.Compute(c, tokens, n, ws.x.data(), ctx, s.ple_row, s.per_layer);
+  if (ple_.dim > 0) ple_.Compute(c, step.tokens, n, ws.x.data(), ctx, s.ple_row, s.per_layer);
   for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
     const Layer& l = layers_[i];
     NormRows(ctx, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, cache, ws, ctx, n);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
@@ -301,8 +300,8 @@ void Gemma4::ForwardChunk(const int32_t* tokens, int n, KvCache& cache, Workspac
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
     }
   }
-  CommitHeldKv(cache, ws, n);  // K/V that KV-shared layers read during this chunk
-  if (logits && !ws.StopRequested()) OutputLogits(c, head_, ws, ctx, n, logits, all_logits);
+  CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
+  if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
 }
 
 }  // namespace
