@@ -1,11 +1,13 @@
-// BatchDecoder: several sessions' generations stepped together, each request sampled by its own
-// runtime::Generator.
+// BatchDecoder: several sessions' generations stepped together, one forward per step for all of
+// them (runtime::EvaluateBatch: the weights are read once per step), each request sampled by its
+// own runtime::Generator.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
 
 #include "api/api_internal.h"
+#include "runtime/batch.h"
 #include "runtime/generate.h"
 #include "sampling/sampler.h"
 
@@ -54,6 +56,10 @@ struct BatchDecoder::Impl {
   int next_id = 1;
   int last_step_tokens = 0;
   std::vector<float> logits;  // [max_requests, n_vocab]
+  // The step's activations (rows: every decoding request's token and the prompt chunks), made at
+  // the first step from a session's threads and kernels, again when a longer context joins.
+  std::unique_ptr<runtime::BatchWorkspace> workspace;
+  int step_rows() const { return options.prefill_chunk + options.max_requests; }
 
   Finished Finish(Request& r, Result<Reply> reply) { return Finished{r.id, std::move(reply)}; }
 
@@ -149,49 +155,90 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
   }
   const int n_vocab = d.engine->info().n_vocab;
   std::vector<bool> done(running.size(), false);
-  d.last_step_tokens = 0;
+  const auto end_cancelled = [&](size_t i) {
+    Impl::Request& r = *running[i];
+    if (r.prefilling()) {
+      finished.push_back(d.CancelledInPrompt(r));
+    } else {
+      r.generator->Stop(runtime::StopReason::kCancelled);
+      finished.push_back(d.Complete(r));
+    }
+    done[i] = true;
+  };
+
+  // This step's rows: a token for every decoding request, then prompt chunks in arrival order in
+  // what is left (a long prompt takes several steps; the others keep decoding meanwhile).
+  std::vector<size_t> in_step;
+  std::vector<std::vector<int32_t>> tokens(running.size());
+  int budget = d.step_rows();
   for (size_t i = 0; i < running.size(); ++i) {
     Impl::Request& r = *running[i];
     if (r.cancel.load()) {
-      if (r.prefilling()) {
-        finished.push_back(d.CancelledInPrompt(r));
-      } else {
-        r.generator->Stop(runtime::StopReason::kCancelled);
-        finished.push_back(d.Complete(r));
+      end_cancelled(i);
+    } else if (!r.prefilling()) {
+      tokens[i] = {r.next_token};
+      in_step.push_back(i);
+      --budget;
+    }
+  }
+  for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+    Impl::Request& r = *running[i];
+    if (done[i] || !r.prefilling()) continue;
+    const size_t n = std::min({r.prompt.size() - r.evaluated, static_cast<size_t>(d.options.prefill_chunk),
+                               static_cast<size_t>(budget)});
+    tokens[i].assign(r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated),
+                     r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated + n));
+    in_step.push_back(i);
+    budget -= static_cast<int>(n);
+  }
+  d.last_step_tokens = d.step_rows() - budget;
+
+  // One forward for all of them. Should it fail (a session that cannot take its tokens), each is
+  // evaluated on its own instead, so that the error is its request's alone.
+  std::vector<Status> status(running.size(), Status::Ok());
+  if (!in_step.empty()) {
+    std::vector<runtime::Session*> sessions;
+    std::vector<std::span<const int32_t>> spans;
+    int n_ctx = 0;
+    for (size_t i : in_step) {
+      sessions.push_back(running[i]->rt);
+      spans.emplace_back(tokens[i]);
+      n_ctx = std::max(n_ctx, running[i]->rt->n_ctx());
+    }
+    Status batched = Status::Error("no workspace");
+    if (!d.workspace || d.workspace->n_ctx() < n_ctx) {
+      runtime::BatchOptions bo = runtime::BatchOptions::Like(*running[in_step[0]]->rt, d.step_rows());
+      bo.n_ctx = n_ctx;
+      Result<std::unique_ptr<runtime::BatchWorkspace>> ws = runtime::BatchWorkspace::Create(d.engine->impl().runtime, bo);
+      if (ws.ok()) d.workspace = std::move(ws).value();
+    }
+    // Logits come in step order: row k is in_step[k]'s.
+    if (d.workspace) batched = runtime::EvaluateBatch(sessions, spans, *d.workspace, d.logits.data());
+    if (!batched.ok()) {
+      for (size_t k = 0; k < in_step.size(); ++k) {
+        Impl::Request& r = *running[in_step[k]];
+        r.rt->SetStopFlag(&r.cancel);
+        status[in_step[k]] = r.rt->Evaluate(tokens[in_step[k]], d.logits.data() + k * static_cast<size_t>(n_vocab), false);
+        r.rt->SetStopFlag(nullptr);
       }
-      done[i] = true;
+    }
+  }
+
+  for (size_t k = 0; k < in_step.size(); ++k) {
+    const size_t i = in_step[k];
+    Impl::Request& r = *running[i];
+    float* logits = d.logits.data() + k * static_cast<size_t>(n_vocab);
+    if (status[i].code() == StatusCode::kCancelled) {
+      end_cancelled(i);
       continue;
     }
-    std::vector<int32_t> tokens;
-    if (r.prefilling()) {
-      const size_t n = std::min(r.prompt.size() - r.evaluated, static_cast<size_t>(d.options.prefill_chunk));
-      tokens.assign(r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated),
-                    r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated + n));
-    } else {
-      tokens = {r.next_token};
-    }
-    d.last_step_tokens += static_cast<int>(tokens.size());
-    float* logits = d.logits.data() + i * static_cast<size_t>(n_vocab);
-    r.rt->SetStopFlag(&r.cancel);
-    Status s = r.rt->Evaluate(tokens, logits, false);
-    r.rt->SetStopFlag(nullptr);
-    if (s.code() == StatusCode::kCancelled) {
-      if (r.prefilling()) {
-        finished.push_back(d.CancelledInPrompt(r));
-      } else {
-        r.generator->Stop(runtime::StopReason::kCancelled);
-        finished.push_back(d.Complete(r));
-      }
-      done[i] = true;
-      continue;
-    }
-    if (!s.ok()) {
-      finished.push_back(d.Finish(r, s));
+    if (!status[i].ok()) {
+      finished.push_back(d.Finish(r, status[i]));
       done[i] = true;
       continue;
     }
     if (r.prefilling()) {
-      r.evaluated += tokens.size();
+      r.evaluated += tokens[i].size();
       if (r.evaluated < r.prompt.size()) continue;
       r.prefill_seconds = Seconds(r.start);
       r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.sink);

@@ -52,16 +52,20 @@ std::map<int, Reply> RunAll(BatchDecoder& batch) {
   return replies;
 }
 
+// Whole prompts (over 8 tokens: alone and batched they take the prefill GEMM, whose rows do not
+// depend on each other) evaluated in the first step, then every step decodes the four together
+// (at most 8 rows: the decode kernels, token for token what decoding alone computes): the same
+// bits as each request alone, so the same tokens even when sampled.
 TEST(BatchDecoder, RequestsSteppedTogetherMatchEachAlone) {
   const std::vector<std::string> users = {"Tell me about the sea.", "你好，请介绍一下你自己。",
                                           "Write a list of three fruits.", "What is 2+2?"};
   std::vector<GenerateOptions> options = {Greedy(40), Sampled(30, 7), Sampled(25, 11), Greedy(10)};
   options[2].stop = {"."};
 
-  // Prompts evaluated in chunks of 7 on their own too: chunks round differently from whole prompts.
   std::vector<Reply> alone;
   for (size_t i = 0; i < users.size(); ++i) {
-    auto s = NewSession(512, /*max_batch=*/7);
+    ASSERT_GT(Prompt(users[i]).size(), 8u);
+    auto s = NewSession();
     auto r = s->Complete(Prompt(users[i]), options[i]);
     ASSERT_TRUE(r.ok()) << r.message();
     alone.push_back(std::move(r).value());
@@ -69,7 +73,6 @@ TEST(BatchDecoder, RequestsSteppedTogetherMatchEachAlone) {
 
   BatchOptions bo;
   bo.max_requests = 4;
-  bo.prefill_chunk = 7;  // prompts take several steps, interleaved with the others' decoding
   auto batch = BatchDecoder::Create(DemoEngine(), bo);
   ASSERT_TRUE(batch.ok()) << batch.message();
   std::vector<std::unique_ptr<Session>> sessions;
@@ -99,6 +102,39 @@ TEST(BatchDecoder, RequestsSteppedTogetherMatchEachAlone) {
     EXPECT_EQ(reply.stats.generated_tokens, want.stats.generated_tokens);
   }
   EXPECT_EQ(batch.value()->running(), 0);
+}
+
+// Prompts in chunks of 5 while the others decode: long prompts take several steps, every request
+// still ends as asked, and the steps carried several requests' rows.
+TEST(BatchDecoder, LongPromptsTakeTurnsWithDecoding) {
+  BatchOptions bo;
+  bo.max_requests = 3;
+  bo.prefill_chunk = 5;
+  auto batch = BatchDecoder::Create(DemoEngine(), bo);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::unique_ptr<Session>> sessions;
+  const std::vector<std::string> users = {"Hi", "Summarize: the cat sat on the mat and looked at the dog for a while.",
+                                          "写一首关于秋天的短诗，要有月亮和桂花。"};
+  for (const std::string& u : users) {
+    sessions.push_back(NewSession());
+    ASSERT_TRUE(batch.value()->Submit(*sessions.back(), Prompt(u), Greedy(12)).ok());
+  }
+  int most_rows = 0, steps = 0;
+  std::map<int, Reply> replies;
+  while (batch.value()->running() > 0 && steps < 1000) {
+    for (BatchDecoder::Finished& f : batch.value()->Step()) {
+      ASSERT_TRUE(f.reply.ok()) << f.reply.message();
+      replies[f.id] = std::move(f.reply).value();
+    }
+    most_rows = std::max(most_rows, batch.value()->last_step_tokens());
+    ++steps;
+  }
+  ASSERT_EQ(replies.size(), 3u);
+  for (auto& [id, r] : replies) {
+    EXPECT_TRUE(r.stats.generated_tokens == 12 || r.stats.stop == StopReason::kEndOfTurn);
+  }
+  EXPECT_LE(most_rows, bo.prefill_chunk + bo.max_requests);
+  EXPECT_GT(most_rows, 1);
 }
 
 // A server's `seed`: the same requests, batched the same way, sample the same tokens.
