@@ -397,10 +397,8 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   c.created = UnixNow();
   c.model = model_name;
   c.engine = engine.get();
-  const bool chat_shape = dialect == Dialect::kOpenAiChat;
   if (r.stream) {
     if (ollama) return StreamOllama(res, job, std::move(r), c);
-    (void)chat_shape;
     return StreamOpenAi(res, job, std::move(r), c);
   }
   // Not streamed: wait for the reply. A client that hangs up meanwhile is only noticed when its
