@@ -40,12 +40,13 @@ test-asan: deps-test
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # ThreadSanitizer over the public API's threaded tests: one engine driven by four threads with four
-# sessions, cancels from another thread.
+# sessions, cancels from another thread (of a session, a conversation, a BatchDecoder's requests).
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_TSAN=ON -DGEMLET_BUILD_TESTS=ON
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test batch_decoder_test
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/api_test --gtest_filter='ApiThreads.*:ApiCancel.*:ApiConversation.*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/conversation_test --gtest_filter='ConversationBackground.*' --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/batch_decoder_test --gtest_filter='BatchDecoder.Cancel*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/c_api_test --gtest_filter='CApi.*Cancel*:CApi.*PerThread*' --gtest_brief=1
 
 test-arm64:

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -207,6 +209,39 @@ TEST(BatchDecoder, CancelEndsOnlyThatRequest) {
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest.begin()->first, idb.value());
   EXPECT_EQ(rest.begin()->second.stats.generated_tokens, 30);
+}
+
+// A server's HTTP threads cancel while its scheduler steps (run under ThreadSanitizer too).
+TEST(BatchDecoder, CancelFromAnotherThreadWhileStepping) {
+  auto batch = BatchDecoder::Create(DemoEngine());
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<int> ids;
+  for (int i = 0; i < 3; ++i) {
+    sessions.push_back(NewSession());
+    auto id = batch.value()->Submit(*sessions.back(), Prompt("Tell me a long story."), Greedy(400));
+    ASSERT_TRUE(id.ok());
+    ids.push_back(id.value());
+  }
+  std::atomic<bool> stepped{false};
+  std::thread canceller([&] {
+    while (!stepped.load()) std::this_thread::yield();
+    for (int id : ids) batch.value()->Cancel(id);
+  });
+  std::map<int, Reply> replies;
+  for (int steps = 0; batch.value()->running() > 0 && steps < 1000; ++steps) {
+    for (BatchDecoder::Finished& f : batch.value()->Step()) {
+      ASSERT_TRUE(f.reply.ok()) << f.reply.message();
+      replies[f.id] = std::move(f.reply).value();
+    }
+    stepped.store(true);
+  }
+  canceller.join();
+  ASSERT_EQ(replies.size(), 3u);
+  for (auto& [id, r] : replies) {
+    EXPECT_EQ(r.stats.stop, StopReason::kCancelled);
+    EXPECT_LT(r.stats.generated_tokens, 400);
+  }
 }
 
 TEST(BatchDecoder, RefusesBadRequestsWithoutDisturbingOthers) {
