@@ -58,15 +58,8 @@ BenchVocab LoadGemma3(const std::string& tokenizer_json, double* build_seconds) 
   BenchVocab out;
   std::vector<bool> special;
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    std::string b;
-    if (tok.IsByte(id)) {
-      b = std::string(1, static_cast<char>(tok.vocab().ByteValue(id)));
-    } else {
-      tok.AppendPieceText(id, &b);
-    }
-    const TokenType t = tok.vocab().Type(id);
-    special.push_back(t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUnused);
-    out.bytes.push_back(std::move(b));
+    out.bytes.push_back(tok.TokenBytes(id));
+    special.push_back(tok.IsSpecial(id));
   }
   const double t0 = Now();
   auto made = TokenVocabulary::Create(out.bytes, special, {tok.eos_id(), tok.eot_id()});

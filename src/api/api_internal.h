@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,10 @@ runtime::TextSink ToSink(const StreamCallback& on_text);
 // options.response_format's constraint (nullptr for free text), for a session of n_ctx tokens.
 Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& engine, const GenerateOptions& options,
                                                                  int n_ctx);
+// Prefix reuse (Session::Complete, BatchDecoder): keeps the longest prefix of `prompt` the cache
+// holds, less the prompt's last token (its logits pick the first answer token), and forgets the
+// rest. Returns how many tokens were kept.
+Result<size_t> KeepCachedPrefix(runtime::Session& session, std::span<const int32_t> prompt);
 // `cached`: prompt tokens reused from the cache (added to the stats' prompt tokens).
 Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Session& session);
 

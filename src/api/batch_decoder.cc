@@ -125,13 +125,7 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   Session::Impl& s = session.impl();
   r->rt = s.session.get();
   s.BeginCall();
-  // Prefix reuse as Session::Complete does it: at least the last prompt token is evaluated, its
-  // logits pick the first answer token.
-  const std::vector<int32_t>& held = r->rt->history();
-  size_t common = 0;
-  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
-  if (common == prompt.size()) --common;
-  RETURN_IF_ERROR(r->rt->Truncate(static_cast<int>(common)));
+  ASSIGN_OR_RETURN(const size_t common, api::KeepCachedPrefix(*r->rt, prompt));
   r->cached = static_cast<int>(common);
   r->prompt.assign(prompt.begin() + static_cast<ptrdiff_t>(common), prompt.end());
   r->on_text = std::move(on_text);

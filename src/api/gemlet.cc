@@ -630,6 +630,16 @@ Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& e
   return std::unique_ptr<runtime::TokenConstraint>(std::move(c));
 }
 
+Result<size_t> KeepCachedPrefix(runtime::Session& session, std::span<const int32_t> prompt) {
+  const std::vector<int32_t>& held = session.history();
+  size_t common = 0;
+  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
+  // At least the last prompt token is evaluated: its logits pick the first answer token.
+  if (common == prompt.size() && common > 0) --common;
+  RETURN_IF_ERROR(session.Truncate(static_cast<int>(common)));
+  return common;
+}
+
 }  // namespace api
 
 using api::CheckGenerateOptions;
@@ -696,13 +706,8 @@ Result<Reply> Session::Complete(std::span<const int32_t> prompt, const GenerateO
                                 const StreamCallback& on_text) {
   RETURN_IF_ERROR(CheckGenerateOptions(options));
   if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
-  const std::vector<int32_t>& held = impl_->session->history();
-  size_t common = 0;
-  while (common < held.size() && common < prompt.size() && held[common] == prompt[common]) ++common;
-  // At least the last prompt token is evaluated: its logits pick the first answer token.
-  if (common == prompt.size()) --common;
   impl_->BeginCall();
-  RETURN_IF_ERROR(impl_->session->Truncate(static_cast<int>(common)));
+  ASSIGN_OR_RETURN(const size_t common, api::KeepCachedPrefix(*impl_->session, prompt));
   ASSIGN_OR_RETURN(Reply reply, Generate(prompt.subspan(common), options, on_text));
   reply.stats.prompt_tokens += static_cast<int>(common);
   reply.stats.cached_tokens = static_cast<int>(common);

@@ -12,15 +12,8 @@ Result<std::shared_ptr<const TokenVocabulary>> BuildTokenVocabulary(const Engine
   std::vector<bool> special;
   bytes.reserve(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    std::string b;
-    if (tok.IsByte(id)) {
-      b = std::string(1, static_cast<char>(tok.vocab().ByteValue(id)));
-    } else {
-      tok.AppendPieceText(id, &b);
-    }
-    const TokenType type = tok.vocab().Type(id);
-    bytes.push_back(std::move(b));
-    special.push_back(type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused);
+    bytes.push_back(tok.TokenBytes(id));
+    special.push_back(tok.IsSpecial(id));
   }
   return TokenVocabulary::Create(std::move(bytes), std::move(special), engine.end_of_generation());
 }

@@ -47,6 +47,13 @@ ApiError Error(int status, std::string message, std::string type = "invalid_requ
   return e;
 }
 
+// A generation that failed after it was queued: the request's fault (400), the server stopping or
+// the job cancelled (503), else the server's (500).
+ApiError FailedReply(const Status& s) {
+  const int status = s.code() == StatusCode::kCancelled ? 503 : s.code() == StatusCode::kInvalidArgument ? 400 : 500;
+  return Error(status, s.message(), status == 400 ? "invalid_request_error" : "server_error");
+}
+
 // Compares without an early exit, so response times do not leak how much of a key was right.
 bool SameSecret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -412,10 +419,8 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   }
   const auto answer = [this, dialect, r, c](const Result<Reply>& reply) -> std::pair<int, std::string> {
     if (!reply.ok()) {
-      const StatusCode code = reply.status().code();
-      const int status = code == StatusCode::kCancelled ? 503 : code == StatusCode::kInvalidArgument ? 400 : 500;
-      return {status, server::ErrorJson(Error(status, reply.message(), status == 400 ? "invalid_request_error"
-                                                                                     : "server_error")).dump()};
+      const ApiError e = FailedReply(reply.status());
+      return {e.status, server::ErrorJson(e).dump()};
     }
     switch (dialect) {
       case Dialect::kOpenAiChat: return {200, server::ChatCompletionJson(c, r, reply.value()).dump()};
@@ -494,8 +499,7 @@ void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job
           reply = job->reply;
         }
         if (!reply.ok()) {
-          const int status = reply.status().code() == StatusCode::kCancelled ? 503 : 500;
-          if (!WriteEvent(sink, server::ErrorJson(Error(status, reply.message(), "server_error")))) return false;
+          if (!WriteEvent(sink, server::ErrorJson(FailedReply(reply.status())))) return false;
         } else {
           const char* finish = server::FinishReason(reply.value());
           if (r.chat && !reply.value().tool_calls.empty()) {

@@ -332,6 +332,13 @@ void Tokenizer::EmitUnknown(std::string_view ch, size_t word_begin, std::vector<
 // ---------------------------------------------------------------------------------------------
 // Decoding
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (IsByte(id)) return std::string(1, static_cast<char>(vocab_.ByteValue(id)));
+  std::string out;
+  AppendPieceText(id, &out);
+  return out;
+}
+
 void Tokenizer::AppendPieceText(int32_t id, std::string* out) const {
   const std::string_view text = vocab_.Text(id);
   size_t start = 0;

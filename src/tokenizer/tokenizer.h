@@ -58,6 +58,14 @@ class Tokenizer {
 
   // Appends the text of one non-byte token (▁ -> ' '); used by Decode and StreamDecoder.
   void AppendPieceText(int32_t id, std::string* out) const;
+  // The bytes one token adds to the output: a byte-fallback token its byte (Decode({id}) would give
+  // U+FFFD for a lone one), a piece its text. What a grammar over the output's bytes matches.
+  std::string TokenBytes(int32_t id) const;
+  // Control, unknown and unused tokens: never part of generated text.
+  bool IsSpecial(int32_t id) const {
+    const TokenType t = vocab_.Type(id);
+    return t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUnused;
+  }
 
  private:
   struct Scratch;

@@ -20,15 +20,8 @@ const TestVocab& Gemma3Vocab() {
     // What the detokenizer writes for each token: a byte-fallback token is its byte, a piece its text
     // with U+2581 as a space. Control, unknown and unused tokens never belong in the output.
     for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-      std::string bytes;
-      if (tok.IsByte(id)) {
-        bytes = std::string(1, static_cast<char>(tok.vocab().ByteValue(id)));
-      } else {
-        tok.AppendPieceText(id, &bytes);
-      }
-      const TokenType type = tok.vocab().Type(id);
-      t.bytes.push_back(std::move(bytes));
-      t.special.push_back(type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kUnused);
+      t.bytes.push_back(tok.TokenBytes(id));
+      t.special.push_back(tok.IsSpecial(id));
     }
     t.end_tokens = {tok.eos_id(), tok.eot_id()};
     auto made = TokenVocabulary::Create(t.bytes, t.special, t.end_tokens);
