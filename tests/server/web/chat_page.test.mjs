@@ -63,7 +63,21 @@ if (!existsSync(chromium)) {
 }
 const args = ["--disable-dev-shm-usage", "--disable-gpu", "--no-first-run", "--lang=en-US"];
 if (process.getuid?.() === 0) args.push("--no-sandbox"); // Chromium refuses to sandbox as root
-const browser = await puppeteer.launch({ executablePath: chromium, headless: true, args });
+// Over a pipe, not the DevTools URL Chromium prints: no stdout to parse. On a loaded CI machine (two
+// cores, sanitizer tests beside it) a cold start has taken over puppeteer's default 30 s, so wait
+// longer and try a second time before failing.
+async function launchBrowser() {
+  for (let attempt = 1; ; attempt++) {
+    const started = Date.now();
+    try {
+      return await puppeteer.launch({ executablePath: chromium, headless: true, args, pipe: true, timeout: 120_000, protocolTimeout: 300_000 });
+    } catch (err) {
+      console.error(`chat_page.test: Chromium did not start (attempt ${attempt}, ${Date.now() - started} ms): ${err.message}`);
+      if (attempt === 2) throw err;
+    }
+  }
+}
+const browser = await launchBrowser();
 
 // A fresh profile (no localStorage from an earlier test) with the page loaded and its model asked.
 async function openPage({ width = 1000, height = 800, allowHttpErrors = false } = {}) {
