@@ -34,7 +34,7 @@ int RunServe(int argc, char** argv) {
   ModelOptions mo;
   ServerOptions so;
   std::string api_key_file, alias;
-  int parallel = 4;
+  int parallel = 4, idle_unload = 0;
   AddModelOptions(app, &mo);
   app.add_option("--host", so.host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port; the chosen one is printed)")->capture_default_str()
@@ -50,6 +50,10 @@ int RunServe(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--alias", alias, "the model's id in /v1/models (default: the file's name)");
   app.add_option("--cors-origin", so.cors_origin, "allow browsers from this origin ('*': any) to call the API");
+  app.add_option("--idle-unload", idle_unload,
+                 "unload the model after SECONDS without a request, giving its memory back (0: never); "
+                 "the next request loads it again")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (!so.api_key.empty() && !api_key_file.empty()) return UsageError("give --api-key or --api-key-file, not both");
   if (!api_key_file.empty()) {
@@ -65,13 +69,21 @@ int RunServe(int argc, char** argv) {
   mo.sessions = parallel;
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
-  const LoadedModel& m = loaded.value();
+  LoadedModel& m = loaded.value();
   so.parallel = parallel;
   so.slot = m.session;
   so.slot.progress = nullptr;  // the scheduler's thread evaluates: no progress lines on the terminal
   Result<std::string> path = ResolveModelPath(mo.model_path);
   so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  so.idle_unload_seconds = idle_unload;
+  if (idle_unload > 0) {
+    so.reload = [mo]() -> Result<std::shared_ptr<Engine>> {
+      auto again = LoadForGeneration(mo);
+      if (!again.ok()) return again.status();
+      return std::move(again.value().engine);
+    };
+  }
 
   // SIGINT/SIGTERM end the server from a thread of ours (a signal handler may do almost nothing).
   sigset_t signals;
@@ -81,7 +93,8 @@ int RunServe(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: they all inherit it
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer is a failed write, not the end of the process
 
-  auto server = Server::Create(m.engine, so);
+  // The server holds the engine alone, so that unloading it when idle gives its memory back.
+  auto server = Server::Create(std::move(m.engine), so);
   if (!server.ok()) return Fail(server.message());
   if (Status s = server.value()->Start(); !s.ok()) return Fail(s.message());
   std::printf("gemlet serve: %s, %d slot%s of %d tokens, listening on http://%s:%d\n", so.model_name.c_str(), parallel,

@@ -12,6 +12,20 @@
 namespace gemlet::cli {
 namespace {
 
+int WriteScripted(const std::string& script, const tools::SynthOptions& synth) {
+  auto options = tools::ReadModelScript(script);
+  if (!options.ok()) return Fail(options.status());
+  options->tokenizer = synth.tokenizer;
+  options->output_path = synth.output_path;
+  auto report = tools::WriteScriptedModel(*options);
+  if (!report.ok()) return Fail(report.status());
+  std::string lengths;
+  for (int32_t n : report->answer_tokens) lengths += (lengths.empty() ? "" : ", ") + std::to_string(n);
+  std::printf("wrote %s: a scripted test model, vocab %d, %zu cues, %zu answers of %s tokens\n", synth.output_path.c_str(),
+              report->n_vocab, report->n_cues, report->answer_tokens.size(), lengths.c_str());
+  return 0;
+}
+
 int RunSynth(int argc, char** argv) {
   std::string presets_help = "model to imitate:";
   for (const tools::SynthPreset& p : tools::SynthPresets()) presets_help += "\n  " + p.name + ": " + p.description;
@@ -20,7 +34,12 @@ int RunSynth(int argc, char** argv) {
                "(N(0,1)/sqrt(fan_in) matrices, norms near 1), generated row by row and quantized on the fly"};
   app.name("gemlet synth");
   tools::SynthOptions options;
-  app.add_option("--preset", options.preset, presets_help)->required();
+  std::string script;
+  auto* preset = app.add_option("--preset", options.preset, presets_help);
+  app.add_option("--script", script,
+                 "instead of a preset: a test model that plays back the answers of this JSON file, "
+                 "{\"answers\": [...], \"cues\": [...]} (see docs/server.md), with --tokenizer's vocabulary")
+      ->excludes(preset);
   app.add_option("--type", options.type, "F32, F16 (default), BF16, or a quantize type such as Q4_K_M");
   app.add_option("--tokenizer", options.tokenizer,
                  "tokenizer.json[.xz], a GGUF to copy tokenizer.* from, or 'none' for placeholder tokens "
@@ -31,6 +50,8 @@ int RunSynth(int argc, char** argv) {
   app.add_option("-t,--threads", options.n_threads, "threads (default: all cores)")->check(NonNegative());
   app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (!script.empty()) return WriteScripted(script, options);
+  if (options.preset.empty()) return UsageError("synth: --preset (or --script) is required");
 
   int last = -1;
   if (::isatty(::fileno(stderr))) {

@@ -268,7 +268,7 @@ class GEMLET_CXX_API Engine {
   // "<end_of_turn>" in a message cannot end a turn). Errors name a bad role, order or tool.
   Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, const ChatOptions& options = {}) const;
 
-  // Whether options.response_format is one Generate accepts on this model (a supported schema,
+  // Whether options.response_format (and tool_choice) is one Generate accepts on this model (a supported schema,
   // and room for its shortest output in max_tokens, or n_ctx when max_tokens <= 0): servers answer
   // 400 before queueing. The first call builds the vocabulary's tables (about 0.2 s for 262k tokens).
   Status CheckResponseFormat(const GenerateOptions& options, int n_ctx) const;
@@ -382,6 +382,12 @@ struct GenerateOptions {
   // the weights, provided max_tokens holds the shortest valid output (else kInvalidArgument, as for
   // schema keywords outside the supported subset: docs/server.md lists it).
   std::string response_format = {};
+  // Gemma 4 tool calling: OpenAI's tool_choice as JSON text, enforced while sampling where the
+  // prompt cannot say it (ChatOptions::tool_choice renders the prompt). "required": the answer
+  // opens with a tool call (after a thought, if the model thinks first); {"type":"function",
+  // "function":{"name":"NAME"}}: with a call of NAME; "none": no tool call. Empty or "auto": free.
+  // Not together with a response_format (kInvalidArgument).
+  std::string tool_choice = {};
 };
 
 // Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that

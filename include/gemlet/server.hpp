@@ -29,6 +29,12 @@ struct ServerOptions {
   int http_threads = 0;            // threads answering connections; 0: parallel + queue_size + 8
   // One line per request ("POST /v1/chat/completions 200 0.41 s"); null: none.
   std::function<void(const std::string& line)> log{};
+  // > 0: after this many seconds without a request the model is unloaded (the engine and the
+  // slots' KV caches: what an idle laptop or phone should not hold), and `reload` loads it again
+  // for the next request, which waits for it. The memory is given back only if the server holds
+  // the engine alone: pass it to Create and keep no other reference. Needs `reload`.
+  int idle_unload_seconds = 0;
+  std::function<Result<std::shared_ptr<Engine>>()> reload{};
 };
 
 class GEMLET_CXX_API Server {

@@ -117,6 +117,28 @@ struct SynthReport {
 
 Result<SynthReport> Synth(const SynthOptions& options);
 
+// A test model that plays back scripted answers instead of computing (general.architecture
+// "gemlet-scripted"): for testing what a client does with tool calls, thinking and streaming, which
+// no random-weight model emits by itself. After the n-th cue in its context (by default the places
+// the chat format hands the turn to the model: a model turn opens, a tool's result ends) it answers
+// with answers[n-1], cycling, special tokens spelled out ("<|tool_call>call:f{}<tool_call|>").
+struct ScriptedModelOptions {
+  std::string tokenizer;             // a GGUF[.xz] whose tokenizer.* keys (chat template included) are copied
+  std::vector<std::string> answers;
+  std::vector<std::string> cues;     // empty: the chat format's own
+  int context_length = 8192;
+  std::string name;                  // general.name; empty: "scripted"
+  std::string output_path;
+};
+struct ScriptedModelReport {
+  int n_vocab = 0;
+  size_t n_cues = 0;
+  std::vector<int32_t> answer_tokens;  // each answer's length in tokens
+};
+Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& options);
+// Options from a script file: {"answers": [...], "cues": [...]?, "context_length": N?, "name": S?}.
+Result<ScriptedModelOptions> ReadModelScript(const std::string& json_path);
+
 // ---- eval: perplexity, and drift against a reference model ----
 
 struct EvalOptions {

@@ -614,7 +614,10 @@ runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<b
 
 Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& engine, const GenerateOptions& options,
                                                                  int n_ctx) {
-  if (options.response_format.empty()) return std::unique_ptr<runtime::TokenConstraint>();
+  ASSIGN_OR_RETURN(const runtime::ToolChoice choice, runtime::ParseToolChoice(options.tool_choice));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> tool_constraint,
+                   runtime::ToolChoiceConstraint(choice, *engine.runtime));
+  if (options.response_format.empty()) return tool_constraint;
   std::shared_ptr<const TokenVocabulary> vocab;
   {
     std::lock_guard<std::mutex> lock(engine.token_vocabulary_mutex);
@@ -627,7 +630,12 @@ Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& e
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::GrammarConstraint> c,
                    runtime::GrammarConstraint::ForResponseFormat(options.response_format, std::move(vocab),
                                                                  *engine.runtime, max_tokens));
-  return std::unique_ptr<runtime::TokenConstraint>(std::move(c));
+  // A grammar never lets a special token through, <|tool_call> included: it serves "none" as it is.
+  if (c && tool_constraint && choice.mode != runtime::ToolChoice::kNone) {
+    return Status::Error(StatusCode::kInvalidArgument, "a required tool_choice and a response_format cannot both constrain one answer");
+  }
+  if (c) return std::unique_ptr<runtime::TokenConstraint>(std::move(c));
+  return tool_constraint;
 }
 
 Result<size_t> KeepCachedPrefix(runtime::Session& session, std::span<const int32_t> prompt) {

@@ -197,6 +197,11 @@ void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
 }
 }  // namespace
 
+void KvCache::LoadKey(int layer, int64_t pos, float* k) const {
+  const KvLayerSpec& spec = layers_[layer].spec;
+  RowToFloat(type_, KeyRow(layer, pos), static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_k, k);
+}
+
 Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
   if (begin < 0 || count < 0 || static_cast<int64_t>(begin) + count > n_past_) {
     return Status::Error("cannot drop positions [" + std::to_string(begin) + ", " + std::to_string(begin + count) +

@@ -114,6 +114,8 @@ class KvCache {
   const void* ValueRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, true); }
   // Stores a float row (converted to the cache type).
   void Store(int layer, int64_t pos, const float* k, const float* v);
+  // The key row at pos as floats (n_kv_heads * head_dim_k of them): what Store kept, in its rounding.
+  void LoadKey(int layer, int64_t pos, float* k) const;
 
  private:
   struct Layer {

@@ -23,6 +23,7 @@
 #include "gguf/gguf_writer.h"
 #include "quantize/quantize.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gemlet {
 
@@ -538,4 +539,100 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
   return report;
 }
 
+// ---- scripted test models (model/scripted.cc plays them back) ----
+
+Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& o) {
+  if (o.tokenizer.empty()) return Status::Error("a scripted model needs a GGUF vocabulary to copy (--tokenizer)");
+  if (o.answers.empty()) return Status::Error("a scripted model needs at least one answer");
+  ScratchDir scratch;
+  RETURN_IF_ERROR(scratch.Create());
+  ASSIGN_OR_RETURN(fs::path plain, Materialize(o.tokenizer, scratch.path(), "vocab.gguf"));
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(plain.string()));
+  ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::FromGguf(*vocab));
+
+  std::vector<std::string> cues = o.cues;
+  if (cues.empty()) {
+    // The places a chat template hands the turn to the model: a model turn opens (Gemma 4 without
+    // thinking: with its empty thought channel), or a tool's result closes.
+    if (tokenizer.vocab().Find("<|turn>") >= 0) {
+      cues = {"<|turn>model\n", "<|turn>model\n<|channel>thought\n<channel|>", "<tool_response|>"};
+    } else {
+      cues = {"<start_of_turn>model\n"};
+    }
+  }
+  // Special tokens spelled in the text become those tokens: the script writes "<|tool_call>" as the model would.
+  EncodeOptions encode;
+  encode.parse_special = true;
+  auto flatten = [&](const std::vector<std::string>& texts, const std::string& what, std::vector<int32_t>* tokens,
+                     std::vector<int32_t>* lengths) -> Status {
+    for (const std::string& text : texts) {
+      const std::vector<int32_t> ids = tokenizer.Encode(text, encode);
+      if (ids.empty()) return Status::Error("a scripted model's " + what + " is empty");
+      tokens->insert(tokens->end(), ids.begin(), ids.end());
+      lengths->push_back(static_cast<int32_t>(ids.size()));
+    }
+    return Status::Ok();
+  };
+  std::vector<int32_t> cue_tokens, cue_lengths, answer_tokens, answer_lengths;
+  RETURN_IF_ERROR(flatten(cues, "cue", &cue_tokens, &cue_lengths));
+  RETURN_IF_ERROR(flatten(o.answers, "answer", &answer_tokens, &answer_lengths));
+  const int32_t end = tokenizer.eos_id();
+  if (end < 0) return Status::Error("'" + o.tokenizer + "' names no end-of-sequence token");
+
+  const std::string arch = "gemlet-scripted";
+  GgufWriter writer;
+  writer.SetString("general.architecture", arch);
+  writer.SetString("general.name", o.name.empty() ? std::string("scripted") : o.name);
+  writer.SetU32(arch + ".context_length", static_cast<uint32_t>(o.context_length));
+  writer.SetI32Array(arch + ".cue_tokens", cue_tokens);
+  writer.SetI32Array(arch + ".cue_lengths", cue_lengths);
+  writer.SetI32Array(arch + ".answer_tokens", answer_tokens);
+  writer.SetI32Array(arch + ".answer_lengths", answer_lengths);
+  writer.SetU32(arch + ".end_token_id", static_cast<uint32_t>(end));
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (key.substr(0, 10) == "tokenizer.") RETURN_IF_ERROR(writer.SetValue(std::string(key), value));
+  }
+  RETURN_IF_ERROR(writer.Write(o.output_path));
+  ScriptedModelReport report;
+  report.n_vocab = tokenizer.vocab_size();
+  report.n_cues = cues.size();
+  report.answer_tokens = answer_lengths;
+  return report;
+}
+
+Result<ScriptedModelOptions> ReadModelScript(const std::string& json_path) {
+  std::ifstream in(json_path, std::ios::binary);
+  if (!in) return Status::Error("cannot read the script '" + json_path + "'");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string where = "script '" + json_path + "': ";
+  if (j.is_discarded() || !j.is_object()) return Status::Error(where + "not a JSON object");
+  ScriptedModelOptions o;
+  auto strings = [&](const char* key, std::vector<std::string>* out) -> Status {
+    if (!j.contains(key)) return Status::Ok();
+    const nlohmann::json& a = j[key];
+    if (!a.is_array()) return Status::Error(where + "'" + key + "' must be an array of strings");
+    for (const nlohmann::json& v : a) {
+      if (!v.is_string()) return Status::Error(where + "'" + key + "' must be an array of strings");
+      out->push_back(v.get<std::string>());
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(strings("answers", &o.answers));
+  RETURN_IF_ERROR(strings("cues", &o.cues));
+  if (o.answers.empty()) return Status::Error(where + "needs \"answers\": [\"...\", ...]");
+  if (j.contains("context_length")) {
+    if (!j["context_length"].is_number_integer() || j["context_length"].get<int64_t>() < 16 ||
+        j["context_length"].get<int64_t>() > (1 << 24)) {
+      return Status::Error(where + "'context_length' must be an integer in [16, 16777216]");
+    }
+    o.context_length = j["context_length"].get<int>();
+  }
+  if (j.contains("name")) {
+    if (!j["name"].is_string()) return Status::Error(where + "'name' must be a string");
+    o.name = j["name"].get<std::string>();
+  }
+  return o;
+}
+
 }  // namespace gemlet
+

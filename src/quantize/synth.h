@@ -54,4 +54,28 @@ Result<std::string> SynthConfigJson(const SynthPreset& preset, int n_layers);
 // The tensors a preset's file holds, GGUF names and shapes (ne order), in the order written.
 Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> SynthTensorShapes(const SynthPreset& preset, int n_layers);
 
+// A test model that plays back scripted answers (general.architecture "gemlet-scripted", see
+// model/scripted.cc): what a test needs from a model that no random-weight one does by itself.
+struct ScriptedModelOptions {
+  std::string tokenizer;             // a GGUF (or .gguf.xz) whose tokenizer.* keys, chat template included, are copied
+  std::vector<std::string> answers;  // the n-th cue of a context is answered by answers[n-1] (cycling)
+  // Texts after which the model speaks; special tokens spelled out. Empty: the model turn and the
+  // end of a tool's result of the vocabulary's chat format.
+  std::vector<std::string> cues;
+  int context_length = 8192;
+  std::string name;
+  std::string output_path;
+};
+
+struct ScriptedModelReport {
+  int n_vocab = 0;
+  size_t n_cues = 0;
+  std::vector<int32_t> answer_tokens;  // each answer's length in tokens
+};
+
+Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& options);
+// answers, cues, context_length and name from a JSON script file (tokenizer and output left empty).
+Result<ScriptedModelOptions> ReadModelScript(const std::string& json_path);
+
 }  // namespace gemlet
+

@@ -84,6 +84,7 @@ class Generator::Router {
  private:
   bool Emit(const std::string& text, TextKind kind) { return !sink_ || sink_(text, kind); }
   void Record(const std::string& text) {
+    if (text.empty()) return;  // a marker alone: a tool call begins with its first text
     switch (kind_) {
       case TextKind::kAnswer: result_->text += text; break;
       case TextKind::kThought: result_->thought += text; break;
@@ -168,11 +169,30 @@ int32_t Generator::Next(const float* logits) {
     return -1;
   }
   const bool marker = token == channel_open_ || token == channel_close_ || token == call_open_ || token == call_close_;
-  if (token == channel_open_) kind_ = TextKind::kThought;
+  if (token == channel_open_) {
+    kind_ = TextKind::kThought;
+    in_channel_name_ = true;
+    channel_name_.clear();
+  }
   if (token == call_open_) kind_ = TextKind::kToolCall;
   bool hit = false, keep_going = true;
   piece_.clear();
   if (!marker) decoder_.Push(token, &piece_);
+  if (in_channel_name_) {
+    // Gemma 4 opens its thought channel with the channel's name on a line of its own
+    // (<|channel>thought\n...): the name is not part of the thought. A channel closed (or a line
+    // running long) before any newline had no name line: what was held is thought.
+    channel_name_ += piece_;
+    piece_.clear();
+    const size_t newline = channel_name_.find('\n');
+    if (newline != std::string::npos) {
+      piece_ = channel_name_.substr(newline + 1);
+      in_channel_name_ = false;
+    } else if (token == channel_close_ || channel_name_.size() > 64) {
+      piece_ = channel_name_;
+      in_channel_name_ = false;
+    }
+  }
   keep_going = router_->Add(piece_, kind_, &hit);
   if (token == channel_close_ || token == call_close_) {
     if (token == call_close_) router_->EndToolCall();

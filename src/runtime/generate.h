@@ -110,6 +110,9 @@ class Generator {
   std::string piece_;
   int32_t channel_open_, channel_close_, call_open_, call_close_;
   TextKind kind_ = TextKind::kAnswer;
+  // After <|channel>: the channel's name line ("thought\n") is held back here, not part of the thought.
+  bool in_channel_name_ = false;
+  std::string channel_name_;
   int produced_ = 0;
   int limit_ = 0;
   bool done_ = false;

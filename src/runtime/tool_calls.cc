@@ -9,9 +9,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/session.h"
 
 namespace gemlet::runtime {
 
@@ -713,4 +716,120 @@ Result<ToolChoice> ParseToolChoice(std::string_view json) {
   return choice;
 }
 
+namespace {
+
+// ToolChoiceConstraint's walk: before the call (at most one thought channel at a time), the
+// forced opening of a named call, then the model's own text.
+class ToolChoiceMask final : public TokenConstraint {
+ public:
+  ToolChoiceMask(int n_vocab, int32_t channel_open, int32_t channel_close, int32_t call_open, std::vector<int32_t> forced,
+                 std::vector<int32_t> ends)
+      : n_vocab_(n_vocab),
+        channel_open_(channel_open),
+        channel_close_(channel_close),
+        call_open_(call_open),
+        forced_(std::move(forced)),
+        ends_(std::move(ends)) {}
+
+  void Mask(float* logits, int remaining_tokens) override {
+    (void)remaining_tokens;
+    const float none = -std::numeric_limits<float>::infinity();
+    switch (state_) {
+      case State::kBeforeCall: {
+        // The answer opens with the call, or with a thought before it.
+        const float call = logits[call_open_], think = channel_open_ >= 0 ? logits[channel_open_] : none;
+        std::fill(logits, logits + n_vocab_, none);
+        logits[call_open_] = call;
+        if (channel_open_ >= 0) logits[channel_open_] = think;
+        break;
+      }
+      case State::kThought:
+        for (int32_t end : ends_) logits[end] = none;  // a thought cannot end the answer
+        if (call_open_ >= 0) logits[call_open_] = none;
+        break;
+      case State::kForced: {
+        const float keep = logits[forced_[forced_at_]];
+        std::fill(logits, logits + n_vocab_, none);
+        logits[forced_[forced_at_]] = keep;
+        break;
+      }
+      case State::kFree: break;
+    }
+  }
+
+  Status Accept(int32_t token) override {
+    switch (state_) {
+      case State::kBeforeCall:
+        if (token == channel_open_) {
+          state_ = State::kThought;
+        } else if (token == call_open_) {
+          state_ = forced_.empty() ? State::kFree : State::kForced;
+        } else {
+          return Status::Error("token " + std::to_string(token) + " before the required tool call");
+        }
+        break;
+      case State::kThought:
+        if (token == channel_close_) state_ = State::kBeforeCall;
+        break;
+      case State::kForced:
+        if (token != forced_[forced_at_]) return Status::Error("token " + std::to_string(token) + " in the forced call opening");
+        if (++forced_at_ == forced_.size()) state_ = State::kFree;
+        break;
+      case State::kFree: break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  enum class State { kBeforeCall, kThought, kForced, kFree };
+  const int n_vocab_;
+  const int32_t channel_open_, channel_close_, call_open_;
+  const std::vector<int32_t> forced_;  // "call:NAME{" for a named function
+  const std::vector<int32_t> ends_;
+  State state_ = State::kBeforeCall;
+  size_t forced_at_ = 0;
+};
+
+// tool_choice "none": never <|tool_call>.
+class ForbidToken final : public TokenConstraint {
+ public:
+  explicit ForbidToken(int32_t token) : token_(token) {}
+  void Mask(float* logits, int remaining_tokens) override {
+    (void)remaining_tokens;
+    logits[token_] = -std::numeric_limits<float>::infinity();
+  }
+  Status Accept(int32_t token) override {
+    return token == token_ ? Status::Error("a tool call under tool_choice \"none\"") : Status::Ok();
+  }
+
+ private:
+  const int32_t token_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TokenConstraint>> ToolChoiceConstraint(const ToolChoice& choice, const Engine& engine) {
+  if (choice.mode == ToolChoice::kAuto) return std::unique_ptr<TokenConstraint>();
+  const Tokenizer& tok = engine.tokenizer();
+  const int32_t call_open = tok.vocab().Find("<|tool_call>");
+  if (choice.mode == ToolChoice::kNone) {
+    // The prompt declares no tools; a model that calls one anyway (from the history) may not.
+    if (call_open < 0) return std::unique_ptr<TokenConstraint>();
+    return std::unique_ptr<TokenConstraint>(std::make_unique<ForbidToken>(call_open));
+  }
+  if (call_open < 0) {
+    return Status::Error(StatusCode::kInvalidArgument, "tool_choice: this model's vocabulary has no <|tool_call> token");
+  }
+  std::vector<int32_t> forced;
+  if (choice.mode == ToolChoice::kFunction) {
+    EncodeOptions plain;
+    plain.parse_special = false;
+    forced = tok.Encode("call:" + choice.function + "{", plain);
+  }
+  return std::unique_ptr<TokenConstraint>(std::make_unique<ToolChoiceMask>(
+      engine.config().n_vocab, tok.vocab().Find("<|channel>"), tok.vocab().Find("<channel|>"), call_open, std::move(forced),
+      engine.end_of_generation()));
+}
+
 }  // namespace gemlet::runtime
+

@@ -2,12 +2,14 @@
 // them, and the model's calls ("call:NAME{key:<|"|>v<|"|>}") parsed back to OpenAI's JSON.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "runtime/chat_format.h"
+#include "runtime/generate.h"
 
 namespace gemlet::runtime {
 
@@ -30,6 +32,15 @@ Result<std::string> FormatGemma4ToolCall(std::string_view name, std::string_view
 // OpenAI's tool_choice as JSON text: "auto", "none", "required" or
 // {"type":"function","function":{"name":"NAME"}}; empty text is "auto".
 Result<ToolChoice> ParseToolChoice(std::string_view json);
+
+class Engine;
+
+// Enforces a tool_choice the prompt cannot express ("required", a named function) while sampling:
+// the answer opens with <|tool_call>, after a thought channel if the model thinks first, and for a
+// named function the call's text starts "call:NAME{". What follows is the model's. "none": never
+// <|tool_call> (the history may show calls). Null for "auto", and for "none" on a vocabulary
+// without tool calls; an error for the others there.
+Result<std::unique_ptr<TokenConstraint>> ToolChoiceConstraint(const ToolChoice& choice, const Engine& engine);
 
 // For chat_format.cc: the rendered prompt as segments, special tokens (<|"|>, <|tool>, ...) as markup
 // and the text between them as content, so each run tokenizes as it does in the whole prompt.

@@ -186,6 +186,49 @@ std::optional<ApiError> ReadContent(const json& m, size_t index, std::string* ou
   return std::nullopt;
 }
 
+// An assistant message's tool_calls: [{"function": {"name", "arguments"}, "id"?}]. OpenAI sends
+// the arguments as JSON text, Ollama as an object: either is kept as JSON text.
+std::optional<ApiError> ReadToolCalls(const json& m, const std::string& where, std::vector<ToolCall>* out) {
+  auto calls = m.find("tool_calls");
+  if (calls == m.end() || calls->is_null()) return std::nullopt;
+  if (!calls->is_array()) return Invalid(where + ".tool_calls", "'" + where + ".tool_calls' must be an array");
+  for (const json& c : *calls) {
+    const json* f = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+    if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+      return Invalid(where + ".tool_calls", "each tool call needs function.name");
+    }
+    ToolCall call;
+    call.name = (*f)["name"].get<std::string>();
+    if (f->contains("arguments")) {
+      const json& a = (*f)["arguments"];
+      call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
+    }
+    if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+    out->push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+// "tools" and "tool_choice", as OpenAI and Ollama both write them.
+std::optional<ApiError> ReadTools(const json& body, CompletionRequest* r) {
+  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return Invalid("tools", "'tools' must be an array");
+    for (const json& tool : *t) {
+      if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+          !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string()) {
+        return Invalid("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+    }
+    if (!t->empty()) r->tools = t->dump();
+  }
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    if (!c->is_string() && !c->is_object()) return Invalid("tool_choice", "'tool_choice' must be a string or an object");
+    r->tool_choice = c->dump();
+    r->options.tool_choice = r->tool_choice;  // "required" and a named function are enforced while sampling
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits, CompletionRequest* r) {
@@ -215,41 +258,11 @@ std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits,
     }
     if (role == "assistant") {
       if (auto e = ReadString(m, "reasoning_content", &msg.reasoning)) return e;
-      if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
-        if (!calls->is_array()) return Invalid(where + ".tool_calls", "'" + where + ".tool_calls' must be an array");
-        for (const json& c : *calls) {
-          const json* f = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
-          if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
-            return Invalid(where + ".tool_calls", "each tool call needs function.name");
-          }
-          ToolCall call;
-          call.name = (*f)["name"].get<std::string>();
-          // OpenAI sends the arguments as JSON text; an object is taken as it is.
-          if (f->contains("arguments")) {
-            const json& a = (*f)["arguments"];
-            call.arguments = a.is_string() ? a.get<std::string>() : a.dump();
-          }
-          if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
-          msg.tool_calls.push_back(std::move(call));
-        }
-      }
+      if (auto e = ReadToolCalls(m, where, &msg.tool_calls)) return e;
     }
     r->messages.push_back(std::move(msg));
   }
-  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return Invalid("tools", "'tools' must be an array");
-    for (const json& tool : *t) {
-      if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
-          !tool["function"].is_object() || !tool["function"].contains("name") || !tool["function"]["name"].is_string()) {
-        return Invalid("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
-      }
-    }
-    if (!t->empty()) r->tools = t->dump();
-  }
-  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
-    if (!c->is_string() && !c->is_object()) return Invalid("tool_choice", "'tool_choice' must be a string or an object");
-    r->tool_choice = c->dump();
-  }
+  if (auto e = ReadTools(body, r)) return e;
   if (auto e = ReadGenerationFields(body, limits, r)) return e;
   if (auto e = ReadBool(body, "logprobs", &r->logprobs)) return e;
   int64_t top = 0;
@@ -316,12 +329,21 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
       Message msg;
       if (!m.is_object()) return Invalid("messages", "each message must be an object");
       if (auto e = ReadString(m, "role", &msg.role)) return e;
-      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
-        return Invalid("messages", "a message's role must be system, user or assistant");
+      if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
+        return Invalid("messages", "a message's role must be system, user, assistant or tool");
       }
       if (auto e = ReadString(m, "content", &msg.content)) return e;
+      if (msg.role == "assistant") {
+        if (auto e = ReadString(m, "thinking", &msg.reasoning)) return e;
+        if (auto e = ReadToolCalls(m, "messages[" + std::to_string(i) + "]", &msg.tool_calls)) return e;
+      }
+      // Ollama names a tool's result by tool_name; its calls carry no ids, so results go in order.
+      if (msg.role == "tool") {
+        if (auto e = ReadString(m, "tool_name", &msg.name)) return e;
+      }
       r->messages.push_back(std::move(msg));
     }
+    if (auto e = ReadTools(body, r)) return e;
   } else {
     if (auto e = ReadString(body, "prompt", &r->prompt)) return e;
     std::string system;
@@ -434,6 +456,23 @@ json ChatLogprobs(const Engine& engine, const Reply& reply) {
 
 }  // namespace
 
+json LogprobsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply) {
+  if (!r.logprobs || !c.engine) return nullptr;
+  if (r.chat) return ChatLogprobs(*c.engine, reply);
+  json tokens = json::array(), logprobs = json::array(), top = json::array();
+  for (const TokenLogprobs& lp : reply.logprobs) {
+    const std::string text = c.engine->Detokenize(std::span<const int32_t>(&lp.chosen.token, 1));
+    tokens.push_back(Printable(text));
+    logprobs.push_back(lp.chosen.logprob);
+    json alternatives = json::object();
+    for (const TokenLogprob& t : lp.top) {
+      alternatives[Printable(c.engine->Detokenize(std::span<const int32_t>(&t.token, 1)))] = t.logprob;
+    }
+    top.push_back(alternatives);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}};
+}
+
 json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index) {
   json calls = json::array();
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
@@ -454,7 +493,7 @@ json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, co
     if (reply.text.empty()) message["content"] = nullptr;  // as OpenAI answers a call alone
   }
   json choice = {{"index", 0}, {"message", message}, {"finish_reason", FinishReason(reply)}};
-  choice["logprobs"] = r.logprobs && c.engine ? ChatLogprobs(*c.engine, reply) : json(nullptr);
+  choice["logprobs"] = LogprobsJson(c, r, reply);
   return {{"id", c.id},          {"object", "chat.completion"}, {"created", c.created},
           {"model", c.model},    {"choices", json::array({choice})}, {"usage", UsageJson(reply)},
           {"system_fingerprint", "gemlet"}};
@@ -462,22 +501,7 @@ json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, co
 
 json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply) {
   json choice = {{"index", 0}, {"text", reply.text}, {"finish_reason", FinishReason(reply)}};
-  if (r.logprobs && c.engine) {
-    json tokens = json::array(), logprobs = json::array(), top = json::array();
-    for (const TokenLogprobs& lp : reply.logprobs) {
-      const std::string text = c.engine->Detokenize(std::span<const int32_t>(&lp.chosen.token, 1));
-      tokens.push_back(Printable(text));
-      logprobs.push_back(lp.chosen.logprob);
-      json alternatives = json::object();
-      for (const TokenLogprob& t : lp.top) {
-        alternatives[Printable(c.engine->Detokenize(std::span<const int32_t>(&t.token, 1)))] = t.logprob;
-      }
-      top.push_back(alternatives);
-    }
-    choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}};
-  } else {
-    choice["logprobs"] = nullptr;
-  }
+  choice["logprobs"] = LogprobsJson(c, r, reply);
   return {{"id", c.id},       {"object", "text_completion"}, {"created", c.created},
           {"model", c.model}, {"choices", json::array({choice})}, {"usage", UsageJson(reply)},
           {"system_fingerprint", "gemlet"}};
@@ -528,6 +552,16 @@ json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, boo
   const GenerationStats& st = reply.stats;
   const auto ns = [](double seconds) { return static_cast<int64_t>(seconds * 1e9); };
   const double decode_seconds = st.decode_tokens_per_second > 0 ? st.generated_tokens / st.decode_tokens_per_second : 0;
+  if (chat && !reply.tool_calls.empty()) {
+    // Ollama gives a call's arguments as an object.
+    json calls = json::array();
+    for (const ToolCall& call : reply.tool_calls) {
+      json arguments = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+      if (arguments.is_discarded()) arguments = json::object();
+      calls.push_back({{"function", {{"name", call.name}, {"arguments", arguments}}}});
+    }
+    j["message"]["tool_calls"] = calls;
+  }
   j["done"] = true;
   j["done_reason"] = st.stop == StopReason::kMaxTokens || st.stop == StopReason::kContextFull ? "length" : "stop";
   j["total_duration"] = ns(st.ttft_seconds + decode_seconds);

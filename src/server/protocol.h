@@ -67,6 +67,9 @@ struct ResponseContext {
 nlohmann::json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json UsageJson(const Reply& reply);
+// The reply's logprobs as the request's API writes them (chat: {"content": [...]}; text:
+// {"tokens", "token_logprobs", "top_logprobs"}); null unless the request asked for them.
+nlohmann::json LogprobsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 // The reply's tool calls as OpenAI's tool_calls array (with "index" for a streamed delta).
 nlohmann::json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index);
 // Streaming: one chunk's JSON. delta is {"role":...} / {"content":...} / {"reasoning_content":...}.

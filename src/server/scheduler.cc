@@ -15,6 +15,19 @@ bool Job::Take(std::vector<Chunk>* out, std::chrono::milliseconds timeout) {
   return finished;
 }
 
+SchedulerStats& operator+=(SchedulerStats& total, const SchedulerStats& retired) {
+  total.requests_total += retired.requests_total;
+  total.requests_cancelled += retired.requests_cancelled;
+  total.requests_rejected += retired.requests_rejected;
+  total.prompt_tokens_total += retired.prompt_tokens_total;
+  total.cached_tokens_total += retired.cached_tokens_total;
+  total.generated_tokens_total += retired.generated_tokens_total;
+  total.steps_total += retired.steps_total;
+  total.step_tokens_total += retired.step_tokens_total;
+  total.busy_seconds += retired.busy_seconds;
+  return total;
+}
+
 Scheduler::Scheduler(std::shared_ptr<Engine> engine, int parallel, const SessionOptions& slot, int queue_size)
     : engine_(std::move(engine)), parallel_(parallel), slot_options_(slot), queue_size_(queue_size) {}
 

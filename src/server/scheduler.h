@@ -59,6 +59,10 @@ struct SchedulerStats {
   double busy_seconds = 0;           // time spent stepping
 };
 
+// Counters of a scheduler that was retired (the model unloaded when idle) added to a live one's,
+// so that /metrics counts never go back.
+SchedulerStats& operator+=(SchedulerStats& total, const SchedulerStats& retired);
+
 class Scheduler {
  public:
   Scheduler(std::shared_ptr<Engine> engine, int parallel, const SessionOptions& slot, int queue_size);

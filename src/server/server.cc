@@ -4,10 +4,14 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -65,16 +69,54 @@ bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.wr
 bool WriteEvent(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, "data: " + j.dump() + "\n\n"); }
 bool WriteLine(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, j.dump() + "\n"); }
 
+// The process's anonymous memory (/proc/self/status RssAnon), for /metrics while no engine is loaded.
+uint64_t ProcessAnonBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::strtoull(line.c_str() + 8, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
 }  // namespace
 
 struct Server::Impl {
-  std::shared_ptr<Engine> engine;
   ServerOptions options;
+  ModelInfo info;  // of the model file: the same whether loaded or not
+  int slot_ctx = 0;
   std::string model_name;
   server::Limits limits;
   httplib::Server http;
-  std::unique_ptr<server::Scheduler> scheduler;
   std::thread listener;
+
+  // The model, while loaded: the engine and the scheduler over its slots. Every request that needs
+  // them holds a lease; with none held for idle_unload_seconds both are let go, and the next
+  // Acquire loads them again.
+  std::mutex model_mutex;
+  std::shared_ptr<Engine> engine;
+  std::shared_ptr<server::Scheduler> scheduler;
+  int leases = 0;
+  std::chrono::steady_clock::time_point last_release = std::chrono::steady_clock::now();
+  server::SchedulerStats retired;  // counters of the schedulers unloaded so far
+  uint64_t loads = 0, unloads = 0;
+  std::condition_variable idle_wake;
+  std::thread idle_thread;
+
+  struct Lease {
+    Impl* owner;
+    std::shared_ptr<Engine> engine;
+    std::shared_ptr<server::Scheduler> scheduler;
+    Lease(Impl* o, std::shared_ptr<Engine> e, std::shared_ptr<server::Scheduler> s)
+        : owner(o), engine(std::move(e)), scheduler(std::move(s)) {}
+    ~Lease() { owner->Release(); }
+  };
+  // The loaded model (loading it again if it was unloaded), held until the lease is dropped.
+  Result<std::shared_ptr<Lease>> Acquire();
+  void Release();
+  Status LoadLocked();  // model_mutex held
+  void IdleLoop();
+
   int port = 0;
   int64_t created = UnixNow();
   std::atomic<uint64_t> next_id{1};
@@ -94,9 +136,11 @@ struct Server::Impl {
   // The dialects' handlers share this: parse, tokenize, queue, answer.
   enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate };
   void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
-  std::optional<ApiError> Prompt(const CompletionRequest& r, std::vector<int32_t>* tokens) const;
-  void StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c);
-  void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c);
+  std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, std::vector<int32_t>* tokens) const;
+  void StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
+                    std::shared_ptr<Lease> lease);
+  void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
+                    std::shared_ptr<Lease> lease);
   void Tokenize(const httplib::Request& req, httplib::Response& res);
   void Detokenize(const httplib::Request& req, httplib::Response& res);
   std::string Metrics();
@@ -114,12 +158,15 @@ Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, c
   if (options.port < 0 || options.port > 65535) return Status::Error(StatusCode::kInvalidArgument, "port must be in [0, 65535]");
   if (options.queue_size < 0) return Status::Error(StatusCode::kInvalidArgument, "queue_size must be >= 0");
   if (options.max_tokens < 1) return Status::Error(StatusCode::kInvalidArgument, "max_tokens must be >= 1");
+  if (options.idle_unload_seconds < 0) return Status::Error(StatusCode::kInvalidArgument, "idle_unload_seconds must be >= 0");
+  if (options.idle_unload_seconds > 0 && !options.reload) {
+    return Status::Error(StatusCode::kInvalidArgument, "idle_unload_seconds needs a reload function to load the model again");
+  }
   auto impl = std::make_unique<Impl>();
+  impl->info = engine->info();
   impl->engine = std::move(engine);
   impl->options = options;
-  impl->model_name = !options.model_name.empty() ? options.model_name
-                     : !impl->engine->info().name.empty() ? impl->engine->info().name
-                                                          : "gemlet";
+  impl->model_name = !options.model_name.empty() ? options.model_name : !impl->info.name.empty() ? impl->info.name : "gemlet";
   impl->limits.max_tokens = options.max_tokens;
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -130,8 +177,10 @@ Status Server::Start() {
     std::lock_guard<std::mutex> lock(d.state_mutex);
     if (d.running || d.stopped) return Status::Error(StatusCode::kInvalidArgument, "the server was started already");
   }
-  d.scheduler = std::make_unique<server::Scheduler>(d.engine, d.options.parallel, d.options.slot, d.options.queue_size);
-  if (Status s = d.scheduler->Start(); !s.ok()) return s;
+  {
+    std::lock_guard<std::mutex> lock(d.model_mutex);
+    if (Status s = d.LoadLocked(); !s.ok()) return s;
+  }
   const int threads = d.options.http_threads > 0 ? d.options.http_threads : d.options.parallel + d.options.queue_size + 8;
   d.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   d.http.set_payload_max_length(d.options.max_body_bytes);
@@ -148,6 +197,7 @@ Status Server::Start() {
   d.port = d.options.port == 0 ? d.http.bind_to_any_port(d.options.host)
                                : (d.http.bind_to_port(d.options.host, d.options.port) ? d.options.port : -1);
   if (d.port <= 0) {
+    std::lock_guard<std::mutex> lock(d.model_mutex);
     d.scheduler->Stop();
     return Status::Error("cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) +
                          " (in use, or not an address of this machine)");
@@ -158,6 +208,7 @@ Status Server::Start() {
     d.running = true;
   }
   d.listener = std::thread([&d] { d.http.listen_after_bind(); });
+  if (d.options.idle_unload_seconds > 0) d.idle_thread = std::thread([&d] { d.IdleLoop(); });
   return Status::Ok();
 }
 
@@ -170,9 +221,16 @@ void Server::Stop() {
     if (d.stopped) return;
     d.stopped = true;
   }
+  d.idle_wake.notify_all();
+  if (d.idle_thread.joinable()) d.idle_thread.join();
   // The scheduler first: every job ends, so the handlers streaming them return and the HTTP
-  // threads can be joined.
-  if (d.scheduler) d.scheduler->Stop();
+  // threads can be joined. Not under model_mutex: those handlers release their leases.
+  std::shared_ptr<server::Scheduler> scheduler;
+  {
+    std::lock_guard<std::mutex> lock(d.model_mutex);
+    scheduler = d.scheduler;
+  }
+  if (scheduler) scheduler->Stop();
   d.http.stop();
   if (d.listener.joinable()) d.listener.join();
   {
@@ -187,6 +245,64 @@ void Server::Wait() {
   impl_->state_changed.wait(lock, [this] { return impl_->stopped && !impl_->running; });
 }
 
+Status Server::Impl::LoadLocked() {
+  if (!engine) {
+    if (!options.reload) return Status::Error("the model is not loaded and there is no way to load it");
+    Result<std::shared_ptr<Engine>> loaded = options.reload();
+    if (!loaded.ok()) return loaded.status();
+    engine = std::move(loaded).value();
+  }
+  auto s = std::make_shared<server::Scheduler>(engine, options.parallel, options.slot, options.queue_size);
+  if (Status started = s->Start(); !started.ok()) return started;
+  scheduler = std::move(s);
+  slot_ctx = scheduler->slot_ctx();
+  ++loads;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<Server::Impl::Lease>> Server::Impl::Acquire() {
+  std::lock_guard<std::mutex> lock(model_mutex);
+  if (!scheduler) {
+    if (options.log) options.log("loading the model again (unloaded when idle)");
+    if (Status s = LoadLocked(); !s.ok()) {
+      engine.reset();
+      return Status::Error("cannot load the model again: " + s.message());
+    }
+  }
+  ++leases;
+  return std::make_shared<Lease>(this, engine, scheduler);
+}
+
+void Server::Impl::Release() {
+  std::lock_guard<std::mutex> lock(model_mutex);
+  --leases;
+  last_release = std::chrono::steady_clock::now();
+}
+
+// Unloads the model once no request has held it for idle_unload_seconds. A lease is taken before
+// a job is queued and dropped after its answer is sent, so no lease means no job anywhere.
+void Server::Impl::IdleLoop() {
+  const auto idle = std::chrono::seconds(options.idle_unload_seconds);
+  std::unique_lock<std::mutex> lock(model_mutex);
+  for (;;) {
+    idle_wake.wait_for(lock, std::min<std::chrono::steady_clock::duration>(idle, std::chrono::seconds(1)));
+    {
+      std::lock_guard<std::mutex> state(state_mutex);
+      if (stopped) return;
+    }
+    if (!scheduler || leases > 0 || std::chrono::steady_clock::now() - last_release < idle) continue;
+    retired += scheduler->stats();
+    scheduler->Stop();
+    scheduler.reset();
+    engine.reset();
+#if defined(__GLIBC__)
+    malloc_trim(0);  // glibc keeps freed heap pages mapped; give them back too
+#endif
+    ++unloads;
+    if (options.log) options.log("unloaded the model after " + std::to_string(options.idle_unload_seconds) + " s idle");
+  }
+}
+
 bool Server::Impl::Authorized(const httplib::Request& req) const {
   if (options.api_key.empty()) return true;
   const std::string header = req.get_header_value("Authorization");
@@ -196,7 +312,6 @@ bool Server::Impl::Authorized(const httplib::Request& req) const {
 }
 
 json Server::Impl::ModelJson() const {
-  const ModelInfo& info = engine->info();
   return {{"id", model_name},
           {"object", "model"},
           {"created", created},
@@ -205,7 +320,7 @@ json Server::Impl::ModelJson() const {
            {{"architecture", info.architecture},
             {"n_vocab", info.n_vocab},
             {"n_ctx_train", info.n_ctx_train},
-            {"n_ctx", scheduler ? scheduler->slot_ctx() : 0},
+            {"n_ctx", slot_ctx},
             {"n_params", info.n_parameters},
             {"size", info.file_bytes},
             {"file_type", info.file_type}}}};
@@ -267,8 +382,13 @@ void Server::Impl::Routes() {
   });
 
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const server::SchedulerStats s = scheduler->stats();
-    res.set_content(json({{"status", "ok"}, {"slots_idle", s.slots - s.slots_busy}, {"slots_processing", s.slots_busy}})
+    std::lock_guard<std::mutex> lock(model_mutex);
+    // Unloaded when idle, every slot is idle: the next request loads the model again.
+    const server::SchedulerStats s = scheduler ? scheduler->stats() : server::SchedulerStats{options.parallel};
+    res.set_content(json({{"status", "ok"},
+                          {"slots_idle", s.slots - s.slots_busy},
+                          {"slots_processing", s.slots_busy},
+                          {"model_loaded", scheduler != nullptr}})
                         .dump(),
                     kJson);
   });
@@ -297,7 +417,6 @@ void Server::Impl::Routes() {
     res.set_content(json({{"version", "0.1.0-gemlet"}}).dump(), kJson);
   });
   http.Get("/api/tags", [this](const httplib::Request&, httplib::Response& res) {
-    const ModelInfo& info = engine->info();
     json model = {{"name", model_name},
                   {"model", model_name},
                   {"size", info.file_bytes},
@@ -311,7 +430,6 @@ void Server::Impl::Routes() {
     res.set_content(json({{"models", json::array({model})}}).dump(), kJson);
   });
   http.Post("/api/show", [this](const httplib::Request&, httplib::Response& res) {
-    const ModelInfo& info = engine->info();
     json j = {{"details",
                {{"format", "gguf"},
                 {"family", info.architecture},
@@ -338,28 +456,29 @@ void Server::Impl::Routes() {
   });
 }
 
-std::optional<ApiError> Server::Impl::Prompt(const CompletionRequest& r, std::vector<int32_t>* tokens) const {
+std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const CompletionRequest& r,
+                                             std::vector<int32_t>* tokens) const {
   if (r.chat) {
     ChatOptions o;
     o.thinking = r.thinking;
     o.tools = r.tools;
     o.tool_choice = r.tool_choice;
-    Result<std::vector<int32_t>> t = engine->TokenizeChat(r.messages, o);
+    Result<std::vector<int32_t>> t = engine.TokenizeChat(r.messages, o);
     if (!t.ok()) return Error(400, t.message(), "invalid_request_error");
     *tokens = std::move(t).value();
   } else if (!r.prompt_tokens.empty()) {
     for (int32_t id : r.prompt_tokens) {
-      if (id < 0 || id >= engine->info().n_vocab) {
+      if (id < 0 || id >= info.n_vocab) {
         return Error(400, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
-                              std::to_string(engine->info().n_vocab - 1) + ")");
+                              std::to_string(info.n_vocab - 1) + ")");
       }
     }
     *tokens = r.prompt_tokens;
   } else {
     // Raw prompts, as llama-server takes them: BOS first, and written control tokens are parsed.
-    *tokens = engine->Tokenize(r.prompt, {.add_special = true, .parse_special = true});
+    *tokens = engine.Tokenize(r.prompt, {.add_special = true, .parse_special = true});
   }
-  const int n_ctx = scheduler->slot_ctx();
+  const int n_ctx = slot_ctx;
   if (static_cast<int>(tokens->size()) >= n_ctx) {
     ApiError e = Error(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +
                                 std::to_string(n_ctx) + " (with room for at least one more)",
@@ -384,17 +503,20 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   }
   if (err) return SendError(res, *err);
   if (std::string invalid = Validate(r.options); !invalid.empty()) return SendError(res, Error(400, invalid));
+  Result<std::shared_ptr<Lease>> leased = Acquire();
+  if (!leased.ok()) return SendError(res, Error(500, leased.message(), "server_error"));
+  std::shared_ptr<Lease> lease = std::move(leased).value();
   auto job = std::make_shared<Job>();
-  if (auto e = Prompt(r, &job->prompt)) return SendError(res, *e);
+  if (auto e = Prompt(*lease->engine, r, &job->prompt)) return SendError(res, *e);
   job->options = r.options;
-  if (!r.options.response_format.empty()) {
-    if (Status s = engine->CheckResponseFormat(r.options, scheduler->slot_ctx()); !s.ok()) {
+  if (!r.options.response_format.empty() || !r.options.tool_choice.empty()) {
+    if (Status s = lease->engine->CheckResponseFormat(r.options, slot_ctx); !s.ok()) {
       ApiError e = Error(400, s.message());
-      e.param = "response_format";
+      e.param = r.options.response_format.empty() ? "tool_choice" : "response_format";
       return SendError(res, e);
     }
   }
-  if (!scheduler->Enqueue(job)) {
+  if (!lease->scheduler->Enqueue(job)) {
     res.set_header("Retry-After", "1");
     return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
                                 "server_error", "overloaded"));
@@ -403,10 +525,10 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   c.id = NewId(dialect == Dialect::kOpenAiChat ? "chatcmpl-" : "cmpl-");
   c.created = UnixNow();
   c.model = model_name;
-  c.engine = engine.get();
+  c.engine = lease->engine.get();
   if (r.stream) {
-    if (ollama) return StreamOllama(res, job, std::move(r), c);
-    return StreamOpenAi(res, job, std::move(r), c);
+    if (ollama) return StreamOllama(res, job, std::move(r), c, std::move(lease));
+    return StreamOpenAi(res, job, std::move(r), c, std::move(lease));
   }
   // Not streamed: wait for the reply. A client that hangs up meanwhile is only noticed when its
   // connection is written to, so after a second the answer goes out chunked, led by whitespace
@@ -437,7 +559,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   }
   res.set_chunked_content_provider(
       kJson,
-      [job, answer](size_t, httplib::DataSink& sink) {
+      [job, answer, lease](size_t, httplib::DataSink& sink) {
         std::vector<Job::Chunk> chunks;
         while (!job->Take(&chunks, std::chrono::milliseconds(1000))) {
           chunks.clear();
@@ -461,12 +583,12 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
 }
 
 void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r,
-                                server::ResponseContext c) {
+                                server::ResponseContext c, std::shared_ptr<Lease> lease) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, r, c](size_t, httplib::DataSink& sink) {
+      [job, r, c, lease](size_t, httplib::DataSink& sink) {
         const auto fail = [&job] {
           job->cancelled.store(true);
           return false;
@@ -507,6 +629,9 @@ void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job
             if (!WriteEvent(sink, calls)) return false;
           }
           json last = r.chat ? server::ChatChunkJson(c, json::object(), finish) : server::TextChunkJson(c, "", finish);
+          // Logprobs of a streamed answer come with its last chunk, all of them: the text arrives in
+          // pieces that need not match tokens, and clients append each chunk's logprobs.
+          last["choices"][0]["logprobs"] = server::LogprobsJson(c, r, reply.value());
           if (!WriteEvent(sink, last)) return false;
           if (r.include_usage) {
             json usage = r.chat ? server::ChatChunkJson(c, json::object(), nullptr) : server::TextChunkJson(c, "", nullptr);
@@ -525,10 +650,10 @@ void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job
 }
 
 void Server::Impl::StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r,
-                                server::ResponseContext c) {
+                                server::ResponseContext c, std::shared_ptr<Lease> lease) {
   res.set_chunked_content_provider(
       "application/x-ndjson",
-      [job, r, c](size_t, httplib::DataSink& sink) {
+      [job, r, c, lease](size_t, httplib::DataSink& sink) {
         for (;;) {
           std::vector<Job::Chunk> chunks;
           const bool done = job->Take(&chunks, std::chrono::milliseconds(1000));
@@ -569,11 +694,14 @@ void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res)
   const auto flag = [&body](const char* key, bool fallback) {
     return body.contains(key) && body[key].is_boolean() ? body[key].get<bool>() : fallback;
   };
-  const std::vector<int32_t> tokens = engine->Tokenize(
+  Result<std::shared_ptr<Lease>> lease = Acquire();
+  if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+  const Engine& engine = *lease.value()->engine;
+  const std::vector<int32_t> tokens = engine.Tokenize(
       body["content"].get<std::string>(), {.add_special = flag("add_special", false), .parse_special = flag("parse_special", true)});
   json out = json::array();
   if (flag("with_pieces", false)) {
-    for (int32_t t : tokens) out.push_back({{"id", t}, {"piece", engine->TokenText(t)}});
+    for (int32_t t : tokens) out.push_back({{"id", t}, {"piece", engine.TokenText(t)}});
   } else {
     out = tokens;
   }
@@ -589,19 +717,33 @@ void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& re
   }
   std::vector<int32_t> tokens;
   for (const json& t : body["tokens"]) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= engine->info().n_vocab) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= info.n_vocab) {
       ApiError e = Error(400, "'tokens' holds " + t.dump() + ", not a token id of this model (0.." +
-                                  std::to_string(engine->info().n_vocab - 1) + ")");
+                                  std::to_string(info.n_vocab - 1) + ")");
       e.param = "tokens";
       return SendError(res, e);
     }
     tokens.push_back(t.get<int32_t>());
   }
-  res.set_content(json({{"content", engine->Detokenize(tokens)}}).dump(), kJson);
+  Result<std::shared_ptr<Lease>> lease = Acquire();
+  if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+  res.set_content(json({{"content", lease.value()->engine->Detokenize(tokens)}}).dump(), kJson);
 }
 
 std::string Server::Impl::Metrics() {
-  const server::SchedulerStats s = scheduler->stats();
+  server::SchedulerStats s{options.parallel};
+  uint64_t anon_bytes = 0;
+  bool loaded = false;
+  uint64_t n_loads = 0, n_unloads = 0;
+  {
+    std::lock_guard<std::mutex> lock(model_mutex);
+    if (scheduler) s = scheduler->stats();
+    s += retired;
+    loaded = scheduler != nullptr;
+    anon_bytes = engine ? engine->MeasureMemory().anon_bytes : ProcessAnonBytes();
+    n_loads = loads;
+    n_unloads = unloads;
+  }
   std::ostringstream out;
   const auto metric = [&out](const char* name, const char* type, const char* help, double value) {
     out << "# HELP gemlet_" << name << " " << help << "\n# TYPE gemlet_" << name << " " << type << "\ngemlet_" << name
@@ -624,8 +766,11 @@ std::string Server::Impl::Metrics() {
   metric("decode_steps_total", "counter", "Batched forward steps run.", static_cast<double>(s.steps_total));
   metric("step_tokens_total", "counter", "Tokens evaluated by those steps.", static_cast<double>(s.step_tokens_total));
   metric("busy_seconds_total", "counter", "Seconds spent stepping.", s.busy_seconds);
-  metric("process_anon_bytes", "gauge", "Anonymous (dirty) memory of the process.",
-         static_cast<double>(engine->MeasureMemory().anon_bytes));
+  metric("process_anon_bytes", "gauge", "Anonymous (dirty) memory of the process.", static_cast<double>(anon_bytes));
+  metric("model_loaded", "gauge", "1 while the model is loaded (0: unloaded when idle).", loaded ? 1 : 0);
+  metric("model_loads_total", "counter", "Times the model was loaded (the first time included).", static_cast<double>(n_loads));
+  metric("model_unloads_total", "counter", "Times the model was unloaded after --idle-unload seconds idle.",
+         static_cast<double>(n_unloads));
   out << "# HELP gemlet_http_responses_total HTTP responses by route and status.\n"
       << "# TYPE gemlet_http_responses_total counter\n";
   std::lock_guard<std::mutex> lock(metrics_mutex);

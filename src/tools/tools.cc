@@ -105,6 +105,22 @@ Result<SynthReport> Synth(const SynthOptions& o) {
   return SynthReport{r.arch, r.n_tensors, r.n_elements, r.bytes, r.n_vocab, r.seconds};
 }
 
+namespace {
+gemlet::ScriptedModelOptions ToInternal(const ScriptedModelOptions& o) {
+  return {o.tokenizer, o.answers, o.cues, o.context_length, o.name, o.output_path};
+}
+}  // namespace
+
+Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& o) {
+  ASSIGN_OR_RETURN(gemlet::ScriptedModelReport r, gemlet::WriteScriptedModel(ToInternal(o)));
+  return ScriptedModelReport{r.n_vocab, r.n_cues, r.answer_tokens};
+}
+
+Result<ScriptedModelOptions> ReadModelScript(const std::string& json_path) {
+  ASSIGN_OR_RETURN(gemlet::ScriptedModelOptions s, gemlet::ReadModelScript(json_path));
+  return ScriptedModelOptions{s.tokenizer, s.answers, s.cues, s.context_length, s.name, s.output_path};
+}
+
 Result<EvalReport> Eval(const EvalOptions& o) {
   gemlet::EvalOptions e;
   e.model_path = o.model_path;

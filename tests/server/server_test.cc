@@ -521,6 +521,62 @@ TEST(Server, ResponseFormatJsonSchemaAlwaysParses) {
   ExpectError(t.Post("/v1/chat/completions", tiny), 400, "response_format");
 }
 
+TEST(Server, IdleUnloadLetsTheModelGoAndTheNextRequestLoadsItAgain) {
+  ServerOptions bad;
+  bad.idle_unload_seconds = 1;  // without a way to load the model again
+  EXPECT_EQ(Server::Create(DemoEngine(), bad).status().code(), StatusCode::kInvalidArgument);
+
+  int reloads = 0;
+  ServerOptions o;
+  o.idle_unload_seconds = 1;
+  o.reload = [&reloads]() -> Result<std::shared_ptr<Engine>> {
+    ++reloads;
+    return DemoEngine();
+  };
+  TestServer t(o);
+  const auto health = [&t] {
+    auto r = t.client->Get("/health");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? json::parse(r->body) : json();
+  };
+  const auto metric = [&t](const std::string& name) {
+    auto r = t.client->Get("/metrics");
+    EXPECT_TRUE(r && r->status == 200);
+    const std::string key = "\ngemlet_" + name + " ";
+    const size_t at = r ? r->body.find(key) : std::string::npos;
+    return at == std::string::npos ? -1.0 : std::stod(r->body.substr(at + key.size()));
+  };
+  auto first = t.Post("/v1/chat/completions", Chat("你好", 8));
+  ASSERT_TRUE(first && first->status == 200) << (first ? first->body : "no response");
+  EXPECT_EQ(health()["model_loaded"], true);
+
+  // No request for a second: the model goes.
+  bool unloaded = false;
+  for (int i = 0; i < 100 && !unloaded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    unloaded = health()["model_loaded"] == false;
+  }
+  ASSERT_TRUE(unloaded);
+  EXPECT_EQ(metric("model_loaded"), 0);
+  EXPECT_EQ(metric("model_unloads_total"), 1);
+  EXPECT_EQ(metric("requests_finished_total"), 1);  // counters survive the unload
+  EXPECT_EQ(health()["slots_idle"], o.parallel);
+  // What the file says needs no model: listing it loads nothing.
+  auto models = t.client->Get("/v1/models");
+  ASSERT_TRUE(models && models->status == 200);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["meta"]["n_ctx"], 512);
+  EXPECT_EQ(reloads, 0);
+
+  // The next request loads it again and is answered as the first was.
+  auto second = t.Post("/v1/chat/completions", Chat("你好", 8));
+  ASSERT_TRUE(second && second->status == 200) << (second ? second->body : "no response");
+  EXPECT_EQ(reloads, 1);
+  EXPECT_EQ(json::parse(second->body)["choices"][0]["message"]["content"],
+            json::parse(first->body)["choices"][0]["message"]["content"]);
+  EXPECT_EQ(metric("model_loads_total"), 2);
+  EXPECT_EQ(metric("requests_finished_total"), 2);
+}
+
 TEST(Server, ServesTheChatPageWithItsPolicy) {
   TestServer t;
   auto page = t.client->Get("/");

@@ -4,43 +4,12 @@
 // stalled after aborting its own stream while the server sat idle: left for a later look).
 // Usage: node client.test.mjs --server-cmd "CMD" (CMD prints a line with "listening on
 // http://HOST:PORT"; the test adds --api-key itself).
-import { spawn } from 'node:child_process';
 import OpenAI from 'openai';
-
-const args = process.argv.slice(2);
-const serverCmd = args[args.indexOf('--server-cmd') + 1];
-if (!serverCmd || args.indexOf('--server-cmd') < 0) {
-  console.error('usage: node client.test.mjs --server-cmd "gemlet serve -m MODEL --port 0"');
-  process.exit(2);
-}
+import { assert, check, finish, serverCommand, startServer } from './harness.mjs';
 
 const apiKey = 'test-key-' + process.pid;
-const child = spawn('/bin/sh', ['-c', `exec ${serverCmd} --api-key ${apiKey}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-let stderr = '';
-child.stderr.on('data', (d) => { stderr += d; });
-const baseURL = await new Promise((resolve, reject) => {
-  let out = '';
-  const timer = setTimeout(() => reject(new Error('the server did not print its address within 120 s')), 120000);
-  child.stdout.on('data', (d) => {
-    out += d;
-    const m = out.match(/listening on (http:\/\/[^\s]+)/);
-    if (m) { clearTimeout(timer); resolve(m[1]); }
-  });
-  child.on('exit', (code) => reject(new Error(`the server exited (${code}) before listening:\n${stderr}`)));
-});
-
-let failures = 0;
-async function check(name, fn) {
-  const start = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${Date.now() - start} ms)`);
-  } catch (e) {
-    failures++;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
-function assert(cond, message) { if (!cond) throw new Error(message); }
+const server = await startServer(serverCommand(), apiKey);
+const baseURL = server.baseURL;
 
 const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey, maxRetries: 0, timeout: 120000 });
 const user = (content) => [{ role: 'user', content }];
@@ -83,6 +52,21 @@ await check('completions.create (text) and logprobs', async () => {
   const c = await client.chat.completions.create({ model: 'any', messages: user('Name a colour.'), max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 2 });
   const lp = c.choices[0].logprobs.content;
   assert(lp.length === c.usage.completion_tokens && lp.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2), JSON.stringify(lp));
+  // Streamed, the logprobs come with the chunks (all on the last one): one per generated token,
+  // whose bytes spell the streamed text.
+  const stream = await client.chat.completions.create({ model: 'any', messages: user('Name a colour.'), max_tokens: 3, temperature: 0,
+    logprobs: true, top_logprobs: 2, stream: true, stream_options: { include_usage: true } });
+  const streamed = [];
+  let usage, content = '';
+  for await (const chunk of stream) {
+    streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    content += chunk.choices[0]?.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert(streamed.length === usage.completion_tokens && streamed.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2),
+    JSON.stringify({ streamed, usage }));
+  const spelled = Buffer.from(streamed.flatMap((t) => t.bytes)).toString('utf8');
+  assert(spelled.startsWith(content) && content.length > 0, JSON.stringify({ spelled, content }));
 });
 
 await check('stop strings and seeds', async () => {
@@ -137,8 +121,4 @@ await check('a wrong API key is AuthenticationError (401)', async () => {
   }
 });
 
-child.kill('SIGTERM');
-const code = await new Promise((resolve) => child.on('exit', (c) => resolve(c)));
-if (code !== 0) { failures++; console.log(`FAIL the server exited with ${code} on SIGTERM:\n${stderr}`); }
-console.log(failures ? `${failures} check(s) failed` : 'all checks passed');
-process.exit(failures ? 1 : 0);
+await finish(server);

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # OpenAI's Node.js client against gemlet serve (client.test.mjs), and the README's curl line.
-# Usage: run.sh GEMLET MODEL   (exit 77: skipped, Node.js or npm missing)
+# Usage: run.sh GEMLET MODEL [SCRIPTED_MODEL]   (exit 77: skipped, Node.js or npm missing)
+# SCRIPTED_MODEL: `gemlet synth --script ../scripted/gemma4_tools.json`, for tools.test.mjs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 gemlet="$1"
 model="$2"
+scripted="${3:-}"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "skipped: Node.js and npm are needed"; exit 77; fi
 if [ ! -d "$here/node_modules/openai" ]; then (cd "$here" && npm ci --no-audit --no-fund >/dev/null); fi
 node "$here/client.test.mjs" --server-cmd "$gemlet serve -m $model --port 0 -c 1024 -n 2 --no-cache"
+if [ -n "$scripted" ]; then
+  node "$here/tools.test.mjs" --server-cmd "$gemlet serve -m $scripted --port 0 -c 1024 -n 2 --no-cache"
+fi
 
 # curl, streamed, as the README shows it.
 log="$(mktemp)"
