@@ -1,0 +1,98 @@
+// The task prompts: chosen by the input's language, filled in (style, target, schema, glossary),
+// bad requests refused; the cleanup that leaves only the result; text split for summaries.
+#include "flows/tasks.h"
+
+#include <gtest/gtest.h>
+
+namespace gemlet::flows {
+namespace {
+
+TEST(Tasks, ThePromptFollowsTheInputsLanguage) {
+  Result<TaskPrompt> en = BuildTaskPrompt({.task = "polish", .text = "  please send me the notes  \n"});
+  ASSERT_TRUE(en.ok()) << en.message();
+  EXPECT_EQ(en->user, "please send me the notes");
+  EXPECT_EQ(en->answer_language, "en");
+  EXPECT_NE(en->system.find("Write in English."), std::string::npos) << en->system;
+
+  Result<TaskPrompt> zh = BuildTaskPrompt({.task = "polish", .text = "请把会议纪要发给我"});
+  ASSERT_TRUE(zh.ok());
+  EXPECT_EQ(zh->answer_language, "zh-Hans");
+  EXPECT_NE(zh->system.find("用简体中文书写"), std::string::npos) << zh->system;
+
+  Result<TaskPrompt> hant = BuildTaskPrompt({.task = "summarize", .text = "請把會議紀要發給我"});
+  ASSERT_TRUE(hant.ok());
+  EXPECT_EQ(hant->answer_language, "zh-Hant");
+  EXPECT_NE(hant->system.find("繁體中文"), std::string::npos);
+
+  // Mixed lines get the Chinese prompt and a Chinese answer.
+  Result<TaskPrompt> mixed = BuildTaskPrompt({.task = "rewrite", .text = "明天的 meeting 改到 3pm", .style = "casual"});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->answer_language, "zh-Hans");
+  EXPECT_NE(mixed->system.find("轻松口语化"), std::string::npos) << mixed->system;
+  for (const auto* p : {&*en, &*zh, &*hant, &*mixed}) EXPECT_EQ(p->system.find('{'), std::string::npos) << p->system;
+}
+
+TEST(Tasks, TargetsSchemasAndBadRequests) {
+  Result<TaskPrompt> t = BuildTaskPrompt({.task = "translate", .text = "see you tomorrow", .to = "zh"});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->answer_language, "zh-Hans");
+  EXPECT_NE(t->system.find("into Simplified Chinese"), std::string::npos) << t->system;
+  Result<TaskPrompt> sql = BuildTaskPrompt({.task = "sql", .text = "每个月的销售额", .schema = "CREATE TABLE sales(day DATE, amount INT);"});
+  ASSERT_TRUE(sql.ok());
+  EXPECT_NE(sql->system.find("CREATE TABLE sales"), std::string::npos) << sql->system;
+
+  EXPECT_NE(BuildTaskPrompt({.task = "poem", .text = "x"}).message().find("unknown task 'poem'"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "polish", .text = " \n "}).message().find("empty"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "translate", .text = "hi"}).message().find("--to"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "translate", .text = "hi", .to = "xx"}).message().find("unknown language 'xx'"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "rewrite", .text = "hi", .style = "pirate"}).message().find("unknown style"), std::string::npos);
+}
+
+TEST(Tasks, GlossaryTermsInTheTextAreListed) {
+  const std::string glossary = "# term\trendering\tnote\n毛肚\tbeef tripe\thotpot\n钵钵鸡\tbobo chicken\nGemlet\tGemlet\tproduct name\n\nunused\tnever\n";
+  Result<std::vector<GlossaryEntry>> parsed = ParseGlossary(glossary);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  EXPECT_EQ(parsed->size(), 4u);
+  Result<TaskPrompt> t = BuildTaskPrompt({.task = "translate", .text = "今晚吃毛肚和钵钵鸡，用 gemlet 记下来", .to = "en", .glossary_tsv = glossary});
+  ASSERT_TRUE(t.ok()) << t.message();
+  ASSERT_EQ(t->terms.size(), 3u);  // "gemlet" matches "Gemlet": ASCII case is folded
+  EXPECT_NE(t->system.find("- 毛肚 → beef tripe (hotpot)"), std::string::npos) << t->system;
+  EXPECT_NE(t->system.find("- 钵钵鸡 → bobo chicken"), std::string::npos);
+  EXPECT_EQ(t->system.find("unused"), std::string::npos);
+  Result<TaskPrompt> p = BuildTaskPrompt({.task = "polish", .text = "今晚吃毛肚", .glossary_tsv = glossary});
+  ASSERT_TRUE(p.ok());
+  EXPECT_NE(p->system.find("这些术语原样保留：\n- 毛肚 (hotpot)"), std::string::npos) << p->system;
+  EXPECT_NE(ParseGlossary("a\tb\tc\td\n").message().find("glossary line 1"), std::string::npos);
+}
+
+TEST(Tasks, CleanupLeavesOnlyTheResult) {
+  EXPECT_EQ(CleanTaskOutput("  Please send me the notes.\n"), "Please send me the notes.");
+  EXPECT_EQ(CleanTaskOutput("Here is the polished message:\n\nPlease send me the notes."), "Please send me the notes.");
+  EXPECT_EQ(CleanTaskOutput("以下是润色后的内容：\n请把会议纪要发给我。"), "请把会议纪要发给我。");
+  EXPECT_EQ(CleanTaskOutput("```sql\nSELECT 1;\n```"), "SELECT 1;");
+  EXPECT_EQ(CleanTaskOutput("“请把会议纪要发给我。”"), "请把会议纪要发给我。");
+  // Only a whole-answer wrapper goes: quotes inside, and a first line that is content, stay.
+  EXPECT_EQ(CleanTaskOutput("\"a\" and \"b\""), "\"a\" and \"b\"");
+  EXPECT_EQ(CleanTaskOutput("Agenda:\n- one"), "Agenda:\n- one");
+}
+
+TEST(Tasks, TextSplitsAtSentenceEndsWithinTheLimit) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "第" + std::to_string(i) + "句话讲一件事。";
+  const std::vector<std::string> parts = SplitText(text, 200);
+  ASSERT_GT(parts.size(), 1u);
+  std::string joined;
+  for (const std::string& p : parts) {
+    EXPECT_LE(p.size(), 200u);
+    EXPECT_TRUE(p.size() >= 3 && p.substr(p.size() - 3) == "。") << p;  // cut after a full stop
+    joined += p;
+  }
+  EXPECT_EQ(joined, text);
+  // No sentence end at all: cut on a character boundary.
+  const std::vector<std::string> raw = SplitText(std::string(100, 'x') + "中文中文中文中文中文中文中文中文中文中文", 101);
+  for (const std::string& p : raw) EXPECT_LE(p.size(), 101u);
+  EXPECT_EQ(raw[0], std::string(100, 'x'));
+}
+
+}  // namespace
+}  // namespace gemlet::flows
