@@ -163,7 +163,7 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   if (std::none_of(tasks.begin(), tasks.end(), [&](const TaskInfo& t) { return t.name == r.task; })) {
     std::string names;
     for (const TaskInfo& t : tasks) names += (names.empty() ? "" : ", ") + std::string(t.name);
-    return Status::Error("unknown task '" + r.task + "' (one of " + names + ")");
+    return Status::Error(StatusCode::kInvalidArgument, "unknown task '" + r.task + "' (one of " + names + ")");
   }
   TaskPrompt p;
   p.user = Trim(r.text);
@@ -176,9 +176,9 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   const LanguageName* answer = nullptr;
   if (!r.to.empty()) {
     answer = FindLanguage(r.to);
-    if (answer == nullptr) return Status::Error("unknown language '" + r.to + "' (one of " + KnownLanguages() + ")");
+    if (answer == nullptr) return Status::Error(StatusCode::kInvalidArgument, "unknown language '" + r.to + "' (one of " + KnownLanguages() + ")");
   } else if (r.task == "translate") {
-    return Status::Error("translate needs a target language (--to, one of " + KnownLanguages() + ")");
+    return Status::Error(StatusCode::kInvalidArgument, "translate needs a target language (--to, one of " + KnownLanguages() + ")");
   } else {
     answer = FindLanguage(!chinese_prompt ? "en" : p.input.traditional ? "zh-Hant" : "zh-Hans");
   }
@@ -193,7 +193,7 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   for (const Style& candidate : kStyles) {
     if (candidate.name == style) s = &candidate;
   }
-  if (s == nullptr) return Status::Error("unknown style '" + style + "' (formal, casual or concise)");
+  if (s == nullptr) return Status::Error(StatusCode::kInvalidArgument, "unknown style '" + style + "' (formal, casual or concise)");
   ReplaceAll(&p.system, "{style}", chinese_prompt ? s->zh : s->en);
 
   std::string schema_block;

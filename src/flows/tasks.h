@@ -44,7 +44,8 @@ struct TaskPrompt {
   std::string answer_language;  // the tag the answer is asked in: "en", "zh-Hans", "zh-Hant", or translate's target
   std::vector<GlossaryEntry> terms;  // the glossary's terms found in the text, as listed to the model
 };
-// Errors: an unknown task, style or target language, empty text, a bad glossary line.
+// Errors: kInvalidArgument for an unknown task, style or target language (the request's options);
+// kError for empty text or a bad glossary line (its input).
 Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& request);
 
 // The model's answer without what a filter must not print: surrounding whitespace, a lead-in line

@@ -1,0 +1,134 @@
+// `gemlet polish | summarize | rewrite | translate | explain | sql`: the task presets
+// (include/gemlet/tasks.hpp) as shell filters. Text comes from stdin, -f FILE or --clipboard;
+// stdout gets the result alone, so `vim :%!gemlet polish` and pipes work. Exit 0, 1 for a model or
+// input error (empty input included), 2 for a usage error.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "cli_common.h"
+#include "command.h"
+#include "gemlet/tasks.hpp"
+
+namespace gemlet::cli {
+namespace {
+
+Result<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(std::string("cannot read the ") + what + " '" + path + "'");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The clipboard through whichever of the usual tools is installed.
+Result<std::string> ReadClipboard() {
+  for (const char* cmd : {"wl-paste --no-newline", "xclip -selection clipboard -o", "pbpaste"}) {
+    const std::string tool(cmd, std::string_view(cmd).find(' ') == std::string_view::npos ? std::string_view(cmd).size()
+                                                                                         : std::string_view(cmd).find(' '));
+    if (std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) != 0) continue;
+    std::FILE* p = ::popen((std::string(cmd) + " 2>/dev/null").c_str(), "r");
+    if (p == nullptr) continue;
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+    if (::pclose(p) != 0) return Status::Error("'" + tool + "' could not read the clipboard");
+    return text;
+  }
+  return Status::Error("--clipboard needs wl-paste, xclip or pbpaste, and none is installed");
+}
+
+int RunTaskCommand(const std::string& task, int argc, char** argv) {
+  CLI::App app{TaskSummary(task) + ".\nReads stdin (or -f FILE, or --clipboard) and prints the result alone; the answer is "
+               "in the input's language (English, Simplified or Traditional Chinese) unless --to says otherwise"};
+  app.name("gemlet " + task);
+  ModelOptions mo;
+  GenerationFlags gf;
+  gf.sampling.temperature = 0;  // a filter: the same input gives the same output (--temp to sample)
+  gf.max_tokens = 1024;
+  TaskOptions to;
+  to.task = task;
+  std::string file, glossary_file, schema_file;
+  bool clipboard = false;
+  AddModelOptions(app, &mo);
+  AddGenerationOptions(app, &gf);
+  auto* from_file = app.add_option("-f,--file", file, "read the text from FILE instead of stdin");
+  app.add_flag("--clipboard", clipboard, "read the text from the clipboard (wl-paste, xclip or pbpaste)")->excludes(from_file);
+  app.add_option("--glossary", glossary_file,
+                 "TSV of terms to keep verbatim (translate: to render as given): term<TAB>rendering[<TAB>note]");
+  if (task == "rewrite") app.add_option("--style", to.style, "formal (default), casual or concise");
+  if (task == "translate") {
+    app.add_option("--to", to.to, "the language to translate into: zh, zh-Hant, en, ja, ko, fr, de, es, ...")->required();
+  } else {
+    app.add_option("--to", to.to, "answer in this language instead of the input's (en, zh, zh-Hant, ...)");
+  }
+  if (task == "sql") app.add_option("--schema", schema_file, "a file with the tables (CREATE TABLE statements or a description)");
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  to.generate = MakeGenerateOptions(gf);
+  to.thinking = gf.think;
+  if (std::string err = Validate(to.generate); !err.empty()) return UsageError(err);
+
+  std::string input;
+  if (clipboard) {
+    Result<std::string> text = ReadClipboard();
+    if (!text.ok()) return Fail(text.message());
+    input = std::move(text).value();
+  } else if (!file.empty()) {
+    Result<std::string> text = ReadFile(file, "input file");
+    if (!text.ok()) return Fail(text.message());
+    input = std::move(text).value();
+  } else {
+    input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  if (input.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Fail("the input is empty: pipe the text in, or give -f FILE or --clipboard");
+  }
+  if (!glossary_file.empty()) {
+    Result<std::string> g = ReadFile(glossary_file, "glossary");
+    if (!g.ok()) return Fail(g.message());
+    to.glossary = std::move(g).value();
+  }
+  if (!schema_file.empty()) {
+    Result<std::string> s = ReadFile(schema_file, "schema file");
+    if (!s.ok()) return Fail(s.message());
+    to.schema = std::move(s).value();
+  }
+
+  auto loaded = LoadForGeneration(mo);
+  if (!loaded.ok()) return Fail(loaded.message());
+  auto session = Session::Create(loaded.value().engine, loaded.value().session);
+  if (!session.ok()) return Fail(session.message());
+  Result<TaskReply> reply = RunTask(*session.value(), input, to);
+  if (!reply.ok()) return Fail(reply.status());
+  if (reply->output.empty()) return Fail("the model gave an empty answer");
+  std::fwrite(reply->output.data(), 1, reply->output.size(), stdout);
+  std::fputc('\n', stdout);
+  if (gf.stats) {
+    std::fprintf(stderr, "[%s] input %s, answered in %s, %d part%s, %d tokens in, %d out\n", task.c_str(),
+                 reply->input_language.c_str(), reply->answer_language.c_str(), reply->parts, reply->parts == 1 ? "" : "s",
+                 reply->stats.prompt_tokens, reply->stats.generated_tokens);
+  }
+  return std::fflush(stdout) == 0 ? 0 : Fail("cannot write the result to stdout");
+}
+
+int RunPolish(int argc, char** argv) { return RunTaskCommand("polish", argc, argv); }
+int RunSummarize(int argc, char** argv) { return RunTaskCommand("summarize", argc, argv); }
+int RunRewrite(int argc, char** argv) { return RunTaskCommand("rewrite", argc, argv); }
+int RunTranslate(int argc, char** argv) { return RunTaskCommand("translate", argc, argv); }
+int RunExplain(int argc, char** argv) { return RunTaskCommand("explain", argc, argv); }
+int RunSql(int argc, char** argv) { return RunTaskCommand("sql", argc, argv); }
+
+}  // namespace
+
+GEMLET_COMMAND("polish", "fix grammar, spelling and phrasing of stdin's text (a filter)", RunPolish);
+GEMLET_COMMAND("summarize", "summarize stdin's text in short bullets (long texts in parts)", RunSummarize);
+GEMLET_COMMAND("rewrite", "rewrite stdin's text in another style (--style formal|casual|concise)", RunRewrite);
+GEMLET_COMMAND("translate", "translate stdin's text (--to zh|zh-Hant|en|ja|...)", RunTranslate);
+GEMLET_COMMAND("explain", "explain a maths step, a term or some code from stdin", RunExplain);
+GEMLET_COMMAND("sql", "write one SQL query for what stdin asks (--schema FILE)", RunSql);
+
+}  // namespace gemlet::cli

@@ -1,0 +1,95 @@
+// The task presets of include/gemlet/tasks.hpp: flows/ builds the prompt and cleans the answer,
+// the session generates it; long inputs are summarized in parts.
+#include "gemlet/tasks.hpp"
+
+#include <algorithm>
+
+#include "flows/tasks.h"
+
+namespace gemlet {
+namespace {
+
+constexpr int kMaxSummaryRounds = 4;  // parts of parts of ...: a book needs three at 4k tokens
+
+int AnswerRoom(const Session& session, const TaskOptions& o) {
+  const int asked = o.generate.max_tokens > 0 ? o.generate.max_tokens : 1024;
+  return std::min(asked, session.n_ctx() / 2);
+}
+
+Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const TaskOptions& o,
+                               const StreamCallback& on_text, int round) {
+  flows::TaskRequest request{o.task, std::string(input), o.style, o.to, o.schema, o.glossary};
+  Result<flows::TaskPrompt> prompt = flows::BuildTaskPrompt(request);
+  if (!prompt.ok()) return prompt.status();
+  const Engine& engine = session.engine();
+  const std::vector<Message> messages = {{"system", prompt->system}, {"user", prompt->user}};
+  ChatOptions chat;
+  chat.thinking = o.thinking;
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, engine.TokenizeChat(messages, chat));
+
+  const int room = AnswerRoom(session, o);
+  const int fits = session.n_ctx() - room;
+  TaskReply reply;
+  reply.input_language = flows::LanguageTag(prompt->input.language);
+  reply.answer_language = prompt->answer_language;
+  for (const flows::GlossaryEntry& e : prompt->terms) reply.glossary_terms.push_back(e.term);
+
+  if (static_cast<int>(tokens.size()) > fits) {
+    if (o.task != "summarize" || round >= kMaxSummaryRounds) {
+      return Status::Error(StatusCode::kContextFull,
+                           "the input and the " + o.task + " prompt are " + std::to_string(tokens.size()) +
+                               " tokens; with room for the answer (" + std::to_string(room) + "), the context holds " +
+                               std::to_string(fits) + (o.task == "summarize" ? "" : " (summarize takes long inputs in parts)"));
+    }
+    // Parts sized by this input's own bytes per token, with a tenth to spare for uneven text.
+    const int overhead = static_cast<int>(tokens.size()) - static_cast<int>(engine.Tokenize(prompt->user).size());
+    const double bytes_per_token = static_cast<double>(prompt->user.size()) / std::max<size_t>(1, tokens.size() - overhead);
+    const size_t part_bytes = static_cast<size_t>(std::max(16.0, (fits - overhead) * bytes_per_token * 0.9));
+    std::string joined;
+    int parts = 0;
+    for (const std::string& part : flows::SplitText(prompt->user, part_bytes)) {
+      ASSIGN_OR_RETURN(TaskReply p, RunTaskRound(session, part, o, {}, round + 1));
+      joined += (joined.empty() ? "" : "\n") + p.output;
+      parts += p.parts;
+    }
+    ASSIGN_OR_RETURN(TaskReply whole, RunTaskRound(session, joined, o, on_text, round + 1));
+    whole.parts = parts;
+    whole.input_language = reply.input_language;
+    whole.glossary_terms = reply.glossary_terms;
+    return whole;
+  }
+
+  GenerateOptions g = o.generate;
+  g.max_tokens = room;
+  StreamCallback answer_only;
+  if (on_text) {
+    answer_only = [&on_text](ChunkKind kind, std::string_view text) { return kind != ChunkKind::kText || on_text(kind, text); };
+  }
+  ASSIGN_OR_RETURN(Reply r, session.Complete(tokens, g, answer_only));
+  reply.output = flows::CleanTaskOutput(r.text);
+  reply.stats = r.stats;
+  return reply;
+}
+
+}  // namespace
+
+std::vector<std::string> TaskNames() {
+  std::vector<std::string> out;
+  for (const flows::TaskInfo& t : flows::Tasks()) out.emplace_back(t.name);
+  return out;
+}
+
+std::string TaskSummary(const std::string& task) {
+  for (const flows::TaskInfo& t : flows::Tasks()) {
+    if (t.name == task) return std::string(t.summary);
+  }
+  return std::string();
+}
+
+std::string DetectLanguageTag(std::string_view text) { return flows::LanguageTag(flows::DetectLanguage(text).language); }
+
+Result<TaskReply> RunTask(Session& session, std::string_view input, const TaskOptions& options, const StreamCallback& on_text) {
+  return RunTaskRound(session, input, options, on_text, 0);
+}
+
+}  // namespace gemlet
