@@ -316,6 +316,29 @@ GEMLET_API gemlet_status gemlet_conversation_load(gemlet_conversation* conversat
 GEMLET_API gemlet_status gemlet_conversation_save_state(const gemlet_conversation* conversation, const char* path);
 GEMLET_API gemlet_status gemlet_conversation_restore_state(gemlet_conversation* conversation, const char* path);
 
+/* ---- task presets (gemlet/tasks.hpp): polish, summarize, rewrite, translate, explain, sql ---- */
+
+typedef struct gemlet_task_options {
+  size_t struct_size;
+  const char* task;      /* "polish", "summarize", "rewrite", "translate", "explain" or "sql" */
+  const char* style;     /* rewrite: "formal" (NULL), "casual" or "concise" */
+  const char* to;        /* translate: the target ("zh", "zh-Hant", "en", ...); others: NULL = the input's language */
+  const char* schema;    /* sql: the tables; NULL: none */
+  const char* glossary;  /* TSV text, term TAB rendering [TAB note] per line; NULL: none */
+  bool thinking;         /* Gemma 4: think first (never part of the output) */
+} gemlet_task_options;
+
+GEMLET_API gemlet_task_options gemlet_task_options_default(void);
+/* Runs a task on `input` in `session`: `*output` gets the result alone (no thought, no lead-in),
+ * valid until the next task call on the session. GEMLET_CONTEXT_FULL for an input too long for the
+ * session (summarize takes it in parts instead); GEMLET_INVALID_ARGUMENT for an unknown task, style
+ * or language; GEMLET_ERROR for empty input or a bad glossary line. */
+GEMLET_API gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const gemlet_task_options* options,
+                                         const gemlet_generate_options* generate, const char** output, gemlet_stats* stats);
+/* "en", "zh-Hans", "zh-Hant", "mixed" or "unknown" (static strings): the language the presets
+ * detect in `text` and answer in. */
+GEMLET_API const char* gemlet_detect_language(const char* text);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,19 @@ struct TaskReply {
   GenerationStats stats;        // of the last generation
 };
 
+// A task's prompt as chat messages, for callers that generate themselves (a server batching it with
+// other requests): the system instructions and the user's text. Then CleanTaskOutput(reply.text).
+struct TaskPrompt {
+  std::vector<Message> messages;
+  std::string input_language;
+  std::string answer_language;
+  std::vector<std::string> glossary_terms;
+};
+GEMLET_CXX_API Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& options);
+// An answer without what the result must not hold: a lead-in line ("Here is the polished
+// message:"), a code fence or quotes around the whole answer, surrounding whitespace.
+GEMLET_CXX_API std::string CleanTaskOutput(std::string_view answer);
+
 GEMLET_CXX_API std::vector<std::string> TaskNames();
 // One line per task: "polish: fix grammar, spelling and phrasing; ...".
 GEMLET_CXX_API std::string TaskSummary(const std::string& task);

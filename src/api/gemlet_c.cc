@@ -12,6 +12,7 @@
 
 #include "api/api_internal.h"
 #include "gemlet/gemlet.hpp"
+#include "gemlet/tasks.hpp"
 #include "kernels/kernels.h"
 
 struct gemlet_engine {
@@ -20,6 +21,7 @@ struct gemlet_engine {
 };
 struct gemlet_session {
   std::unique_ptr<gemlet::Session> session;
+  std::string task_output = {};  // what gemlet_task_run's *output points to
 };
 struct gemlet_conversation {
   std::unique_ptr<gemlet::Conversation> conversation;
@@ -626,6 +628,51 @@ gemlet_status gemlet_conversation_restore_state(gemlet_conversation* conversatio
     if (path == nullptr) return NullHandle("path");
     return Report(conversation->conversation->LoadState(path));
   });
+}
+
+gemlet_task_options gemlet_task_options_default(void) {
+  gemlet_task_options o{};
+  o.struct_size = sizeof(o);
+  return o;
+}
+
+gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const gemlet_task_options* options,
+                              const gemlet_generate_options* generate, const char** output, gemlet_stats* stats) {
+  return Guard([&] {
+    if (session == nullptr) return NullHandle("session");
+    if (input == nullptr) return NullHandle("input");
+    if (output == nullptr) return NullHandle("output");
+    *output = "";
+    gemlet_task_options t = gemlet_task_options_default();
+    if (!ReadOptions(options, &t)) return BadStruct("gemlet_task_options");
+    if (t.task == nullptr) return NullHandle("options->task");
+    gemlet_generate_options o = gemlet_generate_options_default();
+    if (!ReadOptions(generate, &o)) return BadStruct("gemlet_generate_options");
+    gemlet::TaskOptions to;
+    if (!ToGenerateOptions(o, &to.generate)) return Fail(GEMLET_INVALID_ARGUMENT, "stop holds a NULL string");
+    to.task = t.task;
+    to.style = t.style ? t.style : "";
+    to.to = t.to ? t.to : "";
+    to.schema = t.schema ? t.schema : "";
+    to.glossary = t.glossary ? t.glossary : "";
+    to.thinking = t.thinking;
+    auto reply = gemlet::RunTask(*session->session, input, to);
+    if (!reply.ok()) return Report(reply.status());
+    session->task_output = std::move(reply->output);
+    *output = session->task_output.c_str();
+    WriteStats(reply->stats, stats);
+    return GEMLET_OK;
+  });
+}
+
+const char* gemlet_detect_language(const char* text) {
+  if (text == nullptr) return "unknown";
+  // Static strings for C: the tags DetectLanguageTag gives.
+  const std::string tag = gemlet::DetectLanguageTag(text);
+  for (const char* known : {"en", "zh-Hans", "zh-Hant", "mixed"}) {
+    if (tag == known) return known;
+  }
+  return "unknown";
 }
 
 }  // extern "C"

@@ -18,21 +18,19 @@ int AnswerRoom(const Session& session, const TaskOptions& o) {
 
 Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const TaskOptions& o,
                                const StreamCallback& on_text, int round) {
-  flows::TaskRequest request{o.task, std::string(input), o.style, o.to, o.schema, o.glossary};
-  Result<flows::TaskPrompt> prompt = flows::BuildTaskPrompt(request);
-  if (!prompt.ok()) return prompt.status();
+  ASSIGN_OR_RETURN(TaskPrompt prompt, TaskMessages(input, o));
   const Engine& engine = session.engine();
-  const std::vector<Message> messages = {{"system", prompt->system}, {"user", prompt->user}};
   ChatOptions chat;
   chat.thinking = o.thinking;
-  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, engine.TokenizeChat(messages, chat));
+  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, engine.TokenizeChat(prompt.messages, chat));
+  const std::string& text = prompt.messages.back().content;
 
   const int room = AnswerRoom(session, o);
   const int fits = session.n_ctx() - room;
   TaskReply reply;
-  reply.input_language = flows::LanguageTag(prompt->input.language);
-  reply.answer_language = prompt->answer_language;
-  for (const flows::GlossaryEntry& e : prompt->terms) reply.glossary_terms.push_back(e.term);
+  reply.input_language = prompt.input_language;
+  reply.answer_language = prompt.answer_language;
+  reply.glossary_terms = prompt.glossary_terms;
 
   if (static_cast<int>(tokens.size()) > fits) {
     if (o.task != "summarize" || round >= kMaxSummaryRounds) {
@@ -42,12 +40,12 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
                                std::to_string(fits) + (o.task == "summarize" ? "" : " (summarize takes long inputs in parts)"));
     }
     // Parts sized by this input's own bytes per token, with a tenth to spare for uneven text.
-    const int overhead = static_cast<int>(tokens.size()) - static_cast<int>(engine.Tokenize(prompt->user).size());
-    const double bytes_per_token = static_cast<double>(prompt->user.size()) / std::max<size_t>(1, tokens.size() - overhead);
+    const int overhead = static_cast<int>(tokens.size()) - static_cast<int>(engine.Tokenize(text).size());
+    const double bytes_per_token = static_cast<double>(text.size()) / std::max<size_t>(1, tokens.size() - overhead);
     const size_t part_bytes = static_cast<size_t>(std::max(16.0, (fits - overhead) * bytes_per_token * 0.9));
     std::string joined;
     int parts = 0;
-    for (const std::string& part : flows::SplitText(prompt->user, part_bytes)) {
+    for (const std::string& part : flows::SplitText(text, part_bytes)) {
       ASSIGN_OR_RETURN(TaskReply p, RunTaskRound(session, part, o, {}, round + 1));
       joined += (joined.empty() ? "" : "\n") + p.output;
       parts += p.parts;
@@ -72,6 +70,19 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
 }
 
 }  // namespace
+
+Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& o) {
+  flows::TaskRequest request{o.task, std::string(input), o.style, o.to, o.schema, o.glossary};
+  ASSIGN_OR_RETURN(flows::TaskPrompt p, flows::BuildTaskPrompt(request));
+  TaskPrompt out;
+  out.messages = {{"system", p.system}, {"user", p.user}};
+  out.input_language = flows::LanguageTag(p.input.language);
+  out.answer_language = p.answer_language;
+  for (const flows::GlossaryEntry& e : p.terms) out.glossary_terms.push_back(e.term);
+  return out;
+}
+
+std::string CleanTaskOutput(std::string_view answer) { return flows::CleanTaskOutput(answer); }
 
 std::vector<std::string> TaskNames() {
   std::vector<std::string> out;

@@ -391,6 +391,40 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseTaskRequest(const json& body, const std::string& task, const Limits& limits,
+                                         TaskOptions* t, std::string* input, CompletionRequest* r) {
+  if (!body.is_object()) return Invalid("", "the request body must be a JSON object");
+  r->chat = true;
+  t->task = task;
+  auto it = body.find("input");
+  if (it == body.end() || !it->is_string()) return Invalid("input", "'input' must be a string: the text to work on");
+  *input = it->get<std::string>();
+  if (auto e = ReadString(body, "style", &t->style)) return e;
+  if (auto e = ReadString(body, "to", &t->to)) return e;
+  if (auto e = ReadString(body, "schema", &t->schema)) return e;
+  if (auto e = ReadString(body, "glossary", &t->glossary)) return e;
+  if (auto e = ReadBool(body, "thinking", &t->thinking)) return e;
+  r->thinking = t->thinking;
+  r->options.sampling.temperature = 0;  // a preset answers the same text the same way unless asked to sample
+  if (auto e = ReadGenerationFields(body, limits, r)) return e;
+  if (r->stream) return Invalid("stream", "tasks answer in one piece: 'stream' must be false");
+  return std::nullopt;
+}
+
+json TaskJson(const ResponseContext& c, const std::string& task, const TaskPrompt& prompt, const Reply& reply) {
+  return {{"id", c.id},
+          {"object", "gemlet.task"},
+          {"created", c.created},
+          {"model", c.model},
+          {"task", task},
+          {"output", CleanTaskOutput(reply.text)},
+          {"input_language", prompt.input_language},
+          {"answer_language", prompt.answer_language},
+          {"glossary_terms", prompt.glossary_terms},
+          {"finish_reason", FinishReason(reply)},
+          {"usage", UsageJson(reply)}};
+}
+
 const char* FinishReason(const Reply& reply) {
   if (!reply.tool_calls.empty()) return "tool_calls";
   switch (reply.stats.stop) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gemlet/gemlet.hpp"
+#include "gemlet/tasks.hpp"
 
 namespace gemlet::server {
 
@@ -54,6 +55,12 @@ std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, const
 std::optional<ApiError> ParseOllamaRequest(const nlohmann::json& body, bool chat, const Limits& limits,
                                            CompletionRequest* out);
 
+// gemlet's POST /v1/tasks/NAME: {"input", "style", "to", "schema", "glossary", "thinking"} and the
+// chat completion's generation fields (max_tokens, temperature, ... ; greedy unless given). The
+// prompt comes from TaskMessages: r->messages is left for the caller to fill.
+std::optional<ApiError> ParseTaskRequest(const nlohmann::json& body, const std::string& task, const Limits& limits,
+                                         TaskOptions* task_out, std::string* input, CompletionRequest* r);
+
 // OpenAI's finish_reason for a reply: "stop", "length", "tool_calls".
 const char* FinishReason(const Reply& reply);
 
@@ -76,6 +83,8 @@ nlohmann::json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool 
 nlohmann::json ChatChunkJson(const ResponseContext& c, const nlohmann::json& delta, const char* finish_reason);
 nlohmann::json TextChunkJson(const ResponseContext& c, const std::string& text, const char* finish_reason);
 // Ollama's bodies (one NDJSON line each when streaming; `done` with the totals at the end).
+// The answer to /v1/tasks/NAME: the cleaned output, the languages, the glossary terms found, usage.
+nlohmann::json TaskJson(const ResponseContext& c, const std::string& task, const TaskPrompt& prompt, const Reply& reply);
 nlohmann::json OllamaChunkJson(const ResponseContext& c, bool chat, const std::string& text, const std::string& thinking);
 nlohmann::json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, bool with_text);
 

@@ -134,7 +134,7 @@ struct Server::Impl {
   std::string NewId(const char* prefix) { return std::string(prefix) + std::to_string(created) + "-" + std::to_string(next_id++); }
 
   // The dialects' handlers share this: parse, tokenize, queue, answer.
-  enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate };
+  enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate, kTask };
   void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
   std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, std::vector<int32_t>* tokens) const;
   void StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
@@ -403,6 +403,13 @@ void Server::Impl::Routes() {
   http.Post("/chat/completions", chat);
   http.Post("/v1/completions", text);
   http.Post("/completions", text);
+  // The task presets (gemlet/tasks.hpp) for Shortcuts and scripts: POST /v1/tasks/polish {"input": ...}.
+  http.Post(R"(/v1/tasks/([a-z_]+))", [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kTask); });
+  http.Get("/v1/tasks", [](const httplib::Request&, httplib::Response& res) {
+    json tasks = json::array();
+    for (const std::string& name : TaskNames()) tasks.push_back({{"name", name}, {"summary", TaskSummary(name)}});
+    res.set_content(json({{"object", "list"}, {"data", tasks}}).dump(), kJson);
+  });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -495,11 +502,29 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   CompletionRequest r;
   const bool ollama = dialect == Dialect::kOllamaChat || dialect == Dialect::kOllamaGenerate;
   std::optional<ApiError> err;
+  std::string task;         // kTask: its name (from the path), and its prompt
+  TaskPrompt task_prompt;
   switch (dialect) {
     case Dialect::kOpenAiChat: err = server::ParseChatRequest(body, limits, &r); break;
     case Dialect::kOpenAiText: err = server::ParseCompletionRequest(body, limits, &r); break;
     case Dialect::kOllamaChat: err = server::ParseOllamaRequest(body, true, limits, &r); break;
     case Dialect::kOllamaGenerate: err = server::ParseOllamaRequest(body, false, limits, &r); break;
+    case Dialect::kTask: {
+      task = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+      TaskOptions options;
+      std::string input;
+      err = server::ParseTaskRequest(body, task, limits, &options, &input, &r);
+      if (err) break;
+      Result<TaskPrompt> p = TaskMessages(input, options);
+      if (!p.ok()) {
+        const bool unknown = p.status().code() == StatusCode::kInvalidArgument && p.message().rfind("unknown task", 0) == 0;
+        err = Error(unknown ? 404 : 400, p.message(), "invalid_request_error", unknown ? "not_found" : "");
+        break;
+      }
+      task_prompt = std::move(p).value();
+      r.messages = task_prompt.messages;
+      break;
+    }
   }
   if (err) return SendError(res, *err);
   if (std::string invalid = Validate(r.options); !invalid.empty()) return SendError(res, Error(400, invalid));
@@ -522,7 +547,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
                                 "server_error", "overloaded"));
   }
   server::ResponseContext c;
-  c.id = NewId(dialect == Dialect::kOpenAiChat ? "chatcmpl-" : "cmpl-");
+  c.id = NewId(dialect == Dialect::kOpenAiChat ? "chatcmpl-" : dialect == Dialect::kTask ? "task-" : "cmpl-");
   c.created = UnixNow();
   c.model = model_name;
   c.engine = lease->engine.get();
@@ -539,7 +564,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     done = job->Take(&ignored, std::chrono::milliseconds(100));
     ignored.clear();
   }
-  const auto answer = [this, dialect, r, c](const Result<Reply>& reply) -> std::pair<int, std::string> {
+  const auto answer = [this, dialect, r, c, task, task_prompt](const Result<Reply>& reply) -> std::pair<int, std::string> {
     if (!reply.ok()) {
       const ApiError e = FailedReply(reply.status());
       return {e.status, server::ErrorJson(e).dump()};
@@ -547,6 +572,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     switch (dialect) {
       case Dialect::kOpenAiChat: return {200, server::ChatCompletionJson(c, r, reply.value()).dump()};
       case Dialect::kOpenAiText: return {200, server::TextCompletionJson(c, r, reply.value()).dump()};
+      case Dialect::kTask: return {200, server::TaskJson(c, task, task_prompt, reply.value()).dump()};
       default: return {200, server::OllamaDoneJson(c, dialect == Dialect::kOllamaChat, reply.value(), true).dump()};
     }
   };

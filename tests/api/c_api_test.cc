@@ -342,4 +342,34 @@ TEST(CApi, LogCallbackGetsUserData) {
   EXPECT_EQ(count, 1);
 }
 
+TEST(CApi, TaskPresetsRunOnASessionAndSayWhatIsWrong) {
+  Engine engine;
+  gemlet_session_options so = gemlet_session_options_default();
+  so.n_ctx = 1024;
+  gemlet_session* s = nullptr;
+  ASSERT_EQ(gemlet_session_create(engine.e, &so, &s), GEMLET_OK) << gemlet_last_error();
+  gemlet_task_options t = gemlet_task_options_default();
+  t.task = "translate";
+  t.to = "en";
+  t.glossary = "毛肚\tbeef tripe\n";
+  const gemlet_generate_options g = Greedy(8);
+  const char* out = nullptr;
+  gemlet_stats stats = gemlet_stats_default();
+  ASSERT_EQ(gemlet_task_run(s, "今晚吃毛肚。", &t, &g, &out, &stats), GEMLET_OK) << gemlet_last_error();
+  ASSERT_NE(out, nullptr);
+  EXPECT_GT(stats.generated_tokens, 0);
+  EXPECT_LE(stats.generated_tokens, 8);
+  t.task = "limerick";
+  EXPECT_EQ(gemlet_task_run(s, "x", &t, &g, &out, nullptr), GEMLET_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gemlet_last_error()).find("unknown task 'limerick'"), std::string::npos) << gemlet_last_error();
+  t.task = "polish";
+  EXPECT_EQ(gemlet_task_run(s, "  ", &t, &g, &out, nullptr), GEMLET_ERROR);
+  EXPECT_STREQ(out, "");
+  EXPECT_EQ(gemlet_task_run(s, nullptr, &t, &g, &out, nullptr), GEMLET_INVALID_ARGUMENT);
+  EXPECT_STREQ(gemlet_detect_language("這是繁體字"), "zh-Hant");
+  EXPECT_STREQ(gemlet_detect_language("plain English"), "en");
+  EXPECT_STREQ(gemlet_detect_language(nullptr), "unknown");
+  gemlet_session_free(s);
+}
+
 }  // namespace

@@ -313,5 +313,27 @@ TEST_F(ToolCalls, OllamaShapes) {
   EXPECT_EQ(answer["message"]["content"], kWeather) << answer.dump();
 }
 
+TEST_F(ToolCalls, TaskPresetsOverHttpAnswerWithTheResultAlone) {
+  ScriptedServer s(shared_engine());
+  // The script's first answer thinks, then says "2 + 2 = 4": the task's output is that alone.
+  json r = s.Post("/v1/tasks/explain", {{"input", "2 + 2 等于几？毛肚呢？"}, {"glossary", "毛肚\tbeef tripe\n"}});
+  EXPECT_EQ(r["object"], "gemlet.task");
+  EXPECT_EQ(r["task"], "explain");
+  EXPECT_EQ(r["output"], kSum);
+  EXPECT_EQ(r["input_language"], "zh-Hans");
+  EXPECT_EQ(r["answer_language"], "zh-Hans");
+  EXPECT_EQ(r["glossary_terms"], json::array({"毛肚"}));
+  EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 0);
+  json list = json::parse(s.client->Get("/v1/tasks")->body);
+  EXPECT_EQ(list["data"].size(), 6u);
+  EXPECT_TRUE(s.Post("/v1/tasks/haiku", {{"input", "x"}}, 404).contains("error"));
+  auto streamed = s.client->Post("/v1/tasks/polish", json({{"input", "x"}, {"stream", true}}).dump(), "application/json");
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->status, 400);
+  EXPECT_EQ(json::parse(streamed->body)["error"]["param"], "stream");
+  EXPECT_EQ(s.Post("/v1/tasks/polish", {{"text", "x"}}, 400)["error"]["param"], "input");
+  EXPECT_EQ(s.Post("/v1/tasks/translate", {{"input", "x"}, {"to", "xx"}}, 400)["error"]["message"].get<std::string>().rfind("unknown language", 0), 0u);
+}
+
 }  // namespace
 }  // namespace gemlet
