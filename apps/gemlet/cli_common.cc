@@ -89,6 +89,10 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
   app.add_flag("--stats", g->stats, "print load time, time to first token, speeds, KV memory and peak RSS");
   app.add_flag("--think", g->think, "Gemma 4: let the model think before answering");
   app.add_flag("--show-thinking", g->show_thinking, "print the thought channel (dimmed on a terminal)");
+  app.add_option("--spec", g->spec, "speculative decoding: none, or lookup (draft from earlier text; same output)")
+      ->check(CLI::IsMember({"none", "lookup"}))->capture_default_str();
+  app.add_option("--draft", g->draft, "tokens drafted at most per step with --spec lookup")->check(CLI::Range(1, 7))
+      ->capture_default_str();
 }
 
 Result<std::string> ResolveModelPath(const std::string& flag) {
@@ -181,6 +185,7 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   o.max_tokens = g.max_tokens;
   o.sampling = g.sampling;
   o.stop = g.stop;
+  o.max_draft = g.spec == "lookup" ? g.draft : 0;
   return o;
 }
 
@@ -205,6 +210,12 @@ void PrintStats(const Engine& engine, const Reply& reply) {
                static_cast<double>(s.memory.kv_cache_bytes) / (1 << 20),
                static_cast<double>(now.peak_rss_bytes) / (1 << 20), StopReasonName(s.stop));
   std::fputs(now.ToString().c_str(), stderr);
+  if (s.draft_steps > 0) {
+    std::fprintf(stderr, "[spec] lookup: %d verification steps, %d drafted, %d kept (%.0f%%), %.2f tokens per step\n",
+                 s.draft_steps, s.drafted_tokens, s.accepted_tokens,
+                 s.drafted_tokens ? 100.0 * s.accepted_tokens / s.drafted_tokens : 0.0,
+                 static_cast<double>(s.accepted_tokens + s.draft_steps) / s.draft_steps);
+  }
   if (s.thermal.throttled_steps > 0) {
     const Engine::ThermalStatus t = engine.thermal_status();
     std::fprintf(stderr, "[thermal] %d steps throttled (zone %s at %.1f C): threads down to %d, duty down to %.2f, "

@@ -35,6 +35,8 @@ struct GenerationFlags {
   bool stats = false;
   bool think = false;
   bool show_thinking = false;
+  std::string spec = "none";  // --spec none|lookup
+  int draft = 7;              // --draft N
 };
 
 void AddModelOptions(CLI::App& app, ModelOptions* o);

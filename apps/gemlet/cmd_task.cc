@@ -50,6 +50,7 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   GenerationFlags gf;
   gf.sampling.temperature = 0;  // a filter: the same input gives the same output (--temp to sample)
   gf.max_tokens = 1024;
+  gf.spec = "lookup";  // the tasks copy much of their input: drafts from it are often right
   TaskOptions to;
   to.task = task;
   std::string file, glossary_file, schema_file;
@@ -108,9 +109,13 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   std::fwrite(reply->output.data(), 1, reply->output.size(), stdout);
   std::fputc('\n', stdout);
   if (gf.stats) {
-    std::fprintf(stderr, "[%s] input %s, answered in %s, %d part%s, %d tokens in, %d out\n", task.c_str(),
-                 reply->input_language.c_str(), reply->answer_language.c_str(), reply->parts, reply->parts == 1 ? "" : "s",
-                 reply->stats.prompt_tokens, reply->stats.generated_tokens);
+    const GenerationStats& st = reply->stats;
+    std::fprintf(stderr,
+                 "[%s] input %s, answered in %s, %d part%s, %d tokens in, %d out, decode %.1f tok/s, lookup: %d steps, "
+                 "%d drafted, %d kept\n",
+                 task.c_str(), reply->input_language.c_str(), reply->answer_language.c_str(), reply->parts,
+                 reply->parts == 1 ? "" : "s", st.prompt_tokens, st.generated_tokens, st.decode_tokens_per_second,
+                 st.draft_steps, st.drafted_tokens, st.accepted_tokens);
   }
   return std::fflush(stdout) == 0 ? 0 : Fail("cannot write the result to stdout");
 }

@@ -388,6 +388,14 @@ struct GenerateOptions {
   // "function":{"name":"NAME"}}: with a call of NAME; "none": no tool call. Empty or "auto": free.
   // Not together with a response_format (kInvalidArgument).
   std::string tool_choice = {};
+  // Speculative decoding by prompt lookup (Session::Generate / Complete, Conversation::Send; not
+  // BatchDecoder): up to this many tokens that followed an earlier occurrence of the last few tokens
+  // (in the prompt or the answer) are drafted and verified in one forward. Every position is still
+  // sampled as without drafts, and a draft is kept only where the sample equals it, so the output is
+  // plain decoding's: a step verifies at most 7 drafts, which the kernels evaluate row by row as
+  // they decode one token, bit for bit. Rewrites and summaries copy their input and gain the most.
+  // 0: off; more than 7 (or the session's rollback room) is capped.
+  int max_draft = 0;
 };
 
 // Empty when the options are valid, else what is wrong ("top-p must be in (0, 1]"): for callers that
@@ -424,6 +432,11 @@ struct GenerationStats {
   // Conversation: the oldest messages dropped before this turn to make room (whole user/assistant
   // pairs; the system message stays), their tokens, and the kept tokens evaluated again for it
   // (0 when the KV cache was shifted over the dropped ones, the usual case).
+  // Speculative decoding (GenerateOptions::max_draft): verification forwards, tokens drafted, and
+  // of those, kept.
+  int draft_steps = 0;
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
   int dropped_messages = 0;
   int dropped_tokens = 0;
   int reevaluated_tokens = 0;

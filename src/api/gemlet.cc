@@ -563,6 +563,9 @@ Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Sessi
   st.decode_tokens_per_second =
       r.decode_seconds > 0 && r.tokens.size() > 1 ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds : 0;
   st.stop = ToPublic(r.stop);
+  st.draft_steps = r.speculation.steps;
+  st.drafted_tokens = r.speculation.drafted;
+  st.accepted_tokens = r.speculation.accepted;
   st.memory = SessionMemory(session);
   const runtime::Session::ThermalStepStats& th = session.thermal_stats();
   st.thermal.throttled_steps = th.throttled_steps;
@@ -609,6 +612,7 @@ runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<b
   g.stop_strings = o.stop;
   g.cancel = cancel;
   g.top_logprobs = o.top_logprobs;
+  g.max_draft = o.max_draft;
   return g;
 }
 
@@ -663,6 +667,7 @@ std::string Validate(const GenerateOptions& o) {
   for (const std::string& s : o.stop) {
     if (s.empty()) return "stop strings must not be empty";
   }
+  if (o.max_draft < 0 || o.max_draft > 64) return "max_draft must be in [0, 64]";
   return std::string();
 }
 

@@ -444,6 +444,24 @@ void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, 
   for (int t = first; t < n; ++t) cache.Store(layer, pos0 + t, k + t * kw, v + t * vw);
 }
 
+// Workspace::rows_as_decode: row t of the sequence as a one-token step at pos0 + t, over a cache that
+// holds the step's K/V already.
+void AttendRowsAsDecode(const AttendArgs& a, const KvCache& cache, Workspace& ws, KernelContext& ctx) {
+  const LayerConfig& l = *a.layer;
+  const size_t q_width = static_cast<size_t>(l.n_heads) * l.head_dim, a_width = static_cast<size_t>(l.n_heads) * l.head_dim_v;
+  const size_t k_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim, v_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim_v;
+  for (int t = 0; t < a.n; ++t) {
+    AttendArgs row = a;
+    row.q = a.q + t * q_width;
+    row.k_new = a.k_new + t * k_width;
+    row.v_new = a.v_new + t * v_width;
+    row.n = 1;
+    row.pos0 = a.pos0 + t;
+    row.out = a.out + t * a_width;
+    Attend(row, cache, ws, ctx);
+  }
+}
+
 void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, const std::vector<float>& inv_freq,
                        const ForwardStep& step, Workspace& ws, KernelContext& ctx) {
   const LayerConfig& l = c.layers[i];
@@ -464,6 +482,11 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
     RopeRows(ctx, k, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
     AttendArgs a{&l, i, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
                  c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    if (ws.rows_as_decode) {
+      CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
+      AttendRowsAsDecode(a, *seq.cache, ws, ctx);
+      continue;
+    }
     Attend(a, *seq.cache, ws, ctx);
     CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
   }
@@ -578,6 +601,13 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     const float* v = v_new + seq.row0 * v_width;
     AttendArgs a{&l, cache_layer, l.sliding ? c.sliding_window : 0, ws.q.data() + seq.row0 * q_width, k, v, seq.n,
                  seq.pos0, c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    if (ws.rows_as_decode) {
+      // Committed now, held or not: the sharers after this layer read the step's earlier rows from
+      // the cache, as decoding them one at a time would have left it (CommitHeldKv writes the same).
+      if (l.kv_source < 0) CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
+      AttendRowsAsDecode(a, *seq.cache, ws, ctx);
+      continue;
+    }
     Attend(a, *seq.cache, ws, ctx);
     if (l.kv_source < 0 && hold < 0) CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
   }

@@ -92,6 +92,14 @@ struct Workspace {
   // layers (a long prefill would otherwise run its chunk to the end, seconds on a phone).
   const std::atomic<bool>* stop = nullptr;
   bool StopRequested() const { return stop != nullptr && stop->load(std::memory_order_relaxed); }
+  // Set by the session for one evaluation (speculative verification): each sequence's rows attend
+  // as if decoded one at a time. The step's K/V go into the cache first, then row t attends as a
+  // one-token step at its position would (its own key as computed, the earlier ones as the cache
+  // holds them, the keys split into ranges as for one token), so with matmuls that run the rows
+  // through the decode kernels (up to 8) its logits are those of decoding it alone, bit for bit.
+  // The rows must fit the rings' spare room (KvCache ring_spare): committing them first evicts
+  // nothing the earliest row still needs.
+  bool rows_as_decode = false;
 
   size_t Bytes() const;  // all of the above: what a session holds for activations
   // What Bytes() of a Workspace made with these arguments will be, without making it (planning).

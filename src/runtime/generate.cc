@@ -246,6 +246,23 @@ GenerateResult& Generator::Finish() {
   return result_;
 }
 
+std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram, int max_ngram) {
+  std::vector<int32_t> draft;
+  const int n = static_cast<int>(context.size());
+  if (max_draft <= 0) return draft;
+  for (int len = std::min(max_ngram, n - 1); len >= min_ngram; --len) {
+    const int32_t* tail = context.data() + n - len;
+    // The most recent earlier occurrence: rewrites copy what they just read.
+    for (int at = n - len - 1; at >= 0; --at) {
+      if (!std::equal(tail, tail + len, context.data() + at)) continue;
+      const int from = at + len;
+      for (int k = 0; k < max_draft && from + k < n; ++k) draft.push_back(context[from + k]);
+      return draft;
+    }
+  }
+  return draft;
+}
+
 Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextSink& sink) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
@@ -253,6 +270,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
     if (s.empty()) return Status::Error("stop strings must not be empty");
   }
   std::vector<float> logits(static_cast<size_t>(session.engine().config().n_vocab));
+  std::vector<float> verify_logits;  // [1 + drafts, n_vocab] of a speculative step
   const auto start = std::chrono::steady_clock::now();
   session.SetStopFlag(options.cancel);
   struct ClearStop {
@@ -269,15 +287,64 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   }
   const double prefill_seconds = Seconds(start);
   Generator generator(session, sampler, options, sink);
-  for (int32_t token = generator.Next(logits.data()); token >= 0; token = generator.Next(logits.data())) {
-    Status s = session.Evaluate({token}, logits.data(), false);
-    if (s.code() == StatusCode::kCancelled) {  // the token is not in the cache: it stays pending
+  const int n_vocab = session.engine().config().n_vocab;
+  // Drafts stay within what Truncate takes back without evaluating anything again, and a
+  // verification forward within the rows the matmuls run through the decode kernels (8, as
+  // kernels/matmul_simd.cc's kMaxGemvTokens): each row's logits are then those of decoding it alone,
+  // so speculation changes no token, greedy or sampled.
+  constexpr int kMaxVerifyRows = 8;
+  const int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
+  int draft_len = std::min(max_draft, 4);  // adapts: grows while drafts are kept, shrinks when not
+  std::vector<int32_t> step, context;
+  SpeculationStats spec;
+  for (int32_t token = generator.Next(logits.data()); token >= 0;) {
+    step.assign(1, token);
+    // Room for the drafts and one more: the generator checks the context after every token.
+    const int room = session.n_ctx() - session.n_past() - 2;
+    if (max_draft > 0 && room > 0) {
+      context.assign(session.history().begin(), session.history().end());
+      context.push_back(token);
+      const std::vector<int32_t> draft = LookupDraft(context, std::min(draft_len, room));
+      step.insert(step.end(), draft.begin(), draft.end());
+    }
+    const int n_draft = static_cast<int>(step.size()) - 1;
+    if (n_draft == 0) {
+      Status s = session.Evaluate(step, logits.data(), false);
+      if (s.code() == StatusCode::kCancelled) {  // the token is not in the cache: it stays pending
+        generator.Stop(StopReason::kCancelled);
+        break;
+      }
+      if (!s.ok()) return s;
+      token = generator.Next(logits.data());
+      continue;
+    }
+    // The token and its drafts in one forward: row i's logits pick what follows step[i].
+    verify_logits.resize(static_cast<size_t>(step.size()) * n_vocab);
+    Status s = session.EvaluateAsDecode(step, verify_logits.data());
+    if (s.code() == StatusCode::kCancelled) {
       generator.Stop(StopReason::kCancelled);
       break;
     }
     if (!s.ok()) return s;
+    ++spec.steps;
+    spec.drafted += n_draft;
+    int kept = 0;
+    int32_t next = -1;
+    for (int i = 0; i <= n_draft; ++i) {
+      next = generator.Next(verify_logits.data() + static_cast<size_t>(i) * n_vocab);
+      if (i == n_draft || next < 0 || next != step[i + 1]) break;
+      ++kept;  // the sample is the draft: it is in the cache already
+    }
+    spec.accepted += kept;
+    // Drafts past the last kept one leave the cache: the next token (if any) is not in it yet.
+    if (kept < n_draft) {
+      if (Status t = session.Truncate(session.n_past() - (n_draft - kept)); !t.ok()) return t;
+    }
+    draft_len = kept == n_draft ? std::min(max_draft, draft_len + 2) : std::max(1, kept + 1);
+    token = next;
   }
   GenerateResult& result = generator.Finish();
+  result.speculation = spec;
   result.prompt_tokens = static_cast<int>(prompt.size());
   result.prefill_seconds = prefill_seconds;
   return std::move(result);

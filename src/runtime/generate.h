@@ -8,6 +8,7 @@
 #include <memory>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +41,26 @@ struct GenerateOptions {
   // >= 0: record each generated token's log-probability under the model (its logits before
   // penalties, temperature and constraints) and this many most likely alternatives.
   int top_logprobs = -1;
+  // Speculative decoding by prompt lookup: tokens that followed the latest earlier occurrence of the
+  // last few tokens (in the prompt or the answer so far) are drafted, at most max_draft of them, and
+  // verified in one forward with the token before them. Each position is sampled as without drafts
+  // (the same sampler, the same random draws), and a draft token is kept only where the sample
+  // equals it, so the output is what plain decoding gives for the same logits; rejected drafts are
+  // taken back from the cache. 0: off.
+  int max_draft = 0;
 };
+
+// What speculation did in one generation.
+struct SpeculationStats {
+  int steps = 0;     // verification forwards (each evaluates 1 + its drafts)
+  int drafted = 0;   // tokens drafted
+  int accepted = 0;  // of those, kept
+};
+
+// The next tokens prompt lookup proposes after `context` (at most max_draft): the tokens that
+// followed the most recent earlier occurrence of its last n tokens, for the longest n in
+// [min_ngram, max_ngram] that occurs. Empty when none does.
+std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram = 1, int max_ngram = 4);
 
 struct TokenLogprobs {
   int32_t token = -1;
@@ -68,6 +88,7 @@ struct GenerateResult {
   // start of the next turn, so a chat never re-processes it).
   std::vector<int32_t> pending;
   std::vector<TokenLogprobs> logprobs;  // with GenerateOptions::top_logprobs >= 0: one per token
+  SpeculationStats speculation;          // with GenerateOptions::max_draft > 0
 };
 
 // Receives streamed text, whole UTF-8 characters only. Return false to stop.

@@ -165,6 +165,17 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
   return s;
 }
 
+Status Session::EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits) {
+  if (tokens.size() > 8 || static_cast<int>(tokens.size()) > cache_->RollbackRoom()) {
+    return Status::Error(StatusCode::kInvalidArgument, "EvaluateAsDecode takes at most 8 tokens and the rollback room");
+  }
+  if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
+  workspace_->rows_as_decode = true;
+  Status s = Evaluate(tokens, logits, true);
+  workspace_->rows_as_decode = false;
+  return s;
+}
+
 Status Session::RefillRings(int n) {
   rings_stale_ = false;
   // Everything before n is evaluated again. Replaying only the last window is not enough: its first

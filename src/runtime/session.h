@@ -95,6 +95,10 @@ class Session {
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
   Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits);
+  // Evaluate with every position's logits, each as decoding that token alone would give them, bit
+  // for bit (Workspace::rows_as_decode): speculative verification. At most 8 tokens (the rows the
+  // matmuls run through the decode kernels) and rollback_room().
+  Status EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits);
 
   // Called after each chunk of a long evaluation with (tokens done, total): progress displays.
   void SetProgress(std::function<void(int, int)> progress) { progress_ = std::move(progress); }
