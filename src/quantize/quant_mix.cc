@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <numeric>
+#include <regex>
 #include <utility>
 
 namespace gemlet {
@@ -276,12 +277,21 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return LlamaTensorLess(tensors[a].name, tensors[b].name); });
 
+  std::vector<std::pair<std::regex, DType>> patterns;
+  for (const auto& [pattern, type] : options.tensor_types) patterns.emplace_back(std::regex(pattern), type);
+
   for (size_t i : order) {
     const MixTensor& t = tensors[i];
     MixDecision& d = out[i];
     d.quantizable = TensorAllowsQuantization(t.name, t.ne);
     if (!d.quantizable) {
       d.type = t.type;
+      continue;
+    }
+    auto match = std::find_if(patterns.begin(), patterns.end(),
+                              [&](const auto& p) { return std::regex_search(t.name, p.first); });
+    if (match != patterns.end()) {
+      d.type = Fallback(t, match->second, &d);
       continue;
     }
     if (options.token_embedding_type && IsTokenEmbd(t.name)) {
