@@ -288,22 +288,23 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
       d.type = t.type;
       continue;
     }
+    DType type = base;
+    bool fit_row = IsQuantized(base);  // a quantized type must suit the row length
+    if (options.token_embedding_type && IsTokenEmbd(t.name)) {
+      type = *options.token_embedding_type;
+      fit_row = true;
+    } else if (IsQuantized(base) && !options.pure) {
+      type = MixType(walk, model, base, t, options.ftype);
+    }
+    // After the mix's choice, as llama-quantize applies --tensor-type: the mix's per-layer counters
+    // advance as they would without it, so the tensors no pattern names keep their types.
     auto match = std::find_if(patterns.begin(), patterns.end(),
                               [&](const auto& p) { return std::regex_search(t.name, p.first); });
     if (match != patterns.end()) {
-      d.type = Fallback(t, match->second, &d);
-      continue;
+      type = match->second;
+      fit_row = true;
     }
-    if (options.token_embedding_type && IsTokenEmbd(t.name)) {
-      d.type = Fallback(t, *options.token_embedding_type, &d);
-      continue;
-    }
-    DType type = base;
-    if (IsQuantized(base)) {
-      if (!options.pure) type = MixType(walk, model, base, t, options.ftype);
-      type = Fallback(t, type, &d);
-    }
-    d.type = type;
+    d.type = fit_row ? Fallback(t, type, &d) : type;
   }
   return out;
 }
