@@ -15,6 +15,14 @@ install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT gemletTargets NAMESPACE gemlet:: DESTINATION ${GEMLET_CMAKE_DIR})
 
+# libgemlet.a's SHA-256 (file digests, delta patches) is OpenSSL's libcrypto where the build had it.
+if(TARGET gemlet_store)
+  set(GEMLET_NEEDS_CRYPTO ON)
+  set(GEMLET_PC_CRYPTO " libcrypto")
+else()
+  set(GEMLET_NEEDS_CRYPTO OFF)
+  set(GEMLET_PC_CRYPTO "")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gemletConfig.cmake.in
   ${CMAKE_BINARY_DIR}/gemletConfig.cmake INSTALL_DESTINATION ${GEMLET_CMAKE_DIR})
 # 0.x: a minor version may change the API, so only the same minor version is compatible.
@@ -29,5 +37,6 @@ install(CODE "
   set(GEMLET_PC_LIBDIR ${CMAKE_INSTALL_LIBDIR})
   set(GEMLET_PC_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
   set(GEMLET_PC_VERSION ${PROJECT_VERSION})
+  set(GEMLET_PC_CRYPTO \"${GEMLET_PC_CRYPTO}\")
   configure_file(${CMAKE_CURRENT_LIST_DIR}/gemlet.pc.in ${CMAKE_BINARY_DIR}/gemlet.pc @ONLY)")
 install(FILES ${CMAKE_BINARY_DIR}/gemlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

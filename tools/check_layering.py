@@ -13,6 +13,7 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 LIBRARY = re.compile(r'gemlet_library\(\s*(\w+)(.*?)\)', re.S)
 DEPS = re.compile(r'\bgemlet_(\w+)\b')
+LINK = re.compile(r'target_link_libraries\(\s*(\w+)\s+(?:PUBLIC|PRIVATE|INTERFACE)(.*?)\)', re.S)
 
 # The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp),
 # src/history (history.hpp).
@@ -33,6 +34,10 @@ def folder_deps(root):
                 continue
             after = body.split("DEPS", 1)[1] if "DEPS" in body else ""
             deps[folder] = {d for d in DEPS.findall(after)} - {folder}
+        # An optional piece a library links only where it is built (src/api's gemlet_store).
+        for name, body in LINK.findall(text):
+            if name == "gemlet_" + folder and folder in deps:
+                deps[folder] |= {d for d in DEPS.findall(body)} - {folder}
     return deps
 
 

@@ -59,6 +59,11 @@ int RunQuantize(int argc, char** argv) {
   app.add_flag("--allow-requantize", options.allow_requantize, "accept already-quantized tensors in the input");
   app.add_option("--token-embedding-type", options.token_embedding_type,
                  "type of token_embd and per_layer_token_embd (default: the mix's, Q6_K for most types)");
+  app.add_option("--tensor-type", options.tensor_types,
+                 "as llama-quantize: REGEX=TYPE gives the tensors whose names the regex matches that type, before "
+                 "the mix's rules (e.g. 'blk\\.[0-3]\\.ffn_.*=Q8_0'; repeatable, the first match wins)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--override-kv", options.overrides,
                  "set a metadata key in the output, as llama-quantize: KEY=TYPE:VALUE, TYPE int, float, bool or "
                  "str (repeatable)")

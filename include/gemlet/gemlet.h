@@ -339,6 +339,40 @@ GEMLET_API gemlet_status gemlet_task_run(gemlet_session* session, const char* in
  * detect in `text` and answer in. */
 GEMLET_API const char* gemlet_detect_language(const char* text);
 
+/* ---- model files: digests and delta patches (docs/delta.md) ----
+ * For apps that download models themselves: verify a download against its published SHA-256, read
+ * what a patch (`gemlet diff`) applies to, and patch an installed file up to the next version.
+ * These need OpenSSL's libcrypto; a library built without it (gemlet_delta_available() false)
+ * answers GEMLET_ERROR and gemlet_last_error() says so. */
+GEMLET_API bool gemlet_delta_available(void);
+/* The SHA-256 of a whole file: 64 lowercase hex digits and a NUL in out_hex. */
+GEMLET_API gemlet_status gemlet_file_sha256(const char* path, char out_hex[65]);
+/* GEMLET_OK when the file's SHA-256 is sha256_hex (64 hex digits, either case); GEMLET_ERROR naming
+ * both digests when it is not; GEMLET_INVALID_ARGUMENT when sha256_hex is not a digest. */
+GEMLET_API gemlet_status gemlet_file_verify(const char* path, const char* sha256_hex);
+
+typedef struct gemlet_patch_info {
+  size_t struct_size;
+  uint64_t old_size;     /* the file the patch applies to */
+  char old_sha256[65];
+  uint64_t new_size;     /* the file it makes */
+  char new_sha256[65];
+  uint64_t patch_size;
+  uint64_t literal_bytes; /* NEW's bytes the patch carries; the rest is copied from OLD */
+} gemlet_patch_info;
+GEMLET_API gemlet_patch_info gemlet_patch_info_default(void);
+/* Reads and checks a patch's header and index (not its data) without OLD: a truncated, damaged or
+ * foreign file is GEMLET_ERROR. */
+GEMLET_API gemlet_status gemlet_patch_info_read(const char* patch_path, gemlet_patch_info* info);
+/* Rebuilds NEW from OLD and a patch: checks that OLD is the file the patch was made from (its
+ * SHA-256), writes NEW through a temporary file beside new_path checking every chunk's digest, then
+ * NEW's SHA-256, and renames it over new_path (the file and the directory synced). On any failure
+ * nothing appears at new_path (a file already there stays as it was) and gemlet_last_error() names
+ * the file and what failed. progress (may be NULL) gets the fraction written; returning false
+ * cancels (GEMLET_CANCELLED). Memory stays at a few MiB whatever the model's size. */
+GEMLET_API gemlet_status gemlet_delta_apply(const char* old_path, const char* patch_path, const char* new_path,
+                                            gemlet_progress_fn progress, void* user_data);
+
 #ifdef __cplusplus
 }
 #endif

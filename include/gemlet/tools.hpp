@@ -60,6 +60,9 @@ struct QuantizeOptions {
   bool allow_requantize = false;      // accept already-quantized input tensors
   bool dry_run = false;               // choose the types and report sizes, write nothing
   std::string token_embedding_type;   // a tensor type ("Q6_K") for the embedding tables; empty: the mix's
+  // As llama-quantize's --tensor-type: REGEX=TYPE, e.g. blk\.[0-3]\.ffn_.*=Q8_0; a tensor whose name
+  // the regex matches (anywhere) gets TYPE, the first match winning, before the mix's rules.
+  std::vector<std::string> tensor_types;
   std::vector<std::string> overrides; // metadata to set, as llama-quantize: KEY=TYPE:VALUE (int, float, bool, str)
   int n_threads = 0;                  // 0: every hardware thread
   std::function<void(uint64_t done, uint64_t total)> progress{};  // elements converted

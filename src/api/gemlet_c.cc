@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/api_internal.h"
+#include "gemlet/delta.hpp"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tasks.hpp"
 #include "kernels/kernels.h"
@@ -676,3 +677,68 @@ const char* gemlet_detect_language(const char* text) {
 }
 
 }  // extern "C"
+
+// ---- model files: digests and delta patches ----
+
+bool gemlet_delta_available(void) { return gemlet::delta::Available(); }
+
+gemlet_status gemlet_file_sha256(const char* path, char out_hex[65]) {
+  if (path == nullptr) return NullHandle("path");
+  if (out_hex == nullptr) return NullHandle("out_hex");
+  return Guard([&] {
+    gemlet::Result<std::string> digest = gemlet::delta::FileSha256(path);
+    if (!digest.ok()) return Report(digest.status());
+    std::memcpy(out_hex, digest->c_str(), 65);
+    return GEMLET_OK;
+  });
+}
+
+gemlet_status gemlet_file_verify(const char* path, const char* sha256_hex) {
+  if (path == nullptr) return NullHandle("path");
+  if (sha256_hex == nullptr) return NullHandle("sha256_hex");
+  return Guard([&] { return Report(gemlet::delta::VerifyFile(path, sha256_hex)); });
+}
+
+gemlet_patch_info gemlet_patch_info_default(void) {
+  gemlet_patch_info info{};
+  info.struct_size = sizeof(info);
+  return info;
+}
+
+gemlet_status gemlet_patch_info_read(const char* patch_path, gemlet_patch_info* info) {
+  if (patch_path == nullptr) return NullHandle("patch_path");
+  if (info == nullptr || info->struct_size < sizeof(size_t)) return NullHandle("info");
+  return Guard([&] {
+    gemlet::Result<gemlet::delta::PatchInfo> p = gemlet::delta::ReadPatchInfo(patch_path);
+    if (!p.ok()) return Report(p.status());
+    gemlet_patch_info full = gemlet_patch_info_default();
+    full.old_size = p->old_size;
+    std::memcpy(full.old_sha256, p->old_sha256.c_str(), 65);
+    full.new_size = p->new_size;
+    std::memcpy(full.new_sha256, p->new_sha256.c_str(), 65);
+    full.patch_size = p->patch_bytes;
+    full.literal_bytes = p->literal_bytes;
+    // Only what the caller's struct holds: an older, smaller header keeps its size.
+    const size_t n = info->struct_size < sizeof(full) ? info->struct_size : sizeof(full);
+    std::memcpy(static_cast<void*>(info), &full, n);
+    info->struct_size = n;
+    return GEMLET_OK;
+  });
+}
+
+gemlet_status gemlet_delta_apply(const char* old_path, const char* patch_path, const char* new_path,
+                                 gemlet_progress_fn progress, void* user_data) {
+  if (old_path == nullptr) return NullHandle("old_path");
+  if (patch_path == nullptr) return NullHandle("patch_path");
+  if (new_path == nullptr) return NullHandle("new_path");
+  return Guard([&] {
+    gemlet::delta::ApplyOptions options;
+    if (progress != nullptr) {
+      options.progress = [progress, user_data](uint64_t done, uint64_t total) {
+        return progress(total ? static_cast<float>(static_cast<double>(done) / static_cast<double>(total)) : 1.0f,
+                        user_data);
+      };
+    }
+    return Report(gemlet::delta::Apply(old_path, patch_path, new_path, options).status());
+  });
+}

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <numeric>
+#include <regex>
 #include <utility>
 
 namespace gemlet {
@@ -276,6 +277,9 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return LlamaTensorLess(tensors[a].name, tensors[b].name); });
 
+  std::vector<std::pair<std::regex, DType>> patterns;
+  for (const auto& [pattern, type] : options.tensor_types) patterns.emplace_back(std::regex(pattern), type);
+
   for (size_t i : order) {
     const MixTensor& t = tensors[i];
     MixDecision& d = out[i];
@@ -284,16 +288,23 @@ std::vector<MixDecision> ChooseTensorTypes(const MixModel& model, const std::vec
       d.type = t.type;
       continue;
     }
-    if (options.token_embedding_type && IsTokenEmbd(t.name)) {
-      d.type = Fallback(t, *options.token_embedding_type, &d);
-      continue;
-    }
     DType type = base;
-    if (IsQuantized(base)) {
-      if (!options.pure) type = MixType(walk, model, base, t, options.ftype);
-      type = Fallback(t, type, &d);
+    bool fit_row = IsQuantized(base);  // a quantized type must suit the row length
+    if (options.token_embedding_type && IsTokenEmbd(t.name)) {
+      type = *options.token_embedding_type;
+      fit_row = true;
+    } else if (IsQuantized(base) && !options.pure) {
+      type = MixType(walk, model, base, t, options.ftype);
     }
-    d.type = type;
+    // After the mix's choice, as llama-quantize applies --tensor-type: the mix's per-layer counters
+    // advance as they would without it, so the tensors no pattern names keep their types.
+    auto match = std::find_if(patterns.begin(), patterns.end(),
+                              [&](const auto& p) { return std::regex_search(t.name, p.first); });
+    if (match != patterns.end()) {
+      type = match->second;
+      fit_row = true;
+    }
+    d.type = fit_row ? Fallback(t, type, &d) : type;
   }
   return out;
 }

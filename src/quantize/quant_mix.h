@@ -68,6 +68,9 @@ struct MixOptions {
   // llama-quantize's --token-embedding-type: the type of token_embd and per_layer_token_embd (Gemma
   // 3n/4's per-layer table is as large as the rest of an E2B model; llama.cpp's mix gives it Q6_K).
   std::optional<DType> token_embedding_type;
+  // llama-quantize's --tensor-type: a tensor whose name a pattern matches (std::regex_search, the
+  // first that matches) gets its type, before every other rule. Patterns must be valid ECMAScript.
+  std::vector<std::pair<std::string, DType>> tensor_types;
 };
 
 struct MixDecision {

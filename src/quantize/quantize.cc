@@ -146,11 +146,16 @@ Result<QuantizeReport> QuantizeGguf(const QuantizeOptions& o) {
   mix_options.ftype = o.ftype;
   mix_options.pure = o.pure;
   mix_options.token_embedding_type = o.token_embedding_type;
-  if (o.token_embedding_type) {
-    const DTypeInfo& info = GetDTypeInfo(*o.token_embedding_type);
-    const DType t = info.type;
-    const bool encodable = info.can_compute && t != DType::kQ8_K && t != DType::kQ8_1;
-    if (!encodable) return Status::Error(std::string("cannot write token embeddings as ") + info.name);
+  mix_options.tensor_types = o.tensor_types;
+  auto encodable = [](DType type) {
+    const DTypeInfo& info = GetDTypeInfo(type);
+    return info.can_compute && type != DType::kQ8_K && type != DType::kQ8_1;
+  };
+  if (o.token_embedding_type && !encodable(*o.token_embedding_type)) {
+    return Status::Error(std::string("cannot write token embeddings as ") + DTypeName(*o.token_embedding_type));
+  }
+  for (const auto& [pattern, type] : o.tensor_types) {
+    if (!encodable(type)) return Status::Error("cannot write tensors matching '" + pattern + "' as " + DTypeName(type));
   }
   const std::vector<MixDecision> decisions = ChooseTensorTypes(model, mix_tensors, mix_options);
 

@@ -39,6 +39,7 @@ struct QuantizeOptions {
   bool allow_requantize = false;  // accept already-quantized input tensors (quality suffers)
   bool dry_run = false;           // choose the types and report sizes, write nothing
   std::optional<DType> token_embedding_type;  // override for token_embd / per_layer_token_embd
+  std::vector<std::pair<std::string, DType>> tensor_types;  // MixOptions::tensor_types (--tensor-type)
   std::vector<MetadataOverride> overrides;  // set after the input's metadata is copied
   int n_threads = 0;              // 0: all hardware threads
   // Elements converted so far and in all; called from the writing thread only.

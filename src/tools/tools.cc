@@ -2,6 +2,8 @@
 // the evaluator: option and report translation only.
 #include "gemlet/tools.hpp"
 
+#include <regex>
+
 #include "convert/convert.h"
 #include "kernels/kernels.h"
 #include "quantize/eval.h"
@@ -58,6 +60,21 @@ Result<QuantizeReport> Quantize(const QuantizeOptions& o) {
       return Status::Error(StatusCode::kInvalidArgument, "unknown tensor type '" + o.token_embedding_type + "'");
     }
     q.token_embedding_type = t;
+  }
+  for (const std::string& spec : o.tensor_types) {
+    const size_t eq = spec.rfind('=');
+    DType t;
+    if (eq == std::string::npos || eq == 0 || !ParseDTypeName(spec.substr(eq + 1), &t)) {
+      return Status::Error(StatusCode::kInvalidArgument,
+                           "--tensor-type '" + spec + "' is not REGEX=TYPE with a tensor type such as Q8_0");
+    }
+    const std::string pattern = spec.substr(0, eq);
+    try {
+      std::regex check(pattern);
+    } catch (const std::regex_error& e) {
+      return Status::Error(StatusCode::kInvalidArgument, "--tensor-type '" + pattern + "' is not a regex: " + e.what());
+    }
+    q.tensor_types.emplace_back(pattern, t);
   }
   for (const std::string& spec : o.overrides) {
     Result<MetadataOverride> m = ParseMetadataOverride(spec);

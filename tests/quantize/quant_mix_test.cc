@@ -266,6 +266,37 @@ TEST(QuantMixTest, TokenEmbeddingTypeOverride) {
   EXPECT_EQ(d1[0].type, DType::kQ5_0);
 }
 
+// llama-quantize's --tensor-type: the named tensors get the type, every other tensor keeps the
+// mix's choice (the mix counts ffn_down / attn_v tensors through the overridden ones too).
+TEST(QuantMixTest, TensorTypePatternsOverrideOnlyWhatTheyName) {
+  const std::vector<MixTensor> t = Tensors(kGemma3_4B);
+  MixOptions o;
+  o.ftype = FileType::kQ4_K_M;
+  const auto plain = ChooseTensorTypes(ModelOf(kGemma3_4B), t, o);
+  o.tensor_types = {{"blk\\.[0-3]\\.ffn_(up|gate|down)", DType::kQ8_0}, {"attn_v", DType::kQ5_K}, {"blk\\.0\\.", DType::kQ2_K}};
+  const auto d = ChooseTensorTypes(ModelOf(kGemma3_4B), t, o);
+  int overridden = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string& n = t[i].name;
+    const bool ffn = (n.starts_with("blk.0.") || n.starts_with("blk.1.") || n.starts_with("blk.2.") || n.starts_with("blk.3.")) &&
+                     (n.find("ffn_up") != std::string::npos || n.find("ffn_gate") != std::string::npos ||
+                      n.find("ffn_down") != std::string::npos);
+    if (!plain[i].quantizable) {
+      EXPECT_EQ(d[i].type, plain[i].type) << n;  // norms are never quantized, whatever a pattern says
+    } else if (ffn) {
+      EXPECT_EQ(d[i].type, DType::kQ8_0) << n;  // the first pattern that matches wins
+      ++overridden;
+    } else if (n.find("attn_v") != std::string::npos) {
+      EXPECT_EQ(d[i].type, DType::kQ5_K) << n;
+    } else if (n.starts_with("blk.0.")) {
+      EXPECT_EQ(d[i].type, DType::kQ2_K) << n;
+    } else {
+      EXPECT_EQ(d[i].type, plain[i].type) << n;
+    }
+  }
+  EXPECT_EQ(overridden, 12);
+}
+
 TEST(QuantMixTest, PureAndFloatTypes) {
   auto pure = Choose(kGemma3_4B, FileType::kQ4_K_M, /*pure=*/true);
   auto f16 = Choose(kGemma3_4B, FileType::kF16);
