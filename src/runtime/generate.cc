@@ -295,17 +295,22 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   constexpr int kMaxVerifyRows = 8;
   const int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
   int draft_len = std::min(max_draft, 4);  // adapts: grows while drafts are kept, shrinks when not
+  // After a step that kept nothing, drafting pauses for `pause` tokens, doubling up to 32 while
+  // drafts keep failing: a model that does not copy pays for no verification it cannot use.
+  int pause = 0, paused = 0;
   std::vector<int32_t> step, context;
   SpeculationStats spec;
   for (int32_t token = generator.Next(logits.data()); token >= 0;) {
     step.assign(1, token);
     // Room for the drafts and one more: the generator checks the context after every token.
     const int room = session.n_ctx() - session.n_past() - 2;
-    if (max_draft > 0 && room > 0) {
+    if (max_draft > 0 && room > 0 && paused == 0) {
       context.assign(session.history().begin(), session.history().end());
       context.push_back(token);
-      const std::vector<int32_t> draft = LookupDraft(context, std::min(draft_len, room));
+      const std::vector<int32_t> draft = LookupDraft(context, std::min(draft_len, room), options.draft_min_ngram);
       step.insert(step.end(), draft.begin(), draft.end());
+    } else if (paused > 0) {
+      --paused;
     }
     const int n_draft = static_cast<int>(step.size()) - 1;
     if (n_draft == 0) {
@@ -341,6 +346,12 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
       if (Status t = session.Truncate(session.n_past() - (n_draft - kept)); !t.ok()) return t;
     }
     draft_len = kept == n_draft ? std::min(max_draft, draft_len + 2) : std::max(1, kept + 1);
+    if (kept == 0) {
+      pause = std::min(32, std::max(1, pause * 2));
+      paused = pause;
+    } else {
+      pause = 0;
+    }
     token = next;
   }
   GenerateResult& result = generator.Finish();

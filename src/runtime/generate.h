@@ -41,13 +41,14 @@ struct GenerateOptions {
   // >= 0: record each generated token's log-probability under the model (its logits before
   // penalties, temperature and constraints) and this many most likely alternatives.
   int top_logprobs = -1;
-  // Speculative decoding by prompt lookup: tokens that followed the latest earlier occurrence of the
-  // last few tokens (in the prompt or the answer so far) are drafted, at most max_draft of them, and
+    // Speculative decoding by prompt lookup: tokens that followed the latest earlier occurrence of the
+  // last 2-4 tokens (in the prompt or the answer so far) are drafted, at most max_draft of them, and
   // verified in one forward with the token before them. Each position is sampled as without drafts
   // (the same sampler, the same random draws), and a draft token is kept only where the sample
   // equals it, so the output is what plain decoding gives for the same logits; rejected drafts are
   // taken back from the cache. 0: off.
   int max_draft = 0;
+  int draft_min_ngram = 2;  // the shortest match a draft is taken from (1: any earlier token; tests)
 };
 
 // What speculation did in one generation.

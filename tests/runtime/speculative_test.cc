@@ -69,6 +69,7 @@ class SpeculativeTest : public ::testing::TestWithParam<std::string> {
     o.stop_at_end_of_turn = false;
     o.sampling = sp;
     o.max_draft = max_draft;
+    o.draft_min_ngram = 1;  // drafts at any repeated token: every model drafts, whatever it generates
     auto r = Generate(*session, sampler, prompt, o, {});
     EXPECT_TRUE(r.ok()) << r.message();
     return r.ok() ? std::move(r).value() : GenerateResult{};
