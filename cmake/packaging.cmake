@@ -8,13 +8,21 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/gemlet DESTINATION ${CMAKE_INSTALL
         FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp"
         PATTERN "tools.hpp" EXCLUDE     # the CLI's tools API: not in libgemlet
         PATTERN "history.hpp" EXCLUDE   # the history store: gemlet_history, not in libgemlet (not installed yet)
-        PATTERN "server.hpp" EXCLUDE)   # gemlet serve: gemlet_server, not in libgemlet
+        PATTERN "server.hpp" EXCLUDE    # gemlet serve: gemlet_server, not in libgemlet
+        PATTERN "fetch.hpp" EXCLUDE)    # the store's libcurl fetcher: gemlet_fetch, not in libgemlet
 install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT gemletTargets NAMESPACE gemlet:: DESTINATION ${GEMLET_CMAKE_DIR})
 
+if(TARGET gemlet_store)
+  set(GEMLET_WITH_STORE ON)
+  set(GEMLET_PC_CRYPTO " libcrypto")
+else()
+  set(GEMLET_WITH_STORE OFF)
+  set(GEMLET_PC_CRYPTO "")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gemletConfig.cmake.in
   ${CMAKE_BINARY_DIR}/gemletConfig.cmake INSTALL_DESTINATION ${GEMLET_CMAKE_DIR})
 # 0.x: a minor version may change the API, so only the same minor version is compatible.
@@ -29,5 +37,6 @@ install(CODE "
   set(GEMLET_PC_LIBDIR ${CMAKE_INSTALL_LIBDIR})
   set(GEMLET_PC_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
   set(GEMLET_PC_VERSION ${PROJECT_VERSION})
+  set(GEMLET_PC_CRYPTO \"${GEMLET_PC_CRYPTO}\")
   configure_file(${CMAKE_CURRENT_LIST_DIR}/gemlet.pc.in ${CMAKE_BINARY_DIR}/gemlet.pc @ONLY)")
 install(FILES ${CMAKE_BINARY_DIR}/gemlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
