@@ -8,19 +8,19 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/gemlet DESTINATION ${CMAKE_INSTALL
         FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp"
         PATTERN "tools.hpp" EXCLUDE     # the CLI's tools API: not in libgemlet
         PATTERN "history.hpp" EXCLUDE   # the history store: gemlet_history, not in libgemlet (not installed yet)
-        PATTERN "server.hpp" EXCLUDE)   # gemlet serve: gemlet_server, not in libgemlet
+        PATTERN "server.hpp" EXCLUDE    # gemlet serve: gemlet_server, not in libgemlet
+        PATTERN "fetch.hpp" EXCLUDE)    # the store's libcurl fetcher: gemlet_fetch, not in libgemlet
 install(TARGETS gemlet_shared gemlet_static EXPORT gemletTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT gemletTargets NAMESPACE gemlet:: DESTINATION ${GEMLET_CMAKE_DIR})
 
-# libgemlet.a's SHA-256 (file digests, delta patches) is OpenSSL's libcrypto where the build had it.
 if(TARGET gemlet_store)
-  set(GEMLET_NEEDS_CRYPTO ON)
+  set(GEMLET_WITH_STORE ON)
   set(GEMLET_PC_CRYPTO " libcrypto")
 else()
-  set(GEMLET_NEEDS_CRYPTO OFF)
+  set(GEMLET_WITH_STORE OFF)
   set(GEMLET_PC_CRYPTO "")
 endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gemletConfig.cmake.in

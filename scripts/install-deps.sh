@@ -2,11 +2,12 @@
 # Installs the Debian 12 packages gemlet builds with; does nothing when they are already present.
 # default-jdk-headless (javac, the JNI headers, /usr/lib/jvm/default-java) is for the Java binding.
 # libcpp-httplib-dev is gemlet serve's HTTP library.
+# libcurl4-openssl-dev is gemlet pull's HTTP(S) client (the model store's fetcher).
 # Usage: scripts/install-deps.sh [--test] [--arm64]
 #   --test: also what the tests alone need (the chat page's browser test); --arm64: what `make test-arm64` needs
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
-          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+          libcpp-httplib-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
 test_deps=0
 arm64=0
 for arg in "$@"; do

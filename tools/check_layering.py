@@ -2,7 +2,7 @@
 """Checks the layering of ../shared/STYLE.md: a folder of src/ (and the CLI) may include headers only
 from the folders its CMake target links, directly or through them, and the public headers in
 include/gemlet/ reach nothing of src/. The CLI sits on the public API alone (gemlet.hpp,
-tools.hpp and history.hpp): it includes nothing of src/ at all.
+tools.hpp, history.hpp, store.hpp, fetch.hpp): it includes nothing of src/ at all.
 
 Usage: check_layering.py REPO_ROOT   (exit 1 and one line per violation when the layering is broken)
 """
@@ -16,8 +16,8 @@ DEPS = re.compile(r'\bgemlet_(\w+)\b')
 LINK = re.compile(r'target_link_libraries\(\s*(\w+)\s+(?:PUBLIC|PRIVATE|INTERFACE)(.*?)\)', re.S)
 
 # The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp),
-# src/history (history.hpp).
-IMPLEMENTS_PUBLIC = {"api", "tools", "history", "server"}
+# src/history (history.hpp), src/store (store.hpp), src/fetch (fetch.hpp).
+IMPLEMENTS_PUBLIC = {"api", "tools", "history", "server", "store", "fetch"}
 # The folders that stand on the public API alone, as the CLI does: src/server includes the public
 # headers and its own files, nothing else of src/.
 OVER_PUBLIC_API = {"server"}
@@ -68,7 +68,7 @@ def main():
                 continue  # a header of the same folder ("command.h")
             if top == "gemlet":
                 if not (public_allowed or header == "gemlet/status.hpp"):
-                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api, src/tools, src/history and src/server implement or use")
+                    problems.append(f"{rel}: includes the public API <{header}>, which only src/api, src/tools, src/history, src/store, src/fetch and src/server implement or use")
             elif top in src_folders and top not in allowed:
                 problems.append(f"{rel}: includes {header}, but its target does not link gemlet_{top}")
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "command.h"
+#include "store_cli.h"
 
 namespace gemlet::cli {
 
@@ -15,7 +16,9 @@ bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 void AddModelOptions(CLI::App& app, ModelOptions* o) {
-  app.add_option("-m,--model", o->model_path, "GGUF model file (default: $GEMLET_MODEL, else the bundled demo model)");
+  app.add_option("-m,--model", o->model_path, "GGUF model file or NAME[:VERSION] from the model store (default: "
+                 "$GEMLET_MODEL, else the bundled demo model)");
+  AddStoreFlag(app, &o->store_dir);
   app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(NonNegative());
   app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(Positive());
   app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(Positive());
@@ -95,9 +98,31 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
       ->capture_default_str();
 }
 
-Result<std::string> ResolveModelPath(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("GEMLET_MODEL"); env && *env) return std::string(env);
+namespace {
+// A NAME[:VERSION] from the store, unless it names a file: a path that exists is always a path, and
+// something that looks like one (a '/', a .gguf ending) is left for the loader's own message.
+Result<std::string> FileOrStoreModel(const std::string& m, const std::string& store_dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(m, ec)) return m;
+  const std::string name = m.substr(0, m.find(':'));
+  if (m.find('/') != std::string::npos || (m.size() > 5 && m.compare(m.size() - 5, 5, ".gguf") == 0) ||
+      !ModelStore::CheckName(name, "model").ok()) {
+    return m;
+  }
+  auto store = OpenStore(store_dir);
+  if (!store.ok()) return store.status();
+  Result<StoredModel> stored = (*store)->Get(name);
+  if (!stored.ok()) {
+    return Status::Error("'" + m + "' is neither a file nor a model in the store " + (*store)->dir() + " ('gemlet list' "
+                         "shows the installed models, 'gemlet pull " + name + "' fetches one)");
+  }
+  return (*store)->Resolve(m);
+}
+}  // namespace
+
+Result<std::string> ResolveModelPath(const std::string& flag, const std::string& store_dir) {
+  if (!flag.empty()) return FileOrStoreModel(flag, store_dir);
+  if (const char* env = std::getenv("GEMLET_MODEL"); env && *env) return FileOrStoreModel(env, store_dir);
   // The demo model ships in the repository; look beside the build tree first, then the cwd.
   for (const std::string& candidate : {std::string(GEMLET_DEFAULT_MODEL), std::string("models/gemlet-demo.gguf")}) {
     if (std::filesystem::exists(candidate)) return candidate;
@@ -107,7 +132,7 @@ Result<std::string> ResolveModelPath(const std::string& flag) {
 }
 
 Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
-  Result<std::string> path = ResolveModelPath(o.model_path);
+  Result<std::string> path = ResolveModelPath(o.model_path, o.store_dir);
   if (!path.ok()) return path.status();
   const bool tty = StderrIsTerminal();
   if (tty) std::fprintf(stderr, "loading %s ...\r", path->c_str());

@@ -14,7 +14,8 @@
 namespace gemlet::cli {
 
 struct ModelOptions {
-  std::string model_path;
+  std::string model_path;  // a file, or NAME[:VERSION] in the store
+  std::string store_dir;   // --store: "" the default store
   int threads = 0;
   int ctx = 4096;
   int batch = 512;
@@ -53,8 +54,9 @@ void AddCacheFlags(CLI::App& app, std::string& dir, bool& off);
 // neither is known); flag_dir when given, "" when off.
 std::string CacheDir(const std::string& flag_dir, bool off);
 
-// The model to use: -m, else $GEMLET_MODEL, else the bundled demo model.
-Result<std::string> ResolveModelPath(const std::string& flag);
+// The model to use: -m, else $GEMLET_MODEL, else the bundled demo model. A path that exists stays a
+// path; otherwise NAME[:VERSION] is looked up in the model store (store_dir, "" the default one).
+Result<std::string> ResolveModelPath(const std::string& flag, const std::string& store_dir = "");
 
 // The engine and the options of the session to create; a short "loading" line when stderr is a
 // terminal, and a progress line for long prompts there.

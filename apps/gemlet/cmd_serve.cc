@@ -73,7 +73,7 @@ int RunServe(int argc, char** argv) {
   so.parallel = parallel;
   so.slot = m.session;
   so.slot.progress = nullptr;  // the scheduler's thread evaluates: no progress lines on the terminal
-  Result<std::string> path = ResolveModelPath(mo.model_path);
+  Result<std::string> path = ResolveModelPath(mo.model_path, mo.store_dir);
   so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   so.idle_unload_seconds = idle_unload;

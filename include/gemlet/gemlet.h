@@ -373,6 +373,36 @@ GEMLET_API gemlet_status gemlet_patch_info_read(const char* patch_path, gemlet_p
 GEMLET_API gemlet_status gemlet_delta_apply(const char* old_path, const char* patch_path, const char* new_path,
                                             gemlet_progress_fn progress, void* user_data);
 
+/* ---- The model store (gemlet/store.hpp, docs/store.md) ----
+ * Models by name and version in one folder, each file checked against its SHA-256 before it becomes
+ * visible; an active version per name that switches atomically, a previous one to roll back to. Apps
+ * download with their own HTTP client and install the finished file here. A libgemlet built
+ * without OpenSSL (the arm64 cross build) has no store: these return GEMLET_ERROR saying so. */
+typedef struct gemlet_store gemlet_store;
+/* dir NULL or "": $XDG_DATA_HOME/gemlet/models, else ~/.local/share/gemlet/models. */
+GEMLET_API gemlet_status gemlet_store_open(const char* dir, gemlet_store** out);
+GEMLET_API void gemlet_store_free(gemlet_store* store);
+enum {
+  GEMLET_STORE_ACTIVATE = 1, /* make the installed version the active one */
+  GEMLET_STORE_KEEP_OLD = 2, /* keep the version it replaces as the previous one (for rollback) */
+  GEMLET_STORE_MOVE = 4      /* rename the file in (same filesystem) instead of copying it */
+};
+/* Checks `file` against sha256 (64 hex digits; NULL: computed and recorded) and installs it as NAME
+ * VERSION; a mismatch is GEMLET_ERROR and installs nothing. */
+GEMLET_API gemlet_status gemlet_store_install(gemlet_store* store, const char* name, const char* version, const char* file,
+                                              const char* sha256, unsigned flags);
+/* Re-hashes the installed files of name (NULL: every model); GEMLET_ERROR when one fails (the first
+ * failure in gemlet_last_error), n_failed (may be NULL) counts them. */
+GEMLET_API gemlet_status gemlet_store_verify(gemlet_store* store, const char* name, int* n_failed);
+/* Makes an installed version the active one; the old one stays as previous only with keep_old. */
+GEMLET_API gemlet_status gemlet_store_switch(gemlet_store* store, const char* name, const char* version, bool keep_old);
+GEMLET_API gemlet_status gemlet_store_rollback(gemlet_store* store, const char* name);
+GEMLET_API gemlet_status gemlet_store_remove(gemlet_store* store, const char* name);
+/* "NAME" or "NAME:VERSION" to the installed file's path (free it with gemlet_string_free). */
+GEMLET_API gemlet_status gemlet_store_resolve(const gemlet_store* store, const char* ref, char** path);
+/* The active version of name ("" for none is never returned: an unknown name is GEMLET_ERROR). */
+GEMLET_API gemlet_status gemlet_store_active_version(const gemlet_store* store, const char* name, char** version);
+
 #ifdef __cplusplus
 }
 #endif

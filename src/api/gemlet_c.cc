@@ -14,6 +14,9 @@
 #include "gemlet/delta.hpp"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tasks.hpp"
+#ifdef GEMLET_HAVE_STORE
+#include "gemlet/store.hpp"
+#endif
 #include "kernels/kernels.h"
 
 struct gemlet_engine {
@@ -675,6 +678,139 @@ const char* gemlet_detect_language(const char* text) {
   }
   return "unknown";
 }
+
+// ---- The model store: a thin wrapper of gemlet::ModelStore (include/gemlet/store.hpp). ----
+#ifdef GEMLET_HAVE_STORE
+struct gemlet_store {
+  std::unique_ptr<gemlet::ModelStore> store;
+};
+
+namespace {
+char* CopyOut(const std::string& s) {
+  char* copy = new char[s.size() + 1];
+  std::memcpy(copy, s.c_str(), s.size() + 1);
+  return copy;
+}
+}  // namespace
+
+gemlet_status gemlet_store_open(const char* dir, gemlet_store** out) {
+  return Guard([&] {
+    if (out == nullptr) return NullHandle("out");
+    *out = nullptr;
+    const std::string d = dir != nullptr && *dir ? std::string(dir) : gemlet::ModelStore::DefaultDir();
+    auto opened = gemlet::ModelStore::Open(d);
+    if (!opened.ok()) return Report(opened.status());
+    *out = new gemlet_store{std::move(opened).value()};
+    return GEMLET_OK;
+  });
+}
+
+void gemlet_store_free(gemlet_store* store) { delete store; }
+
+gemlet_status gemlet_store_install(gemlet_store* store, const char* name, const char* version, const char* file,
+                                   const char* sha256, unsigned flags) {
+  return Guard([&] {
+    if (store == nullptr) return NullHandle("store");
+    if (name == nullptr || version == nullptr || file == nullptr) return NullHandle(name == nullptr ? "name" : version == nullptr ? "version" : "file");
+    gemlet::InstallOptions o;
+    o.activate = (flags & GEMLET_STORE_ACTIVATE) != 0;
+    o.keep_old = (flags & GEMLET_STORE_KEEP_OLD) != 0;
+    o.move = (flags & GEMLET_STORE_MOVE) != 0;
+    return Report(store->store->Install(name, version, file, sha256 != nullptr ? sha256 : "", o).status());
+  });
+}
+
+gemlet_status gemlet_store_verify(gemlet_store* store, const char* name, int* n_failed) {
+  return Guard([&] {
+    if (n_failed != nullptr) *n_failed = 0;
+    if (store == nullptr) return NullHandle("store");
+    auto results = store->store->Verify(name != nullptr ? name : "");
+    if (!results.ok()) return Report(results.status());
+    int failed = 0;
+    std::string first;
+    for (const gemlet::VerifyResult& r : *results) {
+      if (r.ok) continue;
+      if (failed++ == 0) first = r.name + " " + r.version + " (" + r.path + "): " + r.problem;
+    }
+    if (n_failed != nullptr) *n_failed = failed;
+    return failed == 0 ? GEMLET_OK : Fail(GEMLET_ERROR, first);
+  });
+}
+
+gemlet_status gemlet_store_switch(gemlet_store* store, const char* name, const char* version, bool keep_old) {
+  return Guard([&] {
+    if (store == nullptr) return NullHandle("store");
+    if (name == nullptr || version == nullptr) return NullHandle(name == nullptr ? "name" : "version");
+    return Report(store->store->Activate(name, version, keep_old));
+  });
+}
+
+gemlet_status gemlet_store_rollback(gemlet_store* store, const char* name) {
+  return Guard([&] {
+    if (store == nullptr) return NullHandle("store");
+    if (name == nullptr) return NullHandle("name");
+    return Report(store->store->Rollback(name).status());
+  });
+}
+
+gemlet_status gemlet_store_remove(gemlet_store* store, const char* name) {
+  return Guard([&] {
+    if (store == nullptr) return NullHandle("store");
+    if (name == nullptr) return NullHandle("name");
+    return Report(store->store->Remove(name));
+  });
+}
+
+gemlet_status gemlet_store_resolve(const gemlet_store* store, const char* ref, char** path) {
+  return Guard([&] {
+    if (store == nullptr || ref == nullptr || path == nullptr) return NullHandle(store == nullptr ? "store" : ref == nullptr ? "ref" : "path");
+    *path = nullptr;
+    auto p = store->store->Resolve(ref);
+    if (!p.ok()) return Report(p.status());
+    *path = CopyOut(*p);
+    return GEMLET_OK;
+  });
+}
+
+gemlet_status gemlet_store_active_version(const gemlet_store* store, const char* name, char** version) {
+  return Guard([&] {
+    if (store == nullptr || name == nullptr || version == nullptr) return NullHandle(store == nullptr ? "store" : name == nullptr ? "name" : "version");
+    *version = nullptr;
+    auto m = store->store->Get(name);
+    if (!m.ok()) return Report(m.status());
+    *version = CopyOut(m->active);
+    return GEMLET_OK;
+  });
+}
+#else
+// No OpenSSL for this target: the store's entry points exist (the ABI is the same everywhere) and
+// say why they cannot work.
+struct gemlet_store {};
+namespace {
+gemlet_status NoStore() { return Fail(GEMLET_ERROR, "this libgemlet was built without the model store (no OpenSSL)"); }
+}  // namespace
+gemlet_status gemlet_store_open(const char*, gemlet_store** out) {
+  if (out != nullptr) *out = nullptr;
+  return NoStore();
+}
+void gemlet_store_free(gemlet_store* store) { delete store; }
+gemlet_status gemlet_store_install(gemlet_store*, const char*, const char*, const char*, const char*, unsigned) { return NoStore(); }
+gemlet_status gemlet_store_verify(gemlet_store*, const char*, int* n_failed) {
+  if (n_failed != nullptr) *n_failed = 0;
+  return NoStore();
+}
+gemlet_status gemlet_store_switch(gemlet_store*, const char*, const char*, bool) { return NoStore(); }
+gemlet_status gemlet_store_rollback(gemlet_store*, const char*) { return NoStore(); }
+gemlet_status gemlet_store_remove(gemlet_store*, const char*) { return NoStore(); }
+gemlet_status gemlet_store_resolve(const gemlet_store*, const char*, char** path) {
+  if (path != nullptr) *path = nullptr;
+  return NoStore();
+}
+gemlet_status gemlet_store_active_version(const gemlet_store*, const char*, char** version) {
+  if (version != nullptr) *version = nullptr;
+  return NoStore();
+}
+#endif
 
 }  // extern "C"
 

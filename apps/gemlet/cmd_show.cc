@@ -1,0 +1,41 @@
+// `gemlet show NAME`: one stored model's versions, digests, sources and files.
+#include <cstdio>
+#include <ctime>
+
+#include "command.h"
+#include "store_cli.h"
+
+namespace gemlet::cli {
+namespace {
+
+int RunShow(int argc, char** argv) {
+  CLI::App app{"One stored model: its versions, digests, sources and files"};
+  app.name("gemlet show");
+  std::string name, store;
+  app.add_option("NAME", name, "an installed model")->required();
+  AddStoreFlag(app, &store);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  auto s = OpenStore(store);
+  if (!s.ok()) return Fail(s.status());
+  auto m = (*s)->Get(name);
+  if (!m.ok()) return Fail(m.status());
+  std::printf("name:     %s\nactive:   %s\nprevious: %s\nmanifest: %s\n", m->name.c_str(), m->active.c_str(),
+              m->previous.empty() ? "-" : m->previous.c_str(), m->manifest.empty() ? "-" : m->manifest.c_str());
+  for (const StoredVersion& v : m->versions) {
+    char when[32];
+    const std::time_t t = static_cast<std::time_t>(v.installed_at);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+    std::printf("version %s%s\n  size:      %s (%llu bytes)\n  sha256:    %s\n  source:    %s\n  installed: %s\n  file:      %s\n",
+                v.version.c_str(), v.version == m->active ? " (active)" : "", HumanBytes(v.size).c_str(),
+                static_cast<unsigned long long>(v.size), v.sha256.c_str(), v.source.c_str(), when, v.path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+GEMLET_COMMAND("show", "one stored model's versions, digests and files", RunShow);
+
+}  // namespace gemlet::cli

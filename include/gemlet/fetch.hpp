@@ -1,0 +1,73 @@
+// Downloading models into the store (gemlet/store.hpp) over HTTP(S): `gemlet pull` and
+// `gemlet update`. In the gemlet_fetch library (libcurl), apart from libgemlet and the store, so an
+// app that downloads by itself links no HTTP client.
+//
+// A download resumes with a Range request after any interruption, in this process (retries with
+// backoff) or a later one (the partial file and what the server said about it stay in the store's
+// .partial folder); it is checked against its SHA-256 before it is installed, and a download whose
+// digest does not match is discarded whole. Proxies come from the usual environment variables
+// (http_proxy, https_proxy, no_proxy), as libcurl reads them. Guarantees: docs/store.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "gemlet/status.hpp"
+#include "gemlet/store.hpp"
+
+namespace gemlet {
+
+struct FetchProgress {
+  uint64_t done = 0;   // bytes of the file on disk so far
+  uint64_t total = 0;  // 0: unknown
+  double bytes_per_second = 0;  // of this transfer
+  bool verifying = false;  // hashing the finished file (done/total are the bytes hashed)
+};
+
+struct FetchOptions {
+  std::string store_dir;  // "": ModelStore::DefaultDir()
+  std::string sha256;     // the digest the file must have ("" for a NAME: the manifest's)
+  std::string name;       // install as this name (default: from the URL's file name, or the NAME)
+  std::string version;    // install as this version (default: the manifest's, else the digest's first 12 digits)
+  // Where NAMEs are looked up: a manifest's URL or path. "": $GEMLET_MANIFEST, else the manifest
+  // the name was installed from.
+  std::string manifest;
+  bool keep_old = false;  // update: keep the replaced version for rollback
+  int retries = 5;        // attempts in a row that get no byte further before giving up
+  int retry_delay_ms = 500;  // the first pause between attempts; doubled each time, at most 30 s
+  int stall_seconds = 30;    // a transfer that receives nothing this long is retried
+  uint64_t assume_free_bytes = 0;  // tests: the free space to assume instead of asking the filesystem
+  std::function<void(const FetchProgress&)> progress;  // a few times a second at most
+  std::function<void(const std::string&)> log;         // one-line notes: resuming, retrying, fallbacks
+};
+
+struct PullResult {
+  std::string name, version, path, sha256;
+  uint64_t size = 0;
+  bool already_installed = false;  // nothing was downloaded
+};
+
+// `what`: an http(s) URL, hf://ORG/REPO/FILE[@REV], or NAME[:VERSION] from the manifest. Installs
+// and activates it (the version it replaces goes, unless keep_old).
+Result<PullResult> Pull(const std::string& what, const FetchOptions& options);
+
+struct UpdateResult {
+  std::string name, from, to, path;
+  bool updated = false;  // false: already the newest
+  std::string how;       // "patch", "full download", "installed already"
+};
+
+// Installs and activates the newest version NAME's manifest lists (a patch when the manifest
+// offers one for the active version and this build can apply it, else the whole file). The old
+// version stays until the new one is verified and active; then it goes unless keep_old.
+Result<UpdateResult> Update(const std::string& name, const FetchOptions& options);
+
+// A manifest from a URL (http, https, file) or a path.
+Result<Manifest> FetchManifest(const std::string& source, const FetchOptions& options);
+
+// hf://ORG/REPO/FILE[@REV] to $HF_ENDPOINT/ORG/REPO/resolve/REV/FILE (HF_ENDPOINT default
+// https://huggingface.co, REV default main).
+Result<std::string> ResolveHfUrl(const std::string& ref);
+
+}  // namespace gemlet
