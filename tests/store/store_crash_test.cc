@@ -25,6 +25,29 @@ pid_t Spawn(const std::string& cmd) {
   return pid;
 }
 
+// After a kill: readers first (no change made yet, so leftovers are still there but must be
+// invisible), then `gemlet verify`, then no file that no state names.
+void ExpectConsistent(const std::string& store_dir, const std::vector<std::string>& shas, int trial, const std::string& op) {
+  auto store = ModelStore::Open(store_dir);
+  ASSERT_TRUE(store.ok());
+  auto models = (*store)->List();
+  ASSERT_TRUE(models.ok()) << "trial " << trial << ": " << models.message();
+  for (const StoredModel& m : *models) {
+    const StoredVersion* active = m.Active();
+    ASSERT_NE(active, nullptr) << "trial " << trial;
+    ASSERT_EQ(test::FileSha(active->path), active->sha256) << "trial " << trial << " (" << op << ")";
+    EXPECT_NE(std::find(shas.begin(), shas.end(), active->sha256), shas.end());
+    if (!m.previous.empty()) {
+      ASSERT_NE(m.Find(m.previous), nullptr);
+      EXPECT_TRUE(fs::exists(m.Find(m.previous)->path)) << "a previous pointer only while its file exists";
+    }
+  }
+  auto verify = test::RunCommand(test::GemletBinary() + " verify --store " + store_dir + " 2>&1");
+  ASSERT_EQ(verify.exit_code, 0) << "trial " << trial << " (" << op << "): " << verify.out;
+  const std::vector<std::string> unnamed = test::UnnamedFiles(store_dir);
+  ASSERT_TRUE(unnamed.empty()) << "trial " << trial << ": " << unnamed[0];
+}
+
 TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
   test::TempDir tmp;
   const std::string www = tmp.File("www"), store_dir = tmp.File("store");
@@ -64,25 +87,8 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
     ::waitpid(pid, &status, 0);
     (WIFSIGNALED(status) ? killed : completed)++;
 
-    // Readers first (no change made yet, so leftovers are still there but must be invisible).
-    auto store = ModelStore::Open(store_dir);
-    ASSERT_TRUE(store.ok());
-    auto models = (*store)->List();
-    ASSERT_TRUE(models.ok()) << "trial " << trial << ": " << models.message();
-    for (const StoredModel& m : *models) {
-      const StoredVersion* active = m.Active();
-      ASSERT_NE(active, nullptr) << "trial " << trial;
-      ASSERT_EQ(test::FileSha(active->path), active->sha256) << "trial " << trial << " (" << op << ")";
-      EXPECT_NE(std::find(shas.begin(), shas.end(), active->sha256), shas.end());
-      if (!m.previous.empty()) {
-        ASSERT_NE(m.Find(m.previous), nullptr);
-        EXPECT_TRUE(fs::exists(m.Find(m.previous)->path)) << "a previous pointer only while its file exists";
-      }
-    }
-    auto verify = test::RunCommand(test::GemletBinary() + " verify --store " + store_dir + " 2>&1");
-    ASSERT_EQ(verify.exit_code, 0) << "trial " << trial << " (" << op << "): " << verify.out;
-    const std::vector<std::string> unnamed = test::UnnamedFiles(store_dir);
-    ASSERT_TRUE(unnamed.empty()) << "trial " << trial << ": " << unnamed[0];
+    ExpectConsistent(store_dir, shas, trial, op);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   std::printf("%d trials killed, %d ran to the end\n", killed, completed);
   EXPECT_GT(killed, 25) << "most trials should be killed mid-operation";
@@ -94,6 +100,53 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
   ASSERT_EQ(update.exit_code, 0) << update.out;
   EXPECT_EQ(test::FileSha(*(*ModelStore::Open(store_dir))->Resolve("m")), shas[2]);
   EXPECT_EQ(test::RunCommand(test::GemletBinary() + " verify --store " + store_dir).exit_code, 0);
+}
+
+// The same for updates by patch (#20: kill -9 during pull, patch and update): versions 1 and 2 are
+// real GGUFs, the manifest offers a `gemlet diff` patch from 1 to 2 (served slowly), and 30 kills
+// land in its download, its application and the switch.
+TEST(StoreCrash, KillNineDuringPatchUpdatesLeavesAConsistentStore) {
+  test::TempDir tmp;
+  const std::string www = tmp.File("www"), store_dir = tmp.File("store");
+  fs::create_directories(www);
+  const std::string g = test::GemletBinary();
+  ASSERT_EQ(test::RunCommand(g + " synth --preset tiny-gemma3 --seed 5 -o " + www + "/v0.gguf 2>&1").exit_code, 0);
+  ASSERT_EQ(test::RunCommand(g + " quantize " + www + "/v0.gguf " + www + "/v1.gguf Q8_0 2>&1").exit_code, 0);
+  ASSERT_EQ(test::RunCommand(g + " quantize " + www + "/v0.gguf " + www + "/v2.gguf Q8_0 --tensor-type ffn_down=q4_0 2>&1").exit_code, 0);
+  ASSERT_EQ(test::RunCommand(g + " diff " + www + "/v1.gguf " + www + "/v2.gguf -o " + www + "/1-2.gpatch 2>&1").exit_code, 0);
+  const std::vector<std::string> shas = {test::FileSha(www + "/v1.gguf"), test::FileSha(www + "/v2.gguf")};
+  const nlohmann::json versions = {
+      {{"version", "1"}, {"url", "v1.gguf"}, {"size", fs::file_size(www + "/v1.gguf")}, {"sha256", shas[0]}},
+      {{"version", "2"}, {"url", "v2.gguf"}, {"size", fs::file_size(www + "/v2.gguf")}, {"sha256", shas[1]},
+       {"patches", {{{"from", "1"}, {"url", "f/slow=2000000/1-2.gpatch"}, {"size", fs::file_size(www + "/1-2.gpatch")},
+                     {"sha256", test::FileSha(www + "/1-2.gpatch")}}}}}};
+  test::WriteFile(www + "/manifest.json", nlohmann::json({{"models", {{{"name", "m"}, {"versions", versions}}}}}).dump());
+  test::LocalServer server(www);
+  ASSERT_GT(server.port(), 0);
+  const std::string gemlet = "env -u http_proxy -u GEMLET_MANIFEST " + g;
+  const std::string flags = " --store " + store_dir + " --retry-delay-ms 20";
+  const std::string manifest = " --manifest " + server.Url("/manifest.json");
+  std::mt19937 rng(21);
+  int killed = 0, completed = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    // Back to version 1 (not killed), then an update by patch, killed at a random point.
+    auto reset = test::RunCommand(gemlet + " pull m:1" + manifest + flags + " 2>&1");
+    ASSERT_EQ(reset.exit_code, 0) << reset.out;
+    const std::string op = "update m" + std::string(rng() % 2 ? " --keep-old" : "") + manifest + flags;
+    const pid_t pid = Spawn(gemlet + " " + op);
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 400000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    (WIFSIGNALED(status) ? killed : completed)++;
+    ExpectConsistent(store_dir, shas, trial, op);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  std::printf("patch updates: %d killed, %d ran to the end\n", killed, completed);
+  EXPECT_GT(killed, 5);
+  auto update = test::RunCommand(gemlet + " update m -v" + manifest + flags + " 2>&1");
+  ASSERT_EQ(update.exit_code, 0) << update.out;
+  EXPECT_EQ(test::FileSha(*(*ModelStore::Open(store_dir))->Resolve("m")), shas[1]);
 }
 
 }  // namespace
