@@ -334,6 +334,18 @@ Result<fs::path> Materialize(const fs::path& path, const fs::path& scratch, cons
   return path;
 }
 
+// The tokenizer.* keys of a GGUF vocabulary (its tokens, merges, special ids, chat template).
+Status CopyTokenizerKeys(const GgufFile& vocab, const std::string& name, GgufWriter& writer) {
+  int copied = 0;
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.substr(0, 10) != "tokenizer.") continue;
+    RETURN_IF_ERROR(writer.SetValue(std::string(key), value));
+    ++copied;
+  }
+  if (copied == 0) return Status::Error("'" + name + "' has no tokenizer.* metadata");
+  return Status::Ok();
+}
+
 Status AddTokenizer(const SynthOptions& o, const SynthPreset& preset, const HfConfig& c, const std::string& config_json,
                     GgufWriter& writer) {
   std::string spec = o.tokenizer;
@@ -357,14 +369,7 @@ Status AddTokenizer(const SynthOptions& o, const SynthPreset& preset, const HfCo
   if (EndsWith(stem, ".gguf")) {
     ASSIGN_OR_RETURN(fs::path plain, Materialize(path, scratch.path(), "vocab.gguf"));
     ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(plain.string()));
-    int copied = 0;
-    for (const auto& [key, value] : vocab->metadata()) {
-      if (key.substr(0, 10) != "tokenizer.") continue;
-      RETURN_IF_ERROR(writer.SetValue(std::string(key), value));
-      ++copied;
-    }
-    if (copied == 0) return Status::Error("'" + spec + "' has no tokenizer.* metadata");
-    return Status::Ok();
+    return CopyTokenizerKeys(*vocab, spec, writer);
   }
 
   // tokenizer.json: lay out an HF folder (tokenizer.json, tokenizer_config.json if one sits beside it,
@@ -589,9 +594,7 @@ Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& o) {
   writer.SetI32Array(arch + ".answer_tokens", answer_tokens);
   writer.SetI32Array(arch + ".answer_lengths", answer_lengths);
   writer.SetU32(arch + ".end_token_id", static_cast<uint32_t>(end));
-  for (const auto& [key, value] : vocab->metadata()) {
-    if (key.substr(0, 10) == "tokenizer.") RETURN_IF_ERROR(writer.SetValue(std::string(key), value));
-  }
+  RETURN_IF_ERROR(CopyTokenizerKeys(*vocab, o.tokenizer, writer));
   RETURN_IF_ERROR(writer.Write(o.output_path));
   ScriptedModelReport report;
   report.n_vocab = tokenizer.vocab_size();

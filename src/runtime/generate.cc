@@ -246,21 +246,27 @@ GenerateResult& Generator::Finish() {
   return result_;
 }
 
-std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram, int max_ngram) {
+std::vector<int32_t> LookupDraftAfter(std::span<const int32_t> history, int32_t last, int max_draft, int min_ngram, int max_ngram) {
   std::vector<int32_t> draft;
-  const int n = static_cast<int>(context.size());
+  const int n = static_cast<int>(history.size()) + 1;  // the context: history, then last
+  const auto at = [&](int i) { return i + 1 == n ? last : history[static_cast<size_t>(i)]; };
   if (max_draft <= 0) return draft;
   for (int len = std::min(max_ngram, n - 1); len >= min_ngram; --len) {
-    const int32_t* tail = context.data() + n - len;
-    // The most recent earlier occurrence: rewrites copy what they just read.
-    for (int at = n - len - 1; at >= 0; --at) {
-      if (!std::equal(tail, tail + len, context.data() + at)) continue;
-      const int from = at + len;
-      for (int k = 0; k < max_draft && from + k < n; ++k) draft.push_back(context[from + k]);
+    // The most recent earlier occurrence of the last len tokens: rewrites copy what they just read.
+    for (int start = n - len - 1; start >= 0; --start) {
+      bool match = true;
+      for (int k = 0; k < len && match; ++k) match = at(start + k) == at(n - len + k);
+      if (!match) continue;
+      for (int k = 0; k < max_draft && start + len + k < n; ++k) draft.push_back(at(start + len + k));
       return draft;
     }
   }
   return draft;
+}
+
+std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram, int max_ngram) {
+  if (context.empty()) return {};
+  return LookupDraftAfter(context.first(context.size() - 1), context.back(), max_draft, min_ngram, max_ngram);
 }
 
 Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
@@ -298,16 +304,15 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   // After a step that kept nothing, drafting pauses for `pause` tokens, doubling up to 32 while
   // drafts keep failing: a model that does not copy pays for no verification it cannot use.
   int pause = 0, paused = 0;
-  std::vector<int32_t> step, context;
+  std::vector<int32_t> step;
   SpeculationStats spec;
   for (int32_t token = generator.Next(logits.data()); token >= 0;) {
     step.assign(1, token);
     // Room for the drafts and one more: the generator checks the context after every token.
     const int room = session.n_ctx() - session.n_past() - 2;
     if (max_draft > 0 && room > 0 && paused == 0) {
-      context.assign(session.history().begin(), session.history().end());
-      context.push_back(token);
-      const std::vector<int32_t> draft = LookupDraft(context, std::min(draft_len, room), options.draft_min_ngram);
+      const std::vector<int32_t> draft =
+          LookupDraftAfter(session.history(), token, std::min(draft_len, room), options.draft_min_ngram);
       step.insert(step.end(), draft.begin(), draft.end());
     } else if (paused > 0) {
       --paused;

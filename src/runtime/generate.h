@@ -62,6 +62,9 @@ struct SpeculationStats {
 // followed the most recent earlier occurrence of its last n tokens, for the longest n in
 // [min_ngram, max_ngram] that occurs. Empty when none does.
 std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram = 1, int max_ngram = 4);
+// The same for context = history followed by `last` (the token about to be evaluated), without
+// building that sequence: what the decode loop asks each step.
+std::vector<int32_t> LookupDraftAfter(std::span<const int32_t> history, int32_t last, int max_draft, int min_ngram, int max_ngram = 4);
 
 struct TokenLogprobs {
   int32_t token = -1;

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -68,16 +67,6 @@ bool SameSecret(const std::string& a, const std::string& b) {
 bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
 bool WriteEvent(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, "data: " + j.dump() + "\n\n"); }
 bool WriteLine(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, j.dump() + "\n"); }
-
-// The process's anonymous memory (/proc/self/status RssAnon), for /metrics while no engine is loaded.
-uint64_t ProcessAnonBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::strtoull(line.c_str() + 8, nullptr, 10) * 1024;
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -766,7 +755,7 @@ std::string Server::Impl::Metrics() {
     if (scheduler) s = scheduler->stats();
     s += retired;
     loaded = scheduler != nullptr;
-    anon_bytes = engine ? engine->MeasureMemory().anon_bytes : ProcessAnonBytes();
+    anon_bytes = engine ? engine->MeasureMemory().anon_bytes : MeasureProcessMemory().anon_bytes;
     n_loads = loads;
     n_unloads = unloads;
   }
