@@ -1,5 +1,7 @@
-// kill -9 at random points of `gemlet pull`, `update` and `rollback` (100 trials on one store, the
-// downloads slowed so that kills land mid-transfer, mid-hash and mid-switch): afterwards the store
+// kill -9 at random points of `gemlet pull`, `update` and `rollback` (at least 100 trials on one
+// store, the downloads slowed so that kills land mid-transfer, mid-hash and mid-switch; trials go on
+// until 30 have been killed, since how many finish first depends on the machine's speed and load):
+// afterwards the store
 // is always consistent. `gemlet verify` passes, the active version resolves to a file with its
 // recorded digest, no file outside .partial is one that no state names, and the next pull resumes.
 #include <gtest/gtest.h>
@@ -71,7 +73,10 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
 
   std::mt19937 rng(20);
   int completed = 0, killed = 0;
-  for (int trial = 0; trial < 100; ++trial) {
+  // A kill that comes after a quick operation (a rollback, a pull of what is there) tests nothing, and
+  // how often that happens depends on the machine; so the trials go on until enough were killed.
+  constexpr int kMinTrials = 100, kMinKilled = 30, kMaxTrials = 400;
+  for (int trial = 0; trial < kMaxTrials && (trial < kMinTrials || killed < kMinKilled); ++trial) {
     std::string op;
     const bool installed = fs::exists(store_dir + "/m/model.json");
     switch (installed ? rng() % 4 : 0) {
@@ -91,7 +96,7 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
     if (::testing::Test::HasFatalFailure()) return;
   }
   std::printf("%d trials killed, %d ran to the end\n", killed, completed);
-  EXPECT_GT(killed, 25) << "most trials should be killed mid-operation";
+  EXPECT_GE(killed, kMinKilled) << "too few trials were killed mid-operation";
   EXPECT_GT(completed, 5);
   // Whatever the kills left in .partial, a final pull and update finish and verify.
   auto pull = test::RunCommand(gemlet + " pull m:1" + manifest + flags + " 2>&1");
@@ -103,8 +108,8 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
 }
 
 // The same for updates by patch (#20: kill -9 during pull, patch and update): versions 1 and 2 are
-// real GGUFs, the manifest offers a `gemlet diff` patch from 1 to 2 (served slowly), and 30 kills
-// land in its download, its application and the switch.
+// real GGUFs, the manifest offers a `gemlet diff` patch from 1 to 2 (served slowly), and kills land
+// in its download, its application and the switch (at least 30 trials, and on until 10 were killed).
 TEST(StoreCrash, KillNineDuringPatchUpdatesLeavesAConsistentStore) {
   test::TempDir tmp;
   const std::string www = tmp.File("www"), store_dir = tmp.File("store");
@@ -128,7 +133,8 @@ TEST(StoreCrash, KillNineDuringPatchUpdatesLeavesAConsistentStore) {
   const std::string manifest = " --manifest " + server.Url("/manifest.json");
   std::mt19937 rng(21);
   int killed = 0, completed = 0;
-  for (int trial = 0; trial < 30; ++trial) {
+  constexpr int kMinTrials = 30, kMinKilled = 10, kMaxTrials = 120;
+  for (int trial = 0; trial < kMaxTrials && (trial < kMinTrials || killed < kMinKilled); ++trial) {
     // Back to version 1 (not killed), then an update by patch, killed at a random point.
     auto reset = test::RunCommand(gemlet + " pull m:1" + manifest + flags + " 2>&1");
     ASSERT_EQ(reset.exit_code, 0) << reset.out;
@@ -143,7 +149,8 @@ TEST(StoreCrash, KillNineDuringPatchUpdatesLeavesAConsistentStore) {
     if (::testing::Test::HasFatalFailure()) return;
   }
   std::printf("patch updates: %d killed, %d ran to the end\n", killed, completed);
-  EXPECT_GT(killed, 5);
+  EXPECT_GE(killed, kMinKilled);
+  EXPECT_GT(completed, 0);
   auto update = test::RunCommand(gemlet + " update m -v" + manifest + flags + " 2>&1");
   ASSERT_EQ(update.exit_code, 0) << update.out;
   EXPECT_EQ(test::FileSha(*(*ModelStore::Open(store_dir))->Resolve("m")), shas[1]);
