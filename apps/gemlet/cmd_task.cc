@@ -54,13 +54,15 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   TaskOptions to;
   to.task = task;
   std::string file, glossary_file, schema_file;
-  bool clipboard = false;
+  bool clipboard = false, glossary_strict = false;
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
   auto* from_file = app.add_option("-f,--file", file, "read the text from FILE instead of stdin");
   app.add_flag("--clipboard", clipboard, "read the text from the clipboard (wl-paste, xclip or pbpaste)")->excludes(from_file);
   app.add_option("--glossary", glossary_file,
                  "TSV of terms to keep verbatim (translate: to render as given): term<TAB>rendering[<TAB>note]");
+  app.add_flag("--glossary-strict", glossary_strict,
+               "fail (exit 1, nothing on stdout) when the answer lacks a glossary term, instead of warning");
   if (task == "rewrite") app.add_option("--style", to.style, "formal (default), casual or concise");
   if (task == "translate") {
     app.add_option("--to", to.to, "the language to translate into: zh, zh-Hant, en, ja, ko, fr, de, es, ...")->required();
@@ -106,6 +108,11 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   Result<TaskReply> reply = RunTask(*session.value(), input, to);
   if (!reply.ok()) return Fail(reply.status());
   if (reply->output.empty()) return Fail("the model gave an empty answer");
+  for (const std::string& term : reply->glossary_missing) {
+    std::fprintf(stderr, "gemlet %s: %s: the answer lacks the glossary's '%s'\n", task.c_str(),
+                 glossary_strict ? "error" : "warning", term.c_str());
+  }
+  if (glossary_strict && !reply->glossary_missing.empty()) return 1;
   std::fwrite(reply->output.data(), 1, reply->output.size(), stdout);
   std::fputc('\n', stdout);
   if (gf.stats) {

@@ -335,6 +335,10 @@ GEMLET_API gemlet_task_options gemlet_task_options_default(void);
  * or language; GEMLET_ERROR for empty input or a bad glossary line. */
 GEMLET_API gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const gemlet_task_options* options,
                                          const gemlet_generate_options* generate, const char** output, gemlet_stats* stats);
+/* What the last gemlet_task_run's answer had to hold from the glossary and still lacks (polish and
+ * rewrite keep a term verbatim, translate renders it as given; a term in another case or spacing, or
+ * left untranslated, was repaired already): one per line, "" when none. Valid as *output is. */
+GEMLET_API const char* gemlet_task_glossary_missing(const gemlet_session* session);
 /* "en", "zh-Hans", "zh-Hant", "mixed" or "unknown" (static strings): the language the presets
  * detect in `text` and answer in. */
 GEMLET_API const char* gemlet_detect_language(const char* text);

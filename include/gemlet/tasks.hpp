@@ -2,6 +2,9 @@
 // Each builds its prompt in the input's language (English, Simplified or Traditional Chinese;
 // Chinese with English words in it is answered in Chinese), lists the glossary's terms that occur
 // in the input, generates, and returns only the result (no thought, no lead-in line, no fences).
+// The glossary holds: polish and rewrite keep each term found verbatim, translate renders it as
+// given; an answer that has a term in another ASCII case or spacing, or (translating) left it
+// untranslated, is repaired, and a term still absent is reported (TaskReply::glossary_missing).
 #pragma once
 
 #include <string>
@@ -29,19 +32,39 @@ struct TaskReply {
   std::string input_language;   // "en", "zh-Hans", "zh-Hant", "mixed" or "unknown"
   std::string answer_language;  // the language the answer was asked in
   std::vector<std::string> glossary_terms;  // the glossary's terms found in the input
+  // What the answer had to hold for them (polish, rewrite: the term; translate: its rendering):
+  // those put in by a repair, and those it still lacks.
+  std::vector<std::string> glossary_repaired;
+  std::vector<std::string> glossary_missing;
   int parts = 1;                // summarize: how many parts a long input was summarized in
   GenerationStats stats;        // of the last generation
 };
 
 // A task's prompt as chat messages, for callers that generate themselves (a server batching it with
-// other requests): the system instructions and the user's text. Then CleanTaskOutput(reply.text).
+// other requests): the system instructions and the user's text. Then FinishTaskOutput(reply.text).
+struct GlossaryTerm {
+  std::string term;       // as the glossary spells it
+  std::string rendering;  // translate: what it becomes ("" : the term itself)
+  std::string note;
+};
 struct TaskPrompt {
+  std::string task;
   std::vector<Message> messages;
   std::string input_language;
   std::string answer_language;
-  std::vector<std::string> glossary_terms;
+  std::vector<std::string> glossary_terms;  // the terms found in the input, as listed to the model
+  std::vector<GlossaryTerm> glossary;       // the same, whole
 };
 GEMLET_CXX_API Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& options);
+
+struct TaskOutput {
+  std::string text;  // the result alone
+  std::vector<std::string> glossary_repaired;
+  std::vector<std::string> glossary_missing;
+};
+// The model's answer to a TaskMessages prompt as RunTask returns it: CleanTaskOutput, then the
+// glossary held (repairs made, what is still missing reported).
+GEMLET_CXX_API TaskOutput FinishTaskOutput(std::string_view answer, const TaskPrompt& prompt);
 // An answer without what the result must not hold: a lead-in line ("Here is the polished
 // message:"), a code fence or quotes around the whole answer, surrounding whitespace.
 GEMLET_CXX_API std::string CleanTaskOutput(std::string_view answer);

@@ -26,6 +26,7 @@ struct gemlet_engine {
 struct gemlet_session {
   std::unique_ptr<gemlet::Session> session;
   std::string task_output = {};  // what gemlet_task_run's *output points to
+  std::string task_glossary_missing = {};  // gemlet_task_glossary_missing's answer, one term a line
 };
 struct gemlet_conversation {
   std::unique_ptr<gemlet::Conversation> conversation;
@@ -647,6 +648,7 @@ gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const 
     if (input == nullptr) return NullHandle("input");
     if (output == nullptr) return NullHandle("output");
     *output = "";
+    session->task_glossary_missing.clear();
     gemlet_task_options t = gemlet_task_options_default();
     if (!ReadOptions(options, &t)) return BadStruct("gemlet_task_options");
     if (t.task == nullptr) return NullHandle("options->task");
@@ -664,9 +666,14 @@ gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const 
     if (!reply.ok()) return Report(reply.status());
     session->task_output = std::move(reply->output);
     *output = session->task_output.c_str();
+    for (const std::string& term : reply->glossary_missing) session->task_glossary_missing += term + "\n";
     WriteStats(reply->stats, stats);
     return GEMLET_OK;
   });
+}
+
+const char* gemlet_task_glossary_missing(const gemlet_session* session) {
+  return session == nullptr ? "" : session->task_glossary_missing.c_str();
 }
 
 const char* gemlet_detect_language(const char* text) {

@@ -53,7 +53,7 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
     ASSIGN_OR_RETURN(TaskReply whole, RunTaskRound(session, joined, o, on_text, round + 1));
     whole.parts = parts;
     whole.input_language = reply.input_language;
-    whole.glossary_terms = reply.glossary_terms;
+    whole.glossary_terms = reply.glossary_terms;  // summarize only lists them: none is required
     return whole;
   }
 
@@ -64,7 +64,10 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
     answer_only = [&on_text](ChunkKind kind, std::string_view text) { return kind != ChunkKind::kText || on_text(kind, text); };
   }
   ASSIGN_OR_RETURN(Reply r, session.Complete(tokens, g, answer_only));
-  reply.output = flows::CleanTaskOutput(r.text);
+  TaskOutput out = FinishTaskOutput(r.text, prompt);
+  reply.output = std::move(out.text);
+  reply.glossary_repaired = std::move(out.glossary_repaired);
+  reply.glossary_missing = std::move(out.glossary_missing);
   reply.stats = r.stats;
   return reply;
 }
@@ -75,14 +78,25 @@ Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& o) {
   flows::TaskRequest request{o.task, std::string(input), o.style, o.to, o.schema, o.glossary};
   ASSIGN_OR_RETURN(flows::TaskPrompt p, flows::BuildTaskPrompt(request));
   TaskPrompt out;
+  out.task = o.task;
   out.messages = {{"system", p.system}, {"user", p.user}};
   out.input_language = flows::LanguageTag(p.input.language);
   out.answer_language = p.answer_language;
-  for (const flows::GlossaryEntry& e : p.terms) out.glossary_terms.push_back(e.term);
+  for (const flows::GlossaryEntry& e : p.terms) {
+    out.glossary_terms.push_back(e.term);
+    out.glossary.push_back({e.term, e.rendering, e.note});
+  }
   return out;
 }
 
 std::string CleanTaskOutput(std::string_view answer) { return flows::CleanTaskOutput(answer); }
+
+TaskOutput FinishTaskOutput(std::string_view answer, const TaskPrompt& prompt) {
+  std::vector<flows::GlossaryEntry> terms;
+  for (const GlossaryTerm& t : prompt.glossary) terms.push_back({t.term, t.rendering, t.note});
+  flows::GlossaryOutcome held = flows::HoldGlossary(flows::CleanTaskOutput(answer), terms, prompt.task);
+  return {std::move(held.text), std::move(held.repaired), std::move(held.missing)};
+}
 
 std::vector<std::string> TaskNames() {
   std::vector<std::string> out;

@@ -223,6 +223,70 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   return p;
 }
 
+std::string RequiredGlossaryForm(const GlossaryEntry& entry, std::string_view task) {
+  if (task == "translate") return entry.rendering.empty() ? entry.term : entry.rendering;
+  if (task == "polish" || task == "rewrite") return entry.term;
+  return std::string();
+}
+
+namespace {
+
+bool IsAsciiWordByte(unsigned char c) { return std::isalnum(c) || c == '_'; }
+
+// Where `text` holds `form` in another ASCII case, or with other runs of spaces where the form has
+// one: the first such span that does not start or end inside an ASCII word. npos when none.
+std::pair<size_t, size_t> FindLooseForm(std::string_view text, std::string_view form) {
+  for (size_t start = 0; start < text.size(); ++start) {
+    if (start > 0 && IsAsciiWordByte(text[start - 1]) && IsAsciiWordByte(form[0])) continue;
+    size_t t = start, f = 0;
+    while (f < form.size() && t < text.size()) {
+      if (form[f] == ' ') {
+        if (text[t] != ' ') break;
+        while (t < text.size() && text[t] == ' ') ++t;
+        while (f < form.size() && form[f] == ' ') ++f;
+        continue;
+      }
+      if (std::tolower(static_cast<unsigned char>(form[f])) != std::tolower(static_cast<unsigned char>(text[t]))) break;
+      ++f, ++t;
+    }
+    if (f < form.size()) continue;
+    if (t < text.size() && IsAsciiWordByte(text[t]) && IsAsciiWordByte(form.back())) continue;
+    return {start, t - start};
+  }
+  return {std::string_view::npos, 0};
+}
+
+}  // namespace
+
+GlossaryOutcome HoldGlossary(std::string_view answer, const std::vector<GlossaryEntry>& terms, std::string_view task) {
+  GlossaryOutcome out{std::string(answer), {}, {}};
+  for (const GlossaryEntry& e : terms) {
+    const std::string form = RequiredGlossaryForm(e, task);
+    if (form.empty() || out.text.find(form) != std::string::npos) continue;
+    bool repaired = false;
+    // Another case or spacing of the form: every such span becomes the form.
+    for (size_t from = 0;;) {
+      auto [at, length] = FindLooseForm(std::string_view(out.text).substr(from), form);
+      if (at == std::string_view::npos) break;
+      out.text.replace(from + at, length, form);
+      from += at + form.size();
+      repaired = true;
+    }
+    // Translating: the source term left as it was (in any case) is rendered as given.
+    if (!repaired && form != e.term) {
+      for (size_t from = 0;;) {
+        auto [at, length] = FindLooseForm(std::string_view(out.text).substr(from), e.term);
+        if (at == std::string_view::npos) break;
+        out.text.replace(from + at, length, form);
+        from += at + form.size();
+        repaired = true;
+      }
+    }
+    (repaired ? out.repaired : out.missing).push_back(form);
+  }
+  return out;
+}
+
 std::string CleanTaskOutput(std::string_view answer) {
   std::string out = Trim(answer);
   // A lead-in line the model added despite the prompt: "Here is the polished message:" and kin.

@@ -37,6 +37,22 @@ Result<std::vector<GlossaryEntry>> ParseGlossary(std::string_view tsv);
 // The entries whose term occurs in text (ASCII letters compared case-insensitively).
 std::vector<GlossaryEntry> GlossaryTermsIn(const std::vector<GlossaryEntry>& glossary, std::string_view text);
 
+// What the answer must hold for a glossary entry found in the input: polish and rewrite keep the
+// term verbatim, translate renders it as given (the term itself without a rendering); the other
+// tasks only list the terms (a summary may leave a term out). Empty: nothing required.
+std::string RequiredGlossaryForm(const GlossaryEntry& entry, std::string_view task);
+
+struct GlossaryOutcome {
+  std::string text;                    // the answer, repaired
+  std::vector<std::string> repaired;   // the required forms a repair put in
+  std::vector<std::string> missing;    // the required forms still not in it
+};
+// Holds an answer to the glossary: a required form the answer lacks is put in where the answer has
+// it in another ASCII case or spacing ("iphone  15" -> "iPhone 15"), or, when translating, where the
+// answer left the source term untranslated (毛肚 -> "beef tripe"). Whatever is still absent is
+// listed as missing; nothing else in the answer changes.
+GlossaryOutcome HoldGlossary(std::string_view answer, const std::vector<GlossaryEntry>& terms, std::string_view task);
+
 struct TaskPrompt {
   std::string system;  // the task's instructions
   std::string user;    // the text as given

@@ -412,15 +412,18 @@ std::optional<ApiError> ParseTaskRequest(const json& body, const std::string& ta
 }
 
 json TaskJson(const ResponseContext& c, const std::string& task, const TaskPrompt& prompt, const Reply& reply) {
+  const TaskOutput out = FinishTaskOutput(reply.text, prompt);
   return {{"id", c.id},
           {"object", "gemlet.task"},
           {"created", c.created},
           {"model", c.model},
           {"task", task},
-          {"output", CleanTaskOutput(reply.text)},
+          {"output", out.text},
           {"input_language", prompt.input_language},
           {"answer_language", prompt.answer_language},
           {"glossary_terms", prompt.glossary_terms},
+          {"glossary_repaired", out.glossary_repaired},
+          {"glossary_missing", out.glossary_missing},
           {"finish_reason", FinishReason(reply)},
           {"usage", UsageJson(reply)}};
 }

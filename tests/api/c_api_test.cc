@@ -359,12 +359,16 @@ TEST(CApi, TaskPresetsRunOnASessionAndSayWhatIsWrong) {
   ASSERT_NE(out, nullptr);
   EXPECT_GT(stats.generated_tokens, 0);
   EXPECT_LE(stats.generated_tokens, 8);
+  // Translate must render 毛肚 as "beef tripe": reported missing exactly when the answer lacks it.
+  EXPECT_STREQ(gemlet_task_glossary_missing(s), std::string(out).find("beef tripe") == std::string::npos ? "beef tripe\n" : "");
   t.task = "limerick";
   EXPECT_EQ(gemlet_task_run(s, "x", &t, &g, &out, nullptr), GEMLET_INVALID_ARGUMENT);
   EXPECT_NE(std::string(gemlet_last_error()).find("unknown task 'limerick'"), std::string::npos) << gemlet_last_error();
   t.task = "polish";
   EXPECT_EQ(gemlet_task_run(s, "  ", &t, &g, &out, nullptr), GEMLET_ERROR);
   EXPECT_STREQ(out, "");
+  EXPECT_STREQ(gemlet_task_glossary_missing(s), "");
+  EXPECT_STREQ(gemlet_task_glossary_missing(nullptr), "");
   EXPECT_EQ(gemlet_task_run(s, nullptr, &t, &g, &out, nullptr), GEMLET_INVALID_ARGUMENT);
   EXPECT_STREQ(gemlet_detect_language("這是繁體字"), "zh-Hant");
   EXPECT_STREQ(gemlet_detect_language("plain English"), "en");

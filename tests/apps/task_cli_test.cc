@@ -1,8 +1,8 @@
 // The task presets' output contract, end to end through the CLI on scripted Gemma 4 models (the
 // real vocabulary and template; each plays one answer, written by `gemlet synth --script`):
 // stdout carries the result alone (no thought, no lead-in, no fences, no banner), exit 0 / 1 / 2,
-// empty input refused, long input summarized in parts or refused. And the public API's RunTask on
-// the demo model, glossary terms included.
+// empty input refused, long input summarized in parts or refused, glossary terms held (repaired or
+// reported). And the public API's RunTask on the demo model, glossary terms included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +23,10 @@ const std::map<std::string, std::string> kAnswers = {
     {"en", "Here is the polished message:\nPlease send me the meeting notes.<turn|>"},
     {"sql", "```sql\nSELECT month, SUM(amount) FROM sales GROUP BY month;\n```<turn|>"},
     {"summary", "- 要点：周三上线<turn|>"},
+    // Glossary terms as a model mangles them: another case, left untranslated, lost.
+    {"terms_zh", "今晚吃毛肚和钵钵鸡，用 GEMLET 记下来。<turn|>"},
+    {"terms_en", "Tonight: 毛肚 and BOBO chicken, noted in gemlet.<turn|>"},
+    {"terms_lost", "今晚吃毛豆和钵钵鸡。<turn|>"},
 };
 
 class TaskCli : public ::testing::Test {
@@ -127,6 +131,43 @@ TEST_F(TaskCli, LongInputIsSummarizedInPartsAndRefusedByTheOthers) {
   EXPECT_NE(err.find("summarize takes long inputs in parts"), std::string::npos) << err;
 }
 
+TEST_F(TaskCli, TheGlossaryHoldsInChineseAndEnglish) {
+  const std::string glossary = dir_->File("terms.tsv");
+  std::ofstream(glossary) << "# term\trendering\tnote\n毛肚\tbeef tripe\t火锅\n钵钵鸡\tBobo Chicken\nGemlet\tGemlet\tproduct\n";
+  const std::string input = "今晚吃毛肚和钵钵鸡，用 gemlet 记下来";
+  std::string err;
+  // Polish keeps the terms verbatim: the glossary's case of "Gemlet" comes back.
+  auto polish = Task("polish", Model("terms_zh"), input, "--glossary " + glossary, &err);
+  EXPECT_EQ(polish.exit_code, 0) << err;
+  EXPECT_EQ(polish.out, "今晚吃毛肚和钵钵鸡，用 Gemlet 记下来。\n");
+  EXPECT_EQ(err, "");
+  // Translate renders them as given: 毛肚 left untranslated, "BOBO chicken" in another case.
+  auto translate = Task("translate", Model("terms_en"), input, "--to en --glossary " + glossary, &err);
+  EXPECT_EQ(translate.exit_code, 0) << err;
+  EXPECT_EQ(translate.out, "Tonight: beef tripe and Bobo Chicken, noted in Gemlet.\n");
+  EXPECT_EQ(err, "");
+  // A term the answer lost: a warning naming it (the answer still printed), or with
+  // --glossary-strict an error and nothing on stdout.
+  auto lost = Task("rewrite", Model("terms_lost"), input, "--glossary " + glossary, &err);
+  EXPECT_EQ(lost.exit_code, 0) << err;
+  EXPECT_EQ(lost.out, "今晚吃毛豆和钵钵鸡。\n");
+  EXPECT_EQ(err, "gemlet rewrite: warning: the answer lacks the glossary's '毛肚'\n"
+                 "gemlet rewrite: warning: the answer lacks the glossary's 'Gemlet'\n");
+  auto strict = Task("rewrite", Model("terms_lost"), input, "--glossary-strict --glossary " + glossary, &err);
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_EQ(strict.out, "");
+  EXPECT_NE(err.find("error: the answer lacks the glossary's '毛肚'"), std::string::npos) << err;
+  // Without a glossary nothing is required, and a term absent from the input is never asked for.
+  EXPECT_EQ(Task("rewrite", Model("terms_lost"), input, "", &err).exit_code, 0);
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(Task("rewrite", Model("terms_lost"), "今晚吃钵钵鸡", "--glossary-strict --glossary " + glossary, &err).exit_code, 0) << err;
+  // A bad glossary line is an input error.
+  std::ofstream(dir_->File("bad.tsv")) << "a\tb\tc\td\n";
+  auto bad = Task("polish", Model("terms_zh"), input, "--glossary " + dir_->File("bad.tsv"), &err);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(err.find("glossary line 1"), std::string::npos) << err;
+}
+
 TEST(TaskApi, TheDemoModelRunsEveryTaskAndListsGlossaryTerms) {
   EngineOptions eo;
   eo.memory_pressure_path = "";
@@ -151,6 +192,16 @@ TEST(TaskApi, TheDemoModelRunsEveryTaskAndListsGlossaryTerms) {
     EXPECT_EQ(r->answer_language, task == "translate" ? "en" : "zh-Hans") << task;
     EXPECT_EQ(r->glossary_terms, (std::vector<std::string>{"毛肚", "钵钵鸡", "Gemlet"})) << task;
     EXPECT_LE(r->stats.generated_tokens, 12);
+    // Whatever the tiny model writes, each required form is in the output or reported missing.
+    const bool requires_terms = task == "polish" || task == "rewrite" || task == "translate";
+    const std::vector<std::string> forms = task == "translate" ? std::vector<std::string>{"beef tripe", "bobo chicken", "Gemlet"}
+                                                               : std::vector<std::string>{"毛肚", "钵钵鸡", "Gemlet"};
+    for (const std::string& form : forms) {
+      const bool in_output = r->output.find(form) != std::string::npos;
+      const bool missing = std::count(r->glossary_missing.begin(), r->glossary_missing.end(), form) > 0;
+      EXPECT_EQ(missing, requires_terms && !in_output) << task << ": " << form << " in '" << r->output << "'";
+    }
+    for (const std::string& form : r->glossary_repaired) EXPECT_NE(r->output.find(form), std::string::npos) << task;
   }
   EXPECT_EQ(DetectLanguageTag("這是繁體字"), "zh-Hant");
   TaskOptions bad;

@@ -65,6 +65,39 @@ TEST(Tasks, GlossaryTermsInTheTextAreListed) {
   EXPECT_NE(ParseGlossary("a\tb\tc\td\n").message().find("glossary line 1"), std::string::npos);
 }
 
+TEST(Tasks, TheGlossaryHoldsOnTheAnswer) {
+  const std::vector<GlossaryEntry> terms = {{"毛肚", "beef tripe", ""}, {"钵钵鸡", "Bobo Chicken", ""}, {"iPhone 15", "", ""},
+                                            {"Gemlet", "Gemlet", "product"}};
+  // Polish keeps each term verbatim: another ASCII case or spacing is put right, nothing else moves.
+  GlossaryOutcome polish = HoldGlossary("今晚吃毛肚和钵钵鸡，用 GEMLET 在 iphone  15 上记下来。gemlet 好用。", terms, "polish");
+  EXPECT_EQ(polish.text, "今晚吃毛肚和钵钵鸡，用 Gemlet 在 iPhone 15 上记下来。Gemlet 好用。");
+  EXPECT_EQ(polish.repaired, (std::vector<std::string>{"iPhone 15", "Gemlet"}));
+  EXPECT_TRUE(polish.missing.empty());
+  // A term the answer lost (毛肚 became 毛豆) is reported, never invented; nor is a word that only
+  // contains the term's letters ("gemlets", "xiphone 15") taken for it.
+  GlossaryOutcome lost = HoldGlossary("今晚吃毛豆和钵钵鸡，gemlets 和 xiphone 15。", terms, "rewrite");
+  EXPECT_EQ(lost.text, "今晚吃毛豆和钵钵鸡，gemlets 和 xiphone 15。");
+  EXPECT_EQ(lost.missing, (std::vector<std::string>{"毛肚", "iPhone 15", "Gemlet"}));
+  EXPECT_TRUE(lost.repaired.empty());
+  // Translate renders as given: a term left untranslated becomes its rendering, another case of the
+  // rendering becomes the rendering; a term without a rendering must appear itself.
+  GlossaryOutcome translated = HoldGlossary("Tonight: 毛肚 and bobo chicken, noted in Gemlet on an iPhone 15.", terms, "translate");
+  EXPECT_EQ(translated.text, "Tonight: beef tripe and Bobo Chicken, noted in Gemlet on an iPhone 15.");
+  EXPECT_EQ(translated.repaired, (std::vector<std::string>{"beef tripe", "Bobo Chicken"}));
+  EXPECT_TRUE(translated.missing.empty());
+  GlossaryOutcome tripe = HoldGlossary("Tonight: tripe.", {terms[0]}, "translate");
+  EXPECT_EQ(tripe.missing, (std::vector<std::string>{"beef tripe"}));
+  // The other tasks only list the terms: a summary may leave them out.
+  for (const char* task : {"summarize", "explain", "sql"}) {
+    GlossaryOutcome other = HoldGlossary("- 周三上线", terms, task);
+    EXPECT_EQ(other.text, "- 周三上线");
+    EXPECT_TRUE(other.missing.empty() && other.repaired.empty()) << task;
+  }
+  EXPECT_EQ(RequiredGlossaryForm(terms[0], "translate"), "beef tripe");
+  EXPECT_EQ(RequiredGlossaryForm(terms[2], "translate"), "iPhone 15");
+  EXPECT_EQ(RequiredGlossaryForm(terms[0], "polish"), "毛肚");
+}
+
 TEST(Tasks, CleanupLeavesOnlyTheResult) {
   EXPECT_EQ(CleanTaskOutput("  Please send me the notes.\n"), "Please send me the notes.");
   EXPECT_EQ(CleanTaskOutput("Here is the polished message:\n\nPlease send me the notes."), "Please send me the notes.");

@@ -323,7 +323,13 @@ TEST_F(ToolCalls, TaskPresetsOverHttpAnswerWithTheResultAlone) {
   EXPECT_EQ(r["input_language"], "zh-Hans");
   EXPECT_EQ(r["answer_language"], "zh-Hans");
   EXPECT_EQ(r["glossary_terms"], json::array({"毛肚"}));
+  EXPECT_EQ(r["glossary_missing"], json::array());  // explain only lists the terms
   EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 0);
+  // Polish must keep 毛肚 verbatim, and the scripted answer lacks it: the reply says so.
+  json polished = s.Post("/v1/tasks/polish", {{"input", "2 + 2 等于几？毛肚呢？"}, {"glossary", "毛肚\tbeef tripe\n"}});
+  EXPECT_EQ(polished["output"], kSum);
+  EXPECT_EQ(polished["glossary_missing"], json::array({"毛肚"})) << polished.dump();
+  EXPECT_EQ(polished["glossary_repaired"], json::array());
   json list = json::parse(s.client->Get("/v1/tasks")->body);
   EXPECT_EQ(list["data"].size(), 6u);
   EXPECT_TRUE(s.Post("/v1/tasks/haiku", {{"input", "x"}}, 404).contains("error"));
