@@ -92,10 +92,13 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
   app.add_flag("--stats", g->stats, "print load time, time to first token, speeds, KV memory and peak RSS");
   app.add_flag("--think", g->think, "Gemma 4: let the model think before answering");
   app.add_flag("--show-thinking", g->show_thinking, "print the thought channel (dimmed on a terminal)");
-  app.add_option("--spec", g->spec, "speculative decoding: none, or lookup (draft from earlier text; same output)")
-      ->check(CLI::IsMember({"none", "lookup"}))->capture_default_str();
-  app.add_option("--draft", g->draft, "tokens drafted at most per step with --spec lookup")->check(CLI::Range(1, 7))
-      ->capture_default_str();
+  app.add_option("--spec", g->spec,
+                 "speculative decoding: none, lookup (draft from earlier text) or draft (a draft model's); the output "
+                 "is the same")
+      ->check(CLI::IsMember({"none", "lookup", "draft"}))->default_str(g->default_spec);
+  app.add_option("--draft", g->draft, "tokens drafted at most per step")->check(CLI::Range(1, 7))->capture_default_str();
+  app.add_option("--draft-model", g->draft_model,
+                 "a smaller model of the same vocabulary that drafts (means --spec draft): a file or NAME[:VERSION]");
 }
 
 namespace {
@@ -210,8 +213,32 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   o.max_tokens = g.max_tokens;
   o.sampling = g.sampling;
   o.stop = g.stop;
-  o.max_draft = g.spec == "lookup" ? g.draft : 0;
+  o.max_draft = g.spec == "lookup" || g.spec == "draft" ? g.draft : 0;
   return o;
+}
+
+std::string SettleSpeculation(GenerationFlags* g) {
+  if (g->spec.empty()) g->spec = g->draft_model.empty() ? g->default_spec : "draft";
+  if (!g->draft_model.empty() && g->spec != "draft") return "--draft-model drafts for --spec draft: not with --spec " + g->spec;
+  if (g->spec == "draft" && g->draft_model.empty()) {
+    return "--spec draft needs --draft-model FILE (a smaller model of the same vocabulary)";
+  }
+  return std::string();
+}
+
+Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedModel* m) {
+  if (g.spec != "draft") return Status::Ok();
+  Result<std::string> path = ResolveModelPath(g.draft_model, o.store_dir);
+  if (!path.ok()) return Status::Error("the draft model: " + path.message());
+  EngineOptions engine_options;
+  engine_options.kernels = o.kernels;
+  engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
+  engine_options.n_threads = o.threads;
+  engine_options.memory_pressure_path = "";  // the model's engine governs memory
+  Result<std::shared_ptr<Engine>> draft = Engine::Load(*path, engine_options);
+  if (!draft.ok()) return Status::Error("the draft model: " + draft.message());
+  m->session.draft_model = std::move(draft).value();
+  return Status::Ok();
 }
 
 bool PrintChunk(const GenerationFlags& g, bool color, ChunkKind kind, std::string_view text) {
@@ -236,7 +263,7 @@ void PrintStats(const Engine& engine, const Reply& reply) {
                static_cast<double>(now.peak_rss_bytes) / (1 << 20), StopReasonName(s.stop));
   std::fputs(now.ToString().c_str(), stderr);
   if (s.draft_steps > 0) {
-    std::fprintf(stderr, "[spec] lookup: %d verification steps, %d drafted, %d kept (%.0f%%), %.2f tokens per step\n",
+    std::fprintf(stderr, "[spec] %d verification steps, %d drafted, %d kept (%.0f%%), %.2f tokens per step\n",
                  s.draft_steps, s.drafted_tokens, s.accepted_tokens,
                  s.drafted_tokens ? 100.0 * s.accepted_tokens / s.drafted_tokens : 0.0,
                  static_cast<double>(s.accepted_tokens + s.draft_steps) / s.draft_steps);

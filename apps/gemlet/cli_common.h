@@ -36,8 +36,10 @@ struct GenerationFlags {
   bool stats = false;
   bool think = false;
   bool show_thinking = false;
-  std::string spec = "none";  // --spec none|lookup
+  std::string spec;                   // --spec none|lookup|draft; "" until given
+  std::string default_spec = "none";  // what no --spec means (the task presets: lookup)
   int draft = 7;              // --draft N
+  std::string draft_model;    // --draft-model FILE (--spec draft)
 };
 
 void AddModelOptions(CLI::App& app, ModelOptions* o);
@@ -71,6 +73,12 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o);
 Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, ConversationOptions co);
 
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
+// --spec and --draft-model together: a draft model means --spec draft (an error with --spec none, or
+// --spec draft without one). Returns the usage error, "" when none.
+std::string SettleSpeculation(GenerationFlags* g);
+// With --spec draft: loads the draft model (the same engine options as the model's) into
+// m->session.draft_model, so that every session and conversation opened from m drafts with it.
+Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedModel* m);
 
 // Prints one streamed piece to stdout: thinking only with --show-thinking (dimmed on a terminal).
 bool PrintChunk(const GenerationFlags& g, bool color, ChunkKind kind, std::string_view text);

@@ -105,6 +105,7 @@ int RunChat(int argc, char** argv) {
                "when old turns are dropped to stay within the context, the model first writes a short summary of "
                "them, which the conversation keeps");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = SettleSpeculation(&gf); !err.empty()) return UsageError(err);
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
   if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
@@ -113,6 +114,7 @@ int RunChat(int argc, char** argv) {
 
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
+  if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   const LoadedModel& m = loaded.value();
   ConversationOptions co;
   co.system = system;

@@ -23,6 +23,7 @@ int RunRun(int argc, char** argv) {
   app.add_option("--system", system, "system instruction (e.g. \"Rewrite this more formally\")");
   app.add_flag("--raw", raw, "send the prompt as is, without the chat template");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = SettleSpeculation(&gf); !err.empty()) return UsageError(err);
   const GenerateOptions go = MakeGenerateOptions(gf);
   if (std::string err = Validate(go); !err.empty()) return UsageError(err);
   if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
@@ -34,6 +35,7 @@ int RunRun(int argc, char** argv) {
 
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
+  if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   const LoadedModel& m = loaded.value();
   const bool color = StdoutIsTerminal();
   const StreamCallback print = [&](ChunkKind kind, std::string_view text) { return PrintChunk(gf, color, kind, text); };

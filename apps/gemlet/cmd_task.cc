@@ -50,7 +50,7 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   GenerationFlags gf;
   gf.sampling.temperature = 0;  // a filter: the same input gives the same output (--temp to sample)
   gf.max_tokens = 1024;
-  gf.spec = "lookup";  // the tasks copy much of their input: drafts from it are often right
+  gf.default_spec = "lookup";  // the tasks copy much of their input: drafts from it are often right
   TaskOptions to;
   to.task = task;
   std::string file, glossary_file, schema_file;
@@ -71,6 +71,7 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   }
   if (task == "sql") app.add_option("--schema", schema_file, "a file with the tables (CREATE TABLE statements or a description)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = SettleSpeculation(&gf); !err.empty()) return UsageError(err);
   to.generate = MakeGenerateOptions(gf);
   to.thinking = gf.think;
   if (std::string err = Validate(to.generate); !err.empty()) return UsageError(err);
@@ -103,6 +104,7 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
 
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
+  if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   auto session = Session::Create(loaded.value().engine, loaded.value().session);
   if (!session.ok()) return Fail(session.message());
   Result<TaskReply> reply = RunTask(*session.value(), input, to);
@@ -118,11 +120,11 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   if (gf.stats) {
     const GenerationStats& st = reply->stats;
     std::fprintf(stderr,
-                 "[%s] input %s, answered in %s, %d part%s, %d tokens in, %d out, decode %.1f tok/s, lookup: %d steps, "
+                 "[%s] input %s, answered in %s, %d part%s, %d tokens in, %d out, decode %.1f tok/s, %s: %d steps, "
                  "%d drafted, %d kept\n",
                  task.c_str(), reply->input_language.c_str(), reply->answer_language.c_str(), reply->parts,
                  reply->parts == 1 ? "" : "s", st.prompt_tokens, st.generated_tokens, st.decode_tokens_per_second,
-                 st.draft_steps, st.drafted_tokens, st.accepted_tokens);
+                 gf.spec.c_str(), st.draft_steps, st.drafted_tokens, st.accepted_tokens);
   }
   return std::fflush(stdout) == 0 ? 0 : Fail("cannot write the result to stdout");
 }

@@ -342,6 +342,11 @@ struct SessionOptions {
   int rollback_tokens = 16;
   // Called after each chunk of a long prompt with (tokens done, total), on the evaluating thread.
   std::function<void(int done, int total)> progress{};
+  // Speculative decoding with a draft model: a smaller model of the same vocabulary (Create
+  // refuses another, kInvalidArgument) whose greedy continuation GenerateOptions::max_draft
+  // verifies instead of prompt lookup. The session keeps the draft's own cache beside its own (the
+  // same n_ctx and KV type), so a chat's turns reuse both. Null: prompt lookup.
+  std::shared_ptr<Engine> draft_model{};
 };
 
 // What a session costs before it runs: weights that become resident (read for every token),
@@ -394,7 +399,9 @@ struct GenerateOptions {
   // sampled as without drafts, and a draft is kept only where the sample equals it, so the output is
   // plain decoding's: a step verifies at most 7 drafts, which the kernels evaluate row by row as
   // they decode one token, bit for bit. Rewrites and summaries copy their input and gain the most.
-  // 0: off; more than 7 (or the session's rollback room) is capped.
+  // 0: off; more than 7 (or the session's rollback room) is capped. With SessionOptions::draft_model
+  // the drafts are that model's greedy continuation instead, kept by the same rule (a draft that is
+  // one token, kept where the target's sample equals it, is speculative sampling's acceptance test).
   int max_draft = 0;
 };
 

@@ -63,9 +63,17 @@ struct Engine::Impl {
   std::atomic<bool> background{false};
 };
 
+// A draft model's session beside a target's (SessionOptions::draft_model): the draft engine and its
+// cache, sized as the target's.
+struct DraftSession {
+  std::shared_ptr<Engine> engine;
+  std::unique_ptr<runtime::Session> session;
+};
+
 struct Session::Impl {
   std::shared_ptr<Engine> engine;
   std::unique_ptr<runtime::Session> session;
+  DraftSession draft;  // empty without SessionOptions::draft_model
   std::atomic<bool> cancel{false};
   int own_threads = 1;
   KvType kv_type = KvType::kF16;
@@ -74,11 +82,15 @@ struct Session::Impl {
   // for an earlier call must not stop this one).
   void BeginCall() {
     engine->impl().Apply(*session, own_threads);
+    if (draft.session) draft.engine->impl().Apply(*draft.session, own_threads);
     cancel.store(false);
   }
 };
 
 namespace api {
+// options.draft_model's session for a target session `target` (none without one): refused when its
+// vocabulary is not the target engine's, token for token.
+Result<DraftSession> MakeDraftSession(const Engine& engine, const SessionOptions& options, const runtime::Session& target);
 // Public options and results to and from the runtime's (gemlet.cc).
 SamplingParams ToRuntime(const SamplingOptions& s);
 runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel);

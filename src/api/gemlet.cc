@@ -492,6 +492,35 @@ Status CheckSessionOptions(const SessionOptions& o) {
 // The translations BatchDecoder (batch_decoder.cc) shares.
 namespace api {
 
+Result<DraftSession> MakeDraftSession(const Engine& engine, const SessionOptions& options, const runtime::Session& target) {
+  DraftSession d;
+  if (!options.draft_model) return d;
+  const Engine& draft = *options.draft_model;
+  const int n_vocab = engine.info().n_vocab;
+  if (draft.info().n_vocab != n_vocab) {
+    return Status::Error(StatusCode::kInvalidArgument, "the draft model's vocabulary has " + std::to_string(draft.info().n_vocab) +
+                                                           " tokens and the model's " + std::to_string(n_vocab) +
+                                                           ": a draft model must share the model's vocabulary");
+  }
+  if (&draft != &engine) {
+    for (int32_t id = 0; id < n_vocab; ++id) {
+      if (draft.TokenText(id) != engine.TokenText(id)) {
+        return Status::Error(StatusCode::kInvalidArgument, "the draft model's token " + std::to_string(id) + " is '" +
+                                                               draft.TokenText(id) + "' and the model's '" + engine.TokenText(id) +
+                                                               "': a draft model must share the model's vocabulary");
+      }
+    }
+  }
+  SessionOptions o = options;
+  o.n_ctx = target.n_ctx();
+  o.progress = nullptr;
+  runtime::SessionOptions ro = gemlet::ToRuntime(o, draft);
+  ro.n_threads = target.n_threads();
+  ASSIGN_OR_RETURN(d.session, runtime::Session::Create(draft.impl().runtime, ro));
+  d.engine = options.draft_model;
+  return d;
+}
+
 SamplingParams ToRuntime(const SamplingOptions& s) {
   SamplingParams p;
   p.temperature = s.temperature;
@@ -680,6 +709,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Engine> engine,
   auto impl = std::make_unique<Impl>();
   const runtime::SessionOptions ro = ToRuntime(options, *engine);
   ASSIGN_OR_RETURN(impl->session, runtime::Session::Create(engine->impl().runtime, ro));
+  ASSIGN_OR_RETURN(impl->draft, api::MakeDraftSession(*engine, options, *impl->session));
   impl->own_threads = impl->session->n_threads();
   impl->kv_type = ro.kv_type;
   if (options.progress) impl->session->SetProgress(options.progress);
@@ -705,6 +735,7 @@ Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateO
                    MakeConstraint(impl_->engine->impl(), options, impl_->session->n_ctx()));
   runtime::GenerateOptions g = ToRuntime(options, &impl_->cancel);
   g.constraint = constraint.get();
+  g.draft_session = impl_->draft.session.get();
   ASSIGN_OR_RETURN(runtime::GenerateResult r,
                    runtime::Generate(*impl_->session, sampler, std::vector<int32_t>(prompt.begin(), prompt.end()), g, sink));
   // The last sampled token is not in the cache yet: evaluate it so that the cache holds the whole
@@ -927,6 +958,7 @@ Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOpti
 struct Conversation::Impl {
   std::shared_ptr<Engine> engine;
   std::unique_ptr<runtime::ChatSession> chat;
+  DraftSession draft;  // SessionOptions::draft_model's; it follows the chat's history by itself
   std::atomic<bool> cancel{false};
   int own_threads = 1;
   KvType kv_type = KvType::kF16;
@@ -944,6 +976,7 @@ struct Conversation::Impl {
   std::atomic<bool> save_requested{false};
 
   ~Impl() {
+    if (!engine) return;  // Create failed before registering it
     Engine::Impl& e = engine->impl();
     std::lock_guard<std::mutex> lock(e.conversations_mutex);
     std::erase(e.conversations, this);
@@ -1067,9 +1100,12 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
   if (options.summary_max_tokens < 1) {
     return Status::Error(StatusCode::kInvalidArgument, "summary_max_tokens must be at least 1");
   }
-  auto impl = std::make_unique<Impl>();
   const runtime::SessionOptions ro = ToRuntime(options.session, *engine);
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::Create(engine->impl().runtime, ro));
+  ASSIGN_OR_RETURN(DraftSession draft, api::MakeDraftSession(*engine, options.session, *session));
+  // Made once nothing can fail before it is registered: its destructor unregisters it.
+  auto impl = std::make_unique<Impl>();
+  impl->draft = std::move(draft);
   impl->own_threads = session->n_threads();
   impl->kv_type = ro.kv_type;
   if (options.session.progress) session->SetProgress(options.session.progress);
@@ -1101,6 +1137,7 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
   return impl_->Call([&]() -> Result<Reply> {
     impl_->Govern(PsiPressure(impl_->engine->impl()));
     impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
+    if (impl_->draft.session) impl_->draft.engine->impl().Apply(*impl_->draft.session, impl_->own_threads);
     impl_->cancel.store(false);
     impl_->chat->SetSampling(ToRuntime(options.sampling));
     const runtime::TextSink sink = ToSink(on_text);
@@ -1108,6 +1145,7 @@ Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptio
                      MakeConstraint(impl_->engine->impl(), options, impl_->chat->session().n_ctx()));
     runtime::GenerateOptions g = ToRuntime(options, &impl_->cancel);
     g.constraint = constraint.get();
+    g.draft_session = impl_->draft.session.get();
     ASSIGN_OR_RETURN(runtime::GenerateResult r, impl_->chat->Send(std::string(user_text), g, sink));
     const runtime::ChatTurnStats& turn = impl_->chat->last_turn();
     Reply reply = ToReply(r, turn.tokens_reused, impl_->chat->session());

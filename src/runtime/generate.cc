@@ -269,6 +269,29 @@ std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft
   return LookupDraftAfter(context.first(context.size() - 1), context.back(), max_draft, min_ngram, max_ngram);
 }
 
+Result<std::vector<int32_t>> DraftFromModel(Session& draft, std::span<const int32_t> history, int32_t last, int n,
+                                            std::vector<float>* logits) {
+  const auto at = [&](size_t i) { return i < history.size() ? history[i] : last; };
+  const size_t total = history.size() + 1;
+  // What the draft holds of this context, less at least its last token (whose logits are needed).
+  const std::vector<int32_t>& held = draft.history();
+  size_t common = 0;
+  while (common < held.size() && common + 1 < total && held[common] == at(common)) ++common;
+  if (common < held.size()) RETURN_IF_ERROR(draft.Truncate(static_cast<int>(common)));
+  std::vector<int32_t> feed;
+  feed.reserve(total - common);
+  for (size_t i = common; i < total; ++i) feed.push_back(at(i));
+  logits->resize(static_cast<size_t>(draft.engine().config().n_vocab));
+  std::vector<int32_t> out;
+  for (int k = 0; k < n; ++k) {
+    RETURN_IF_ERROR(draft.Evaluate(feed, logits->data(), false));
+    const int32_t best = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    out.push_back(best);
+    feed.assign(1, best);
+  }
+  return out;
+}
+
 Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& options, const TextSink& sink) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
@@ -299,7 +322,20 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   // kernels/matmul_simd.cc's kMaxGemvTokens): each row's logits are then those of decoding it alone,
   // so speculation changes no token, greedy or sampled.
   constexpr int kMaxVerifyRows = 8;
-  const int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
+  Session* const drafter = options.draft_session;
+  int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
+  if (drafter != nullptr) {
+    // The drafter takes back what it drafted beyond the kept tokens, within its own rollback room.
+    max_draft = std::min(max_draft, drafter->rollback_room() - 1);
+    drafter->SetStopFlag(options.cancel);
+  }
+  struct ClearDraftStop {
+    Session* s;
+    ~ClearDraftStop() {
+      if (s) s->SetStopFlag(nullptr);
+    }
+  } clear_draft_stop{drafter};
+  std::vector<float> draft_logits;
   int draft_len = std::min(max_draft, 4);  // adapts: grows while drafts are kept, shrinks when not
   // After a step that kept nothing, drafting pauses for `pause` tokens, doubling up to 32 while
   // drafts keep failing: a model that does not copy pays for no verification it cannot use.
@@ -308,11 +344,23 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   SpeculationStats spec;
   for (int32_t token = generator.Next(logits.data()); token >= 0;) {
     step.assign(1, token);
-    // Room for the drafts and one more: the generator checks the context after every token.
-    const int room = session.n_ctx() - session.n_past() - 2;
+    // Room for the drafts and one more: the generator checks the context after every token. And no
+    // draft past max_tokens: it could never be kept.
+    int room = session.n_ctx() - session.n_past() - 2;
+    room = std::min(room, generator.remaining());
     if (max_draft > 0 && room > 0 && paused == 0) {
-      const std::vector<int32_t> draft =
-          LookupDraftAfter(session.history(), token, std::min(draft_len, room), options.draft_min_ngram);
+      std::vector<int32_t> draft;
+      if (drafter != nullptr) {
+        Result<std::vector<int32_t>> proposed = DraftFromModel(*drafter, session.history(), token, std::min(draft_len, room), &draft_logits);
+        if (!proposed.ok() && proposed.status().code() == StatusCode::kCancelled) {
+          generator.Stop(StopReason::kCancelled);
+          break;
+        }
+        if (!proposed.ok()) return proposed.status();
+        draft = std::move(proposed).value();
+      } else {
+        draft = LookupDraftAfter(session.history(), token, std::min(draft_len, room), options.draft_min_ngram);
+      }
       step.insert(step.end(), draft.begin(), draft.end());
     } else if (paused > 0) {
       --paused;

@@ -49,6 +49,11 @@ struct GenerateOptions {
   // taken back from the cache. 0: off.
   int max_draft = 0;
   int draft_min_ngram = 2;  // the shortest match a draft is taken from (1: any earlier token; tests)
+  // Not owned. Set: the drafts are this smaller model's greedy continuation instead of prompt
+  // lookup (the same vocabulary; verified and kept as above). The draft session follows the
+  // target's history by itself: each step it takes back what it drafted beyond what was kept and
+  // evaluates what it has not seen, so it may start empty or out of step.
+  Session* draft_session = nullptr;
 };
 
 // What speculation did in one generation.
@@ -65,6 +70,11 @@ std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft
 // The same for context = history followed by `last` (the token about to be evaluated), without
 // building that sequence: what the decode loop asks each step.
 std::vector<int32_t> LookupDraftAfter(std::span<const int32_t> history, int32_t last, int max_draft, int min_ngram, int max_ngram = 4);
+// A draft model's proposal after history + last: the draft session is brought to that context
+// (truncated to what it shares with it, then fed the rest), then decodes n tokens greedily; it keeps
+// them but the last in its cache. logits: scratch of the draft's n_vocab.
+Result<std::vector<int32_t>> DraftFromModel(Session& draft, std::span<const int32_t> history, int32_t last, int n,
+                                            std::vector<float>* logits);
 
 struct TokenLogprobs {
   int32_t token = -1;
@@ -116,6 +126,7 @@ class Generator {
   // Ends early (the evaluation of the returned token failed or was cancelled): the token stays pending.
   void Stop(StopReason reason);
   bool done() const { return done_; }
+  int remaining() const { return limit_ - produced_; }  // tokens Next may still sample
   // Flushes the text held back (a partial stop string, an incomplete character) and returns the
   // result; call once, when done().
   GenerateResult& Finish();
