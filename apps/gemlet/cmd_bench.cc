@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_spec.h"
 #include "cli_common.h"
 #include "command.h"
 #include "gemlet/gemlet.hpp"
@@ -98,8 +99,14 @@ std::string ChatPromptText(const Engine& engine, int n) {
 }
 
 int RunBench(int argc, char** argv) {
+  // --spec lookup|draft measures speculative decoding instead (bench_spec.cc).
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--spec" || std::string_view(argv[i]).rfind("--spec=", 0) == 0) return RunSpecBench(argc, argv);
+  }
   CLI::App app{"Measure prompt processing (ppN) and generation (tgN) speed like llama-bench, plus time to first token,\n"
-               "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached"};
+               "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached.\n"
+               "With --spec lookup|draft: speculative decoding's verification cost and a workload's acceptance "
+               "(gemlet bench --spec lookup --help)"};
   app.name("gemlet bench");
   std::string model_path, kv_type_name = "f16", kernels;
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;

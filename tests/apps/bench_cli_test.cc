@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
@@ -145,6 +146,35 @@ TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
                         "of the bandwidth bound"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
+}
+
+// --spec: the verification-cost table (k = 0 is one decode step, costing 1.00 of itself) and the
+// workload's figures, computed from runs whose outputs must match with and without drafts.
+TEST(BenchCli, SpecPrintsTheVerificationCostAndTheWorkload) {
+  auto r = test::RunCommand(Bench("--spec lookup --task polish -t 2 -r 2 -n 24 --verify-k 2,4,8 --depth 32 2>&1"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("# CPU: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 0 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" | 1.00 | 1.00 |"), std::string::npos) << r.out;
+  for (const char* k : {"\n| 2 | ", "\n| 4 | ", "\n| 8 | "}) EXPECT_NE(r.out.find(k), std::string::npos) << k;
+  EXPECT_NE(r.out.find("8 messages as polish"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs identical with and without speculation: 8 of 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("projected from the cost curve: "), std::string::npos) << r.out;
+  // A workload file of our own: one line per message, its task on it.
+  test::TempDir dir;
+  const std::string workload = dir.File("w.jsonl");
+  std::ofstream(workload) << "{\"task\": \"rewrite formal\", \"text\": \"hey send me the notes\"}\n\n{\"text\": \"这个需求要上线\"}\n";
+  auto w = test::RunCommand(Bench("--spec lookup -t 2 -n 16 --verify-k 0 --workload " + workload + " 2>&1"));
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_NE(w.out.find("outputs identical with and without speculation: 2 of 2"), std::string::npos) << w.out;
+  EXPECT_EQ(w.out.find("| k | ms"), std::string::npos) << "--verify-k 0 skips the curve";
+  std::ofstream(workload) << "{\"task\": \"polish\"}\n";
+  auto bad = test::RunCommand(Bench("--spec lookup -t 2 --workload " + workload + " 2>&1"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("w.jsonl:1: expected a JSON object with a \"text\" string"), std::string::npos) << bad.out;
+  auto usage = test::RunCommand(Bench("--spec draft 2>&1"));
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_NE(usage.out.find("--spec draft needs --draft-model"), std::string::npos) << usage.out;
 }
 
 TEST(BenchCli, BadInputGivesOneClearErrorLine) {

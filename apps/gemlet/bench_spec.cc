@@ -1,0 +1,277 @@
+// `gemlet bench --spec lookup|draft`: what speculative decoding gives on one model. Two parts:
+//
+//  1. The verification cost curve: one forward of 1 + k rows (every row's logits, as a step that
+//     verifies k drafts needs) against one decode step, at a context of --depth tokens, and the
+//     forced-acceptance ceiling (k + 1) / cost(k): the speed-up if every draft were right.
+//  2. A workload through the task presets (--task, or each line's own task): every message with and
+//     without speculation, greedy. Outputs must be identical; reports the drafts kept per
+//     verification step, decode tokens/s both ways, and the speed-up the cost curve projects from
+//     the measured acceptance.
+#include "bench_spec.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "command.h"
+#include "gemlet/gemlet.hpp"
+#include "gemlet/tasks.hpp"
+
+namespace gemlet::cli {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+struct WorkItem {
+  std::string task, style, text;
+};
+
+// A few everyday messages in both languages, for a run without --workload.
+std::vector<WorkItem> BuiltInWorkload() {
+  return {{"polish", "", "这个需求下周三前要上线，大家抓紧。"},
+          {"polish", "", "老板说报告写的太长了，让我删一半但是重点都要保留"},
+          {"rewrite", "formal", "我明天有点事，会议能不能改到下午三点以后"},
+          {"rewrite", "concise", "麻烦你把上周的会议纪要再发我一份，我找不到了，谢谢啦"},
+          {"polish", "", "i think we should moved the launch to next week because the tests is not finish"},
+          {"rewrite", "formal", "hey can u send me the slides from yesterday asap"},
+          {"polish", "", "Please find attached the report, let me know if their is any question."},
+          {"rewrite", "concise", "I wanted to reach out to let you know that the meeting has been moved to Friday afternoon."}};
+}
+
+Result<std::vector<WorkItem>> ReadWorkload(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Error("cannot read the workload '" + path + "'");
+  std::vector<WorkItem> items;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+      return Status::Error(path + ":" + std::to_string(line_no) + ": expected a JSON object with a \"text\" string");
+    }
+    WorkItem w;
+    w.text = j["text"].get<std::string>();
+    std::istringstream task(j.value("task", std::string("polish")));
+    task >> w.task >> w.style;
+    items.push_back(std::move(w));
+  }
+  if (items.empty()) return Status::Error("the workload '" + path + "' has no messages");
+  return items;
+}
+
+// cost(k) by linear interpolation in the measured curve (k sorted, cost[0] is k = 0).
+double CostAt(const std::vector<int>& ks, const std::vector<double>& cost, double k) {
+  if (k <= ks.front()) return cost.front();
+  for (size_t i = 1; i < ks.size(); ++i) {
+    if (k <= ks[i]) {
+      const double t = (k - ks[i - 1]) / (ks[i] - ks[i - 1]);
+      return cost[i - 1] + t * (cost[i] - cost[i - 1]);
+    }
+  }
+  return cost.back();
+}
+
+}  // namespace
+
+int RunSpecBench(int argc, char** argv) {
+  CLI::App app{"Speculative decoding on one model: the cost of verifying k drafted tokens against one decode step "
+               "(and the ceiling if every draft were right), then a workload through the task presets with and without "
+               "speculation: drafts kept per step, tokens/s, the projected speed-up"};
+  app.name("gemlet bench --spec");
+  std::string model_path, spec = "lookup", draft_model, task, workload_path, kernels;
+  std::vector<int> ks = {1, 2, 4, 7, 8, 12, 16};
+  int threads = 0, reps = 5, depth = 256, max_tokens = 128, draft = 7;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("--spec", spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
+      ->capture_default_str();
+  app.add_option("--draft-model", draft_model, "the draft model for --spec draft (the same vocabulary)");
+  app.add_option("--draft", draft, "tokens drafted at most per step in the workload")->check(CLI::Range(1, 7))->capture_default_str();
+  app.add_option("--task", task, "run every workload message through this preset (default: each line's own task)")
+      ->check(CLI::IsMember(TaskNames()));
+  app.add_option("--workload", workload_path,
+                 "JSON lines with \"text\" and optionally \"task\" (\"polish\", \"rewrite formal\"); default: 8 built-in "
+                 "messages in Chinese and English");
+  app.add_option("--verify-k", ks, "drafted tokens k to time a verification of (comma separated; 0 skips the curve)")
+      ->delimiter(',')->check(NonNegative());
+  app.add_option("--depth", depth, "tokens in the context before the timed verifications")->check(Positive())->capture_default_str();
+  app.add_option("-n,--n-gen", max_tokens, "tokens per answer at most in the workload (0 skips it)")->check(NonNegative())
+      ->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_option("-r,--repetitions", reps, "timed repetitions of each verification")->check(Positive())->capture_default_str();
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (spec == "draft" && draft_model.empty()) return UsageError("--spec draft needs --draft-model FILE");
+  if (spec == "lookup" && !draft_model.empty()) return UsageError("--draft-model drafts for --spec draft, not lookup");
+  ks.erase(std::remove(ks.begin(), ks.end(), 0), ks.end());
+  std::sort(ks.begin(), ks.end());
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<WorkItem> workload;
+  if (max_tokens > 0) {
+    if (workload_path.empty()) {
+      workload = BuiltInWorkload();
+    } else {
+      Result<std::vector<WorkItem>> read = ReadWorkload(workload_path);
+      if (!read.ok()) return Fail(read.message());
+      workload = std::move(read).value();
+    }
+    if (!task.empty()) {
+      for (WorkItem& w : workload) w = {task, "", w.text};
+    }
+  }
+
+  EngineOptions eo;
+  eo.thermal.enabled = false;  // the engine's speed, not the governor's pacing
+  eo.memory_pressure_path = "";
+  eo.n_threads = threads;
+  auto loaded = Engine::Load(model_path, eo);
+  if (!loaded.ok()) return Fail(loaded.message());
+  std::shared_ptr<Engine> engine = loaded.value();
+  std::shared_ptr<Engine> drafter;
+  if (spec == "draft") {
+    auto d = Engine::Load(draft_model, eo);
+    if (!d.ok()) return Fail("the draft model: " + d.message());
+    drafter = d.value();
+  }
+  const ModelInfo& info = engine->info();
+  std::printf("# gemlet bench --spec %s: %s (%s %s), %d threads, kernels %s\n# CPU: %s\n", spec.c_str(), model_path.c_str(),
+              info.architecture.c_str(), info.file_type.c_str(), threads, engine->kernels_name().c_str(), CpuModel().c_str());
+
+  // 1. Verification cost: 1 + k rows with every row's logits, from the same depth each time.
+  std::vector<double> cost;  // cost[0]: one decode step (k = 0), then one per ks
+  if (!ks.empty()) {
+    const int max_k = ks.back();
+    SessionOptions so;
+    so.n_ctx = depth + max_k + 2;
+    so.n_threads = threads;
+    so.rollback_tokens = max_k + 1;
+    auto created = Session::Create(engine, so);
+    if (!created.ok()) return Fail(created.message());
+    Session& s = **created;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> id(4, std::max(5, info.n_vocab - 1));
+    std::vector<int32_t> context(static_cast<size_t>(depth));
+    for (int32_t& t : context) t = id(rng);
+    context[0] = 2;
+    std::vector<float> logits(static_cast<size_t>(max_k + 1) * info.n_vocab);
+    if (Status st = s.Evaluate(context, logits.data(), false); !st.ok()) return Fail(st.message());
+    std::vector<int> all_k = {0};
+    all_k.insert(all_k.end(), ks.begin(), ks.end());
+    std::vector<double> ms;
+    for (int k : all_k) {
+      std::vector<double> t;
+      for (int r = 0; r < reps + 1; ++r) {  // the first one warms the scratch for this row count
+        std::vector<int32_t> step(static_cast<size_t>(k + 1));
+        for (int32_t& x : step) x = id(rng);
+        const double t0 = Now();
+        Status st = s.Evaluate(step, logits.data(), true);
+        const double dt = Now() - t0;
+        if (!st.ok()) return Fail(st.message());
+        if (Status tr = s.Truncate(depth); !tr.ok()) return Fail(tr.message());
+        if (r > 0) t.push_back(dt);
+      }
+      ms.push_back(Median(t) * 1e3);
+    }
+    std::printf("\n## verifying k drafted tokens (one forward of 1 + k rows at depth %d; median of %d)\n\n", depth, reps);
+    std::printf("| k | ms | x one decode step | ceiling: (k+1) / cost |\n|---:|---:|---:|---:|\n");
+    std::printf("| 0 | %.2f | 1.00 | 1.00 |\n", ms[0]);
+    cost.push_back(1.0);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const double c = ms[i + 1] / ms[0];
+      cost.push_back(c);
+      std::printf("| %d | %.2f | %.2f | %.2f |\n", ks[i], ms[i + 1], c, (ks[i] + 1) / c);
+    }
+  }
+
+  // 2. The workload: each message with and without speculation, in one session each (their
+  // shared system prompt reused from the cache alike).
+  if (!workload.empty()) {
+    SessionOptions so;
+    so.n_ctx = 2048;
+    so.n_threads = threads;
+    auto plain_session = Session::Create(engine, so);
+    so.draft_model = drafter;
+    auto spec_session = Session::Create(engine, so);
+    if (!plain_session.ok()) return Fail(plain_session.message());
+    if (!spec_session.ok()) return Fail(spec_session.message());
+    int identical = 0, tokens = 0, steps = 0, drafted = 0, accepted = 0;
+    double plain_seconds = 0, spec_seconds = 0;
+    std::vector<double> plain_tps, spec_tps;
+    for (const WorkItem& w : workload) {
+      TaskOptions to;
+      to.task = w.task;
+      to.style = w.style;
+      to.generate.max_tokens = max_tokens;
+      to.generate.sampling.temperature = 0;
+      auto a = RunTask(**plain_session, w.text, to);
+      to.generate.max_draft = draft;
+      auto b = RunTask(**spec_session, w.text, to);
+      if (!a.ok()) return Fail(a.message());
+      if (!b.ok()) return Fail(b.message());
+      identical += a->output == b->output;
+      const GenerationStats &pa = a->stats, &pb = b->stats;
+      tokens += pb.generated_tokens;
+      steps += pb.draft_steps;
+      drafted += pb.drafted_tokens;
+      accepted += pb.accepted_tokens;
+      // Decode time: everything after the first token, the part speculation changes.
+      if (pa.decode_tokens_per_second > 0) {
+        plain_tps.push_back(pa.decode_tokens_per_second);
+        plain_seconds += (pa.generated_tokens - 1) / pa.decode_tokens_per_second;
+      }
+      if (pb.decode_tokens_per_second > 0) {
+        spec_tps.push_back(pb.decode_tokens_per_second);
+        spec_seconds += (pb.generated_tokens - 1) / pb.decode_tokens_per_second;
+      }
+    }
+    const int n = static_cast<int>(workload.size());
+    std::printf("\n## workload: %d messages%s, greedy, at most %d tokens each, --spec %s --draft %d\n\n", n,
+                task.empty() ? "" : (" as " + task).c_str(), max_tokens, spec.c_str(), draft);
+    std::printf("outputs identical with and without speculation: %d of %d\n", identical, n);
+    std::printf("verification steps %d, drafted %d, kept %d (%.0f%%); kept per step %.2f, tokens per step %.2f\n", steps,
+                drafted, accepted, drafted ? 100.0 * accepted / drafted : 0.0, steps ? static_cast<double>(accepted) / steps : 0.0,
+                steps ? static_cast<double>(accepted + steps) / steps : 0.0);
+    std::printf("decode tok/s (median over messages): %.1f without, %.1f with; whole workload's decode time %.2f s -> %.2f s "
+                "(%.2fx)\n",
+                Median(plain_tps), Median(spec_tps), plain_seconds, spec_seconds, spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0);
+    if (!cost.empty() && steps > 0) {
+      std::vector<int> curve_k = {0};
+      curve_k.insert(curve_k.end(), ks.begin(), ks.end());
+      // Steps that verified drafts cost cost(mean drafts); the tokens no step produced were decoded one by one.
+      const double verify = steps * CostAt(curve_k, cost, static_cast<double>(drafted) / steps);
+      const double plain_steps = std::max(0, tokens - accepted - steps);
+      std::printf("projected from the cost curve: %.2fx (%d tokens in %.1f decode-step equivalents)\n",
+                  tokens / (verify + plain_steps), tokens, verify + plain_steps);
+    }
+  }
+  return 0;
+}
+
+}  // namespace gemlet::cli

@@ -1,0 +1,8 @@
+// `gemlet bench --spec lookup|draft` (bench_spec.cc): verification cost and a workload's acceptance.
+#pragma once
+
+namespace gemlet::cli {
+
+int RunSpecBench(int argc, char** argv);
+
+}  // namespace gemlet::cli
