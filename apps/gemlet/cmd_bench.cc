@@ -19,6 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench_spec.h"
 #include "cli_common.h"
@@ -98,6 +100,36 @@ std::string ChatPromptText(const Engine& engine, int n) {
   return "";
 }
 
+// The bandwidth bound measured in a child process, so that its 1 GiB buffer leaves this process's
+// peak RSS alone: the probe before the tests. 0 when the child fails.
+tools::BandwidthBound ProbeBandwidthInChild(int threads, size_t bytes) {
+  int fds[2];
+  tools::BandwidthBound bound;
+  if (::pipe(fds) != 0) return bound;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const tools::BandwidthBound b = tools::MeasureReadBandwidthBound(threads, bytes);
+    const double fields[3] = {b.gbs, static_cast<double>(b.best.streams), static_cast<double>(b.best.prefetch_bytes)};
+    const ssize_t written = ::write(fds[1], fields, sizeof fields);
+    ::_exit(written == static_cast<ssize_t>(sizeof fields) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  double fields[3] = {0, 0, 0};
+  if (pid > 0 && ::read(fds[0], fields, sizeof fields) == static_cast<ssize_t>(sizeof fields)) {
+    bound.gbs = fields[0];
+    bound.best = {static_cast<int>(fields[1]), static_cast<size_t>(fields[2]), fields[0]};
+  }
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  return bound;
+}
+
+std::string ProbeName(const tools::BandwidthProbe& p) {
+  return std::to_string(p.streams) + (p.streams == 1 ? " stream" : " streams") +
+         (p.prefetch_bytes ? ", prefetch " + std::to_string(p.prefetch_bytes) + " B" : ", no prefetch");
+}
+
 int RunBench(int argc, char** argv) {
   // --spec lookup|draft measures speculative decoding instead (bench_spec.cc).
   for (int i = 1; i < argc; ++i) {
@@ -139,6 +171,9 @@ int RunBench(int argc, char** argv) {
                  "it as run and chat choose them, at the context the tests need")
       ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
   app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
+  int bandwidth_mib = 1024;
+  app.add_option("--bandwidth-mib", bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
+      ->check(CLI::Range(16, 1 << 16))->capture_default_str();
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(kernel_options); !err.empty()) return UsageError(err);
   if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
@@ -147,6 +182,12 @@ int RunBench(int argc, char** argv) {
   if (depths.empty()) depths = {0};
   const int max_depth = *std::max_element(depths.begin(), depths.end());
   if (max_prompt == 0 && max_gen == 0) return UsageError("nothing to measure: every -p and -n is 0");
+
+  // The bandwidth bound before the tests (in a child: before any thread of ours starts) and after;
+  // the larger is the bound.
+  const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
+  const size_t bw_bytes = static_cast<size_t>(bandwidth_mib) << 20;
+  const tools::BandwidthBound bw_before = ProbeBandwidthInChild(bw_threads, bw_bytes);
 
   // Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own over
   // the whole run, from before the load to before the bandwidth test.
@@ -299,8 +340,9 @@ int RunBench(int argc, char** argv) {
   const size_t peak_rss = memory.peak_rss_bytes;  // before the bandwidth test's buffer
   sampling.store(false);
   sampler.join();
-  const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
-  const double bandwidth = tools::MeasureReadBandwidthGBs(bw_threads, size_t{1} << 30, 3) * 1e9;
+  const tools::BandwidthBound bw_after = tools::MeasureReadBandwidthBound(bw_threads, bw_bytes);
+  const tools::BandwidthBound& bw = bw_before.gbs > bw_after.gbs ? bw_before : bw_after;
+  const double bandwidth = bw.gbs * 1e9;
 
   auto kv_bytes_mean = [&](const TestResult& r) {
     double sum = 0;
@@ -363,6 +405,9 @@ int RunBench(int argc, char** argv) {
           {"packed_cache_ms", info.packed_cache_seconds * 1e3},
           {"packed_mapped_bytes", memory.packed_mapped_bytes},
           {"mem_read_bw_gbs", bandwidth / 1e9},
+          {"mem_read_bw_before_gbs", bw_before.gbs},
+          {"mem_read_bw_after_gbs", bw_after.gbs},
+          {"mem_read_bw_probe", ProbeName(bw.best)},
           {"ttft_prompt_tokens", ttft_prompt > 0 ? ttft_tokens : 0},
           {"ttft_ms", ti < ttft_by_threads.size() ? ttft_by_threads[ti] * 1e3 : 0.0},
       };
@@ -414,7 +459,9 @@ int RunBench(int argc, char** argv) {
     std::printf("packed-weight cache: %s in %.1f ms; %.1f MiB of packed weights mapped from it\n", info.packed_cache.c_str(),
                 info.packed_cache_seconds * 1e3, memory.packed_mapped_bytes / (1024.0 * 1024.0));
   }
-  std::printf("memory read bandwidth (%d threads, 1 GiB streaming read): %.2f GB/s\n", bw_threads, bandwidth / 1e9);
+  std::printf("memory read bandwidth bound (%d threads, %d MiB, best of 12 probes before and after the tests): %.2f GB/s "
+              "(%s; %.2f before, %.2f after)\n",
+              bw_threads, bandwidth_mib, bandwidth / 1e9, ProbeName(bw.best).c_str(), bw_before.gbs, bw_after.gbs);
   for (const TestResult& r : results) {
     if (r.n_gen <= 0) continue;
     const double kv = kv_bytes_mean(r), per_token = weight_bytes + kv;

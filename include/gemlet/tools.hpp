@@ -190,4 +190,20 @@ Result<std::string> Inspect(const std::string& gguf_path, const InspectOptions& 
 // threads at once with the widest loads the CPU has, the median of `reps` runs after a warm-up.
 double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps);
 
+// The bound decode speed is held against: the best of several probes, so that no engine's reads
+// can beat it. Each probe reads a fresh `bytes` buffer with `threads` threads, each thread its slice
+// in 1, 2 or 4 lock-step streams, with no software prefetch or lines prefetched 512 B, 2 KiB or
+// 4 KiB ahead; a probe counts its best run of `reps` (after a warm-up).
+struct BandwidthProbe {
+  int streams = 1;
+  size_t prefetch_bytes = 0;
+  double gbs = 0;
+};
+struct BandwidthBound {
+  double gbs = 0;  // the best probe's
+  BandwidthProbe best;
+  std::vector<BandwidthProbe> probes;
+};
+BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes = size_t{1} << 30, int reps = 2);
+
 }  // namespace gemlet::tools

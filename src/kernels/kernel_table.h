@@ -23,5 +23,8 @@ const KernelTable* SimdKernels(int64_t target);
 // Reads n bytes with the widest loads this CPU has, in several streams, and returns a checksum so
 // that the reads cannot be optimised away: the loop memory bandwidth benchmarks time.
 uint32_t ReadForBandwidth(const void* data, size_t n);
+// The same over n_streams regions of n bytes each, read in lock-step (at most 8), each cache line
+// prefetched prefetch_bytes ahead (0: none).
+uint32_t ReadStreamsForBandwidth(const uint8_t* const* regions, int n_streams, size_t n, size_t prefetch_bytes);
 
 }  // namespace gemlet

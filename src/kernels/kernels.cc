@@ -55,4 +55,40 @@ double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {
   return runs[runs.size() / 2];
 }
 
+BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes, int reps) {
+  threads = std::max(1, threads);
+  std::vector<uint8_t> buffer(bytes, 1);
+  BandwidthBound bound;
+  volatile uint32_t sink = 0;
+  for (int streams : {1, 2, 4}) {
+    // Each thread's slice, cut into `streams` regions of equal length (whole cache lines).
+    const size_t region = bytes / static_cast<size_t>(threads * streams) / 64 * 64;
+    for (size_t prefetch : {size_t{0}, size_t{512}, size_t{2048}, size_t{4096}}) {
+      BandwidthProbe probe{streams, prefetch, 0};
+      for (int r = 0; r <= reps; ++r) {  // run 0 warms up
+        std::vector<uint32_t> sums(static_cast<size_t>(threads));
+        std::vector<std::thread> workers;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int t = 0; t < threads; ++t) {
+          workers.emplace_back([&, t] {
+            const uint8_t* regions[4];
+            for (int k = 0; k < streams; ++k) regions[k] = buffer.data() + (static_cast<size_t>(t) * streams + k) * region;
+            sums[static_cast<size_t>(t)] = ReadStreamsForBandwidth(regions, streams, region, prefetch);
+          });
+        }
+        for (auto& w : workers) w.join();
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (uint32_t s : sums) sink = sink + s;
+        if (r > 0) probe.gbs = std::max(probe.gbs, static_cast<double>(region) * streams * threads / dt / 1e9);
+      }
+      bound.probes.push_back(probe);
+      if (probe.gbs > bound.gbs) {
+        bound.gbs = probe.gbs;
+        bound.best = probe;
+      }
+    }
+  }
+  return bound;
+}
+
 }  // namespace gemlet

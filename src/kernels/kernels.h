@@ -129,4 +129,20 @@ float GeluTanh(float x);
 // threads at once (one slice each), the median of `reps` runs after a warm-up run.
 double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps);
 
+// The bound a decode's bandwidth is measured against: the best of several probes, so that no
+// engine's reads can beat it. Each probe reads a fresh `bytes` buffer with `threads` threads, each
+// thread its slice in 1, 2 or 4 lock-step streams, with no software prefetch or lines prefetched
+// 512 B, 2 KiB or 4 KiB ahead; the best run of each probe (of `reps` after a warm-up) counts.
+struct BandwidthProbe {
+  int streams = 1;
+  size_t prefetch_bytes = 0;
+  double gbs = 0;  // its best run
+};
+struct BandwidthBound {
+  double gbs = 0;        // the best probe's
+  BandwidthProbe best;
+  std::vector<BandwidthProbe> probes;
+};
+BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes, int reps);
+
 }  // namespace gemlet

@@ -5,6 +5,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include <cmath>
@@ -369,20 +370,34 @@ void SoftCap(float* x, int64_t n, float cap) {
 
 }  // namespace
 
-// Sums n bytes as 32-bit lanes in four independent streams (n a multiple of 64; the caller keeps
-// the tail): a read loop that the memory system, not the core, limits.
-uint32_t ReadAll(const void* data, size_t n) {
+// Sums n bytes from each of n_streams regions as 32-bit lanes, the regions read in lock-step (one
+// vector from each in turn) and each vector summed into one of four accumulators; with
+// prefetch_bytes > 0 each cache line is also prefetched that far ahead. n a multiple of 64 (the
+// caller keeps the tail). A read loop the memory system, not the core, limits: the probes of the
+// bandwidth bound vary the streams and the prefetch distance, since which is fastest differs
+// between CPUs.
+uint32_t ReadStreams(const uint8_t* const* regions, int n_streams, size_t n, size_t prefetch_bytes) {
   const hn::ScalableTag<uint32_t> d;
   const size_t N = hn::Lanes(d);
-  const uint32_t* p = static_cast<const uint32_t*>(data);
   const size_t words = n / 4;
+  const size_t vector_bytes = N * 4, prefetch_words = prefetch_bytes / 4;
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  constexpr int kMaxStreams = 8;
+  const uint32_t* p[kMaxStreams];
+  const int streams = std::min(n_streams, kMaxStreams);
+  for (int k = 0; k < streams; ++k) p[k] = reinterpret_cast<const uint32_t*>(regions[k]);
   size_t i = 0;
   for (; i + 4 * N <= words; i += 4 * N) {
-    s0 = hn::Add(s0, hn::LoadU(d, p + i));
-    s1 = hn::Add(s1, hn::LoadU(d, p + i + N));
-    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * N));
-    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * N));
+    for (int k = 0; k < streams; ++k) {
+      const uint32_t* q = p[k] + i;
+      if (prefetch_words > 0) {
+        for (size_t line = 0; line < 4 * vector_bytes; line += 64) hwy::Prefetch(reinterpret_cast<const uint8_t*>(q + prefetch_words) + line);
+      }
+      s0 = hn::Add(s0, hn::LoadU(d, q));
+      s1 = hn::Add(s1, hn::LoadU(d, q + N));
+      s2 = hn::Add(s2, hn::LoadU(d, q + 2 * N));
+      s3 = hn::Add(s3, hn::LoadU(d, q + 3 * N));
+    }
   }
   // Lanes summed in scalar code: unsigned wrap-around is intended here, and Highway's SumOfLanes
   // reduces u32 with a signed intrinsic on AVX-512, which UBSan reports as an overflow.
@@ -390,8 +405,15 @@ uint32_t ReadAll(const void* data, size_t n) {
   hn::StoreU(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), d, lanes);
   uint32_t sum = 0;
   for (size_t l = 0; l < N; ++l) sum += lanes[l];
-  for (; i < words; ++i) sum += p[i];
+  for (int k = 0; k < streams; ++k) {
+    for (size_t j = i; j < words; ++j) sum += p[k][j];
+  }
   return sum;
+}
+
+uint32_t ReadAll(const void* data, size_t n) {
+  const uint8_t* region = static_cast<const uint8_t*>(data);
+  return ReadStreams(&region, 1, n, 0);
 }
 
 const KernelTable* GetKernelTable() {
@@ -413,8 +435,12 @@ namespace gemlet {
 
 HWY_EXPORT(GetKernelTable);
 HWY_EXPORT(ReadAll);
+HWY_EXPORT(ReadStreams);
 
 uint32_t ReadForBandwidth(const void* data, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadAll)(data, n); }
+uint32_t ReadStreamsForBandwidth(const uint8_t* const* regions, int n_streams, size_t n, size_t prefetch_bytes) {
+  return HWY_DYNAMIC_DISPATCH(ReadStreams)(regions, n_streams, n, prefetch_bytes);
+}
 
 std::vector<int64_t> SimdTargets() { return hwy::SupportedAndGeneratedTargets(); }
 

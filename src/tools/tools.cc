@@ -178,4 +178,13 @@ double MeasureReadBandwidthGBs(int threads, size_t bytes, int reps) {
   return gemlet::MeasureReadBandwidthGBs(threads, bytes, reps);
 }
 
+BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes, int reps) {
+  const gemlet::BandwidthBound b = gemlet::MeasureReadBandwidthBound(threads, bytes, reps);
+  BandwidthBound out;
+  out.gbs = b.gbs;
+  out.best = {b.best.streams, b.best.prefetch_bytes, b.best.gbs};
+  for (const gemlet::BandwidthProbe& p : b.probes) out.probes.push_back({p.streams, p.prefetch_bytes, p.gbs});
+  return out;
+}
+
 }  // namespace gemlet::tools

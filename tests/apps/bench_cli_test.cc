@@ -17,7 +17,10 @@ namespace {
 
 const char* kModel = GEMLET_DEMO_MODEL;
 
-std::string Bench(const std::string& args) { return test::GemletBinary() + " bench -m " + kModel + " " + args; }
+// A 64 MiB buffer for the bandwidth probes: still far beyond the caches, and 24 probes of it are quick.
+std::string Bench(const std::string& args) {
+  return test::GemletBinary() + " bench -m " + kModel + (args.find("--spec") == std::string::npos ? " --bandwidth-mib 64 " : " ") + args;
+}
 
 TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
   auto r = test::RunCommand(Bench("-p 16 -n 8 -t 2 -r 3 --ttft-prompt 40 --json"));
@@ -70,6 +73,11 @@ TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
     // Every weight was touched and the file is mapped once: its pages are part of the peak RSS.
     EXPECT_GE(o["peak_rss_bytes"].get<double>(), file_bytes);
     EXPECT_GT(o["mem_read_bw_gbs"].get<double>(), 0.1);
+    // The bound is the larger of the probes before and after the tests.
+    EXPECT_EQ(o["mem_read_bw_gbs"].get<double>(),
+              std::max(o["mem_read_bw_before_gbs"].get<double>(), o["mem_read_bw_after_gbs"].get<double>()));
+    EXPECT_GT(o["mem_read_bw_before_gbs"].get<double>(), 0.1);
+    EXPECT_NE(o["mem_read_bw_probe"].get<std::string>().find("stream"), std::string::npos);
     EXPECT_GT(o["load_ms"].get<double>(), 0);
     EXPECT_GT(o["load_model_ms"].get<double>(), 0);
     EXPECT_LT(o["load_model_ms"].get<double>(), o["load_ms"].get<double>());  // the tokenizer comes after

@@ -13,6 +13,7 @@
 
 #include "base/half.h"
 #include "kernel_test_util.h"
+#include "kernels/kernels.h"
 #include "tensor/quant_blocks.h"
 
 namespace gemlet {
@@ -458,6 +459,41 @@ TEST(KernelDispatch, NamesPickTheirTables) {
   EXPECT_EQ(SimdKernels(0), nullptr);
   EXPECT_EQ(KernelsNamed("AVX9000"), nullptr);
   EXPECT_EQ(KernelsNamed("Ref"), nullptr) << "names are exact";
+}
+
+// The bandwidth probes' read loop reads every byte: its checksum is the regions' 32-bit words
+// summed, for any number of streams, with or without prefetching (past the end too), with a tail.
+TEST(BandwidthRead, EveryStreamIsReadWhole) {
+  std::vector<uint32_t> words(4 * 1000 + 37);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<uint32_t>(i * 2654435761u);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(words.data());
+  const size_t region_words = 1000;  // 4000 bytes: not a multiple of the vector loop's 256
+  for (int streams : {1, 2, 4}) {
+    const uint8_t* regions[4];
+    uint32_t expected = 0;
+    for (int k = 0; k < streams; ++k) {
+      regions[k] = base + static_cast<size_t>(k) * region_words * 4;
+      for (size_t j = 0; j < region_words; ++j) expected += words[k * region_words + j];
+    }
+    for (size_t prefetch : {size_t{0}, size_t{512}, size_t{4096}}) {
+      EXPECT_EQ(ReadStreamsForBandwidth(regions, streams, region_words * 4, prefetch), expected) << streams << " " << prefetch;
+    }
+  }
+  uint32_t all = 0;
+  for (size_t j = 0; j < 1024; ++j) all += words[j];
+  EXPECT_EQ(ReadForBandwidth(words.data(), 4096), all);
+}
+
+TEST(BandwidthBound, IsTheBestOfItsProbes) {
+  const BandwidthBound b = MeasureReadBandwidthBound(1, size_t{16} << 20, 1);
+  ASSERT_EQ(b.probes.size(), 12u);  // 1, 2, 4 streams x no prefetch, 512 B, 2 KiB, 4 KiB
+  double best = 0;
+  for (const BandwidthProbe& p : b.probes) {
+    EXPECT_GT(p.gbs, 0);
+    best = std::max(best, p.gbs);
+  }
+  EXPECT_EQ(b.gbs, best);
+  EXPECT_EQ(b.best.gbs, best);
 }
 
 // Scratch: per thread and slot, grown to the largest request, 64-byte aligned, counted.
