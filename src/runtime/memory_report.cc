@@ -173,6 +173,10 @@ std::string MeasuredMemory::ToString() const {
 size_t CurrentRssBytes() { return ProcStatusBytes("VmRSS"); }
 
 size_t AnonBytes() {
+  // /proc/self/status's RssAnon is a counter the kernel keeps; smaps_rollup walks every page table
+  // of every mapping, which for a mapped multi-GiB model costs milliseconds of a core each read (a
+  // sampler reading it every 10 ms took 40% of E2B's decode speed away). The same pages either way.
+  if (const size_t rss_anon = ProcStatusBytes("RssAnon"); rss_anon > 0) return rss_anon;
   std::ifstream in("/proc/self/smaps_rollup");
   std::string line;
   while (std::getline(in, line)) {
