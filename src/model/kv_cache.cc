@@ -147,14 +147,14 @@ bool Wrapped(int capacity, int n_past, int valid_from) { return capacity > 0 && 
 int KvCache::OldestHeld(int layer) const {
   const Layer& l = layers_[layer];
   if (l.capacity == 0) return n_past_;
-  if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) return 0;
-  return std::min(n_past_, std::max(n_past_ - l.capacity, ring_valid_from_));
+  if (l.spec.window <= 0 || !Wrapped(l.capacity, written_end_, ring_valid_from_)) return 0;
+  return std::min(n_past_, std::max(written_end_ - l.capacity, ring_valid_from_));
 }
 
 bool KvCache::TruncateKeepsRings(int n) const {
   for (const Layer& l : layers_) {
-    if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) continue;
-    const int oldest = std::max(n_past_ - l.capacity, ring_valid_from_);
+    if (l.spec.window <= 0 || !Wrapped(l.capacity, written_end_, ring_valid_from_)) continue;
+    const int oldest = std::max(written_end_ - l.capacity, ring_valid_from_);
     if (std::max(0, n - l.spec.window + 1) < oldest) return false;
   }
   return true;
@@ -163,8 +163,8 @@ bool KvCache::TruncateKeepsRings(int n) const {
 bool KvCache::CanDiscard(int begin, int count) const {
   const int kept_end = n_past_ - count;
   for (const Layer& l : layers_) {
-    if (l.spec.window <= 0 || !Wrapped(l.capacity, n_past_, ring_valid_from_)) continue;
-    const int oldest = std::max(n_past_ - l.capacity, ring_valid_from_);
+    if (l.spec.window <= 0 || !Wrapped(l.capacity, written_end_, ring_valid_from_)) continue;
+    const int oldest = std::max(written_end_ - l.capacity, ring_valid_from_);
     const int new_oldest = std::max(begin, oldest - count);
     if (new_oldest > std::max(0, kept_end - l.spec.window + 1)) return false;
   }
@@ -208,6 +208,7 @@ Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
                          ") of " + std::to_string(n_past_));
   }
   if (count == 0) return Status::Ok();
+  DropGuard();
   if (!CanDiscard(begin, count)) {
     return Status::Error("the sliding-window rings no longer hold the positions before " + std::to_string(begin));
   }
@@ -228,8 +229,8 @@ Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
     // The positions this layer holds after the shift; those from begin on were count further on. A
     // ring that wrapped keeps only those (and only the ones it still held).
     int first = begin;
-    if (l.spec.window > 0 && Wrapped(l.capacity, n_past_, ring_valid_from_)) {
-      first = std::max(begin, std::max(n_past_ - l.capacity, ring_valid_from_) - count);
+    if (l.spec.window > 0 && Wrapped(l.capacity, written_end_, ring_valid_from_)) {
+      first = std::max(begin, std::max(written_end_ - l.capacity, ring_valid_from_) - count);
       valid_from = std::max(valid_from, first);
     }
     const std::vector<float>& freq = rope(static_cast<int>(li));
@@ -263,9 +264,44 @@ Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
     }
   }
   n_past_ = kept_end;
+  written_end_ = kept_end;
   ring_valid_from_ = valid_from;
   ReleaseUnused();
   return Status::Ok();
+}
+
+void KvCache::GuardWrites(int from, int to) {
+  DropGuard();
+  guarding_ = true;
+  guard_written_end_ = written_end_;
+  guard_from_ = from;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& l = layers_[li];
+    if (l.capacity == 0 || l.spec.window <= 0) continue;  // a layer holding every position loses nothing
+    // Position p takes the slot of p - capacity, which matters only if no earlier write took it.
+    for (int p = std::max(from, written_end_); p < to; ++p) {
+      if (p - l.capacity < 0) continue;
+      const int layer = static_cast<int>(li);
+      const uint8_t* k = static_cast<const uint8_t*>(KeyRow(layer, p));
+      const uint8_t* v = static_cast<const uint8_t*>(ValueRow(layer, p));
+      guard_.push_back({layer, p, std::vector<uint8_t>(k, k + l.k_row_bytes), std::vector<uint8_t>(v, v + l.v_row_bytes)});
+    }
+  }
+}
+
+void KvCache::TakeBack(int n) {
+  if (!guarding_) {
+    SetPast(n);
+    return;
+  }
+  for (const GuardedSlot& g : guard_) {
+    if (g.pos < n) continue;  // kept: its write stands
+    std::memcpy(KeyRow(g.layer, g.pos), g.k.data(), g.k.size());
+    std::memcpy(ValueRow(g.layer, g.pos), g.v.data(), g.v.size());
+  }
+  n_past_ = n;
+  written_end_ = std::max(guard_written_end_, n);
+  DropGuard();
 }
 
 void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
@@ -294,6 +330,7 @@ Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(KvType type) const {
     }
   }
   out->n_past_ = n_past_;
+  out->written_end_ = written_end_;
   out->ring_valid_from_ = ring_valid_from_;
   out->rollback_room_ = rollback_room_;
   return out;

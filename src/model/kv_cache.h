@@ -2,6 +2,8 @@
 // sliding-window layers hold only their window in a ring buffer; KV-shared layers hold nothing.
 #pragma once
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,15 +74,20 @@ class KvCache {
   // Error (not a crash) when n more positions do not fit in n_ctx.
   Status CheckRoom(int n) const;
   // Marks n more positions as stored (after every layer has written them).
-  void Advance(int n) { n_past_ += n; }
+  void Advance(int n) {
+    n_past_ += n;
+    written_end_ = std::max(written_end_, n_past_);
+  }
   void Clear() {
     SetPast(0);
     ReleaseUnused();
   }
   // Forgets positions >= n (the caller re-fills ring layers when they need it; see Session::Truncate).
   void SetPast(int n) {
+    DropGuard();
     n_past_ = n;
-    if (n == 0) ring_valid_from_ = 0;
+    if (n == 0) ring_valid_from_ = 0, written_end_ = 0;
+    written_end_ = std::max(written_end_, n);
   }
 
   // Whether Discard(begin, count) leaves every ring holding the window the next position attends
@@ -96,6 +103,21 @@ class KvCache {
   // Errors, changing nothing, when !CanDiscard or the range is not within [0, n_past).
   using RopeOf = std::function<const std::vector<float>&(int layer)>;
   Status Discard(int begin, int count, const RopeOf& rope);
+
+  // Tentative rows (speculative decoding's drafts): GuardWrites(from, to) before writing positions
+  // [from, to) keeps a copy of the ring slots they would take from older positions still held;
+  // TakeBack(n) then forgets positions >= n as SetPast does and puts those slots back, so rows that
+  // were written and rejected leave the cache exactly as if they had never been written (a later
+  // deep truncation then needs no refill that plain decoding would not have needed either). Any
+  // other change of the cache should DropGuard first.
+  void GuardWrites(int from, int to);
+  void TakeBack(int n);
+  void DropGuard() {
+    guard_.clear();
+    guarding_ = false;
+  }
+  // Whether TakeBack(n) restores: a guard is set and n is at or after its first position.
+  bool Guards(int n) const { return guarding_ && n >= guard_from_; }
 
   // For saving and restoring a session: the oldest position layer `layer` holds (0 for a layer
   // that holds every position; n_past for a layer that holds none), its rows' bytes, and the
@@ -136,6 +158,21 @@ class KvCache {
   // Rings hold valid rows only for positions >= this (and within their capacity of the end): a
   // Discard leaves the slots before the shifted positions empty until new positions fill them.
   int ring_valid_from_ = 0;
+  // One past the furthest position written since the cache was last empty. Forgetting positions
+  // (SetPast below n_past) does not unwrite them: rows written past the new end (drafts taken back,
+  // a rollback) overwrote their slots' older positions, which a later, deeper truncation must not
+  // take for held. So a ring holds positions >= written_end_ - capacity at most, not n_past_ -
+  // capacity. A Discard, which rewrites the rings, sets it to the new end.
+  int written_end_ = 0;
+  struct GuardedSlot {
+    int layer;
+    int pos;                   // the position whose write it guards
+    std::vector<uint8_t> k, v;  // the slot's rows before that write
+  };
+  std::vector<GuardedSlot> guard_;
+  bool guarding_ = false;
+  int guard_written_end_ = 0;  // written_end_ when the guard was set
+  int guard_from_ = 0;
   KvType type_ = KvType::kF32;
 };
 

@@ -72,6 +72,7 @@ Status EvaluateBatch(std::span<Session* const> sessions, std::span<const std::sp
         return Status::Error("sessions " + std::to_string(j) + " and " + std::to_string(i) + " are the same session");
       }
     }
+    s->cache_->DropGuard();  // drafts an earlier verification kept stand
     ws.chunks_[i] = {tokens[i].data(), static_cast<int>(tokens[i].size()), s->cache_.get()};
   }
   const std::span<const SequenceChunk> chunks(ws.chunks_.data(), sessions.size());

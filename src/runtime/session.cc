@@ -148,6 +148,7 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
 }
 
 Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
+  if (!keep_guard_) cache_->DropGuard();  // the drafts of an earlier verification are kept now
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();
   workspace_->stop = stop_;
@@ -170,8 +171,14 @@ Status Session::EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logi
     return Status::Error(StatusCode::kInvalidArgument, "EvaluateAsDecode takes at most 8 tokens and the rollback room");
   }
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
+  // The first token is the generation's own (plain decoding writes it too); the rest are drafts,
+  // whose ring slots are kept so that taking them back leaves no trace (KvCache::GuardWrites).
+  const int n_past = cache_->n_past();
   workspace_->rows_as_decode = true;
+  keep_guard_ = true;
+  cache_->GuardWrites(n_past + 1, n_past + static_cast<int>(tokens.size()));
   Status s = Evaluate(tokens, logits, true);
+  keep_guard_ = false;
   workspace_->rows_as_decode = false;
   return s;
 }
@@ -222,6 +229,13 @@ Status Session::Truncate(int n) {
   const int held = cache_->n_past();
   if (n < 0 || n > held) return Status::Error("cannot truncate to " + std::to_string(n) + " of " + std::to_string(held) + " tokens");
   if (n == held) return Status::Ok();
+  // Drafts of the last EvaluateAsDecode taken back: their slots are put back as they were.
+  if (cache_->Guards(n) && !rings_stale_) {
+    cache_->TakeBack(n);
+    cache_->ReleaseUnused();
+    history_.resize(static_cast<size_t>(n));
+    return Status::Ok();
+  }
   // A ring of C slots still holds position p < n only if no position >= n wrote over it: the
   // window before n survives when at most C - W + 1 positions are dropped (the rollback room).
   const bool refill = rings_stale_ || (n > 0 && !cache_->TruncateKeepsRings(n));

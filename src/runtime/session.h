@@ -194,6 +194,7 @@ class Session {
   std::function<void(int, int)> progress_;
   const std::atomic<bool>* stop_ = nullptr;
   bool rings_stale_ = false;  // a stopped evaluation may have overwritten ring slots
+  bool keep_guard_ = false;   // EvaluateAsDecode's own Evaluate: the draft guard it set stays
   int max_threads_ = 1;  // the workspace's thread count
   int ring_spare_ = 0;
   std::shared_ptr<const Engine> engine_;

@@ -191,6 +191,74 @@ TEST_P(GoldenTest, RollbackWithinTheSpareRoomEqualsAFreshRun) {
   }
 }
 
+// Rows written and then taken back still overwrote their ring slots: after evaluating past the
+// end, taking those tokens back within the room (as speculative decoding does with rejected drafts)
+// and then truncating deeper, the rings must be refilled, not trusted. (Found through a chat whose
+// prompts were reused from the cache after drafts had run past a ring's capacity.)
+TEST_P(GoldenTest, ADeepTruncateAfterARollbackSeesWhatTheRollbackOverwrote) {
+  ASSERT_TRUE(engine_);
+  const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
+  const int V = engine_->config().n_vocab;
+  const int T = static_cast<int>(ids.size());
+  bool sliding = false;
+  for (const LayerConfig& l : engine_->config().layers) sliding |= l.sliding;
+  const int window = sliding ? engine_->config().sliding_window : 0;
+  if (window == 0 || T < window + 16 + 8) GTEST_SKIP() << "no ring wraps within the test sequence";
+  auto s = NewSession(T);
+  ASSERT_TRUE(s);
+  // Exactly fill every ring, then 6 more positions (wrapping over the first ones), taken back.
+  const int full = window + 16;
+  ASSERT_TRUE(s->Evaluate(std::vector<int32_t>(ids.begin(), ids.begin() + full), nullptr, false).ok());
+  ASSERT_TRUE(s->Evaluate(std::vector<int32_t>(ids.begin() + full, ids.begin() + full + 6), nullptr, false).ok());
+  ASSERT_TRUE(s->Truncate(full).ok());
+  // Then back to the start and on with another continuation: as a fresh run of the same tokens.
+  const int keep = 3;
+  const std::vector<int32_t> next = {ids[5], ids[2], ids[7], ids[1]};
+  ASSERT_TRUE(s->Truncate(keep).ok());
+  std::vector<float> got(next.size() * static_cast<size_t>(V)), want(got.size());
+  ASSERT_TRUE(s->Evaluate(next, got.data(), true).ok());
+  auto fresh = NewSession(T);
+  ASSERT_TRUE(fresh->Evaluate(std::vector<int32_t>(ids.begin(), ids.begin() + keep), nullptr, false).ok());
+  ASSERT_TRUE(fresh->Evaluate(next, want.data(), true).ok());
+  EXPECT_EQ(got, want);
+}
+
+// Drafts verified and rejected leave no trace in the rings: a session that verified 7 drafts past a
+// ring's capacity and took them back is, for every later truncation, the session that decoded only
+// the kept token: the same refill decisions (nothing evaluated again where plain decoding needs
+// nothing) and the same bits after them.
+TEST_P(GoldenTest, RejectedDraftsLeaveTheRingsAsPlainDecodingDoes) {
+  ASSERT_TRUE(engine_);
+  const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
+  const int V = engine_->config().n_vocab;
+  const int T = static_cast<int>(ids.size());
+  bool sliding = false;
+  for (const LayerConfig& l : engine_->config().layers) sliding |= l.sliding;
+  const int window = sliding ? engine_->config().sliding_window : 0;
+  if (window == 0 || T < window + 16 + 8) GTEST_SKIP() << "no ring wraps within the test sequence";
+  const int full = window + 16 - 2;  // two slots short of wrapping
+  const std::vector<int32_t> head(ids.begin(), ids.begin() + full);
+  const std::vector<int32_t> step(ids.begin() + full, ids.begin() + full + 8);  // a token and 7 drafts
+  auto spec = NewSession(T), plain = NewSession(T);
+  ASSERT_TRUE(spec && plain);
+  ASSERT_TRUE(spec->Evaluate(head, nullptr, false).ok());
+  ASSERT_TRUE(plain->Evaluate(head, nullptr, false).ok());
+  std::vector<float> rows(step.size() * static_cast<size_t>(V));
+  ASSERT_TRUE(spec->EvaluateAsDecode(step, rows.data()).ok());
+  ASSERT_TRUE(spec->Truncate(full + 1).ok());  // the token kept, every draft rejected
+  ASSERT_TRUE(plain->Evaluate({step[0]}, nullptr, false).ok());
+  const int keep = 3;
+  const int64_t spec_before = spec->tokens_evaluated(), plain_before = plain->tokens_evaluated();
+  ASSERT_TRUE(spec->Truncate(keep).ok());
+  ASSERT_TRUE(plain->Truncate(keep).ok());
+  EXPECT_EQ(spec->tokens_evaluated() - spec_before, plain->tokens_evaluated() - plain_before) << "the same refills";
+  const std::vector<int32_t> next = {ids[5], ids[2], ids[7]};
+  std::vector<float> got(next.size() * static_cast<size_t>(V)), want(got.size());
+  ASSERT_TRUE(spec->Evaluate(next, got.data(), true).ok());
+  ASSERT_TRUE(plain->Evaluate(next, want.data(), true).ok());
+  EXPECT_EQ(got, want);
+}
+
 // Dropping cached positions re-rotates the kept keys to their new positions. Every layer kind of the
 // family (its sliding and global RoPE bases, linear scaling, Gemma 4's proportional RoPE, layers that
 // share another's cache) with the model's own frequencies: random pre-RoPE keys are rotated at their

@@ -339,7 +339,7 @@ TEST(MemoryTest, KvCacheOfAnE2BShapedModel) {
   std::vector<float> logits(512);
   ASSERT_TRUE(session.value()->Evaluate(prompt, logits.data(), false).ok());
   const size_t grown = AnonBytes() - rss_before;
-  if (rss_before == 0) GTEST_SKIP() << "no /proc/self/smaps_rollup here";
+  if (rss_before == 0) GTEST_SKIP() << "no RssAnon in /proc/self/status here";
   // The cache reserves the plan but commits pages as rows are written: the 12 rings are full (their
   // window and the 16 positions of rollback room), the 3 global layers hold 600 of 4096 positions.
   const size_t ring = 512 + 16, committed = 12 * local_per_token * ring + 3 * global_per_token * prompt.size();
