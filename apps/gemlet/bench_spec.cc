@@ -12,7 +12,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -23,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "cli_common.h"
 #include "command.h"
 #include "gemlet/gemlet.hpp"
@@ -30,23 +30,6 @@
 
 namespace gemlet::cli {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
 
 struct WorkItem {
   std::string task, style, text;
@@ -162,7 +145,7 @@ int RunSpecBench(int argc, char** argv) {
   }
   const ModelInfo& info = engine->info();
   std::printf("# gemlet bench --spec %s: %s (%s %s), %d threads, kernels %s\n# CPU: %s\n", spec.c_str(), model_path.c_str(),
-              info.architecture.c_str(), info.file_type.c_str(), threads, engine->kernels_name().c_str(), CpuModel().c_str());
+              info.architecture.c_str(), info.file_type.c_str(), threads, engine->kernels_name().c_str(), CpuInfo().c_str());
 
   // 1. Verification cost: 1 + k rows with every row's logits, from the same depth each time.
   std::vector<double> cost;  // cost[0]: one decode step (k = 0), then one per ks

@@ -134,18 +134,26 @@ Result<std::string> ResolveModelPath(const std::string& flag, const std::string&
                        std::string(GEMLET_DEFAULT_MODEL) + " is missing)");
 }
 
+namespace {
+// The engine options the model flags ask for (the model's, and a draft model's).
+EngineOptions EngineOptionsOf(const ModelOptions& o) {
+  EngineOptions e;
+  e.kernels = o.kernels;
+  e.cache_dir = CacheDir(o.cache_dir, o.no_cache);
+  e.n_threads = o.threads;
+  e.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
+  e.thermal = o.thermal;
+  return e;
+}
+}  // namespace
+
 Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   Result<std::string> path = ResolveModelPath(o.model_path, o.store_dir);
   if (!path.ok()) return path.status();
   const bool tty = StderrIsTerminal();
   if (tty) std::fprintf(stderr, "loading %s ...\r", path->c_str());
   if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);
-  EngineOptions engine_options;
-  engine_options.kernels = o.kernels;
-  engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
-  engine_options.n_threads = o.threads;
-  engine_options.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
-  engine_options.thermal = o.thermal;
+  const EngineOptions engine_options = EngineOptionsOf(o);
   LoadedModel m;
   m.session.n_ctx = o.ctx;
   m.session.n_threads = o.threads;
@@ -230,10 +238,7 @@ Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedM
   if (g.spec != "draft") return Status::Ok();
   Result<std::string> path = ResolveModelPath(g.draft_model, o.store_dir);
   if (!path.ok()) return Status::Error("the draft model: " + path.message());
-  EngineOptions engine_options;
-  engine_options.kernels = o.kernels;
-  engine_options.cache_dir = CacheDir(o.cache_dir, o.no_cache);
-  engine_options.n_threads = o.threads;
+  EngineOptions engine_options = EngineOptionsOf(o);
   engine_options.memory_pressure_path = "";  // the model's engine governs memory
   Result<std::shared_ptr<Engine>> draft = Engine::Load(*path, engine_options);
   if (!draft.ok()) return Status::Error("the draft model: " + draft.message());

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "bench_spec.h"
+#include "bench_util.h"
 #include "cli_common.h"
 #include "command.h"
 #include "gemlet/gemlet.hpp"
@@ -30,8 +31,6 @@
 
 namespace gemlet::cli {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Stats {
   double mean = 0, stddev = 0;
@@ -47,24 +46,6 @@ Stats MeanStd(const std::vector<double>& v) {
     s.stddev = std::sqrt(ss / static_cast<double>(v.size() - 1));  // sample stddev, as llama-bench
   }
   return s;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string CpuInfo() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
 }
 
 std::string ParamsShort(double n) {

@@ -10,13 +10,10 @@ namespace {
 int RunRm(int argc, char** argv) {
   CLI::App app{"Remove a model, every version of it, from the store"};
   app.name("gemlet rm");
-  std::string name, store;
-  app.add_option("NAME", name, "an installed model")->required();
-  AddStoreFlag(app, &store);
-  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  auto s = OpenStore(store);
-  if (!s.ok()) return Fail(s.status());
-  if (Status st = (*s)->Remove(name); !st.ok()) return Fail(st);
+  std::string name;
+  std::unique_ptr<ModelStore> store;
+  if (std::optional<int> code = ParseModelCommand(app, argc, argv, &name, &store)) return *code;
+  if (Status st = store->Remove(name); !st.ok()) return Fail(st);
   std::printf("removed %s\n", name.c_str());
   return 0;
 }

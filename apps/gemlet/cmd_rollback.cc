@@ -11,13 +11,10 @@ int RunRollback(int argc, char** argv) {
   CLI::App app{"Switch a stored model back to its previous version (kept by 'gemlet update --keep-old'); rolling "
                "back again returns"};
   app.name("gemlet rollback");
-  std::string name, store;
-  app.add_option("NAME", name, "an installed model")->required();
-  AddStoreFlag(app, &store);
-  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  auto s = OpenStore(store);
-  if (!s.ok()) return Fail(s.status());
-  Result<std::string> now = (*s)->Rollback(name);
+  std::string name;
+  std::unique_ptr<ModelStore> store;
+  if (std::optional<int> code = ParseModelCommand(app, argc, argv, &name, &store)) return *code;
+  Result<std::string> now = store->Rollback(name);
   if (!now.ok()) return Fail(now.status());
   std::printf("%s is at version %s again\n", name.c_str(), now->c_str());
   return 0;

@@ -11,13 +11,10 @@ namespace {
 int RunShow(int argc, char** argv) {
   CLI::App app{"One stored model: its versions, digests, sources and files"};
   app.name("gemlet show");
-  std::string name, store;
-  app.add_option("NAME", name, "an installed model")->required();
-  AddStoreFlag(app, &store);
-  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  auto s = OpenStore(store);
-  if (!s.ok()) return Fail(s.status());
-  auto m = (*s)->Get(name);
+  std::string name;
+  std::unique_ptr<ModelStore> store;
+  if (std::optional<int> code = ParseModelCommand(app, argc, argv, &name, &store)) return *code;
+  auto m = store->Get(name);
   if (!m.ok()) return Fail(m.status());
   std::printf("name:     %s\nactive:   %s\nprevious: %s\nmanifest: %s\n", m->name.c_str(), m->active.c_str(),
               m->previous.empty() ? "-" : m->previous.c_str(), m->manifest.empty() ? "-" : m->manifest.c_str());

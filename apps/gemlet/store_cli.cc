@@ -24,6 +24,18 @@ std::string StoreDir(const std::string& flag) { return flag.empty() ? ModelStore
 
 Result<std::unique_ptr<ModelStore>> OpenStore(const std::string& flag) { return ModelStore::Open(StoreDir(flag)); }
 
+std::optional<int> ParseModelCommand(CLI::App& app, int argc, char** argv, std::string* name,
+                                     std::unique_ptr<ModelStore>* store) {
+  std::string dir;
+  app.add_option("NAME", *name, "an installed model")->required();
+  AddStoreFlag(app, &dir);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return code;
+  auto opened = OpenStore(dir);
+  if (!opened.ok()) return Fail(opened.status());
+  *store = std::move(opened).value();
+  return std::nullopt;
+}
+
 std::string HumanBytes(uint64_t bytes) {
   char buf[32];
   if (bytes < (1u << 20)) {

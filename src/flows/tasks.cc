@@ -256,6 +256,18 @@ std::pair<size_t, size_t> FindLooseForm(std::string_view text, std::string_view 
   return {std::string_view::npos, 0};
 }
 
+// Replaces every span FindLooseForm finds of `pattern` in text with `replacement`; whether any.
+bool ReplaceLooseForms(std::string* text, std::string_view pattern, const std::string& replacement) {
+  bool replaced = false;
+  for (size_t from = 0;;) {
+    auto [at, length] = FindLooseForm(std::string_view(*text).substr(from), pattern);
+    if (at == std::string_view::npos) return replaced;
+    text->replace(from + at, length, replacement);
+    from += at + replacement.size();
+    replaced = true;
+  }
+}
+
 }  // namespace
 
 GlossaryOutcome HoldGlossary(std::string_view answer, const std::vector<GlossaryEntry>& terms, std::string_view task) {
@@ -263,25 +275,8 @@ GlossaryOutcome HoldGlossary(std::string_view answer, const std::vector<Glossary
   for (const GlossaryEntry& e : terms) {
     const std::string form = RequiredGlossaryForm(e, task);
     if (form.empty() || out.text.find(form) != std::string::npos) continue;
-    bool repaired = false;
-    // Another case or spacing of the form: every such span becomes the form.
-    for (size_t from = 0;;) {
-      auto [at, length] = FindLooseForm(std::string_view(out.text).substr(from), form);
-      if (at == std::string_view::npos) break;
-      out.text.replace(from + at, length, form);
-      from += at + form.size();
-      repaired = true;
-    }
-    // Translating: the source term left as it was (in any case) is rendered as given.
-    if (!repaired && form != e.term) {
-      for (size_t from = 0;;) {
-        auto [at, length] = FindLooseForm(std::string_view(out.text).substr(from), e.term);
-        if (at == std::string_view::npos) break;
-        out.text.replace(from + at, length, form);
-        from += at + form.size();
-        repaired = true;
-      }
-    }
+    // Another case or spacing of the form; else, translating, the source term left as it was.
+    const bool repaired = ReplaceLooseForms(&out.text, form, form) || (form != e.term && ReplaceLooseForms(&out.text, e.term, form));
     (repaired ? out.repaired : out.missing).push_back(form);
   }
   return out;

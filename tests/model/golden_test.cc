@@ -67,6 +67,13 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
     engine_ = engine.value();
   }
 
+  // The sliding layers' window, 0 when the model has none.
+  int SlidingWindow() const {
+    for (const LayerConfig& l : engine_->config().layers) {
+      if (l.sliding) return engine_->config().sliding_window;
+    }
+    return 0;
+  }
   std::unique_ptr<Session> NewSession(int n_ctx, KvType kv = KvType::kF32, int max_batch = 512, int rollback = 16) {
     SessionOptions o;
     o.n_ctx = n_ctx;
@@ -200,9 +207,7 @@ TEST_P(GoldenTest, ADeepTruncateAfterARollbackSeesWhatTheRollbackOverwrote) {
   const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
   const int V = engine_->config().n_vocab;
   const int T = static_cast<int>(ids.size());
-  bool sliding = false;
-  for (const LayerConfig& l : engine_->config().layers) sliding |= l.sliding;
-  const int window = sliding ? engine_->config().sliding_window : 0;
+  const int window = SlidingWindow();
   if (window == 0 || T < window + 16 + 8) GTEST_SKIP() << "no ring wraps within the test sequence";
   auto s = NewSession(T);
   ASSERT_TRUE(s);
@@ -232,9 +237,7 @@ TEST_P(GoldenTest, RejectedDraftsLeaveTheRingsAsPlainDecodingDoes) {
   const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
   const int V = engine_->config().n_vocab;
   const int T = static_cast<int>(ids.size());
-  bool sliding = false;
-  for (const LayerConfig& l : engine_->config().layers) sliding |= l.sliding;
-  const int window = sliding ? engine_->config().sliding_window : 0;
+  const int window = SlidingWindow();
   if (window == 0 || T < window + 16 + 8) GTEST_SKIP() << "no ring wraps within the test sequence";
   const int full = window + 16 - 2;  // two slots short of wrapping
   const std::vector<int32_t> head(ids.begin(), ids.begin() + full);

@@ -34,6 +34,16 @@ TEST(LookupDraft, TakesWhatFollowedTheLatestLongestMatch) {
   EXPECT_EQ(LookupDraft(std::vector<int32_t>{1, 1}, 4), (std::vector<int32_t>{1}));  // ends at the context's end
 }
 
+// A session of 160 tokens on 2 threads: every test's.
+std::unique_ptr<Session> NewSessionOf(const std::shared_ptr<const Engine>& engine) {
+  SessionOptions o;
+  o.n_ctx = 160;
+  o.n_threads = 2;
+  auto s = Session::Create(engine, o);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -41,14 +51,7 @@ class SpeculativeTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(engine.ok()) << engine.message();
     engine_ = engine.value();
   }
-  std::unique_ptr<Session> NewSession() {
-    SessionOptions o;
-    o.n_ctx = 160;
-    o.n_threads = 2;
-    auto s = Session::Create(engine_, o);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
+  std::unique_ptr<Session> NewSession() { return NewSessionOf(engine_); }
   // A prompt that repeats itself, so that lookup finds drafts in it.
   std::vector<int32_t> Prompt() const {
     const int v = std::min(engine_->config().n_vocab, 512);
@@ -126,17 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Models, SpeculativeTest, ::testing::Values("gemma1_2b_l
 // the family has none here) changes no token either, greedy or sampled; drafting with the target
 // itself keeps every greedy draft, which holds only if the draft's cache follows the target's
 // history exactly (taken back past the kept drafts, fed what it has not seen).
-class DraftModelTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {
- protected:
-  static std::unique_ptr<Session> NewSession(const std::shared_ptr<const Engine>& e) {
-    SessionOptions o;
-    o.n_ctx = 160;
-    o.n_threads = 2;
-    auto s = Session::Create(e, o);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }
-};
+class DraftModelTest : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(DraftModelTest, DraftsChangeNoTokenGreedyOrSampled) {
   const auto& [target_name, draft_name] = GetParam();
@@ -158,11 +151,11 @@ TEST_P(DraftModelTest, DraftsChangeNoTokenGreedyOrSampled) {
     o.max_tokens = 40;
     o.stop_at_end_of_turn = false;
     o.sampling = sp;
-    auto plain_session = NewSession(*target);
+    auto plain_session = NewSessionOf(*target);
     Sampler plain_sampler(sp, (*target)->config().n_vocab);
     auto plain = Generate(*plain_session, plain_sampler, prompt, o, {});
     ASSERT_TRUE(plain.ok()) << plain.message();
-    auto spec_session = NewSession(*target), draft_session = NewSession(*draft);
+    auto spec_session = NewSessionOf(*target), draft_session = NewSessionOf(*draft);
     Sampler spec_sampler(sp, (*target)->config().n_vocab);
     o.max_draft = 7;
     o.draft_session = draft_session.get();

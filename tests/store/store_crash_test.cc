@@ -27,6 +27,16 @@ pid_t Spawn(const std::string& cmd) {
   return pid;
 }
 
+// Kills the command after `delay` (SIGKILL) and reaps it: whether the kill came before it ended.
+bool KilledAfter(const std::string& cmd, std::chrono::microseconds delay) {
+  const pid_t pid = Spawn(cmd);
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
 // After a kill: readers first (no change made yet, so leftovers are still there but must be
 // invisible), then `gemlet verify`, then no file that no state names.
 void ExpectConsistent(const std::string& store_dir, const std::vector<std::string>& shas, int trial, const std::string& op) {
@@ -85,12 +95,7 @@ TEST(StoreCrash, KillNineAtRandomPointsLeavesAConsistentStore) {
       case 2: op = "rollback m --store " + store_dir; break;
       default: op = "pull m:" + std::to_string(1 + rng() % 3) + (rng() % 2 ? " --keep-old" : "") + manifest + flags; break;
     }
-    const pid_t pid = Spawn(gemlet + " " + op);
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 250000));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    (WIFSIGNALED(status) ? killed : completed)++;
+    (KilledAfter(gemlet + " " + op, std::chrono::microseconds(rng() % 250000)) ? killed : completed)++;
 
     ExpectConsistent(store_dir, shas, trial, op);
     if (::testing::Test::HasFatalFailure()) return;
@@ -139,12 +144,7 @@ TEST(StoreCrash, KillNineDuringPatchUpdatesLeavesAConsistentStore) {
     auto reset = test::RunCommand(gemlet + " pull m:1" + manifest + flags + " 2>&1");
     ASSERT_EQ(reset.exit_code, 0) << reset.out;
     const std::string op = "update m" + std::string(rng() % 2 ? " --keep-old" : "") + manifest + flags;
-    const pid_t pid = Spawn(gemlet + " " + op);
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 400000));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    (WIFSIGNALED(status) ? killed : completed)++;
+    (KilledAfter(gemlet + " " + op, std::chrono::microseconds(rng() % 400000)) ? killed : completed)++;
     ExpectConsistent(store_dir, shas, trial, op);
     if (::testing::Test::HasFatalFailure()) return;
   }
