@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ARM64 (phones): cross-compiles the NEON kernels with g++-aarch64-linux-gnu
-# (cmake/aarch64-linux-gnu.cmake) and runs, under qemu-aarch64, the kernel tests of the NEON table
-# and one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits), and
+# (cmake/aarch64-linux-gnu.cmake) and runs, under qemu-aarch64, the kernel tests of the NEON tables
+# (NEON; NEON_DOTPROD and NEON_I8MM, the packed weights on sdot and smmla, on an emulated CPU with
+# both, on one with dotprod only and on one with neither: each table runs where it is offered, and
+# needs no more than it is offered for), a whole model on packed weights, one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits), and
 # attention over the KV cache (f32/f16/q8_0 rows, split decode steps) on the NEON kernels, the C
 # API's tests, and libgemlet.so's page alignment.
 # The scalar tables (ref, and Highway's SCALAR target, which runs the reference matmul) are the
@@ -15,14 +17,26 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DGEMLET_BUILD_APPS=OFF -DGEMLET_BUILD_TESTS=ON > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
-  model_golden_test attention_test c_api_test gemlet_shared
+  model_golden_test attention_test packed_model_test c_api_test gemlet_shared
 status=0
 run() {
   echo "== qemu-aarch64 ${*#$out/}"
   qemu-aarch64 "$@" || status=1  # the multiarch loader and libc (cmake/aarch64-linux-gnu.cmake says why)
 }
 run "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/NEON_*' --gtest_brief=1
-run "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='*/NEON' --gtest_brief=1
+run "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='*/NEON*:KernelDispatch.*' --gtest_brief=1
+# qemu's default CPU ("max") has dotprod and i8mm. A Cortex-A76 has dotprod only: NEON_I8MM must
+# not be offered, and NEON_DOTPROD must run without i8mm (an smmla there would be SIGILL); an A72
+# has neither, and only Highway's NEON is offered.
+run -cpu cortex-a76 "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/NEON_DOTPROD_Q*' --gtest_brief=1
+run -cpu cortex-a76 "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='KernelDispatch.*' --gtest_brief=1
+run -cpu cortex-a72 "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/NEON_Q4_0:*/NEON_Q6_K' --gtest_brief=1
+run -cpu cortex-a72 "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='KernelDispatch.*' --gtest_brief=1
+if qemu-aarch64 -cpu cortex-a76 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests | grep -q NEON_I8MM ||
+   qemu-aarch64 -cpu cortex-a72 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests | grep -q NEON_DOTPROD; then
+  echo "a table was offered on a CPU without its instructions"; status=1
+fi
+run "$out/tests/model/packed_model_test" --gtest_brief=1
 run "$out/tests/kernels/kernels_thread_pool_test" --gtest_brief=1
 run "$out/tests/model/model_golden_test" --gtest_filter='*/gemma4_e2b_like_llamacpp_gguf' --gtest_brief=1
 run "$out/tests/model/attention_test" --gtest_brief=1

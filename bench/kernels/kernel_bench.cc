@@ -132,7 +132,7 @@ bool ParseShape(const std::string& text, Options::Shape* shape) {
 
 std::vector<const KernelTable*> Tables(const Options& o) {
   std::vector<const KernelTable*> all = {&RefKernels()};
-  for (int64_t t : SimdTargets()) all.push_back(SimdKernels(t));
+  for (const KernelTable* t : SimdTables()) all.push_back(t);
   if (o.kernels.empty()) return all;
   std::vector<const KernelTable*> chosen;
   for (const std::string& name : o.kernels) {

@@ -45,6 +45,12 @@ class KernelScratch {
     kPanelQ,         // VNNI GEMM: one decoded panel of weights (per thread)
     kPanelScale,
     kPanelOffset,
+    kActPairQ,         // NEON i8mm GEMM: activations two tokens per register (caller thread)
+    kActPairD,
+    kActPairSum,
+    kPanelPairQ,       // NEON i8mm GEMM: the panel re-laid for smmla, its scales and offsets per
+    kPanelPairScale,   // row pair (per thread)
+    kPanelPairOffset,
     kSlotCount
   };
 

@@ -10,11 +10,22 @@
 
 namespace gemlet {
 
+#if !defined(__aarch64__)
+std::vector<const KernelTable*> NeonPackedTables() { return {}; }
+#endif
+
+std::vector<const KernelTable*> SimdTables() {
+  std::vector<const KernelTable*> tables = NeonPackedTables();
+  for (int64_t t : SimdTargets()) {
+    if (const KernelTable* k = SimdKernels(t)) tables.push_back(k);
+  }
+  return tables;
+}
+
 const KernelTable& BestKernels() {
   static const KernelTable& table = [] () -> const KernelTable& {
-    const std::vector<int64_t> targets = SimdTargets();
-    const KernelTable* best = targets.empty() ? nullptr : SimdKernels(targets.front());
-    return best != nullptr ? *best : RefKernels();
+    const std::vector<const KernelTable*> tables = SimdTables();
+    return tables.empty() ? RefKernels() : *tables.front();
   }();
   return table;
 }
@@ -22,15 +33,15 @@ const KernelTable& BestKernels() {
 const KernelTable* KernelsNamed(const std::string& name) {
   if (name == "auto" || name.empty()) return &BestKernels();
   if (name == "ref") return &RefKernels();
-  for (int64_t t : SimdTargets()) {
-    if (name == hwy::TargetName(t)) return SimdKernels(t);
+  for (const KernelTable* k : SimdTables()) {
+    if (name == k->name) return k;
   }
   return nullptr;
 }
 
 std::vector<std::string> KernelNames() {
   std::vector<std::string> names = {"ref"};
-  for (int64_t t : SimdTargets()) names.emplace_back(hwy::TargetName(t));
+  for (const KernelTable* k : SimdTables()) names.emplace_back(k->name);
   return names;
 }
 

@@ -106,7 +106,7 @@ struct KernelTable {
   void Axpy(float a, const float* x, float* y, int64_t n) const { weighted_sum_f32(&a, 0, 1, x, 0, 1, n, y, 0); }
 };
 
-// The best table this CPU runs (the first of SimdTargets(), else the reference).
+// The best table this CPU runs (the first of SimdTables(), else the reference).
 const KernelTable& BestKernels();
 // "auto" (BestKernels), "ref", or the name of a compiled target this CPU supports ("AVX2"); null
 // for any other name.

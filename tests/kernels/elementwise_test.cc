@@ -439,15 +439,23 @@ TEST_P(ElementwiseTest, RopeRotateHalf) {
 INSTANTIATE_TEST_SUITE_P(Tables, ElementwiseTest, ::testing::ValuesIn(test::TableNames()),
                          [](const auto& info) { return info.param; });
 
-// Kernels are chosen by name, per session: "auto" is the best target this CPU runs, "ref" the
-// reference, each supported target its own table; anything else is refused.
+// Kernels are chosen by name, per session: "auto" is the best table this CPU runs (the NEON packed
+// tables first on aarch64 CPUs with dotprod or i8mm), "ref" the reference, each supported table
+// its own; anything else is refused.
 TEST(KernelDispatch, NamesPickTheirTables) {
   const std::vector<int64_t> targets = SimdTargets();
-  const KernelTable* best = targets.empty() ? &RefKernels() : SimdKernels(targets.front());
+  const std::vector<const KernelTable*> extra = NeonPackedTables();
+  const KernelTable* best = !extra.empty()    ? extra.front()
+                            : targets.empty() ? &RefKernels()
+                                              : SimdKernels(targets.front());
   EXPECT_EQ(&BestKernels(), best);
   EXPECT_EQ(KernelsNamed("auto"), best);
   EXPECT_EQ(KernelsNamed("ref"), &RefKernels());
   std::vector<std::string> expected_names = {"ref"};
+  for (const KernelTable* table : extra) {
+    EXPECT_EQ(KernelsNamed(table->name), table);
+    expected_names.emplace_back(table->name);
+  }
   for (int64_t t : targets) {
     const KernelTable* table = SimdKernels(t);
     ASSERT_NE(table, nullptr);

@@ -1,11 +1,14 @@
-// A whole model on packed weights: Gemma 4's routed experts each get a slot of their own (only
-// the experts a token routes to are packed). A Q8_0 copy of the MoE test model gives the same
+// A whole model on packed weights, on every table that packs (AVX3_DL; NEON_I8MM and
+// NEON_DOTPROD on ARM): Gemma 4's routed experts each get a slot of their own (only the experts a
+// token routes to are packed). A Q8_0 copy of the MoE test model gives the same
 // logits with packing on and off; a slot shared between experts, or packed from the wrong
 // expert's rows, would send tokens through the wrong weights.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "common/test_util.h"
 #include "kernels/kernels.h"
@@ -38,11 +41,15 @@ std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>
 }
 
 TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
-  // Only the AVX-512 VNNI kernels pack weights; elsewhere both runs would read the rows as stored
-  // and the test would compare that path with itself.
-  const KernelTable* vnni = KernelsNamed("AVX3_DL");
-  if (vnni == nullptr) {
-    GTEST_SKIP() << "weights are packed by the AVX3_DL (AVX-512 VNNI) kernels only; this CPU runs "
+  // Every table that packs Q8_0 (AVX3_DL; NEON_I8MM and NEON_DOTPROD on ARM); elsewhere both runs
+  // would read the rows as stored and the test would compare that path with itself.
+  std::vector<const KernelTable*> packing;
+  for (const std::string& name : KernelNames()) {
+    const KernelTable* k = KernelsNamed(name);
+    if (k->packed_layout != nullptr && k->packed_layout(DType::kQ8_0) != nullptr) packing.push_back(k);
+  }
+  if (packing.empty()) {
+    GTEST_SKIP() << "no kernel table here packs Q8_0 weights (AVX3_DL, NEON_I8MM, NEON_DOTPROD); this CPU runs "
                  << BestKernels().name << " at best, so there is no packed path to compare with";
   }
   test::TempDir tmp;
@@ -62,26 +69,28 @@ TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
   // Two prompts of 24 tokens. This random tiny model has near-ties in its expert routing: float
   // rounding alone flips a choice on some prompts (with (i * 53) % 500 at position 6) and every
   // later position then moves by ~0.3. These two have none, so any difference is a real one.
-  for (int mult : {37, 11}) {
-    std::vector<int32_t> tokens = {2};
-    for (int i = 0; i < 23; ++i) tokens.push_back(4 + (i * mult) % 500);
-    size_t stored_packed = 0, packed_bytes = 0;
-    const std::vector<float> stored = AllLogits(q.output_path, tokens, *vnni, /*pack=*/false, &stored_packed);
-    const std::vector<float> packed = AllLogits(q.output_path, tokens, *vnni, /*pack=*/true, &packed_bytes);
-    ASSERT_FALSE(stored.empty());
-    ASSERT_EQ(stored.size(), packed.size());
-    EXPECT_EQ(stored_packed, 0u);
-    // Every layer's attention and dense MLP, and the experts that tokens were routed to.
-    EXPECT_GT(packed_bytes, expert_bytes / 2) << "experts were not packed";
-    // Both paths quantize activations the same way and sum exact integer dot products: they differ
-    // by float rounding only, far below what a wrongly routed or wrongly packed expert moves.
-    double max_diff = 0;
-    for (size_t i = 0; i < stored.size(); ++i) {
-      max_diff = test::Worse(max_diff, std::fabs(static_cast<double>(stored[i]) - packed[i]));
+  for (const KernelTable* kernels : packing) {
+    for (int mult : {37, 11}) {
+      std::vector<int32_t> tokens = {2};
+      for (int i = 0; i < 23; ++i) tokens.push_back(4 + (i * mult) % 500);
+      size_t stored_packed = 0, packed_bytes = 0;
+      const std::vector<float> stored = AllLogits(q.output_path, tokens, *kernels, /*pack=*/false, &stored_packed);
+      const std::vector<float> packed = AllLogits(q.output_path, tokens, *kernels, /*pack=*/true, &packed_bytes);
+      ASSERT_FALSE(stored.empty());
+      ASSERT_EQ(stored.size(), packed.size());
+      EXPECT_EQ(stored_packed, 0u);
+      // Every layer's attention and dense MLP, and the experts that tokens were routed to.
+      EXPECT_GT(packed_bytes, expert_bytes / 2) << kernels->name << ": experts were not packed";
+      // Both paths quantize activations the same way and sum exact integer dot products: they
+      // differ by float rounding only, far below what a wrongly routed or wrongly packed expert moves.
+      double max_diff = 0;
+      for (size_t i = 0; i < stored.size(); ++i) {
+        max_diff = test::Worse(max_diff, std::fabs(static_cast<double>(stored[i]) - packed[i]));
+      }
+      std::printf("%s: MoE Q8_0, packed (%zu bytes) vs as stored: max |dlogit| %.2g over %zu positions\n",
+                  kernels->name, packed_bytes, max_diff, tokens.size());
+      EXPECT_LT(max_diff, 1e-3) << kernels->name << ", prompt " << mult;
     }
-    std::printf("MoE Q8_0, packed (%zu bytes) vs as stored: max |dlogit| %.2g over %zu positions\n", packed_bytes,
-                max_diff, tokens.size());
-    EXPECT_LT(max_diff, 1e-3) << "prompt " << mult;
   }
 }
 

@@ -1,0 +1,233 @@
+// Prefill on 64-bit ARM through the 8-bit matrix multiply (i8mm: smmla, ARMv8.6, optional from
+// v8.2; Cortex-A710/X2 and later, Apple M2/A15 and later). One smmla multiplies a 2 x 8 block of
+// weights (two rows' next 8 values) by an 8 x 2 block of activations (two tokens') into a 2 x 2
+// block of sums: 32 multiply-adds, twice sdot's 16. Compiled with -march=armv8.2-a+dotprod+i8mm;
+// called only by the NEON_I8MM table (matmul_neon.cc), which exists only where the CPU has it.
+//
+// Each panel of 16 rows is decoded once (the type's Fill, in sdot's layout) and re-laid in place
+// for smmla: per 32-value block and 8-value step k, register p holds rows 2p and 2p+1. Activations
+// are re-laid once per call the same way, two tokens per register. A tile is 8 rows x 4 tokens: 8
+// integer and 8 float accumulators, each 2 rows x 2 tokens, whose scales (w scale x activation
+// scale) come as [r0 r0 r1 r1] x [t0 t1 t0 t1].
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "kernels/matmul_neon.h"
+
+namespace gemlet::neon {
+namespace {
+
+template <int N, class F>
+inline __attribute__((always_inline)) void Unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>()), ...); }
+  (std::make_integer_sequence<int, N>());
+}
+
+// Token pairs: [pair][block][k 4][16] values (token 2p's 8, then 2p + 1's), and per pair, block and
+// scale group [x0 x1 x0 x1] of the scales d and the sums (a missing second token: zeros).
+struct PairActs {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;    // [pair][block][4]
+  const float* sum = nullptr;  // [pair][block][groups][4]
+};
+
+PairActs PairTokens(const Acts32& a, int64_t n_tokens, int64_t n_blocks, int groups, bool has_min, KernelContext& ctx) {
+  const int64_t n_pairs = (n_tokens + 1) / 2;
+  KernelScratch& scratch = ctx.scratch();
+  int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActPairQ, static_cast<size_t>(n_pairs * n_blocks * 64));
+  float* d = scratch.Get<float>(0, KernelScratch::kActPairD, static_cast<size_t>(n_pairs * n_blocks * 4));
+  float* sum = scratch.Get<float>(0, KernelScratch::kActPairSum, static_cast<size_t>(n_pairs * n_blocks * groups * 4));
+  ctx.pool().ParallelFor(static_cast<size_t>(n_pairs), [&](size_t begin, size_t end, int) {
+    for (size_t p = begin; p < end; ++p) {
+      const int64_t t0 = 2 * static_cast<int64_t>(p), t1 = t0 + 1;
+      const bool second = t1 < n_tokens;
+      for (int64_t j = 0; j < n_blocks; ++j) {
+        int8_t* out = q + (static_cast<int64_t>(p) * n_blocks + j) * 64;
+        const int8_t* x0 = a.q + (t0 * n_blocks + j) * 32;
+        const int8_t* x1 = a.q + (t1 * n_blocks + j) * 32;
+        for (int k = 0; k < 4; ++k) {
+          std::memcpy(out + 16 * k, x0 + 8 * k, 8);
+          if (second) std::memcpy(out + 16 * k + 8, x1 + 8 * k, 8);
+          else std::memset(out + 16 * k + 8, 0, 8);
+        }
+        const float d0 = a.d[t0 * n_blocks + j], d1 = second ? a.d[t1 * n_blocks + j] : 0.0f;
+        float* dd = d + (static_cast<int64_t>(p) * n_blocks + j) * 4;
+        dd[0] = dd[2] = d0;
+        dd[1] = dd[3] = d1;
+        if (!has_min) continue;
+        for (int g = 0; g < groups; ++g) {
+          const float s0 = a.sum[(t0 * n_blocks + j) * groups + g];
+          const float s1 = second ? a.sum[(t1 * n_blocks + j) * groups + g] : 0.0f;
+          float* ss = sum + ((static_cast<int64_t>(p) * n_blocks + j) * groups + g) * 4;
+          ss[0] = ss[2] = s0;
+          ss[1] = ss[3] = s1;
+        }
+      }
+    }
+  });
+  return {q, d, sum};
+}
+
+// The panel from sdot's layout to smmla's, in the order the tiles read it: per 8-row half h, per
+// block, per 8-value step k, its 4 row pairs (register p: rows 8h + 2p and 8h + 2p + 1), so that a
+// tile streams 256 contiguous bytes per block. The scales and offsets likewise as [r0 r0 r1 r1]
+// per row pair: [half][block][groups][4 pairs][4].
+struct PairPanel {
+  int8_t* q = nullptr;       // [2][n_blocks][4][4][16]
+  float* scale = nullptr;    // [2][n_blocks * groups][16]
+  float* offset = nullptr;
+};
+
+void RelayPanel(const Panel& p, int64_t n_blocks, int groups, bool has_min, const PairPanel& out) {
+  for (int64_t j = 0; j < n_blocks; ++j) {
+    for (int k = 0; k < 4; ++k) {
+      // Vectors 2k and 2k + 1 (values 8k..8k+3 and 8k+4..8k+7, 4 rows per register): zipping
+      // their 32-bit lanes gives each row's 8 values together, two rows per register.
+      const int8_t* at = p.q + 512 * j + 128 * k;
+      const int32x4x4_t a = vld1q_s32_x4(reinterpret_cast<const int32_t*>(at));
+      const int32x4x4_t b = vld1q_s32_x4(reinterpret_cast<const int32_t*>(at + 64));
+      for (int h = 0; h < 2; ++h) {
+        int32x4x4_t pairs;
+        for (int s = 0; s < 2; ++s) {
+          pairs.val[2 * s] = vzip1q_s32(a.val[2 * h + s], b.val[2 * h + s]);
+          pairs.val[2 * s + 1] = vzip2q_s32(a.val[2 * h + s], b.val[2 * h + s]);
+        }
+        vst1q_s32_x4(reinterpret_cast<int32_t*>(out.q + ((h * n_blocks + j) * 4 + k) * 64), pairs);
+      }
+    }
+  }
+  const int64_t n_groups = n_blocks * groups;
+  auto expand = [&](const float* in, float* to) {
+    for (int64_t i = 0; i < n_groups; ++i, in += kRows) {
+      for (int h = 0; h < 2; ++h) {
+        for (int s = 0; s < 2; ++s) {
+          const float32x4_t v = vld1q_f32(in + 8 * h + 4 * s);
+          float* dst = to + (h * n_groups + i) * 16 + 8 * s;
+          vst1q_f32(dst, vzip1q_f32(v, v));
+          vst1q_f32(dst + 4, vzip2q_f32(v, v));
+        }
+      }
+    }
+  };
+  expand(p.scale, out.scale);
+  if (has_min) expand(p.offset, out.offset);
+}
+
+// Rows 8h..8h+7 of the panel x token pairs tp0.. (NP of them) -> out[token 0..2NP-1][8 rows].
+template <int G, bool kMin, int NP>
+void Tile(const PairPanel& panel, int64_t n_blocks, int h, const PairActs& a, int64_t tp0, float* out) {
+  float32x4_t acc[4][NP];
+  for (int r = 0; r < 4; ++r) {
+    for (int t = 0; t < NP; ++t) acc[r][t] = vdupq_n_f32(0);
+  }
+  const int8_t* wq = panel.q + h * n_blocks * 256;
+  const float* ws = panel.scale + h * n_blocks * G * 16;
+  const float* wo = kMin ? panel.offset + h * n_blocks * G * 16 : nullptr;
+  const int8_t* xq[NP];
+  const float* xd[NP];
+  const float* xs[NP];
+  for (int t = 0; t < NP; ++t) {
+    xq[t] = a.q + (tp0 + t) * n_blocks * 64;
+    xd[t] = a.d + (tp0 + t) * n_blocks * 4;
+    xs[t] = kMin ? a.sum + (tp0 + t) * n_blocks * G * 4 : nullptr;
+  }
+  for (int64_t j = 0; j < n_blocks; ++j) {
+    Unroll<G>([&](auto g) {
+      int32x4_t sum[4][NP];
+      for (int r = 0; r < 4; ++r) {
+        for (int t = 0; t < NP; ++t) sum[r][t] = vdupq_n_s32(0);
+      }
+      Unroll<4 / G>([&](auto kk) {
+        constexpr int k = g * (4 / G) + kk;
+        (void)k;
+        // Pointers bumped per load (post-indexed loads, no address arithmetic); one activation
+        // register per step and token pair: holding a block's 4 would spill the tile.
+        const int8x16x4_t w = vld1q_s8_x4(wq);
+        wq += 64;
+        for (int t = 0; t < NP; ++t) {
+          const int8x16_t x = vld1q_s8(xq[t]);
+          xq[t] += 16;
+          for (int r = 0; r < 4; ++r) sum[r][t] = vmmlaq_s32(sum[r][t], w.val[r], x);
+        }
+      });
+      const float32x4x4_t sw = vld1q_f32_x4(ws);
+      ws += 16;
+      for (int t = 0; t < NP; ++t) {
+        const float32x4_t dx = vld1q_f32(xd[t]);  // the same for both groups of a block
+        for (int r = 0; r < 4; ++r) acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(sum[r][t]), vmulq_f32(sw.val[r], dx));
+      }
+      if constexpr (kMin) {
+        const float32x4x4_t ow = vld1q_f32_x4(wo);
+        wo += 16;
+        for (int t = 0; t < NP; ++t) {
+          const float32x4_t sx = vld1q_f32(xs[t]);
+          xs[t] += 4;
+          for (int r = 0; r < 4; ++r) acc[r][t] = vfmaq_f32(acc[r][t], ow.val[r], sx);
+        }
+      }
+    });
+    for (int t = 0; t < NP; ++t) xd[t] += 4;
+  }
+  // Lanes: [row 2r, token 2t], [2r, 2t + 1], [2r + 1, 2t], [2r + 1, 2t + 1].
+  for (int r = 0; r < 4; ++r) {
+    for (int t = 0; t < NP; ++t) {
+      float v[4];
+      vst1q_f32(v, acc[r][t]);
+      out[(2 * t) * 8 + 2 * r] = v[0];
+      out[(2 * t + 1) * 8 + 2 * r] = v[1];
+      out[(2 * t) * 8 + 2 * r + 1] = v[2];
+      out[(2 * t + 1) * 8 + 2 * r + 1] = v[3];
+    }
+  }
+}
+
+template <int G, bool kMin>
+void Run(const PanelSource& w, const PairActs& a, int64_t n_tokens, float* y, KernelContext& ctx) {
+  const int64_t n_blocks = w.n_blocks, n_pairs = (n_tokens + 1) / 2;
+  KernelScratch& scratch = ctx.scratch();
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
+    const size_t n = static_cast<size_t>(n_blocks);
+    Panel p;
+    p.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, n * 512);
+    p.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, n * G * kRows);
+    p.offset = scratch.Get<float>(thread, KernelScratch::kPanelOffset, n * G * kRows);
+    PairPanel pairs;
+    pairs.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelPairQ, n * 512);
+    pairs.scale = scratch.Get<float>(thread, KernelScratch::kPanelPairScale, n * G * 2 * kRows);
+    pairs.offset = scratch.Get<float>(thread, KernelScratch::kPanelPairOffset, n * G * 2 * kRows);
+    float out[4 * 8];
+    for (size_t panel = begin; panel < end; ++panel) {
+      const int64_t row0 = static_cast<int64_t>(panel) * kRows;
+      w.fill(w.state, row0, p);
+      RelayPanel(p, n_blocks, G, kMin, pairs);
+      for (int h = 0; h < 2; ++h) {
+        for (int64_t tp0 = 0; tp0 < n_pairs; tp0 += 2) {
+          const int np = static_cast<int>(std::min<int64_t>(2, n_pairs - tp0));
+          if (np == 2) Tile<G, kMin, 2>(pairs, n_blocks, h, a, tp0, out);
+          else Tile<G, kMin, 1>(pairs, n_blocks, h, a, tp0, out);
+          for (int64_t t = 2 * tp0; t < std::min(n_tokens, 2 * (tp0 + np)); ++t) {
+            std::memcpy(y + t * w.n_out + row0 + 8 * h, out + (t - 2 * tp0) * 8, 8 * sizeof(float));
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void GemmI8mm(const PanelSource& w, const Acts32& acts, int64_t n_tokens, float* y, KernelContext& ctx) {
+  const PairActs pairs = PairTokens(acts, n_tokens, w.n_blocks, w.groups, w.has_min, ctx);
+  if (w.groups == 2) {
+    if (w.has_min) Run<2, true>(w, pairs, n_tokens, y, ctx);
+    else Run<2, false>(w, pairs, n_tokens, y, ctx);
+  } else {
+    if (w.has_min) Run<1, true>(w, pairs, n_tokens, y, ctx);
+    else Run<1, false>(w, pairs, n_tokens, y, ctx);
+  }
+}
+
+}  // namespace gemlet::neon

@@ -1,0 +1,678 @@
+// Packed weights for 64-bit ARM with the dot-product instruction (ARMv8.2 dotprod, every phone
+// core since Cortex-A76 and Apple A11): the layouts, packing, the decode GEMV, the prefill GEMM on
+// sdot, and the kernel tables NEON_DOTPROD and NEON_I8MM (whose prefill is gemm_neon_i8mm.cc's).
+// Compiled with -march=armv8.2-a+dotprod; reached only through tables offered where the CPU has it.
+//
+// A packed matrix is groups of 16 rows. Within a group every field is row-interleaved: per-row
+// scalars (scales, mins) as 16 consecutive values, quantized bytes as 64-byte "vectors" holding 4
+// bytes of each row (bytes 4r..4r+3: row r), i.e. four 16-byte registers of 4 rows each. One
+// sdot-by-lane of such a register with 4 activation bytes advances 4 rows; a block's integer sums
+// come out one lane per row and meet the rows' scales loaded as vectors, with no sums across
+// lanes. The vectors are those of the AVX-512 layout (packed-inl.h); the scalars differ where
+// signed arithmetic (sdot is signed x signed) asks for it. Per group of 16 rows:
+//   Q4_0 block (288 B): d[16] (f16), 4 vectors: vector m = bytes 4m..4m+3 of the rows' qs, each
+//        byte XOR 0x88: a nibble n becomes n - 8 as a signed 4-bit value, so that (b << 4) and
+//        (b & 0xF0) are 16 (q - 8) as signed bytes, for the low and high value (16x, taken off in
+//        the conversion to float).
+//   Q8_0 block (544 B): d[16], 8 vectors of q (vector k: values 4k..4k+3).
+//   Q4_K super-block (2368 B): d[16], dmin[16], scale[8 slices][16], min[8 slices][16] (6-bit,
+//        unpacked to bytes), 4 chunks of 8 vectors: chunk c vector m = bytes 32c+4m.. of qs (low
+//        nibbles: slice 2c, high: slice 2c+1, values 4m..4m+3 of the slice).
+//   Q6_K super-block (3360 B): d[16], scale[16 groups][16] (int8), per half h of 128 values: ql
+//        bytes 64h..64h+31 (8 vectors), ql bytes 64h+32.. (8), qh bytes 32h.. (8).
+#include <arm_neon.h>
+#include <sys/auxv.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/act_quant.h"
+#include "kernels/kernel_table.h"
+#include "kernels/matmul_neon.h"
+#include "kernels/packed_weights.h"
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1 << 13)
+#endif
+
+namespace gemlet::neon {
+namespace {
+
+// Calls f(std::integral_constant<int, i>) for i = 0..N-1: lanes of sdot-by-lane must be constants.
+template <int N, class F>
+inline __attribute__((always_inline)) void Unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>()), ...); }
+  (std::make_integer_sequence<int, N>());
+}
+
+inline int8x16x4_t Load4(const uint8_t* p) { return vld1q_s8_x4(reinterpret_cast<const int8_t*>(p)); }
+inline int8x16_t Load(const int8_t* p) { return vld1q_s8(p); }
+// 16 f16 values as 4 x 4 floats.
+inline float32x4x4_t Halves(const uint8_t* p) {
+  const float16x8_t a = vreinterpretq_f16_u8(vld1q_u8(p)), b = vreinterpretq_f16_u8(vld1q_u8(p + 16));
+  return {{vcvt_f32_f16(vget_low_f16(a)), vcvt_high_f32_f16(a), vcvt_f32_f16(vget_low_f16(b)), vcvt_high_f32_f16(b)}};
+}
+inline int8x16_t And(int8x16_t v, uint8_t mask) {
+  return vreinterpretq_s8_u8(vandq_u8(vreinterpretq_u8_s8(v), vdupq_n_u8(mask)));
+}
+inline int8x16_t ShrU(int8x16_t v, int n4) {  // logical >> 4 (n4 must be 4: the only use)
+  (void)n4;
+  return vreinterpretq_s8_u8(vshrq_n_u8(vreinterpretq_u8_s8(v), 4));
+}
+// 16 bytes as 4 x 4 int32 (unsigned or signed bytes).
+inline int32x4x4_t WidenU8(const uint8_t* p) {
+  const uint8x16_t b = vld1q_u8(p);
+  const uint16x8_t lo = vmovl_u8(vget_low_u8(b)), hi = vmovl_high_u8(b);
+  return {{vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(lo))), vreinterpretq_s32_u32(vmovl_high_u16(lo)),
+           vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(hi))), vreinterpretq_s32_u32(vmovl_high_u16(hi))}};
+}
+
+// Copies 4 bytes at src + stride * r (XOR mask) to dst + 4r for the 16 rows: one vector.
+void InterleaveDwords(const uint8_t* src, size_t stride, uint8_t* dst, uint8_t mask = 0) {
+  for (int r = 0; r < kRows; ++r) {
+    for (int b = 0; b < 4; ++b) dst[4 * r + b] = src[stride * r + b] ^ mask;
+  }
+}
+void CopyHalves(const uint8_t* src, size_t stride, uint8_t* dst) {
+  for (int r = 0; r < kRows; ++r) std::memcpy(dst + 2 * r, src + stride * r, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations. GEMV: per 32 values (Q4_0, Q8_0) or BlockQ8_K per 256 (the K types), as the row
+// kernels quantize them; GEMM: per 32 values for every type (Acts32).
+
+// Quantizes n values (a multiple of 16) with 1/d = id into q; returns the sum of q, and the sum of
+// each 16 values into sums16 when given.
+int QuantizeSpan(const float* x, int n, float id, int8_t* q, int16_t* sums16) {
+  int total = 0;
+  for (int i = 0; i < n; i += 16) {
+    int32x4_t v[4];
+    for (int k = 0; k < 4; ++k) v[k] = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + i + 4 * k), id));  // nearest, ties even
+    const int16x8_t a = vcombine_s16(vqmovn_s32(v[0]), vqmovn_s32(v[1]));
+    const int16x8_t b = vcombine_s16(vqmovn_s32(v[2]), vqmovn_s32(v[3]));
+    vst1q_s8(q + i, vcombine_s8(vqmovn_s16(a), vqmovn_s16(b)));
+    const int s = vaddvq_s32(vaddq_s32(vaddq_s32(v[0], v[1]), vaddq_s32(v[2], v[3])));
+    if (sums16 != nullptr) sums16[i / 16] = static_cast<int16_t>(s);
+    total += s;
+  }
+  return total;
+}
+float AbsMax(const float* x, int n) {
+  float32x4_t m = vdupq_n_f32(0);
+  for (int i = 0; i < n; i += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + i)));
+  return vmaxvq_f32(m);
+}
+
+// One row into 32-value blocks; sum (nullable) gets d * sum(q) per group of 32 / groups values.
+void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* d, float* sum) {
+  for (int64_t j = 0; j < n_blocks; ++j, x += 32, q += 32) {
+    const float amax = AbsMax(x, 32);
+    d[j] = ActScale(amax);
+    int16_t s16[2];
+    QuantizeSpan(x, 32, amax > 0 ? 127.0f / amax : 0.0f, q, s16);
+    if (sum == nullptr) continue;
+    if (groups == 1) sum[j] = d[j] * static_cast<float>(s16[0] + s16[1]);
+    else for (int g = 0; g < 2; ++g) sum[2 * j + g] = d[j] * static_cast<float>(s16[g]);
+  }
+}
+void QuantizeK(const float* x, int64_t n_blocks, BlockQ8_K* out) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += kBlockK) {
+    const float amax = AbsMax(x, kBlockK);
+    out[b].d = ActScale(amax);
+    QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, out[b].qs, out[b].bsums);
+  }
+}
+
+// One token's activations for the GEMV.
+struct GemvAct {
+  const int8_t* q = nullptr;  // 32-value types
+  const float* d = nullptr;
+  const BlockQ8_K* k = nullptr;  // K types
+};
+
+// ---------------------------------------------------------------------------------------------
+// Per type: kBlockValues, kBlockBytes (one block of 16 rows packed), kGroups and kHasMin (the
+// panel's), Pack(16 rows) -> group, Dot(group, token) -> 16 sums, Fill(group, panel).
+
+// Adds 4 weight registers' sdot with activation lane L of x to acc (rows 4s.. in register s).
+template <int L>
+inline __attribute__((always_inline)) void Dot4(int32x4_t acc[4], const int8x16_t w[4], int8x16_t x) {
+  for (int s = 0; s < 4; ++s) acc[s] = vdotq_laneq_s32(acc[s], w[s], x, L);
+}
+
+struct Q4_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 288, kGroups = 1;
+  static constexpr bool kHasMin = false, kK = false;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ4_0);
+      CopyHalves(b, row_bytes, out);
+      for (int m = 0; m < 4; ++m) InterleaveDwords(b + offsetof(BlockQ4_0, qs) + 4 * m, row_bytes, out + 32 + 64 * m, 0x88);
+    }
+  }
+  static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      const int8x16_t x0 = Load(a.q + 32 * j), x1 = Load(a.q + 32 * j + 16);
+      int32x4_t sum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      Unroll<4>([&](auto m) {
+        const int8x16x4_t v = Load4(g + 32 + 64 * m);
+        const int8x16_t lo[4] = {vshlq_n_s8(v.val[0], 4), vshlq_n_s8(v.val[1], 4), vshlq_n_s8(v.val[2], 4),
+                                 vshlq_n_s8(v.val[3], 4)};
+        const int8x16_t hi[4] = {And(v.val[0], 0xF0), And(v.val[1], 0xF0), And(v.val[2], 0xF0), And(v.val[3], 0xF0)};
+        Dot4<m>(sum, lo, x0);
+        Dot4<m>(sum, hi, x1);
+      });
+      const float32x4x4_t dw = Halves(g);
+      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_n_f32_s32(sum[s], 4), vmulq_n_f32(dw.val[s], a.d[j]));
+    }
+    return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      int8_t* q = p.q + 512 * j;
+      for (int m = 0; m < 4; ++m) {
+        const int8x16x4_t v = Load4(g + 32 + 64 * m);
+        for (int s = 0; s < 4; ++s) {
+          vst1q_s8(q + 64 * m + 16 * s, vshrq_n_s8(vshlq_n_s8(v.val[s], 4), 4));  // q - 8, sign-extended
+          vst1q_s8(q + 64 * (m + 4) + 16 * s, vshrq_n_s8(v.val[s], 4));
+        }
+      }
+      const float32x4x4_t d = Halves(g);
+      vst1q_f32_x4(p.scale + kRows * j, d);
+    }
+  }
+};
+
+struct Q8_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 544, kGroups = 1;
+  static constexpr bool kHasMin = false, kK = false;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ8_0);
+      CopyHalves(b, row_bytes, out);
+      for (int k = 0; k < 8; ++k) InterleaveDwords(b + offsetof(BlockQ8_0, qs) + 4 * k, row_bytes, out + 32 + 64 * k);
+    }
+  }
+  static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      const int8x16_t x[2] = {Load(a.q + 32 * j), Load(a.q + 32 * j + 16)};
+      int32x4_t sum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      Unroll<8>([&](auto k) {
+        const int8x16x4_t v = Load4(g + 32 + 64 * k);
+        Dot4<k % 4>(sum, v.val, x[k / 4]);
+      });
+      const float32x4x4_t dw = Halves(g);
+      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(sum[s]), vmulq_n_f32(dw.val[s], a.d[j]));
+    }
+    return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      std::memcpy(p.q + 512 * j, g + 32, 512);
+      vst1q_f32_x4(p.scale + kRows * j, Halves(g));
+    }
+  }
+};
+
+struct Q4_K {
+  static constexpr int kBlockValues = 256, kBlockBytes = 2368, kGroups = 1;
+  static constexpr bool kHasMin = true, kK = true;
+  static constexpr int kScales = 64, kMins = 192, kQs = 320;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ4_K& blk = *reinterpret_cast<const BlockQ4_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
+        for (int s = 0; s < 8; ++s) UnpackScaleMinK4(s, blk.scales, &out[kScales + kRows * s + r], &out[kMins + kRows * s + r]);
+      }
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
+        }
+      }
+    }
+  }
+  static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      const BlockQ8_K& xb = a.k[i];
+      int32x4_t scaled[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      for (int c = 0; c < 4; ++c) {
+        const int8x16_t xl[2] = {Load(xb.qs + 64 * c), Load(xb.qs + 64 * c + 16)};
+        const int8x16_t xh[2] = {Load(xb.qs + 64 * c + 32), Load(xb.qs + 64 * c + 48)};
+        int32x4_t lo[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+        int32x4_t hi[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+        const uint8_t* q = g + kQs + 512 * c;
+        Unroll<8>([&](auto m) {
+          const int8x16x4_t v = Load4(q + 64 * m);
+          const int8x16_t l[4] = {And(v.val[0], 0x0F), And(v.val[1], 0x0F), And(v.val[2], 0x0F), And(v.val[3], 0x0F)};
+          const int8x16_t h[4] = {ShrU(v.val[0], 4), ShrU(v.val[1], 4), ShrU(v.val[2], 4), ShrU(v.val[3], 4)};
+          Dot4<m % 4>(lo, l, xl[m / 4]);
+          Dot4<m % 4>(hi, h, xh[m / 4]);
+        });
+        const int32x4x4_t sc_lo = WidenU8(g + kScales + kRows * (2 * c)), sc_hi = WidenU8(g + kScales + kRows * (2 * c + 1));
+        for (int s = 0; s < 4; ++s) {
+          scaled[s] = vmlaq_s32(scaled[s], lo[s], sc_lo.val[s]);
+          scaled[s] = vmlaq_s32(scaled[s], hi[s], sc_hi.val[s]);
+        }
+      }
+      // The mins meet each 32-value slice's activation sum (two 16-value sums, pairwise).
+      const int16x8_t slice_sums = vpaddq_s16(vld1q_s16(xb.bsums), vld1q_s16(xb.bsums + 8));
+      int32x4_t mins[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      Unroll<8>([&](auto s) {
+        const uint8x16_t m8 = vld1q_u8(g + kMins + kRows * s);
+        const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m8)));
+        const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(m8));
+        mins[0] = vmlal_laneq_s16(mins[0], vget_low_s16(m_lo), slice_sums, s);
+        mins[1] = vmlal_high_laneq_s16(mins[1], m_lo, slice_sums, s);
+        mins[2] = vmlal_laneq_s16(mins[2], vget_low_s16(m_hi), slice_sums, s);
+        mins[3] = vmlal_high_laneq_s16(mins[3], m_hi, slice_sums, s);
+      });
+      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
+      for (int s = 0; s < 4; ++s) {
+        acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xb.d));
+        acc[s] = vfmsq_f32(acc[s], vcvtq_f32_s32(mins[s]), vmulq_n_f32(dmin.val[s], xb.d));
+      }
+    }
+    return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int c = 0; c < 4; ++c) {
+        int8_t* lo = p.q + 512 * (8 * i + 2 * c);
+        int8_t* hi = lo + 512;
+        for (int m = 0; m < 8; ++m) {
+          const int8x16x4_t v = Load4(g + kQs + 512 * c + 64 * m);
+          for (int s = 0; s < 4; ++s) {
+            vst1q_s8(lo + 64 * m + 16 * s, And(v.val[s], 0x0F));
+            vst1q_s8(hi + 64 * m + 16 * s, ShrU(v.val[s], 4));
+          }
+        }
+      }
+      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
+      for (int s = 0; s < 8; ++s) {
+        const int32x4x4_t sc = WidenU8(g + kScales + kRows * s), mn = WidenU8(g + kMins + kRows * s);
+        for (int k = 0; k < 4; ++k) {
+          vst1q_f32(p.scale + kRows * (8 * i + s) + 4 * k, vmulq_f32(d.val[k], vcvtq_f32_s32(sc.val[k])));
+          vst1q_f32(p.offset + kRows * (8 * i + s) + 4 * k, vnegq_f32(vmulq_f32(dmin.val[k], vcvtq_f32_s32(mn.val[k]))));
+        }
+      }
+    }
+  }
+};
+
+struct Q6_K {
+  static constexpr int kBlockValues = 256, kBlockBytes = 3360, kGroups = 2;
+  static constexpr bool kHasMin = false, kK = true;
+  static constexpr int kScales = 32, kQ = 288;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
+      }
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* half = out + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 64 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 512 + 64 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 1024 + 64 * m);
+        }
+      }
+    }
+  }
+  // The 6-bit values (0..63) of one register of vector m of a half: out[j] holds values 32j + 4m..
+  static inline __attribute__((always_inline)) void Values(int8x16_t a, int8x16_t b, int8x16_t h, int8x16_t out[4]) {
+    const uint8x16_t ua = vreinterpretq_u8_s8(a), ub = vreinterpretq_u8_s8(b), uh = vreinterpretq_u8_s8(h);
+    const uint8x16_t h2 = vshrq_n_u8(uh, 2), mask = vdupq_n_u8(0x3F);
+    out[0] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(ua, uh, 4), mask));  // a's low nibble, h bits 0-1
+    out[1] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(ub, h2, 4), mask));  // b's low nibble, h bits 2-3
+    out[2] = vreinterpretq_s8_u8(vandq_u8(vsriq_n_u8(uh, ua, 4), mask));  // a's high nibble, h bits 4-5
+    out[3] = vreinterpretq_s8_u8(vandq_u8(vsriq_n_u8(h2, ub, 4), mask));  // b's high nibble, h bits 6-7
+  }
+  static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      const BlockQ8_K& xb = a.k[i];
+      int32x4_t scaled[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + kQ + 1536 * h;
+        for (int mh = 0; mh < 2; ++mh) {  // vectors 4mh..4mh+3: out[j] is in group 8h + 2j + mh
+          int8x16_t x[4];
+          for (int j = 0; j < 4; ++j) x[j] = Load(xb.qs + 128 * h + 32 * j + 16 * mh);
+          for (int sp = 0; sp < 2; ++sp) {  // registers 2sp, 2sp + 1 (rows 8sp..8sp+7)
+            int32x4_t sums[4][2];
+            for (int j = 0; j < 4; ++j) {
+              // The zero point 32 taken off in integers: the chains start at -32 times the group's sum.
+              sums[j][0] = sums[j][1] = vdupq_n_s32(-32 * xb.bsums[8 * h + 2 * j + mh]);
+            }
+            Unroll<4>([&](auto mm) {
+              constexpr int m = mm;
+              const size_t at = 64 * (4 * mh + m) + 32 * sp;
+              const int8x16x2_t va = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + at));
+              const int8x16x2_t vb = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + 512 + at));
+              const int8x16x2_t vh = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + 1024 + at));
+              for (int r = 0; r < 2; ++r) {
+                int8x16_t v[4];
+                Values(va.val[r], vb.val[r], vh.val[r], v);
+                for (int j = 0; j < 4; ++j) sums[j][r] = vdotq_laneq_s32(sums[j][r], v[j], x[j], m);
+              }
+            });
+            for (int j = 0; j < 4; ++j) {
+              const int16x8_t sc16 = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(g + kScales + kRows * (8 * h + 2 * j + mh) + 8 * sp)));
+              scaled[2 * sp] = vmlaq_s32(scaled[2 * sp], sums[j][0], vmovl_s16(vget_low_s16(sc16)));
+              scaled[2 * sp + 1] = vmlaq_s32(scaled[2 * sp + 1], sums[j][1], vmovl_high_s16(sc16));
+            }
+          }
+        }
+      }
+      const float32x4x4_t d = Halves(g);
+      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xb.d));
+    }
+    return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
+    const int8x16_t zero_point = vdupq_n_s8(32);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = g + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          const int8x16x4_t va = Load4(half + 64 * m), vb = Load4(half + 512 + 64 * m), vh = Load4(half + 1024 + 64 * m);
+          for (int s = 0; s < 4; ++s) {
+            int8x16_t v[4];
+            Values(va.val[s], vb.val[s], vh.val[s], v);
+            // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
+            for (int j = 0; j < 4; ++j) vst1q_s8(p.q + 512 * (8 * i + 4 * h + j) + 64 * m + 16 * s, vsubq_s8(v[j], zero_point));
+          }
+        }
+      }
+      const float32x4x4_t d = Halves(g);
+      for (int grp = 0; grp < 16; ++grp) {  // group grp of 16 = block grp / 2, scale group grp % 2
+        const int8x16_t sc8 = vld1q_s8(reinterpret_cast<const int8_t*>(g + kScales + kRows * grp));
+        const int16x8_t lo = vmovl_s8(vget_low_s8(sc8)), hi = vmovl_high_s8(sc8);
+        const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(lo)), vmovl_high_s16(lo), vmovl_s16(vget_low_s16(hi)), vmovl_high_s16(hi)};
+        for (int k = 0; k < 4; ++k) vst1q_f32(p.scale + kRows * (16 * i + grp) + 4 * k, vmulq_f32(d.val[k], vcvtq_f32_s32(sc[k])));
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Drivers.
+
+template <class T>
+size_t GroupBytes(const WeightMatrix& w) {
+  if (w.n_out % kRows != 0 || w.n_in % T::kBlockValues != 0) return 0;
+  return static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
+}
+template <class T>
+void Pack(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst) {
+  const size_t group_bytes = GroupBytes<T>(w);
+  for (size_t g = begin; g < end; ++g) {
+    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues, dst + (g - begin) * group_bytes);
+  }
+}
+template <class T>
+const PackedLayout& LayoutOf() {
+  static_assert(kRows == PackedWeights::kGroupRows);
+  static const PackedLayout layout{&GroupBytes<T>, &Pack<T>};
+  return layout;
+}
+
+template <class Fn>
+bool WithPackedType(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::kQ4_0: fn(Q4_0()); return true;
+    case DType::kQ8_0: fn(Q8_0()); return true;
+    case DType::kQ4_K: fn(Q4_K()); return true;
+    case DType::kQ6_K: fn(Q6_K()); return true;
+    default: return false;
+  }
+}
+
+// Tokens up to which the decode GEMV runs (each token's results those of decoding it alone, bit for
+// bit), as on AVX3_DL; more go through the panel GEMM.
+constexpr int kMaxGemvTokens = 8;
+
+// Decode: groups of 16 rows split across the pool; each group is read once, by the first token,
+// and is in cache for the others'. No software prefetch: the weights are one sequential stream per
+// thread, which ARM cores' hardware prefetchers follow, and a prefetch per 64 bytes would add ~5%
+// to the instructions (which is what can be measured here: bench/RESULTS.md).
+template <class T>
+void Gemv(const WeightMatrix& w, const uint8_t* data, const GemvAct* acts, int n_tokens, float* y, KernelContext& ctx) {
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
+    for (size_t g = begin; g < end; ++g) {
+      for (int t = 0; t < n_tokens; ++t) {
+        vst1q_f32_x4(y + static_cast<size_t>(t) * w.n_out + g * kRows, T::Dot(data + g * group_bytes, n_blocks, acts[t]));
+      }
+    }
+  });
+}
+
+template <class T>
+void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  KernelScratch& scratch = ctx.scratch();
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxGemvTokens) {
+    const int nt = static_cast<int>(std::min<int64_t>(kMaxGemvTokens, n_tokens - t0));
+    const float* xt = x + t0 * w.n_in;
+    GemvAct acts[kMaxGemvTokens];
+    if constexpr (T::kK) {
+      BlockQ8_K* blocks = scratch.Get<BlockQ8_K>(0, KernelScratch::kActivations, static_cast<size_t>(n_blocks * nt));
+      for (int t = 0; t < nt; ++t) {
+        QuantizeK(xt + t * w.n_in, n_blocks, blocks + t * n_blocks);
+        acts[t].k = blocks + t * n_blocks;
+      }
+    } else {
+      int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_blocks * 32 * nt));
+      float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks * nt));
+      for (int t = 0; t < nt; ++t) {
+        Quantize32(xt + t * w.n_in, n_blocks, 1, q + t * n_blocks * 32, d + t * n_blocks, nullptr);
+        acts[t].q = q + t * n_blocks * 32;
+        acts[t].d = d + t * n_blocks;
+      }
+    }
+    Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill on sdot: each panel of 16 rows is decoded once (Fill) and every tile of 2 tokens runs
+// over it from cache: per 4 activation bytes, one 64-byte load of the panel feeds 8 sdot.
+
+constexpr int kDotTileTokens = 2;
+
+template <int G, bool kMin, int NT>
+void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
+  float32x4_t acc[NT][4];
+  for (int t = 0; t < NT; ++t) {
+    for (int s = 0; s < 4; ++s) acc[t][s] = vdupq_n_f32(0);
+  }
+  for (int64_t j = 0; j < n_blocks; ++j) {
+    int8x16_t x[NT][2];
+    for (int t = 0; t < NT; ++t) {
+      x[t][0] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j);
+      x[t][1] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j + 16);
+    }
+    Unroll<G>([&](auto g) {
+      int32x4_t sum[NT][4];
+      for (int t = 0; t < NT; ++t) {
+        for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
+      }
+      Unroll<8 / G>([&](auto kk) {
+        constexpr int k = g * (8 / G) + kk;
+        const int8x16x4_t v = vld1q_s8_x4(p.q + 512 * j + 64 * k);
+        for (int t = 0; t < NT; ++t) Dot4<k % 4>(sum[t], v.val, x[t][k / 4]);
+      });
+      const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * (G * j + g));
+      for (int t = 0; t < NT; ++t) {
+        const float dx = a.d[(t0 + t) * n_blocks + j];
+        for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_f32(acc[t][s], vcvtq_f32_s32(sum[t][s]), vmulq_n_f32(scale.val[s], dx));
+      }
+      if constexpr (kMin) {
+        const float32x4x4_t offset = vld1q_f32_x4(p.offset + kRows * (G * j + g));
+        for (int t = 0; t < NT; ++t) {
+          const float sx = a.sum[((t0 + t) * n_blocks + j) * G + g];
+          for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_n_f32(acc[t][s], offset.val[s], sx);
+        }
+      }
+    });
+  }
+  for (int t = 0; t < NT; ++t) {
+    for (int s = 0; s < 4; ++s) vst1q_f32(out + kRows * t + 4 * s, acc[t][s]);
+  }
+}
+
+struct PanelBuffers {
+  Panel panel;
+  void Reserve(KernelScratch& scratch, int thread, int64_t n_blocks, int groups) {
+    const size_t n = static_cast<size_t>(n_blocks);
+    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, n * 512);
+    panel.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, n * groups * kRows);
+    panel.offset = scratch.Get<float>(thread, KernelScratch::kPanelOffset, n * groups * kRows);
+  }
+};
+
+// Every token's activations per 32 values, with per-group sums where the type has a min.
+template <class T>
+Acts32 QuantizeForGemm(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
+  const int64_t n_blocks = n_in / 32;
+  KernelScratch& scratch = ctx.scratch();
+  int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
+  float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_blocks));
+  float* sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * T::kGroups));
+  ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      Quantize32(x + t * n_in, n_blocks, T::kGroups, q + t * n_blocks * 32, d + t * n_blocks,
+                 T::kHasMin ? sum + t * n_blocks * T::kGroups : nullptr);
+    }
+  });
+  return {q, d, sum};
+}
+
+template <class T>
+void GemmDot(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
+  const int64_t n_blocks = w.n_in / 32, n_type_blocks = w.n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_type_blocks) * T::kBlockBytes;
+  KernelScratch& scratch = ctx.scratch();
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
+    PanelBuffers buffers;
+    buffers.Reserve(scratch, thread, n_blocks, T::kGroups);
+    float out[kDotTileTokens * kRows];
+    for (size_t panel = begin; panel < end; ++panel) {
+      T::Fill(data + panel * group_bytes, n_type_blocks, buffers.panel);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTileTokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kDotTileTokens, n_tokens - t0));
+        if (nt == 2) DotPanelTile<T::kGroups, T::kHasMin, 2>(buffers.panel, n_blocks, acts, t0, out);
+        else DotPanelTile<T::kGroups, T::kHasMin, 1>(buffers.panel, n_blocks, acts, t0, out);
+        for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + panel * kRows, out + kRows * t, sizeof(float) * kRows);
+      }
+    }
+  });
+}
+static_assert(kDotTileTokens == 2, "GemmDot's dispatch lists the tile sizes");
+
+template <class T>
+void FillPanel(const void* state, int64_t row0, const Panel& panel) {
+  const auto* s = static_cast<const std::pair<const WeightMatrix*, const uint8_t*>*>(state);
+  const int64_t n_type_blocks = s->first->n_in / T::kBlockValues;
+  T::Fill(s->second + static_cast<size_t>(row0 / kRows) * static_cast<size_t>(n_type_blocks) * T::kBlockBytes,
+          n_type_blocks, panel);
+}
+
+template <class T>
+void GemmSmmla(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
+  const std::pair<const WeightMatrix*, const uint8_t*> state{&w, data};
+  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, T::kHasMin, &state, &FillPanel<T>};
+  GemmI8mm(source, acts, n_tokens, y, ctx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tables: Highway's NEON table with a matmul that runs packed weights here.
+
+const KernelTable& NeonTable() {
+  static const KernelTable* neon = [] {
+    for (int64_t t : SimdTargets()) {
+      const KernelTable* k = SimdKernels(t);
+      if (k != nullptr && std::strcmp(k->name, "NEON") == 0) return k;
+    }
+    return &RefKernels();
+  }();
+  return *neon;
+}
+
+template <bool kI8mm>
+void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if (n_tokens <= 0 || w.n_out <= 0) return;
+  bool done = false;
+  if (w.packed != nullptr && ctx.tuning().pack_weights) {
+    WithPackedType(w.type, [&](auto type) {
+      using T = decltype(type);
+      const uint8_t* data = w.packed->Get(w, LayoutOf<T>(), ctx.pool());
+      if (data == nullptr) return;
+      done = true;
+      if (n_tokens <= kMaxGemvTokens || !ctx.tuning().vnni_gemm) RunGemv<T>(w, data, x, n_tokens, y, ctx);
+      else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
+      else GemmDot<T>(w, data, x, n_tokens, y, ctx);
+    });
+  }
+  if (!done) NeonTable().matmul(w, x, n_tokens, y, ctx);  // rows as stored: the NEON row kernels
+}
+
+void PrepareMatMulPacked(const WeightMatrix& w, KernelContext& ctx) {
+  if (w.packed == nullptr || !ctx.tuning().pack_weights) return;
+  WithPackedType(w.type, [&](auto type) { w.packed->Get(w, LayoutOf<decltype(type)>(), ctx.pool()); });
+}
+
+const PackedLayout* PackedLayoutOf(DType type) {
+  const PackedLayout* layout = nullptr;
+  WithPackedType(type, [&](auto t) { layout = &LayoutOf<decltype(t)>(); });
+  return layout;
+}
+
+KernelTable MakeTable(const char* name, void (*matmul)(const WeightMatrix&, const float*, int64_t, float*, KernelContext&)) {
+  KernelTable table = NeonTable();
+  table.name = name;
+  table.matmul = matmul;
+  table.prepare_matmul = &PrepareMatMulPacked;
+  table.packed_layout = &PackedLayoutOf;
+  return table;
+}
+
+}  // namespace
+}  // namespace gemlet::neon
+
+namespace gemlet {
+
+std::vector<const KernelTable*> NeonPackedTables() {
+  static const std::vector<const KernelTable*> tables = [] {
+    std::vector<const KernelTable*> found;
+    if (std::strcmp(neon::NeonTable().name, "NEON") != 0) return found;  // no NEON table to build on
+    const bool dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    const bool i8mm = dotprod && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+    static const KernelTable with_i8mm = neon::MakeTable("NEON_I8MM", &neon::MatMulPacked<true>);
+    static const KernelTable with_dotprod = neon::MakeTable("NEON_DOTPROD", &neon::MatMulPacked<false>);
+    if (i8mm) found.push_back(&with_i8mm);
+    if (dotprod) found.push_back(&with_dotprod);
+    return found;
+  }();
+  return tables;
+}
+
+}  // namespace gemlet

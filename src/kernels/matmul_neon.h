@@ -1,0 +1,52 @@
+// 64-bit ARM's packed-weight matmul (matmul_neon.cc, gemm_neon_i8mm.cc): what the dot-product
+// part (ARMv8.2 dotprod: sdot) hands the 8-bit matrix-multiply part (i8mm: smmla) for prefill.
+// Only compiled for aarch64; nothing here is included elsewhere.
+//
+// Highway 1.0 (Debian 12's) has no target for dotprod or i8mm (its NEON target is ARMv8.0), so
+// these kernels are compiled with their own -march flags, per file, and their tables are offered
+// only where the kernel reports the features (getauxval: HWCAP_ASIMDDP, HWCAP2_I8MM).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace gemlet::neon {
+
+constexpr int kRows = 16;  // rows per packed group and per panel
+
+// A panel: 16 weight rows decoded to signed bytes (zero points taken off), laid out for sdot: per
+// 32-value block 8 vectors of 64 bytes, vector k holding values 4k..4k+3 of row r at byte 4r (so
+// each 16-byte register holds 4 rows). Per block and scale group (kGroups: 1, or 2 for 16-value
+// groups) each row's float scale, and for the types with a min, its offset: w = scale * q + offset.
+struct Panel {
+  int8_t* q = nullptr;      // [block][8][16 rows][4]
+  float* scale = nullptr;   // [block][groups][16 rows]
+  float* offset = nullptr;  // [block][groups][16 rows], or null
+};
+
+// Activations quantized per 32 values in natural order: x ~= d * q; sum = d * sum(q) per scale
+// group (the offsets' partner).
+struct Acts32 {
+  const int8_t* q = nullptr;  // [token][n_blocks * 32]
+  const float* d = nullptr;   // [token][n_blocks]
+  const float* sum = nullptr; // [token][n_blocks * groups]
+};
+
+// What the i8mm GEMM needs of a matrix: its shape, and how to fill the panel of rows row0.. (16
+// rows: packed matrices have whole groups).
+struct PanelSource {
+  int64_t n_blocks = 0;  // 32-value blocks per row
+  int64_t n_out = 0;
+  int groups = 1;
+  bool has_min = false;
+  const void* state = nullptr;
+  void (*fill)(const void* state, int64_t row0, const Panel& panel) = nullptr;
+};
+
+// y[t, o] for all n_tokens tokens (more than a decode step's) through smmla: panels of 16 rows
+// decoded once and re-laid for smmla (2 rows x 8 values per register), tiles of 8 rows x 4 tokens.
+void GemmI8mm(const PanelSource& w, const Acts32& acts, int64_t n_tokens, float* y, KernelContext& ctx);
+
+}  // namespace gemlet::neon
