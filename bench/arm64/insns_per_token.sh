@@ -12,7 +12,8 @@
 #
 #   bench/arm64/insns_per_token.sh [-k KERNELS] [-c QEMU_CPU] MODEL.gguf...
 #   env: GEMLET_ARM64_BUILD (default build-arm64), LLAMA_ARM64_BIN (default ../ext/llama-arm64/bin),
-#        P1 P2 G1 G2 (default 16 80 4 20)
+#        P1 P2 G1 G2 (default 16 80 4 20), LLAMA_COUNTS (a folder that keeps llama.cpp's counts per
+#        file and test between runs, when only gemlet changed; default: none)
 # Builds: the probe with scripts/test-arm64.sh's cross build (target gemlet_token_probe); llama.cpp
 # cross-built with -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+i8mm (bench/RESULTS.md).
 set -euo pipefail
@@ -44,7 +45,15 @@ count() {  # count CMD...: the instructions CMD executes
   rm -f "$out"
 }
 # llama.cpp links libgomp from the cross toolchain's sysroot.
-lcount() { count -L /usr/aarch64-linux-gnu "$llama/llama-bench" -m "$1" -t 1 -r 1 --no-warmup "${@:2}"; }
+lcount() {
+  local key
+  key=${LLAMA_COUNTS:+$LLAMA_COUNTS/$(basename "$1")-$cpu-$(echo "${@:2}" | tr ' ' '_')}
+  if [ -n "$key" ] && [ -s "$key" ]; then cat "$key"; return; fi
+  local n
+  n=$(count -L /usr/aarch64-linux-gnu "$llama/llama-bench" -m "$1" -t 1 -r 1 --no-warmup "${@:2}")
+  if [ -n "$key" ]; then mkdir -p "$LLAMA_COUNTS"; echo "$n" > "$key"; fi
+  echo "$n"
+}
 per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.1f", (b - a) / n / 1e6 }'; }
 
 echo "CPU (host): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"

@@ -20,12 +20,6 @@
 namespace gemlet::neon {
 namespace {
 
-template <int N, class F>
-inline __attribute__((always_inline)) void Unroll(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>()), ...); }
-  (std::make_integer_sequence<int, N>());
-}
-
 // Token pairs: [pair][block][k 4][16] values (token 2p's 8, then 2p + 1's), and per pair, block and
 // scale group [x0 x1 x0 x1] of the scales d and the sums (a missing second token: zeros).
 struct PairActs {
@@ -116,6 +110,54 @@ void RelayPanel(const Panel& p, int64_t n_blocks, int groups, bool has_min, cons
   if (has_min) expand(p.offset, out.offset);
 }
 
+// The integer part of a tile of 4 row pairs x 2 token pairs over K 8-value steps (4: a 32-value
+// block, 2: a 16-value group), in assembly: 8 fresh sums, per step one 64-byte load of the row
+// pairs and one 16-byte load per token pair, all post-indexed, then 8 smmla. As intrinsics, GCC 12
+// adds address arithmetic and register copies around the 4-register loads (86-91 instructions
+// per block and tile against 77 here: bench/RESULTS.md).
+#define GEMLET_SMMLA_STEP                                                                            \
+  "ld1 {v16.16b-v19.16b}, [%[w]], #64\n"                                                          \
+  "ldr q20, [%[x0]], #16\n"                                                                       \
+  "ldr q21, [%[x1]], #16\n"                                                                       \
+  "smmla %[s00].4s, v16.16b, v20.16b\n"                                                            \
+  "smmla %[s10].4s, v17.16b, v20.16b\n"                                                            \
+  "smmla %[s20].4s, v18.16b, v20.16b\n"                                                            \
+  "smmla %[s30].4s, v19.16b, v20.16b\n"                                                            \
+  "smmla %[s01].4s, v16.16b, v21.16b\n"                                                            \
+  "smmla %[s11].4s, v17.16b, v21.16b\n"                                                            \
+  "smmla %[s21].4s, v18.16b, v21.16b\n"                                                            \
+  "smmla %[s31].4s, v19.16b, v21.16b\n"
+template <int K>
+inline __attribute__((always_inline)) void SmmlaSteps(const int8_t*& w, const int8_t*& x0, const int8_t*& x1,
+                                                      int32x4_t sum[4][2]) {
+  static_assert(K == 2 || K == 4);
+  int32x4_t s00, s10, s20, s30, s01, s11, s21, s31;
+#define GEMLET_SMMLA_OPERANDS                                                                        \
+  : [s00] "=&w"(s00), [s10] "=&w"(s10), [s20] "=&w"(s20), [s30] "=&w"(s30), [s01] "=&w"(s01),    \
+    [s11] "=&w"(s11), [s21] "=&w"(s21), [s31] "=&w"(s31), [w] "+r"(w), [x0] "+r"(x0), [x1] "+r"(x1) \
+  : "m"(*w), "m"(*x0), "m"(*x1)                                                                      \
+  : "v16", "v17", "v18", "v19", "v20", "v21"
+#define GEMLET_SMMLA_ZERO                                                                            \
+  "movi %[s00].4s, #0\n movi %[s10].4s, #0\n movi %[s20].4s, #0\n movi %[s30].4s, #0\n"            \
+  "movi %[s01].4s, #0\n movi %[s11].4s, #0\n movi %[s21].4s, #0\n movi %[s31].4s, #0\n"
+  if constexpr (K == 4) {
+    asm(GEMLET_SMMLA_ZERO GEMLET_SMMLA_STEP GEMLET_SMMLA_STEP GEMLET_SMMLA_STEP GEMLET_SMMLA_STEP GEMLET_SMMLA_OPERANDS);
+  } else {
+    asm(GEMLET_SMMLA_ZERO GEMLET_SMMLA_STEP GEMLET_SMMLA_STEP GEMLET_SMMLA_OPERANDS);
+  }
+#undef GEMLET_SMMLA_ZERO
+#undef GEMLET_SMMLA_OPERANDS
+  sum[0][0] = s00;
+  sum[1][0] = s10;
+  sum[2][0] = s20;
+  sum[3][0] = s30;
+  sum[0][1] = s01;
+  sum[1][1] = s11;
+  sum[2][1] = s21;
+  sum[3][1] = s31;
+}
+#undef GEMLET_SMMLA_STEP
+
 // Rows 8h..8h+7 of the panel x token pairs tp0.. (NP of them) -> out[token 0..2NP-1][8 rows].
 template <int G, bool kMin, int NP>
 void Tile(const PairPanel& panel, int64_t n_blocks, int h, const PairActs& a, int64_t tp0, float* out) {
@@ -135,24 +177,18 @@ void Tile(const PairPanel& panel, int64_t n_blocks, int h, const PairActs& a, in
     xs[t] = kMin ? a.sum + (tp0 + t) * n_blocks * G * 4 : nullptr;
   }
   for (int64_t j = 0; j < n_blocks; ++j) {
-    Unroll<G>([&](auto g) {
+    for (int g = 0; g < G; ++g) {
       int32x4_t sum[4][NP];
-      for (int r = 0; r < 4; ++r) {
-        for (int t = 0; t < NP; ++t) sum[r][t] = vdupq_n_s32(0);
-      }
-      Unroll<4 / G>([&](auto kk) {
-        constexpr int k = g * (4 / G) + kk;
-        (void)k;
-        // Pointers bumped per load (post-indexed loads, no address arithmetic); one activation
-        // register per step and token pair: holding a block's 4 would spill the tile.
-        const int8x16x4_t w = vld1q_s8_x4(wq);
-        wq += 64;
-        for (int t = 0; t < NP; ++t) {
-          const int8x16_t x = vld1q_s8(xq[t]);
-          xq[t] += 16;
-          for (int r = 0; r < 4; ++r) sum[r][t] = vmmlaq_s32(sum[r][t], w.val[r], x);
+      if constexpr (NP == 2) {
+        SmmlaSteps<4 / G>(wq, xq[0], xq[1], sum);
+      } else {
+        for (int r = 0; r < 4; ++r) sum[r][0] = vdupq_n_s32(0);
+        for (int k = 0; k < 4 / G; ++k, wq += 64, xq[0] += 16) {
+          const int8x16x4_t w = vld1q_s8_x4(wq);
+          const int8x16_t x = vld1q_s8(xq[0]);
+          for (int r = 0; r < 4; ++r) sum[r][0] = vmmlaq_s32(sum[r][0], w.val[r], x);
         }
-      });
+      }
       const float32x4x4_t sw = vld1q_f32_x4(ws);
       ws += 16;
       for (int t = 0; t < NP; ++t) {
@@ -168,7 +204,7 @@ void Tile(const PairPanel& panel, int64_t n_blocks, int h, const PairActs& a, in
           for (int r = 0; r < 4; ++r) acc[r][t] = vfmaq_f32(acc[r][t], ow.val[r], sx);
         }
       }
-    });
+    }
     for (int t = 0; t < NP; ++t) xd[t] += 4;
   }
   // Lanes: [row 2r, token 2t], [2r, 2t + 1], [2r + 1, 2t], [2r + 1, 2t + 1].

@@ -14,12 +14,15 @@
 //        byte XOR 0x88: a nibble n becomes n - 8 as a signed 4-bit value, so that (b << 4) and
 //        (b & 0xF0) are 16 (q - 8) as signed bytes, for the low and high value (16x, taken off in
 //        the conversion to float).
+//   Q5_0 block (352 B): d[16], 4 registers of fifth bits (register m, byte 4j + b: bit 2s the fifth
+//        bit of row 4s + j's value 4m + b, bit 2s + 1 of its value 16 + 4m + b), then Q4_0's 4
+//        vectors of the rows' qs as stored.
 //   Q8_0 block (544 B): d[16], 8 vectors of q (vector k: values 4k..4k+3).
 //   Q4_K super-block (2368 B): d[16], dmin[16], scale[8 slices][16], min[8 slices][16] (6-bit,
 //        unpacked to bytes), 4 chunks of 8 vectors: chunk c vector m = bytes 32c+4m.. of qs (low
 //        nibbles: slice 2c, high: slice 2c+1, values 4m..4m+3 of the slice).
-//   Q6_K super-block (3360 B): d[16], scale[16 groups][16] (int8), per half h of 128 values: ql
-//        bytes 64h..64h+31 (8 vectors), ql bytes 64h+32.. (8), qh bytes 32h.. (8).
+//   Q6_K super-block (3360 B): d[16], then its values and scales in the order the GEMV reads them
+//        (see Q6_K below).
 #include <arm_neon.h>
 #include <sys/auxv.h>
 
@@ -109,13 +112,16 @@ float AbsMax(const float* x, int n) {
   return vmaxvq_f32(m);
 }
 
-// One row into 32-value blocks; sum (nullable) gets d * sum(q) per group of 32 / groups values.
-void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* d, float* sum) {
+// One row into 32-value blocks; sum (nullable) gets d * sum(q) per group of 32 / groups values,
+// zero (nullable) -zero_point * sum(q) per block.
+void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* d, float* sum, int32_t* zero = nullptr,
+                int zero_point = 0) {
   for (int64_t j = 0; j < n_blocks; ++j, x += 32, q += 32) {
     const float amax = AbsMax(x, 32);
     d[j] = ActScale(amax);
     int16_t s16[2];
     QuantizeSpan(x, 32, amax > 0 ? 127.0f / amax : 0.0f, q, s16);
+    if (zero != nullptr) zero[j] = -zero_point * (s16[0] + s16[1]);
     if (sum == nullptr) continue;
     if (groups == 1) sum[j] = d[j] * static_cast<float>(s16[0] + s16[1]);
     else for (int g = 0; g < 2; ++g) sum[2 * j + g] = d[j] * static_cast<float>(s16[g]);
@@ -133,6 +139,7 @@ void QuantizeK(const float* x, int64_t n_blocks, BlockQ8_K* out) {
 struct GemvAct {
   const int8_t* q = nullptr;  // 32-value types
   const float* d = nullptr;
+  const int32_t* zero = nullptr;  // -zero point * sum(q) per block (Q5_0)
   const BlockQ8_K* k = nullptr;  // K types
 };
 
@@ -186,6 +193,78 @@ struct Q4_0 {
       }
       const float32x4x4_t d = Halves(g);
       vst1q_f32_x4(p.scale + kRows * j, d);
+    }
+  }
+};
+
+struct Q5_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = 352, kGroups = 1, kZeroPoint = 16;
+  static constexpr bool kHasMin = false, kK = false;
+  static constexpr int kBits = 32, kQs = 96;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
+      const uint8_t* b = rows + j * sizeof(BlockQ5_0);
+      CopyHalves(b, row_bytes, out);
+      for (int m = 0; m < 4; ++m) InterleaveDwords(b + offsetof(BlockQ5_0, qs) + 4 * m, row_bytes, out + kQs + 64 * m);
+      std::memset(out + kBits, 0, 64);
+      for (int r = 0; r < kRows; ++r) {
+        uint32_t qh;
+        std::memcpy(&qh, b + row_bytes * r + offsetof(BlockQ5_0, qh), 4);
+        const int s = r / 4, j4 = r % 4;
+        for (int m = 0; m < 4; ++m) {
+          for (int v = 0; v < 4; ++v) {
+            uint8_t& bits = out[kBits + 16 * m + 4 * j4 + v];
+            bits |= static_cast<uint8_t>(((qh >> (4 * m + v)) & 1) << (2 * s));
+            bits |= static_cast<uint8_t>(((qh >> (16 + 4 * m + v)) & 1) << (2 * s + 1));
+          }
+        }
+      }
+    }
+  }
+  // The 5-bit values (0..31) of vector m: lo[s] values 4m.. and hi[s] values 16 + 4m.. of rows 4s..
+  static inline __attribute__((always_inline)) void Values(const uint8_t* g, int m, int8x16_t lo[4], int8x16_t hi[4]) {
+    const int8x16x4_t v = Load4(g + kQs + 64 * m);
+    const uint8x16_t bits = vld1q_u8(g + kBits + 16 * m), bit4 = vdupq_n_u8(0x10), low = vdupq_n_u8(0x0F);
+    // Register s's fifth bits (bits 2s and 2s + 1 of `bits`) moved to bit 4.
+    const uint8x16_t lo_bits[4] = {vshlq_n_u8(bits, 4), vshlq_n_u8(bits, 2), bits, vshrq_n_u8(bits, 2)};
+    const uint8x16_t hi_bits[4] = {vshlq_n_u8(bits, 3), vshlq_n_u8(bits, 1), vshrq_n_u8(bits, 1), vshrq_n_u8(bits, 3)};
+    for (int s = 0; s < 4; ++s) {
+      const uint8x16_t q = vreinterpretq_u8_s8(v.val[s]);
+      lo[s] = vreinterpretq_s8_u8(vbslq_u8(bit4, lo_bits[s], vandq_u8(q, low)));
+      hi[s] = vreinterpretq_s8_u8(vbslq_u8(bit4, hi_bits[s], vshrq_n_u8(q, 4)));
+    }
+  }
+  static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      const int8x16_t x0 = Load(a.q + 32 * j), x1 = Load(a.q + 32 * j + 16);
+      // The zero point taken off in integers: the chains start at -16 times the block's sum.
+      const int32x4_t zero = vdupq_n_s32(a.zero[j]);
+      int32x4_t sum[4] = {zero, zero, zero, zero};
+      Unroll<4>([&](auto m) {
+        int8x16_t lo[4], hi[4];
+        Values(g, m, lo, hi);
+        Dot4<m>(sum, lo, x0);
+        Dot4<m>(sum, hi, x1);
+      });
+      const float32x4x4_t dw = Halves(g);
+      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(sum[s]), vmulq_n_f32(dw.val[s], a.d[j]));
+    }
+    return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
+    const int8x16_t zero_point = vdupq_n_s8(kZeroPoint);
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      int8_t* q = p.q + 512 * j;
+      for (int m = 0; m < 4; ++m) {
+        int8x16_t lo[4], hi[4];
+        Values(g, m, lo, hi);
+        for (int s = 0; s < 4; ++s) {
+          vst1q_s8(q + 64 * m + 16 * s, vsubq_s8(lo[s], zero_point));
+          vst1q_s8(q + 64 * (m + 4) + 16 * s, vsubq_s8(hi[s], zero_point));
+        }
+      }
+      vst1q_f32_x4(p.scale + kRows * j, Halves(g));
     }
   }
 };
@@ -311,99 +390,118 @@ struct Q4_K {
   }
 };
 
+// Q6_K in the order its GEMV reads it: per half h of 128 values, per half mh of a 32-value slice
+// (its 16-value scale groups), per 8 rows sp, one 416-byte segment: the segment's scales, then for
+// each of its 4 steps m the 32 bytes (8 rows x 4) of ql's low slice, ql's high slice and qh. Values
+// are rebuilt as 4 (q - 32) in signed bytes (sdot's sums come out 4x, taken off in the conversion
+// to float): q's 6 bits moved to the byte's top, with the top bit flipped by XOR 0xAA on qh at
+// packing. That needs no mask and no zero point.
 struct Q6_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 3360, kGroups = 2;
   static constexpr bool kHasMin = false, kK = true;
-  static constexpr int kScales = 32, kQ = 288;
+  static constexpr int kSegmentBytes = 416;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
       const uint8_t* b = rows + i * sizeof(BlockQ6_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
-      }
+      CopyHalves(b + offsetof(BlockQ6_K, d), row_bytes, out);
+      uint8_t* seg = out + 32;
       for (int h = 0; h < 2; ++h) {
-        uint8_t* half = out + kQ + 1536 * h;
-        for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 64 * m);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 512 + 64 * m);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 1024 + 64 * m);
+        for (int mh = 0; mh < 2; ++mh) {
+          for (int sp = 0; sp < 2; ++sp, seg += kSegmentBytes) {
+            for (int j = 0; j < 4; ++j) {
+              for (int r = 0; r < 8; ++r) {
+                seg[8 * j + r] = b[row_bytes * (8 * sp + r) + offsetof(BlockQ6_K, scales) + 8 * h + 2 * j + mh];
+              }
+            }
+            for (int mm = 0; mm < 4; ++mm) {
+              const int m = 4 * mh + mm;
+              uint8_t vec[3][64];
+              InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, vec[0]);
+              InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, vec[1]);
+              InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, vec[2], 0xAA);
+              for (int plane = 0; plane < 3; ++plane) std::memcpy(seg + 32 + 96 * mm + 32 * plane, vec[plane] + 32 * sp, 32);
+            }
+          }
         }
       }
     }
   }
-  // The 6-bit values (0..63) of one register of vector m of a half: out[j] holds values 32j + 4m..
-  static inline __attribute__((always_inline)) void Values(int8x16_t a, int8x16_t b, int8x16_t h, int8x16_t out[4]) {
-    const uint8x16_t ua = vreinterpretq_u8_s8(a), ub = vreinterpretq_u8_s8(b), uh = vreinterpretq_u8_s8(h);
-    const uint8x16_t h2 = vshrq_n_u8(uh, 2), mask = vdupq_n_u8(0x3F);
-    out[0] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(ua, uh, 4), mask));  // a's low nibble, h bits 0-1
-    out[1] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(ub, h2, 4), mask));  // b's low nibble, h bits 2-3
-    out[2] = vreinterpretq_s8_u8(vandq_u8(vsriq_n_u8(uh, ua, 4), mask));  // a's high nibble, h bits 4-5
-    out[3] = vreinterpretq_s8_u8(vandq_u8(vsriq_n_u8(h2, ub, 4), mask));  // b's high nibble, h bits 6-7
+  // One register of a step: 4 rows' values 32j + 4m.. as 4 (q - 32), for j = 0..3, from its ql low
+  // slice a, ql high slice b and qh bits hb (a, b: values' low nibbles at 4m.. and 32 + 4m..).
+  static inline __attribute__((always_inline)) void Values(int8x16_t a, int8x16_t b, int8x16_t hb, int8x16_t out[4]) {
+    const uint8x16_t ua = vreinterpretq_u8_s8(a), ub = vreinterpretq_u8_s8(b), uh = vreinterpretq_u8_s8(hb);
+    const uint8x16_t high = vdupq_n_u8(0xF0);
+    out[0] = vreinterpretq_s8_u8(vsliq_n_u8(vshlq_n_u8(ua, 2), uh, 6));                   // a's low nibble, h bits 0-1
+    out[1] = vreinterpretq_s8_u8(vsliq_n_u8(vshlq_n_u8(ub, 2), vshrq_n_u8(uh, 2), 6));    // b's low nibble, h bits 2-3
+    out[2] = vreinterpretq_s8_u8(vsriq_n_u8(vshlq_n_u8(uh, 2), vandq_u8(ua, high), 2));  // a's high nibble, h bits 4-5
+    out[3] = vreinterpretq_s8_u8(vsriq_n_u8(uh, vandq_u8(ub, high), 2));                  // b's high nibble, h bits 6-7
   }
   static float32x4x4_t Dot(const uint8_t* g, int64_t n_blocks, const GemvAct& a) {
     float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+    for (int64_t i = 0; i < n_blocks; ++i) {
       const BlockQ8_K& xb = a.k[i];
+      const float32x4x4_t d = Halves(g);
+      const int8_t* seg = reinterpret_cast<const int8_t*>(g + 32);
       int32x4_t scaled[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
-        for (int mh = 0; mh < 2; ++mh) {  // vectors 4mh..4mh+3: out[j] is in group 8h + 2j + mh
+        for (int mh = 0; mh < 2; ++mh) {  // out[j] of step m is in group 8h + 2j + mh
           int8x16_t x[4];
           for (int j = 0; j < 4; ++j) x[j] = Load(xb.qs + 128 * h + 32 * j + 16 * mh);
           for (int sp = 0; sp < 2; ++sp) {  // registers 2sp, 2sp + 1 (rows 8sp..8sp+7)
+            const int8x16x2_t sc = vld1q_s8_x2(seg);
+            seg += 32;
             int32x4_t sums[4][2];
-            for (int j = 0; j < 4; ++j) {
-              // The zero point 32 taken off in integers: the chains start at -32 times the group's sum.
-              sums[j][0] = sums[j][1] = vdupq_n_s32(-32 * xb.bsums[8 * h + 2 * j + mh]);
-            }
-            Unroll<4>([&](auto mm) {
-              constexpr int m = mm;
-              const size_t at = 64 * (4 * mh + m) + 32 * sp;
-              const int8x16x2_t va = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + at));
-              const int8x16x2_t vb = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + 512 + at));
-              const int8x16x2_t vh = vld1q_s8_x2(reinterpret_cast<const int8_t*>(half + 1024 + at));
+            for (int j = 0; j < 4; ++j) sums[j][0] = sums[j][1] = vdupq_n_s32(0);
+            Unroll<4>([&](auto m) {
+              // Single-register loads: GCC 12 copies register tuples (vld1q_s8_x2) around.
               for (int r = 0; r < 2; ++r) {
                 int8x16_t v[4];
-                Values(va.val[r], vb.val[r], vh.val[r], v);
+                Values(Load(seg + 16 * r), Load(seg + 32 + 16 * r), Load(seg + 64 + 16 * r), v);
                 for (int j = 0; j < 4; ++j) sums[j][r] = vdotq_laneq_s32(sums[j][r], v[j], x[j], m);
               }
+              seg += 96;
             });
             for (int j = 0; j < 4; ++j) {
-              const int16x8_t sc16 = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(g + kScales + kRows * (8 * h + 2 * j + mh) + 8 * sp)));
+              const int16x8_t sc16 = vmovl_s8(j % 2 ? vget_high_s8(sc.val[j / 2]) : vget_low_s8(sc.val[j / 2]));
               scaled[2 * sp] = vmlaq_s32(scaled[2 * sp], sums[j][0], vmovl_s16(vget_low_s16(sc16)));
               scaled[2 * sp + 1] = vmlaq_s32(scaled[2 * sp + 1], sums[j][1], vmovl_high_s16(sc16));
             }
           }
         }
       }
-      const float32x4x4_t d = Halves(g);
-      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xb.d));
+      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_n_f32_s32(scaled[s], 2), vmulq_n_f32(d.val[s], xb.d));
+      g += kBlockBytes;
     }
     return {{acc[0], acc[1], acc[2], acc[3]}};
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
-    const int8x16_t zero_point = vdupq_n_s8(32);
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      const float32x4x4_t d = Halves(g);
+      float drow[kRows];
+      vst1q_f32_x4(drow, d);
+      const uint8_t* seg = g + 32;
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
-        for (int m = 0; m < 8; ++m) {
-          const int8x16x4_t va = Load4(half + 64 * m), vb = Load4(half + 512 + 64 * m), vh = Load4(half + 1024 + 64 * m);
-          for (int s = 0; s < 4; ++s) {
-            int8x16_t v[4];
-            Values(va.val[s], vb.val[s], vh.val[s], v);
-            // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
-            for (int j = 0; j < 4; ++j) vst1q_s8(p.q + 512 * (8 * i + 4 * h + j) + 64 * m + 16 * s, vsubq_s8(v[j], zero_point));
+        for (int mh = 0; mh < 2; ++mh) {
+          for (int sp = 0; sp < 2; ++sp, seg += kSegmentBytes) {
+            for (int j = 0; j < 4; ++j) {
+              // Group 8h + 2j + mh: 32-value block 8i + 4h + j, its scale group mh.
+              float* scale = p.scale + kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
+              for (int r = 0; r < 8; ++r) scale[r] = drow[8 * sp + r] * static_cast<float>(static_cast<int8_t>(seg[8 * j + r]));
+            }
+            for (int mm = 0; mm < 4; ++mm) {
+              const int8_t* step = reinterpret_cast<const int8_t*>(seg + 32 + 96 * mm);
+              const int8x16x2_t va = vld1q_s8_x2(step), vb = vld1q_s8_x2(step + 32), vh = vld1q_s8_x2(step + 64);
+              for (int r = 0; r < 2; ++r) {
+                int8x16_t v[4];
+                Values(va.val[r], vb.val[r], vh.val[r], v);
+                // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
+                for (int j = 0; j < 4; ++j) {
+                  vst1q_s8(p.q + 512 * (8 * i + 4 * h + j) + 64 * (4 * mh + mm) + 16 * (2 * sp + r), vshrq_n_s8(v[j], 2));
+                }
+              }
+            }
           }
         }
-      }
-      const float32x4x4_t d = Halves(g);
-      for (int grp = 0; grp < 16; ++grp) {  // group grp of 16 = block grp / 2, scale group grp % 2
-        const int8x16_t sc8 = vld1q_s8(reinterpret_cast<const int8_t*>(g + kScales + kRows * grp));
-        const int16x8_t lo = vmovl_s8(vget_low_s8(sc8)), hi = vmovl_high_s8(sc8);
-        const int32x4_t sc[4] = {vmovl_s16(vget_low_s16(lo)), vmovl_high_s16(lo), vmovl_s16(vget_low_s16(hi)), vmovl_high_s16(hi)};
-        for (int k = 0; k < 4; ++k) vst1q_f32(p.scale + kRows * (16 * i + grp) + 4 * k, vmulq_f32(d.val[k], vcvtq_f32_s32(sc[k])));
       }
     }
   }
@@ -435,6 +533,7 @@ template <class Fn>
 bool WithPackedType(DType type, Fn&& fn) {
   switch (type) {
     case DType::kQ4_0: fn(Q4_0()); return true;
+    case DType::kQ5_0: fn(Q5_0()); return true;
     case DType::kQ8_0: fn(Q8_0()); return true;
     case DType::kQ4_K: fn(Q4_K()); return true;
     case DType::kQ6_K: fn(Q6_K()); return true;
@@ -463,6 +562,14 @@ void Gemv(const WeightMatrix& w, const uint8_t* data, const GemvAct* acts, int n
   });
 }
 
+// The integer zero point a type's GEMV takes off through the activations' sums (Q5_0's 16; the
+// others take theirs off in the weights, or have a min).
+template <class T>
+constexpr int ZeroPointOf() {
+  if constexpr (requires { T::kZeroPoint; }) return T::kZeroPoint;
+  else return 0;
+}
+
 template <class T>
 void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   KernelScratch& scratch = ctx.scratch();
@@ -480,10 +587,13 @@ void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
     } else {
       int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_blocks * 32 * nt));
       float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks * nt));
+      int32_t* zero = ZeroPointOf<T>() != 0 ? scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * nt)) : nullptr;
       for (int t = 0; t < nt; ++t) {
-        Quantize32(xt + t * w.n_in, n_blocks, 1, q + t * n_blocks * 32, d + t * n_blocks, nullptr);
+        Quantize32(xt + t * w.n_in, n_blocks, 1, q + t * n_blocks * 32, d + t * n_blocks, nullptr,
+                   zero != nullptr ? zero + t * n_blocks : nullptr, ZeroPointOf<T>());
         acts[t].q = q + t * n_blocks * 32;
         acts[t].d = d + t * n_blocks;
+        acts[t].zero = zero != nullptr ? zero + t * n_blocks : nullptr;
       }
     }
     Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx);
