@@ -117,7 +117,7 @@ struct EngineOptions {
   int n_threads = 0;
   // Folders the app owns (phones have no XDG_* variables): cache for files gemlet can rebuild
   // (packed weights), data for files it cannot. Empty: none used. With a cache folder, the weights
-  // the kernels repack are written there once (kernels that pack: AVX-512 VNNI) and mapped
+  // the kernels repack are written there once (kernels that pack: AVX-512 VNNI; ARM with dotprod or i8mm) and mapped
   // read-only from then on: clean file pages instead of anonymous memory, and no packing at start.
   std::string cache_dir{};
   std::string data_dir{};

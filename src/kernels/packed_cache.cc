@@ -26,7 +26,7 @@ uint64_t Fnv1a64(const void* data, size_t n, uint64_t h) {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'P', 'A', 'C', 'K'};
-// Bumped whenever a packed layout (packed-inl.h) or this file's format changes.
+// Bumped whenever a packed layout (packed-inl.h, matmul_neon.cc) or this file's format changes.
 constexpr uint32_t kFormatVersion = 2;
 constexpr uint64_t kAlign = 16384;
 

@@ -198,8 +198,12 @@ Gemma4Shape PackableShape(DType layer_type) {
   return shape;
 }
 
-// Sessions of these tests run the best kernels this CPU has; only AVX3_DL packs weights.
-bool KernelsPack() { return std::string(BestKernels().name) == "AVX3_DL"; }
+// Sessions of these tests run the best kernels this CPU has: whether they pack weights (AVX3_DL,
+// NEON_I8MM, NEON_DOTPROD).
+bool KernelsPack() {
+  const KernelTable& k = BestKernels();
+  return k.packed_layout != nullptr && k.packed_layout(DType::kQ8_0) != nullptr;
+}
 
 // On AVX-512 VNNI the kernels repack Q8_0/Q4_0/Q4_K/... matrices on first use and release their
 // file pages: after a few tokens the matrices are resident once, as packed copies, and the mapped

@@ -12,7 +12,11 @@
 namespace gemlet {
 namespace {
 
-bool PackingKernels() { return AvailableKernels().size() >= 2 && AvailableKernels()[1] == "AVX3_DL"; }
+// The best kernels (after "ref") pack weights: AVX3_DL, and NEON_I8MM or NEON_DOTPROD on ARM.
+bool PackingKernels() {
+  const std::string best = AvailableKernels().size() >= 2 ? AvailableKernels()[1] : "";
+  return best == "AVX3_DL" || best == "NEON_I8MM" || best == "NEON_DOTPROD";
+}
 
 struct Loaded {
   std::shared_ptr<Engine> engine;
