@@ -35,6 +35,7 @@
 #include "kernels/act_quant.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul_neon.h"
+#include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 
 #ifndef HWCAP_ASIMDDP
@@ -510,24 +511,7 @@ struct Q6_K {
 // ---------------------------------------------------------------------------------------------
 // Drivers.
 
-template <class T>
-size_t GroupBytes(const WeightMatrix& w) {
-  if (w.n_out % kRows != 0 || w.n_in % T::kBlockValues != 0) return 0;
-  return static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
-}
-template <class T>
-void Pack(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst) {
-  const size_t group_bytes = GroupBytes<T>(w);
-  for (size_t g = begin; g < end; ++g) {
-    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues, dst + (g - begin) * group_bytes);
-  }
-}
-template <class T>
-const PackedLayout& LayoutOf() {
-  static_assert(kRows == PackedWeights::kGroupRows);
-  static const PackedLayout layout{&GroupBytes<T>, &Pack<T>};
-  return layout;
-}
+using packing::LayoutOf;
 
 template <class Fn>
 bool WithPackedType(DType type, Fn&& fn) {

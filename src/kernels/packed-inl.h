@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "kernels/gemm_vnni-inl.h"
+#include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -42,6 +43,7 @@ namespace HWY_NAMESPACE {
 namespace packed {
 
 constexpr int kRows = 16;
+static_assert(kRows == PackedWeights::kGroupRows);
 
 // acc += per lane, pairs of signed 16-bit values of a times the two 16-bit values at x2 (broadcast).
 HWY_INLINE __m512i DpwssdBroadcast(__m512i acc, __m512i a, const void* x2) {
@@ -380,27 +382,7 @@ struct Q6_K {
 // ---------------------------------------------------------------------------------------------
 // Drivers.
 
-template <class T>
-size_t GroupBytes(const WeightMatrix& w) {
-  if (w.n_out % kRows != 0 || w.n_in % T::kBlockValues != 0) return 0;
-  return static_cast<size_t>(w.n_in / T::kBlockValues) * T::kBlockBytes;
-}
-
-template <class T>
-void Pack(const WeightMatrix& w, size_t begin, size_t end, uint8_t* dst) {
-  const size_t group_bytes = GroupBytes<T>(w);
-  for (size_t g = begin; g < end; ++g) {
-    T::Pack(w.Row(static_cast<int64_t>(g) * kRows), w.row_bytes, w.n_in / T::kBlockValues,
-            dst + (g - begin) * group_bytes);
-  }
-}
-
-template <class T>
-const PackedLayout& LayoutOf() {
-  static_assert(kRows == PackedWeights::kGroupRows);
-  static const PackedLayout layout{&GroupBytes<T>, &Pack<T>};
-  return layout;
-}
+using packing::LayoutOf;
 
 // Decode: n_tokens tokens (one, or the few of a batch of sequences); groups of 16 rows split across
 // the pool. Each group is read from memory once, by the first token's dot product (prefetching
