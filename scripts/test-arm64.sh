@@ -32,8 +32,11 @@ run -cpu cortex-a76 "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/N
 run -cpu cortex-a76 "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='KernelDispatch.*' --gtest_brief=1
 run -cpu cortex-a72 "$out/tests/kernels/kernels_matmul_test" --gtest_filter='*/NEON_Q4_0:*/NEON_Q6_K' --gtest_brief=1
 run -cpu cortex-a72 "$out/tests/kernels/kernels_elementwise_test" --gtest_filter='KernelDispatch.*' --gtest_brief=1
-if qemu-aarch64 -cpu cortex-a76 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests | grep -q NEON_I8MM ||
-   qemu-aarch64 -cpu cortex-a72 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests | grep -q NEON_DOTPROD; then
+# The lists are captured first: under pipefail, grep -q leaving early could SIGPIPE the emulator and
+# hide a match.
+a76_tests="$(qemu-aarch64 -cpu cortex-a76 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests)"
+a72_tests="$(qemu-aarch64 -cpu cortex-a72 "$out/tests/kernels/kernels_matmul_test" --gtest_list_tests)"
+if grep -q NEON_I8MM <<<"$a76_tests" || grep -q NEON_DOTPROD <<<"$a72_tests"; then
   echo "a table was offered on a CPU without its instructions"; status=1
 fi
 run "$out/tests/model/packed_model_test" --gtest_brief=1

@@ -23,6 +23,8 @@ for _ in $(seq 600); do grep -q "listening on" "$log" && break; sleep 0.1; done
 url="$(grep -o 'http://[0-9.:]*' "$log" | head -1)"
 out="$(curl -sS -N "$url/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"messages":[{"role":"user","content":"你好"}],"max_tokens":8,"stream":true}')"
-echo "$out" | grep -q '^data: \[DONE\]' || { echo "FAIL curl: no [DONE] in: $out"; exit 1; }
-echo "$out" | grep -q '"chat.completion.chunk"' || { echo "FAIL curl: no chunks in: $out"; exit 1; }
+# Here-strings, not `echo | grep -q`: under pipefail, grep -q leaving at its first match can kill
+# echo with SIGPIPE and fail a check that matched.
+grep -q '^data: \[DONE\]' <<<"$out" || { echo "FAIL curl: no [DONE] in: $out"; exit 1; }
+grep -q '"chat.completion.chunk"' <<<"$out" || { echo "FAIL curl: no chunks in: $out"; exit 1; }
 echo "ok   curl streams chat.completion.chunk events and [DONE]"
