@@ -4,7 +4,7 @@
 //
 //   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
 //                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]
-//                       [--shapes 1536x6144,6144x1536]
+//                       [--prefetch BYTES] [--shapes 1536x6144,6144x1536]
 //
 // --shapes replaces the matmul shapes (n_in x n_out; default Gemma 3 1B's ffn_up and ffn_down), e.g.
 // Gemma 4 E2B's 1536x6144 (its 256-value super-blocks divide 1536, not 1B's 1152).
@@ -114,6 +114,7 @@ struct Options {
                                     "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
   std::string only;
   bool packed = false;
+  long prefetch = -1;  // --prefetch: decode's prefetch distance in bytes (-1: the default)
   struct Shape {
     std::string name;
     int64_t n_in, n_out;
@@ -144,7 +145,9 @@ std::vector<const KernelTable*> Tables(const Options& o) {
 }
 
 void BenchMatMul(const Options& o, bool gemm) {
-  KernelContext ctx(o.threads);
+  KernelTuning tuning;
+  if (o.prefetch >= 0) tuning.prefetch_bytes = static_cast<size_t>(o.prefetch);
+  KernelContext ctx(o.threads, nullptr, tuning);
   if (gemm) {
     std::printf("\nGEMM (prefill), %d tokens, %d threads: GFLOP/s (2 n_in n_out tokens / time), weights in cache\n",
                 o.tokens, o.threads);
@@ -273,6 +276,7 @@ int main(int argc, char** argv) {
     else if (arg == "--only") o.only = next();
     else if (arg == "--calls") g_fixed_calls = std::atoi(next().c_str());
     else if (arg == "--packed") o.packed = true;
+    else if (arg == "--prefetch") o.prefetch = std::atol(next().c_str());
     else if (arg == "--shapes") {
       o.shapes.clear();
       for (const std::string& text : Split(next())) {
@@ -285,7 +289,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
-                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed] [--shapes 1536x6144,...]\n", argv[0]);
+                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed] [--prefetch BYTES] [--shapes 1536x6144,...]\n", argv[0]);
       return 2;
     }
   }
