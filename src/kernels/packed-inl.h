@@ -19,8 +19,10 @@
 //        vectors; chunk c vector m, lane r = bytes 32c+4m..32c+4m+3 of row r's qs (low nibbles:
 //        slice 2c, high nibbles: slice 2c+1, values 4m..4m+3 of the slice).
 //   Q6_K super-block (3360 B = 16 x 210): d[16], scale[16 groups][16] (int8), then per half h of
-//        128 values: ql bytes 64h..64h+31 (8 vectors), ql bytes 64h+32..64h+63 (8), qh bytes
-//        32h..32h+31 (8), each vector m holding bytes 4m..4m+3 of the 32.
+//        128 values 8 triples of vectors, triple m: bytes 4m..4m+3 of ql 64h..64h+31, of ql
+//        64h+32..64h+63 and of qh 32h..32h+31. (Triples, not three planes of 8 vectors: the
+//        three streams 512 B apart defeated the hardware prefetcher on AMD Zen 4, whose Q6_K decode
+//        read DRAM at a third of Q4_K's speed; bench/RESULTS.md, session 15.)
 #if defined(GEMLET_KERNELS_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_PACKED_INL_H_
 #undef GEMLET_KERNELS_PACKED_INL_H_
@@ -303,7 +305,8 @@ struct Q6_K {
   // The 6-bit values of a half's vector m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
   static HWY_INLINE void Values(const uint8_t* half, int m, __m512i out[4]) {
     const __m512i low = Splat(0x0F);
-    const __m512i a = Load(half + 64 * m), b = Load(half + 512 + 64 * m), h = Load(half + 1024 + 64 * m);
+    const uint8_t* triple = half + 192 * m;
+    const __m512i a = Load(triple), b = Load(triple + 64), h = Load(triple + 128);
     out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(h, 4), Splat(0x30)));
     out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(h, 2), Splat(0x30)));
     out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(h, Splat(0x30)));
@@ -320,9 +323,9 @@ struct Q6_K {
       for (int h = 0; h < 2; ++h) {
         uint8_t* half = out + kQ + 1536 * h;
         for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 64 * m);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 512 + 64 * m);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 1024 + 64 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 192 * m);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 192 * m + 64);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 192 * m + 128);
         }
       }
     }
@@ -340,8 +343,8 @@ struct Q6_K {
           for (int j = 0; j < 4; ++j) sums[j] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
             if (ahead) {
-              for (int plane = 0; plane < 3; ++plane) {
-                _mm_prefetch(reinterpret_cast<const char*>(half + 512 * plane + 64 * m + ahead), _MM_HINT_T0);
+              for (int v = 0; v < 3; ++v) {
+                _mm_prefetch(reinterpret_cast<const char*>(half + 192 * m + 64 * v + ahead), _MM_HINT_T0);
               }
             }
             __m512i v[4];
