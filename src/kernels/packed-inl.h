@@ -301,11 +301,12 @@ struct Q6_K {
   static constexpr int kZeroPoint = 32, kGroups = 2;
   static constexpr bool kHasMin = false;
   static constexpr int kScales = 32, kQ = 288;
+  static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
   using Act = ActK;
-  // The 6-bit values of a half's vector m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
+  // The 6-bit values of a half's triple m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
   static HWY_INLINE void Values(const uint8_t* half, int m, __m512i out[4]) {
     const __m512i low = Splat(0x0F);
-    const uint8_t* triple = half + 192 * m;
+    const uint8_t* triple = half + kTripleBytes * m;
     const __m512i a = Load(triple), b = Load(triple + 64), h = Load(triple + 128);
     out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(h, 4), Splat(0x30)));
     out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(h, 2), Splat(0x30)));
@@ -323,9 +324,10 @@ struct Q6_K {
       for (int h = 0; h < 2; ++h) {
         uint8_t* half = out + kQ + 1536 * h;
         for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, half + 192 * m);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, half + 192 * m + 64);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, half + 192 * m + 128);
+          uint8_t* triple = half + kTripleBytes * m;
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
         }
       }
     }
@@ -342,11 +344,7 @@ struct Q6_K {
           __m512i sums[4];
           for (int j = 0; j < 4; ++j) sums[j] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
-            if (ahead) {
-              for (int v = 0; v < 3; ++v) {
-                _mm_prefetch(reinterpret_cast<const char*>(half + 192 * m + 64 * v + ahead), _MM_HINT_T0);
-              }
-            }
+            if (ahead) Prefetch(half + kTripleBytes * m + ahead, kTripleBytes);
             __m512i v[4];
             Values(half, m, v);
             for (int j = 0; j < 4; ++j) sums[j] = vnni::DpbusdBroadcast(sums[j], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
