@@ -36,6 +36,16 @@ class ThreadPool {
   // (prefill GEMM panels). Chunks are not contiguous per thread; a pool of 1 makes one call.
   void ParallelForDynamic(size_t n, size_t grain, const std::function<void(size_t, size_t, int)>& fn);
 
+  // ParallelForDynamic in about kStreamChunksPerThread contiguous chunks per thread: for loops that
+  // stream memory (the decode GEMV over a weight matrix). Each chunk is still a long linear read for
+  // the prefetcher, but a thread slowed down (time-sliced by the host, or a phone's little core)
+  // no longer holds up the others at the end of every matrix, as equal halves did.
+  static constexpr size_t kStreamChunksPerThread = 8;
+  void ParallelForStreaming(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
+    const size_t chunks = kStreamChunksPerThread * static_cast<size_t>(n_threads_);
+    ParallelForDynamic(n, (n + chunks - 1) / chunks, fn);
+  }
+
  private:
   void WorkerLoop(int index);
   // Runs this thread's share of the current job.

@@ -529,15 +529,15 @@ bool WithPackedType(DType type, Fn&& fn) {
 // bit), as on AVX3_DL; more go through the panel GEMM.
 constexpr int kMaxGemvTokens = 8;
 
-// Decode: groups of 16 rows split across the pool; each group is read once, by the first token,
-// and is in cache for the others'. No software prefetch: the weights are one sequential stream per
-// thread, which ARM cores' hardware prefetchers follow, and a prefetch per 64 bytes would add ~5%
+// Decode: the pool takes the groups of 16 rows in streaming chunks (ThreadPool::ParallelForStreaming);
+// each group is read once, by the first token, and is in cache for the others'. No software
+// prefetch: the weights are one sequential stream per chunk, which ARM cores' hardware prefetchers follow, and a prefetch per 64 bytes would add ~5%
 // to the instructions (which is what can be measured here: bench/RESULTS.md).
 template <class T>
 void Gemv(const WeightMatrix& w, const uint8_t* data, const GemvAct* acts, int n_tokens, float* y, KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
-  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
+  ctx.pool().ParallelForStreaming(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
     for (size_t g = begin; g < end; ++g) {
       for (int t = 0; t < n_tokens; ++t) {
         vst1q_f32_x4(y + static_cast<size_t>(t) * w.n_out + g * kRows, T::Dot(data + g * group_bytes, n_blocks, acts[t]));

@@ -385,16 +385,16 @@ struct Q6_K {
 
 using packing::LayoutOf;
 
-// Decode: n_tokens tokens (one, or the few of a batch of sequences); groups of 16 rows split across
-// the pool. Each group is read from memory once, by the first token's dot product (prefetching
-// `ahead` bytes ahead), and is still in L1/L2 for the others'; every token's dot products are those
-// of decoding it alone, bit for bit. y: [n_tokens, n_out].
+// Decode: n_tokens tokens (one, or the few of a batch of sequences); the pool takes the groups of
+// 16 rows in streaming chunks (ThreadPool::ParallelForStreaming). Each group is read from memory
+// once, by the first token's dot product (prefetching `ahead` bytes ahead), and is still in L1/L2
+// for the others'; every token's dot products are those of decoding it alone, bit for bit. y: [n_tokens, n_out].
 template <class T>
 void Gemv(const WeightMatrix& w, const uint8_t* data, const typename T::Act* acts, int n_tokens, float* y, size_t ahead,
           KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
-  ctx.pool().ParallelFor(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
+  ctx.pool().ParallelForStreaming(static_cast<size_t>(w.n_out / kRows), [&](size_t begin, size_t end, int) {
     for (size_t g = begin; g < end; ++g) {
       for (int t = 0; t < n_tokens; ++t) {
         _mm512_storeu_ps(y + static_cast<size_t>(t) * w.n_out + g * kRows,

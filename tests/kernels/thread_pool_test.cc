@@ -83,6 +83,25 @@ TEST(ThreadPool, DynamicChunksGoToWhicheverThreadIsFree) {
   EXPECT_GE(by_caller, 6);
 }
 
+TEST(ThreadPool, StreamingChunksAreContiguousAndCoverEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const size_t chunks = ThreadPool::kStreamChunksPerThread * static_cast<size_t>(threads);
+    for (size_t n : {1, 5, 16, 100, 640, 1001}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<size_t> calls{0};
+      pool.ParallelForStreaming(n, [&](size_t begin, size_t end, int) {
+        EXPECT_LT(begin, end);
+        calls.fetch_add(1);
+        for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+      // No more chunks than asked for (each a contiguous range), and a pool of 1 makes one call.
+      EXPECT_LE(calls.load(), threads == 1 ? 1 : chunks) << "n=" << n;
+    }
+  }
+}
+
 TEST(ThreadPool, ManyBackToBackLoops) {
   ThreadPool pool(3);
   std::atomic<long> sum{0};
