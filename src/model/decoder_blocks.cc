@@ -501,16 +501,23 @@ void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n) 
   MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), ctx);
 }
 
-int GatherOutputRows(const ForwardStep& step, float* x, int d) {
-  if (step.all_logits) return step.n_rows;
-  // Row j goes to slot j <= its row: moving them in order never overwrites a row still to move.
-  int j = 0;
+namespace {
+// Row j of x ([rows, width]) becomes the last row of sequence j. Row j moves to slot j <= its row:
+// moving them in order never overwrites a row still to move.
+void GatherLastRows(const ForwardStep& step, float* x, size_t width) {
+  size_t j = 0;
   for (const SequenceRows& seq : step.seqs) {
-    const int last = seq.row0 + seq.n - 1;
-    if (last != j) std::copy(x + static_cast<size_t>(last) * d, x + static_cast<size_t>(last + 1) * d, x + static_cast<size_t>(j) * d);
+    const size_t last = static_cast<size_t>(seq.row0 + seq.n - 1);
+    if (last != j) std::copy(x + last * width, x + (last + 1) * width, x + j * width);
     ++j;
   }
-  return j;
+}
+}  // namespace
+
+int GatherOutputRows(const ForwardStep& step, float* x, int d) {
+  if (step.all_logits) return step.n_rows;
+  GatherLastRows(step, x, static_cast<size_t>(d));
+  return static_cast<int>(step.seqs.size());
 }
 
 void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, KernelContext& ctx, int rows, float* logits) {
@@ -630,6 +637,42 @@ void CommitHeldKv(const ForwardStep& step, Workspace& ws) {
                ws.hold_v[slot].data() + seq.row0 * v_width, seq.n, seq.pos0);
     }
   }
+}
+
+int FirstOutputOnlyLayer(const ModelConfig& c) {
+  int first = c.n_layers;
+  while (first > 0 && c.layers[first - 1].kv_source >= 0) --first;
+  return first;
+}
+
+bool TailCanNarrow(const ForwardStep& step) {
+  if (step.all_logits) return false;
+  return step.logits == nullptr || step.n_rows > static_cast<int>(step.seqs.size());
+}
+
+ForwardStep NarrowToOutputRows(const ModelConfig& c, const ForwardStep& step, Workspace& ws,
+                               std::initializer_list<RowBuffer> rows) {
+  CommitHeldKv(step, ws);
+  GatherLastRows(step, ws.x.data(), static_cast<size_t>(c.d_model));
+  for (size_t i = 0; i < ws.hold_slot.size(); ++i) {
+    const int slot = ws.hold_slot[i];
+    if (slot < 0) continue;
+    const LayerConfig& l = c.layers[i];
+    GatherLastRows(step, ws.hold_k[slot].data(), static_cast<size_t>(l.n_kv_heads) * l.head_dim);
+    GatherLastRows(step, ws.hold_v[slot].data(), static_cast<size_t>(l.n_kv_heads) * l.head_dim_v);
+  }
+  for (const RowBuffer& b : rows) GatherLastRows(step, b.data, b.width);
+  for (size_t j = 0; j < step.seqs.size(); ++j) {
+    const SequenceRows& seq = step.seqs[j];
+    ws.output_seqs[j] = {seq.cache, static_cast<int>(j), 1, seq.pos0 + seq.n - 1};
+  }
+  ForwardStep out;
+  out.tokens = nullptr;  // the tail embeds nothing
+  out.n_rows = static_cast<int>(step.seqs.size());
+  out.seqs = std::span<const SequenceRows>(ws.output_seqs.data(), step.seqs.size());
+  out.logits = step.logits;
+  out.all_logits = false;
+  return out;
 }
 
 Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim) {

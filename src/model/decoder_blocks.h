@@ -4,6 +4,7 @@
 
 #include <string>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "gguf/gguf_reader.h"
@@ -165,6 +166,28 @@ void NormedAttentionSublayer(const ModelConfig& c, int layer, const AttentionWei
                              KernelContext& ctx);
 // Writes the held K/V of KV-source layers into each sequence's cache, at the end of a step.
 void CommitHeldKv(const ForwardStep& step, Workspace& ws);
+
+// The output-only tail: the trailing KV-shared layers store no K/V, so what they compute for a row
+// reaches nothing but that row's own logits. A step that wants only each sequence's last row (a
+// prompt) runs them on those rows alone, and one that wants no logits (a prompt chunk before the
+// last) skips them. On Gemma 4 E2B that is 20 of 35 layers and about 70% of a prompt's
+// multiply-adds; the logits are those of the full step (the same row through the same layers).
+//
+// The first layer of that tail: n_layers when the last layer keeps its own K/V.
+int FirstOutputOnlyLayer(const ModelConfig& c);
+// Whether the step has rows the tail can drop: it wants no row's logits but each sequence's last
+// (or none at all), and some sequence has more than one row.
+bool TailCanNarrow(const ForwardStep& step);
+// Commits the held K/V (every KV source has run: the tail's queries then read all of the step's keys
+// from the cache) and moves each sequence's last row to row j of ws.x, of the held K/V and of each
+// buffer in `rows` ({data, floats per row}); returns the step of those rows (ws.output_seqs). The
+// caller must not CommitHeldKv again for this step.
+struct RowBuffer {
+  float* data;
+  size_t width;
+};
+ForwardStep NarrowToOutputRows(const ModelConfig& c, const ForwardStep& step, Workspace& ws,
+                               std::initializer_list<RowBuffer> rows);
 
 // Per-layer embeddings (PLE). The [n_vocab, n_layers * dim] table stays in the map: only the rows
 // of the tokens in flight are read, so on E2B most of the file never becomes resident.

@@ -31,7 +31,7 @@ int ModelConfig::MaxKvWidth() const {
 
 Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats)
     : max_batch(batch), n_ctx(n_ctx), extra(extra_floats), step_seqs(static_cast<size_t>(batch)),
-      step_tokens(static_cast<size_t>(batch)) {
+      step_tokens(static_cast<size_t>(batch)), output_seqs(static_cast<size_t>(batch)) {
   const size_t b = static_cast<size_t>(batch);
   x.resize(b * c.d_model);
   xn.resize(b * c.d_model);
@@ -87,7 +87,7 @@ size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_th
     const LayerConfig& src = c.layers[l.kv_source];
     floats += b * src.n_kv_heads * (src.head_dim + src.head_dim_v);
   }
-  return floats * sizeof(float) + b * (sizeof(SequenceRows) + sizeof(int32_t));
+  return floats * sizeof(float) + b * (2 * sizeof(SequenceRows) + sizeof(int32_t));
 }
 
 size_t Workspace::Bytes() const {
@@ -95,7 +95,8 @@ size_t Workspace::Bytes() const {
                   up.size() + scores.size() + attn_parts.size() + attn_lse.size() + extra.size();
   for (const auto& h : hold_k) floats += h.size();
   for (const auto& h : hold_v) floats += h.size();
-  return floats * sizeof(float) + step_seqs.size() * sizeof(SequenceRows) + step_tokens.size() * sizeof(int32_t);
+  return floats * sizeof(float) + (step_seqs.size() + output_seqs.size()) * sizeof(SequenceRows) +
+         step_tokens.size() * sizeof(int32_t);
 }
 
 std::vector<KvLayerSpec> Model::KvLayout() const {

@@ -87,6 +87,9 @@ struct Workspace {
   // Where ForwardBatch lays out a step of several sequences: their rows and their tokens, concatenated.
   std::vector<SequenceRows> step_seqs;  // [max_batch]: a sequence has at least one row
   std::vector<int32_t> step_tokens;     // [max_batch]
+  // The same step narrowed to each sequence's last row, for layers only those rows need
+  // (NarrowToOutputRows in model/decoder_blocks.h).
+  std::vector<SequenceRows> output_seqs;  // [max_batch]
 
   // Set by the session for one evaluation: a stop requested from another thread ends it between
   // layers (a long prefill would otherwise run its chunk to the end, seconds on a phone).

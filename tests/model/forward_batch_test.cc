@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "model/decoder_blocks.h"
 #include "model/model.h"
 
 namespace gemlet {
@@ -90,6 +91,56 @@ TEST_P(ForwardBatchTest, AllRowsMatchEachSequenceAlone) {
   // No logits at all: the caches still advance.
   ASSERT_TRUE(model_->ForwardBatch(chunks, ws, ctx, nullptr).ok());
   for (size_t i = 0; i < chunks.size(); ++i) EXPECT_EQ(batched[i]->n_past(), history[i] + now[i] + 2);
+}
+
+// A step that wants only each sequence's last row (a prompt) runs the KV-shared tail of Gemma 3n/4
+// on those rows alone, and one that wants no logits skips it (NarrowToOutputRows): the last rows'
+// logits are those of the whole step, and the caches hold what the whole step leaves, so that the
+// next token decodes to the same logits. Sequences at different positions, one past its rings.
+TEST_P(ForwardBatchTest, PromptStepsThatDropTheTailsRowsMatchTheWholeStep) {
+  ASSERT_TRUE(model_);
+  const ModelConfig& config = model_->config();
+  const bool shares_kv = config.layers.back().kv_source >= 0;
+  // The families with KV sharing must have a tail to drop, or this test would check nothing new.
+  EXPECT_EQ(FirstOutputOnlyLayer(config) < config.n_layers, shares_kv);
+  KernelContext ctx(2);
+  Workspace ws = NewWorkspace(32);
+  const std::vector<int> history = {0, 5, 30}, now = {4, 1, 6};
+  std::vector<std::unique_ptr<KvCache>> narrowed, whole;
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t i = 0; i < history.size(); ++i) {
+    narrowed.push_back(NewCache());
+    whole.push_back(NewCache());
+    ASSERT_TRUE(narrowed.back() && whole.back());
+    if (history[i] > 0) {
+      // No logits: the narrowed side skips the tail, the whole side computes every row's.
+      const std::vector<int32_t> h = Tokens(history[i], 10 + static_cast<int>(i));
+      std::vector<float> all(static_cast<size_t>(history[i]) * V_);
+      ASSERT_TRUE(model_->Forward(h.data(), history[i], *narrowed[i], ws, ctx, nullptr, false).ok());
+      ASSERT_TRUE(model_->Forward(h.data(), history[i], *whole[i], ws, ctx, all.data(), true).ok());
+    }
+    tokens.push_back(Tokens(now[i], static_cast<int>(i)));
+  }
+  std::vector<SequenceChunk> chunks;
+  for (size_t i = 0; i < tokens.size(); ++i) chunks.push_back({tokens[i].data(), now[i], narrowed[i].get()});
+  std::vector<float> last(chunks.size() * V_);
+  ASSERT_TRUE(model_->ForwardBatch(chunks, ws, ctx, last.data()).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<float> all(static_cast<size_t>(now[i]) * V_);
+    ASSERT_TRUE(model_->Forward(tokens[i].data(), now[i], *whole[i], ws, ctx, all.data(), true).ok());
+    // f32 weights: the reference matmul, whose rows do not depend on how many there are.
+    EXPECT_EQ(test::MaxAbsDiff(last.data() + i * V_, all.data() + static_cast<size_t>(now[i] - 1) * V_, V_), 0.0f)
+        << "sequence " << i;
+    EXPECT_EQ(narrowed[i]->n_past(), whole[i]->n_past());
+  }
+  // The caches: one more token each decodes alike.
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<float> a(static_cast<size_t>(V_)), b(static_cast<size_t>(V_));
+    const int32_t next = tokens[i][0];
+    ASSERT_TRUE(model_->Forward(&next, 1, *narrowed[i], ws, ctx, a.data(), false).ok());
+    ASSERT_TRUE(model_->Forward(&next, 1, *whole[i], ws, ctx, b.data(), false).ok());
+    EXPECT_EQ(test::MaxAbsDiff(a.data(), b.data(), a.size()), 0.0f) << "sequence " << i;
+  }
 }
 
 TEST_P(ForwardBatchTest, BadBatchIsRefusedBeforeAnythingRuns) {

@@ -66,6 +66,7 @@ class Gemma3n final : public Model {
                      f.GetU32Or(arch + ".attention.shared_kv_layers", n_layers > 20 ? n_layers - 20 : 0));
     if (n_shared >= n_layers) return Status::Error(arch + ".attention.shared_kv_layers is too large");
     RETURN_IF_ERROR(AssignSharedKvSources(static_cast<int>(n_shared), &config_));
+    first_output_only_ = FirstOutputOnlyLayer(config_);
 
     ASSIGN_OR_RETURN(uint32_t n_altup, f.GetU32Or(arch + ".altup.num_inputs", 4));
     ASSIGN_OR_RETURN(uint32_t active, f.GetU32Or(arch + ".altup.active_idx", 0));
@@ -182,6 +183,7 @@ class Gemma3n final : public Model {
 
   OutputHead head_;
   int n_altup_ = 0, active_ = 0, laurel_rank_ = 0;
+  int first_output_only_ = 0;  // FirstOutputOnlyLayer: the KV-shared tail (n_layers: none)
   std::vector<WeightMatrix> altup_proj_, altup_unembd_;  // n_altup - 1 each, [d, d]
   PerLayerEmbedding ple_;
   std::vector<Layer> layers_;
@@ -224,9 +226,10 @@ void Gemma3n::Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) cons
 
 void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
   const ModelConfig& c = config_;
-  const int n = step.n_rows;
   const int d = c.d_model, na = n_altup_;
-  const size_t nd = static_cast<size_t>(n) * d;
+  const size_t step_values = static_cast<size_t>(step.n_rows) * d;  // one stream's
+  int n = step.n_rows;
+  size_t nd = step_values;
   const float eps = c.norm_eps;
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
@@ -237,7 +240,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
   // RMS, with the new RMS floored at sqrt(1e-5) (HF: Gemma3nTextModel.forward).
   float* streams[kMaxAltup] = {};
-  for (int a = 0; a < na; ++a) streams[a] = s.streams + static_cast<size_t>(a) * nd;
+  for (int a = 0; a < na; ++a) streams[a] = s.streams + static_cast<size_t>(a) * step_values;
   std::copy(ws.x.begin(), ws.x.begin() + nd, streams[0]);
   for (int k = 1; k < na; ++k) {
     float* sk = streams[k];
@@ -252,7 +255,20 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
 
   const float sqrt2 = std::sqrt(2.0f);
   float* act = streams[active_];
+  // The layers run on `rows`: the whole step, or from the output-only tail on, its output rows.
+  ForwardStep rows = step;
+  bool held_kv_committed = false;
+  const bool narrow = TailCanNarrow(step);
   for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
+    if (i == first_output_only_ && narrow) {
+      if (step.logits == nullptr) break;  // no logits wanted: nothing would read what the tail computes
+      const size_t ple_width = static_cast<size_t>(ple_.dim) * c.n_layers;
+      for (int k = 0; k < na; ++k) GatherOutputRows(step, streams[k], d);
+      rows = NarrowToOutputRows(c, step, ws, {{s.per_layer, ple_width}});
+      held_kv_committed = true;
+      n = rows.n_rows;
+      nd = static_cast<size_t>(n) * d;
+    }
     const Layer& l = layers_[i];
 
     // AltUp predict: stream_a += sum_b coef[a*na + b] * stream_b, coefs routed from the active stream.
@@ -277,7 +293,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
     MatMul(l.laurel_r, s.laurel_mid, n, s.laurel_out, ctx);
     NormRows(ctx, s.laurel_out, l.laurel_post_norm, n, d, eps, s.laurel_out);
     AddRows(ctx, s.laurel_out, ws.xn.data(), n, d);
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, rows, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     // (active + attn + laurel) / sqrt(2) (HF: attn_laurel)
     for (size_t k = 0; k < nd; ++k) ws.x[k] = (act[k] + ws.tmp[k] + s.laurel_out[k]) / sqrt2;
@@ -310,20 +326,20 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
     NormRows(ctx, s.ple_out, l.ple_post_norm, n, d, eps, s.ple_out);
     for (int k = 1; k < na; ++k) AddRows(ctx, streams[k], s.ple_out, n, d);
   }
-  CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
+  if (!held_kv_committed) CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
   if (ws.StopRequested()) return;
   if (step.logits == nullptr) return;
 
   // Streams back to one: stream 0 plus altup_unembd_proj[k-1](stream k) rescaled to stream 0's RMS,
   // averaged (HF: Gemma3nTextModel.forward, torch.mean over the streams). Only the rows that get
   // logits, gathered to the front of every stream.
-  int rows = 0;
-  for (int a = 0; a < na; ++a) rows = GatherOutputRows(step, streams[a], d);
-  const size_t rd = static_cast<size_t>(rows) * d;
+  int n_out = 0;
+  for (int a = 0; a < na; ++a) n_out = GatherOutputRows(rows, streams[a], d);
+  const size_t rd = static_cast<size_t>(n_out) * d;
   std::copy(streams[0], streams[0] + rd, ws.x.begin());
   for (int k = 1; k < na; ++k) {
-    MatMul(altup_unembd_[k - 1], streams[k], rows, s.ple_out, ctx);
-    for (int t = 0; t < rows; ++t) {
+    MatMul(altup_unembd_[k - 1], streams[k], n_out, s.ple_out, ctx);
+    for (int t = 0; t < n_out; ++t) {
       const float* row = s.ple_out + static_cast<size_t>(t) * d;
       const float target = RootMeanSquare(streams[0] + static_cast<size_t>(t) * d, d);
       const float current = std::max(RootMeanSquare(row, d), std::sqrt(1e-5f));
@@ -333,7 +349,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
   }
   const float inv_na = 1.0f / static_cast<float>(na);
   for (size_t k = 0; k < rd; ++k) ws.x[k] *= inv_na;
-  OutputLogits(c, head_, ws, ctx, rows, step.logits);
+  OutputLogits(c, head_, ws, ctx, n_out, step.logits);
 }
 
 }  // namespace

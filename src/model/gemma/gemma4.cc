@@ -88,6 +88,7 @@ class Gemma4 final : public Model {
     // (HF's rule; llama.cpp's "n-2 / n-1" shortcut agrees on the real E2B/E4B layouts only).
     ASSIGN_OR_RETURN(uint32_t n_shared, f.GetU32Or(arch + ".attention.shared_kv_layers", 0));
     RETURN_IF_ERROR(AssignSharedKvSources(static_cast<int>(std::min<uint32_t>(n_shared, 1u << 20)), &config_));
+    first_output_only_ = FirstOutputOnlyLayer(config_);
 
     ASSIGN_OR_RETURN(uint32_t ple, f.GetU32Or(arch + ".embedding_length_per_layer_input", 0));
     ASSIGN_OR_RETURN(uint32_t n_expert, f.GetU32Or(arch + ".expert_count", 0));
@@ -223,6 +224,7 @@ class Gemma4 final : public Model {
   OutputHead head_;
   PerLayerEmbedding ple_;  // dim 0: no per-layer embeddings (26B, 31B, 12B)
   int n_expert_ = 0, n_expert_used_ = 0, max_moe_ffn_ = 0;
+  int first_output_only_ = 0;  // FirstOutputOnlyLayer: the KV-shared tail (n_layers: none)
   std::vector<Layer> layers_;
 };
 
@@ -262,17 +264,26 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scra
 
 void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
   const ModelConfig& c = config_;
-  const int n = step.n_rows;
   const int d = c.d_model;
   const float eps = c.norm_eps;
-  EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
+  EmbedTokens(head_.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
-  if (ple_.dim > 0) ple_.Compute(c, step.tokens, n, ws.x.data(), ctx, s.ple_row, s.per_layer);
+  if (ple_.dim > 0) ple_.Compute(c, step.tokens, step.n_rows, ws.x.data(), ctx, s.ple_row, s.per_layer);
+  // The layers run on `rows`: the whole step, or from the output-only tail on, its output rows.
+  ForwardStep rows = step;
+  bool held_kv_committed = false;
+  const bool narrow = TailCanNarrow(step);
   for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) {
+    if (i == first_output_only_ && narrow) {
+      if (step.logits == nullptr) break;  // no logits wanted: nothing would read what the tail computes
+      rows = NarrowToOutputRows(c, step, ws, {{s.per_layer, static_cast<size_t>(ple_.dim) * c.n_layers}});
+      held_kv_committed = true;
+    }
+    const int n = rows.n_rows;
     const Layer& l = layers_[i];
     NormRows(ctx, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, rows, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
@@ -300,8 +311,8 @@ void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx)
       for (size_t k = 0; k < static_cast<size_t>(n) * d; ++k) ws.x[k] *= l.output_scale;
     }
   }
-  CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
-  if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
+  if (!held_kv_committed) CommitHeldKv(step, ws);  // K/V that KV-shared layers read during this step
+  if (!ws.StopRequested()) OutputLogits(c, head_, rows, ws, ctx);
 }
 
 }  // namespace
