@@ -585,17 +585,153 @@ void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill on sdot: each panel of 16 rows is decoded once (Fill) and every tile of 2 tokens runs
-// over it from cache: per 4 activation bytes, one 64-byte load of the panel feeds 8 sdot.
+// Prefill on sdot: each panel of 16 rows is decoded once (Fill) and every tile of 3 tokens (2 or 1
+// at the batch's end) runs over it from cache: per 4 activation bytes, one 64-byte load of the
+// panel feeds 12 sdot.
 
 constexpr int kDotTileTokens = 2;
 
+// The integer part of a 2-token tile over 4 steps of 4 activation bytes (lanes 0-3 of xa and xb),
+// in assembly: per step one post-indexed 64-byte load of the panel (16 rows x 4 bytes), then 4
+// sdot per token. As intrinsics, GCC 12 computes each load's address with two adds and copies
+// sums between registers around the 4-register loads (gemma3-1b Q4_0 prefill on a Cortex-A76:
+// 106.4 M instructions per token with them, 89.4 with this; bench/RESULTS.md). The 2- and 1-token
+// tiles take the tokens a batch's 3-token tiles leave.
+#define GEMLET_SDOT_STEP(L)                                                                          \
+  "ld1 {v16.16b-v19.16b}, [%[w]], #64\n"                                                          \
+  "sdot %[a0].4s, v16.16b, %[xa].4b[" #L "]\n"                                                     \
+  "sdot %[a1].4s, v17.16b, %[xa].4b[" #L "]\n"                                                     \
+  "sdot %[a2].4s, v18.16b, %[xa].4b[" #L "]\n"                                                     \
+  "sdot %[a3].4s, v19.16b, %[xa].4b[" #L "]\n"                                                     \
+  "sdot %[b0].4s, v16.16b, %[xb].4b[" #L "]\n"                                                     \
+  "sdot %[b1].4s, v17.16b, %[xb].4b[" #L "]\n"                                                     \
+  "sdot %[b2].4s, v18.16b, %[xb].4b[" #L "]\n"                                                     \
+  "sdot %[b3].4s, v19.16b, %[xb].4b[" #L "]\n"
+inline __attribute__((always_inline)) void SdotSteps4x2(const int8_t*& w, int8x16_t xa, int8x16_t xb, int32x4_t a[4],
+                                                        int32x4_t b[4]) {
+  asm(GEMLET_SDOT_STEP(0) GEMLET_SDOT_STEP(1) GEMLET_SDOT_STEP(2) GEMLET_SDOT_STEP(3)
+      : [a0] "+w"(a[0]), [a1] "+w"(a[1]), [a2] "+w"(a[2]), [a3] "+w"(a[3]), [b0] "+w"(b[0]), [b1] "+w"(b[1]),
+        [b2] "+w"(b[2]), [b3] "+w"(b[3]), [w] "+r"(w)
+      : [xa] "w"(xa), [xb] "w"(xb), "m"(*reinterpret_cast<const int8_t(*)[256]>(w))  // the 4 steps' bytes
+      : "v16", "v17", "v18", "v19");
+}
+#undef GEMLET_SDOT_STEP
+
+// Tiles of 3 tokens, wholly in assembly with every value in a fixed register: sums v0-v11 and
+// accumulators v12-v23 (token t, rows 4s..: register 4t + s), activations v24-v26, the panel's
+// 4 registers v27-v30. Per scale group: the 3 tokens' 16 activation bytes, 4 steps of one 64-byte
+// panel load and 12 sdot into fresh sums, then acc += float(sum) * (row scale * token scale), and
+// for the types with a min acc += row offset * token sum: the operations and their order of the
+// intrinsics in DotPanelTile, so every output is bit for bit what the 1- and 2-token tiles give.
+// Q4_0's block: ~164 instructions for 3 x 16 x 32 multiply-adds (9.4 per instruction; the 2-token
+// tile as GCC compiles its intrinsics: 7.0).
+constexpr int kDotTile3Tokens = 3;
+#define GEMLET_SDOT3_STEP(L)                                                                         \
+  "ld1 {v27.16b-v30.16b}, [%[w]], #64\n"                                                          \
+  "sdot v0.4s, v27.16b, v24.4b[" #L "]\n sdot v1.4s, v28.16b, v24.4b[" #L "]\n"                    \
+  "sdot v2.4s, v29.16b, v24.4b[" #L "]\n sdot v3.4s, v30.16b, v24.4b[" #L "]\n"                    \
+  "sdot v4.4s, v27.16b, v25.4b[" #L "]\n sdot v5.4s, v28.16b, v25.4b[" #L "]\n"                    \
+  "sdot v6.4s, v29.16b, v25.4b[" #L "]\n sdot v7.4s, v30.16b, v25.4b[" #L "]\n"                    \
+  "sdot v8.4s, v27.16b, v26.4b[" #L "]\n sdot v9.4s, v28.16b, v26.4b[" #L "]\n"                    \
+  "sdot v10.4s, v29.16b, v26.4b[" #L "]\n sdot v11.4s, v30.16b, v26.4b[" #L "]\n"
+// The 3 tokens' next 16 activation bytes, fresh sums, and the 4 steps over them.
+#define GEMLET_SDOT3_HALF                                                                            \
+  "ldr q24, [%[x0]], #16\n ldr q25, [%[x1]], #16\n ldr q26, [%[x2]], #16\n"                        \
+  "movi v0.4s, #0\n movi v1.4s, #0\n movi v2.4s, #0\n movi v3.4s, #0\n"                            \
+  "movi v4.4s, #0\n movi v5.4s, #0\n movi v6.4s, #0\n movi v7.4s, #0\n"                            \
+  "movi v8.4s, #0\n movi v9.4s, #0\n movi v10.4s, #0\n movi v11.4s, #0\n"                          \
+  GEMLET_SDOT3_STEP(0) GEMLET_SDOT3_STEP(1) GEMLET_SDOT3_STEP(2) GEMLET_SDOT3_STEP(3)
+// The same 4 steps into the sums as they are (a 32-value group's second half).
+#define GEMLET_SDOT3_HALF_MORE                                                                       \
+  "ldr q24, [%[x0]], #16\n ldr q25, [%[x1]], #16\n ldr q26, [%[x2]], #16\n"                        \
+  GEMLET_SDOT3_STEP(0) GEMLET_SDOT3_STEP(1) GEMLET_SDOT3_STEP(2) GEMLET_SDOT3_STEP(3)
+#define GEMLET_SDOT3_SCALE(T, S, SUM, ACC)                                                           \
+  "fmul v31.4s, v" #S ".4s, v" #T ".s[0]\n fmla v" #ACC ".4s, v" #SUM ".4s, v31.4s\n"
+// One group's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
+// them) times the tokens' (v24-v26), loaded from D_ADVANCE ("], #4" moves on to the next block,
+// "]" keeps it for the block's second group).
+#define GEMLET_SDOT3_APPLY(D_ADVANCE)                                                                \
+  "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
+  "ldr s24, [%[d0]" D_ADVANCE "\n ldr s25, [%[d1]" D_ADVANCE "\n ldr s26, [%[d2]" D_ADVANCE "\n"   \
+  "scvtf v0.4s, v0.4s\n scvtf v1.4s, v1.4s\n scvtf v2.4s, v2.4s\n scvtf v3.4s, v3.4s\n"            \
+  "scvtf v4.4s, v4.4s\n scvtf v5.4s, v5.4s\n scvtf v6.4s, v6.4s\n scvtf v7.4s, v7.4s\n"            \
+  "scvtf v8.4s, v8.4s\n scvtf v9.4s, v9.4s\n scvtf v10.4s, v10.4s\n scvtf v11.4s, v11.4s\n"        \
+  GEMLET_SDOT3_SCALE(24, 27, 0, 12) GEMLET_SDOT3_SCALE(24, 28, 1, 13)                             \
+  GEMLET_SDOT3_SCALE(24, 29, 2, 14) GEMLET_SDOT3_SCALE(24, 30, 3, 15)                             \
+  GEMLET_SDOT3_SCALE(25, 27, 4, 16) GEMLET_SDOT3_SCALE(25, 28, 5, 17)                             \
+  GEMLET_SDOT3_SCALE(25, 29, 6, 18) GEMLET_SDOT3_SCALE(25, 30, 7, 19)                             \
+  GEMLET_SDOT3_SCALE(26, 27, 8, 20) GEMLET_SDOT3_SCALE(26, 28, 9, 21)                             \
+  GEMLET_SDOT3_SCALE(26, 29, 10, 22) GEMLET_SDOT3_SCALE(26, 30, 11, 23)
+// The min's part: the rows' offsets (v0-v3: the sums are spent) times the tokens' sums (v4-v6).
+#define GEMLET_SDOT3_OFFSET(T, S, ACC) "fmla v" #ACC ".4s, v" #S ".4s, v" #T ".s[0]\n"
+#define GEMLET_SDOT3_APPLY_MIN                                                                       \
+  "ld1 {v0.4s-v3.4s}, [%[offset]], #64\n"                                                         \
+  "ldr s4, [%[s0]], #4\n ldr s5, [%[s1]], #4\n ldr s6, [%[s2]], #4\n"                              \
+  GEMLET_SDOT3_OFFSET(4, 0, 12) GEMLET_SDOT3_OFFSET(4, 1, 13) GEMLET_SDOT3_OFFSET(4, 2, 14)        \
+  GEMLET_SDOT3_OFFSET(4, 3, 15) GEMLET_SDOT3_OFFSET(5, 0, 16) GEMLET_SDOT3_OFFSET(5, 1, 17)        \
+  GEMLET_SDOT3_OFFSET(5, 2, 18) GEMLET_SDOT3_OFFSET(5, 3, 19) GEMLET_SDOT3_OFFSET(6, 0, 20)        \
+  GEMLET_SDOT3_OFFSET(6, 1, 21) GEMLET_SDOT3_OFFSET(6, 2, 22) GEMLET_SDOT3_OFFSET(6, 3, 23)
+#define GEMLET_SDOT3_TILE(BLOCK)                                                                     \
+  asm volatile(                                                                                    \
+      "movi v12.4s, #0\n movi v13.4s, #0\n movi v14.4s, #0\n movi v15.4s, #0\n"                    \
+      "movi v16.4s, #0\n movi v17.4s, #0\n movi v18.4s, #0\n movi v19.4s, #0\n"                    \
+      "movi v20.4s, #0\n movi v21.4s, #0\n movi v22.4s, #0\n movi v23.4s, #0\n"                    \
+      "1:\n" BLOCK                                                                                 \
+      "subs %[n], %[n], #1\n b.ne 1b\n"                                                            \
+      "st1 {v12.4s-v15.4s}, [%[out]], #64\n st1 {v16.4s-v19.4s}, [%[out]], #64\n"                  \
+      "st1 {v20.4s-v23.4s}, [%[out]]\n"                                                            \
+      : [w] "+r"(w), [scale] "+r"(scale), [offset] "+r"(offset), [x0] "+r"(x0), [x1] "+r"(x1),     \
+        [x2] "+r"(x2), [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [s0] "+r"(s0), [s1] "+r"(s1),  \
+        [s2] "+r"(s2), [n] "+r"(n), [out] "+r"(out)                                                \
+      :                                                                                            \
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",    \
+        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
+        "v27", "v28", "v29", "v30", "v31", "cc", "memory")
+// Rows 0-15 of the panel x tokens t0..t0+2 -> out[3 tokens][16 rows]; n_blocks >= 1. G = 2 groups
+// per block (16 values each) have no min in the types that use them (Q6_K).
+template <int G, bool kMin>
+void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
+  static_assert(G == 1 || (G == 2 && !kMin));
+  const int8_t* w = p.q;
+  const float* scale = p.scale;
+  const float* offset = p.offset;
+  const int8_t* x0 = a.q + t0 * n_blocks * 32;
+  const int8_t* x1 = x0 + n_blocks * 32;
+  const int8_t* x2 = x1 + n_blocks * 32;
+  const float* d0 = a.d + t0 * n_blocks;
+  const float* d1 = d0 + n_blocks;
+  const float* d2 = d1 + n_blocks;
+  const float* s0 = kMin ? a.sum + t0 * n_blocks * G : nullptr;  // read only where there is a min
+  const float* s1 = kMin ? s0 + n_blocks * G : nullptr;
+  const float* s2 = kMin ? s1 + n_blocks * G : nullptr;
+  int64_t n = n_blocks;
+  if constexpr (G == 2) {
+    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("]") GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("], #4"));
+  } else if constexpr (kMin) {
+    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4") GEMLET_SDOT3_APPLY_MIN);
+  } else {
+    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4"));
+  }
+}
+#undef GEMLET_SDOT3_STEP
+#undef GEMLET_SDOT3_HALF
+#undef GEMLET_SDOT3_HALF_MORE
+#undef GEMLET_SDOT3_SCALE
+#undef GEMLET_SDOT3_APPLY
+#undef GEMLET_SDOT3_OFFSET
+#undef GEMLET_SDOT3_APPLY_MIN
+#undef GEMLET_SDOT3_TILE
+
+// Rows 0-15 of the panel x tokens t0.. (NT of them) -> out[token][16 rows]: per 32-value block,
+// G groups of 8 / G steps, each group's integer sums scaled by the rows' scales and the token's.
 template <int G, bool kMin, int NT>
 void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
+  static_assert(NT == 1 || NT == 2);
   float32x4_t acc[NT][4];
   for (int t = 0; t < NT; ++t) {
     for (int s = 0; s < 4; ++s) acc[t][s] = vdupq_n_f32(0);
   }
+  const int8_t* w = p.q;
   for (int64_t j = 0; j < n_blocks; ++j) {
     int8x16_t x[NT][2];
     for (int t = 0; t < NT; ++t) {
@@ -607,11 +743,17 @@ void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0,
       for (int t = 0; t < NT; ++t) {
         for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
       }
-      Unroll<8 / G>([&](auto kk) {
-        constexpr int k = g * (8 / G) + kk;
-        const int8x16x4_t v = vld1q_s8_x4(p.q + 512 * j + 64 * k);
-        for (int t = 0; t < NT; ++t) Dot4<k % 4>(sum[t], v.val, x[t][k / 4]);
-      });
+      if constexpr (NT == 2) {
+        // Group g's steps: x register g * (8 / G) / 4 on; a 32-value group takes both registers.
+        for (int h = 0; h < 2 / G; ++h) SdotSteps4x2(w, x[0][2 * g / G + h], x[1][2 * g / G + h], sum[0], sum[1]);
+      } else {
+        Unroll<8 / G>([&](auto kk) {
+          constexpr int k = g * (8 / G) + kk;
+          const int8x16x4_t v = vld1q_s8_x4(w + 64 * kk);
+          Dot4<k % 4>(sum[0], v.val, x[0][k / 4]);
+        });
+        w += 64 * (8 / G);
+      }
       const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * (G * j + g));
       for (int t = 0; t < NT; ++t) {
         const float dx = a.d[(t0 + t) * n_blocks + j];
@@ -667,19 +809,29 @@ void GemmDot(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
   ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
     PanelBuffers buffers;
     buffers.Reserve(scratch, thread, n_blocks, T::kGroups);
-    float out[kDotTileTokens * kRows];
+    float out[kDotTile3Tokens * kRows];
     for (size_t panel = begin; panel < end; ++panel) {
       T::Fill(data + panel * group_bytes, n_type_blocks, buffers.panel);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTileTokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(kDotTileTokens, n_tokens - t0));
-        if (nt == 2) DotPanelTile<T::kGroups, T::kHasMin, 2>(buffers.panel, n_blocks, acts, t0, out);
-        else DotPanelTile<T::kGroups, T::kHasMin, 1>(buffers.panel, n_blocks, acts, t0, out);
+      for (int64_t t0 = 0; t0 < n_tokens;) {
+        const int64_t left = n_tokens - t0;
+        int nt;
+        if (left >= kDotTile3Tokens && n_blocks > 0) {
+          nt = kDotTile3Tokens;
+          DotPanelTile3<T::kGroups, T::kHasMin>(buffers.panel, n_blocks, acts, t0, out);
+        } else if (left >= 2) {
+          nt = 2;
+          DotPanelTile<T::kGroups, T::kHasMin, 2>(buffers.panel, n_blocks, acts, t0, out);
+        } else {
+          nt = 1;
+          DotPanelTile<T::kGroups, T::kHasMin, 1>(buffers.panel, n_blocks, acts, t0, out);
+        }
         for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + panel * kRows, out + kRows * t, sizeof(float) * kRows);
+        t0 += nt;
       }
     }
   });
 }
-static_assert(kDotTileTokens == 2, "GemmDot's dispatch lists the tile sizes");
+static_assert(kDotTileTokens == 2 && kDotTile3Tokens == 3, "GemmDot's dispatch lists the tile sizes");
 
 template <class T>
 void FillPanel(const void* state, int64_t row0, const Panel& panel) {

@@ -247,6 +247,35 @@ TEST_P(MatMulTest, FewTokensAgreeBitForBitWithOneAtATime) {
   }
 }
 
+// The prefill GEMM cuts a batch into tiles of a few tokens (NEON_DOTPROD: 3, then 2 and 1 at the
+// end): a token's results do not depend on the tile it lands in. Batches of 16, 17 and 18 tokens
+// put tokens 15 and 16 in tiles of 1, 2 and 3; every token's outputs agree bit for bit.
+TEST_P(MatMulTest, PrefillTokensAgreeBitForBitWhateverTheirTile) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  const int bs = GetDTypeInfo(type).block_size;
+  const int64_t n_in = IsFloat(type) ? 333 : bs == 256 ? 3 * 256 : 7 * 32, n_out = 48;
+  const Matrix m = MakeMatrix(type, n_in, n_out, 53);
+  const auto x = test::RandomFloats(static_cast<size_t>(18 * n_in), 54);
+  KernelContext ctx(2, k);
+  PackedWeights slot(nullptr);
+  WeightMatrix w = m.view();
+  w.packed = &slot;
+  std::vector<float> longest(static_cast<size_t>(18 * n_out));
+  k->matmul(w, x.data(), 18, longest.data(), ctx);
+  for (int64_t n_tokens : {16, 17}) {
+    std::vector<float> y(static_cast<size_t>(n_tokens * n_out));
+    k->matmul(w, x.data(), n_tokens, y.data(), ctx);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t o = 0; o < n_out; ++o) {
+        ASSERT_EQ(y[t * n_out + o], longest[t * n_out + o])
+            << k->name << " " << DTypeName(type) << " n_tokens=" << n_tokens << " t=" << t << " o=" << o;
+      }
+    }
+  }
+}
+
 // Large activations and weights near the edges of their ranges must not saturate the 16-bit pair
 // sums of maddubs: all weights at their format's extreme with activations at +-127 steps.
 TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
