@@ -15,7 +15,9 @@
 #        P1 P2 G1 G2 (default 16 80 4 20), LLAMA_COUNTS (a folder that keeps llama.cpp's counts per
 #        file and test between runs, when only gemlet changed; default: none)
 # Builds: the probe with scripts/test-arm64.sh's cross build (target gemlet_token_probe); llama.cpp
-# cross-built with -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+i8mm (bench/RESULTS.md).
+# cross-built with -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+i8mm (bench/RESULTS.md);
+# for -c cortex-a76 (dotprod, no i8mm) a second llama.cpp build with armv8.2-a+dotprod, whose
+# kernels that CPU can run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 kernels=auto
