@@ -634,17 +634,16 @@ constexpr int kDotTile3Tokens = 3;
   "sdot v6.4s, v29.16b, v25.4b[" #L "]\n sdot v7.4s, v30.16b, v25.4b[" #L "]\n"                    \
   "sdot v8.4s, v27.16b, v26.4b[" #L "]\n sdot v9.4s, v28.16b, v26.4b[" #L "]\n"                    \
   "sdot v10.4s, v29.16b, v26.4b[" #L "]\n sdot v11.4s, v30.16b, v26.4b[" #L "]\n"
-// The 3 tokens' next 16 activation bytes, fresh sums, and the 4 steps over them.
-#define GEMLET_SDOT3_HALF                                                                            \
+// The 3 tokens' next 16 activation bytes and the 4 steps over them, into fresh sums (HALF) or
+// into the sums as they are (HALF_MORE: a 32-value group's second half).
+#define GEMLET_SDOT3_STEPS                                                                           \
   "ldr q24, [%[x0]], #16\n ldr q25, [%[x1]], #16\n ldr q26, [%[x2]], #16\n"                        \
+  GEMLET_SDOT3_STEP(0) GEMLET_SDOT3_STEP(1) GEMLET_SDOT3_STEP(2) GEMLET_SDOT3_STEP(3)
+#define GEMLET_SDOT3_HALF                                                                            \
   "movi v0.4s, #0\n movi v1.4s, #0\n movi v2.4s, #0\n movi v3.4s, #0\n"                            \
   "movi v4.4s, #0\n movi v5.4s, #0\n movi v6.4s, #0\n movi v7.4s, #0\n"                            \
-  "movi v8.4s, #0\n movi v9.4s, #0\n movi v10.4s, #0\n movi v11.4s, #0\n"                          \
-  GEMLET_SDOT3_STEP(0) GEMLET_SDOT3_STEP(1) GEMLET_SDOT3_STEP(2) GEMLET_SDOT3_STEP(3)
-// The same 4 steps into the sums as they are (a 32-value group's second half).
-#define GEMLET_SDOT3_HALF_MORE                                                                       \
-  "ldr q24, [%[x0]], #16\n ldr q25, [%[x1]], #16\n ldr q26, [%[x2]], #16\n"                        \
-  GEMLET_SDOT3_STEP(0) GEMLET_SDOT3_STEP(1) GEMLET_SDOT3_STEP(2) GEMLET_SDOT3_STEP(3)
+  "movi v8.4s, #0\n movi v9.4s, #0\n movi v10.4s, #0\n movi v11.4s, #0\n" GEMLET_SDOT3_STEPS
+#define GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_STEPS
 #define GEMLET_SDOT3_SCALE(T, S, SUM, ACC)                                                           \
   "fmul v31.4s, v" #S ".4s, v" #T ".s[0]\n fmla v" #ACC ".4s, v" #SUM ".4s, v31.4s\n"
 // One group's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
@@ -714,6 +713,7 @@ void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0
   }
 }
 #undef GEMLET_SDOT3_STEP
+#undef GEMLET_SDOT3_STEPS
 #undef GEMLET_SDOT3_HALF
 #undef GEMLET_SDOT3_HALF_MORE
 #undef GEMLET_SDOT3_SCALE
