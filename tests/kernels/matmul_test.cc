@@ -130,6 +130,12 @@ std::vector<int64_t> RowLengths(DType type) {
   return {32, 3 * 32, 7 * 32, 33 * 32};
 }
 
+// A row length for the batch tests: a few blocks of the type (odd for float rows).
+int64_t BatchRowLength(DType type) {
+  if (IsFloat(type)) return 333;
+  return GetDTypeInfo(type).block_size == 256 ? 3 * 256 : 7 * 32;
+}
+
 class MatMulTest : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
 
 TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
@@ -217,8 +223,7 @@ TEST_P(MatMulTest, FewTokensAgreeBitForBitWithOneAtATime) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  const int bs = GetDTypeInfo(type).block_size;
-  const int64_t n_in = IsFloat(type) ? 333 : bs == 256 ? 3 * 256 : 7 * 32, n_out = 48;
+  const int64_t n_in = BatchRowLength(type), n_out = 48;
   const Matrix m = MakeMatrix(type, n_in, n_out, 31);
   const bool packs = k->packed_layout != nullptr && k->packed_layout(type) != nullptr;
   for (bool packed : {false, true}) {
@@ -254,8 +259,7 @@ TEST_P(MatMulTest, PrefillTokensAgreeBitForBitWhateverTheirTile) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  const int bs = GetDTypeInfo(type).block_size;
-  const int64_t n_in = IsFloat(type) ? 333 : bs == 256 ? 3 * 256 : 7 * 32, n_out = 48;
+  const int64_t n_in = BatchRowLength(type), n_out = 48;
   const Matrix m = MakeMatrix(type, n_in, n_out, 53);
   const auto x = test::RandomFloats(static_cast<size_t>(18 * n_in), 54);
   KernelContext ctx(2, k);
