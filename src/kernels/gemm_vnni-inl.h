@@ -17,6 +17,13 @@
 // The zero point is taken off in integers (the vpdpbusd chain starts from -z * sum x_q): as a float
 // offset it would be a large term that cancels (128x the result for Q8_0) and rounding would move
 // the result visibly.
+//
+// K-quant weights (kSuperBlockActs) take activations quantized per 256 values instead, as their
+// decode GEMV does (BlockQ8_K): d_x is then the same for a super-block's 8 blocks, so a block's
+// sums meet only the weights' scales and offsets, and d_x once per super-block. That is one float
+// operation less per block and token (cvt, FMA and, with a min, FMA, against cvt, mul, FMA, FMA),
+// and on these cores the float work beside the vpdpbusd chain is what a tile waits for
+// (bench/RESULTS.md, session 20: Q4_K prefill +9-15%).
 #if defined(GEMLET_KERNELS_GEMM_VNNI_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_GEMM_VNNI_INL_H_
 #undef GEMLET_KERNELS_GEMM_VNNI_INL_H_
@@ -51,13 +58,14 @@ HWY_INLINE __m512i DpbusdBroadcast(__m512i acc, __m512i w, const int8_t* x4) {
   return acc;
 }
 
-// Activations of n_tokens rows quantized per 32 values, natural order, with per scale group (G per
-// block: 1 for 32-value groups, 2 for 16) the float sum d * sum x_q (for the offsets) and the
-// integer start -z * sum x_q (for the zero point).
+// Activations of n_tokens rows quantized per 32 values (per 256 for K-quant weights), natural
+// order, with per scale group (G per block: 1 for 32-value groups, 2 for 16) the float sum
+// d * sum x_q (for the offsets; sum x_q alone with per-256 scales) and the integer start -z * sum x_q
+// (for the zero point).
 struct Acts {
   int64_t n_blocks = 0;
   int8_t* q = nullptr;      // [token][n_blocks * 32]
-  float* d = nullptr;       // [token][n_blocks]
+  float* d = nullptr;       // [token][n_blocks], or [token][n_blocks / 8] for K-quant weights
   float* sum = nullptr;     // [token][n_blocks * G]
   int32_t* zero = nullptr;  // [token][n_blocks * G]
 };
@@ -84,6 +92,37 @@ void QuantizeActRow(const float* x, int64_t n_blocks, int zero_point, int8_t* q,
       sum[2 * j + 1] = d[j] * static_cast<float>(s_hi);
       zero[2 * j] = -zero_point * s_lo;
       zero[2 * j + 1] = -zero_point * s_hi;
+    }
+  }
+}
+
+// The same for K-quant weights: one scale per 256 values (as QuantizeRowK gives the decode GEMV),
+// and per scale group the plain sum of x_q (sum, as a float) and -z * sum x_q (zero); d holds
+// n_blocks / 8 scales.
+template <int G>
+void QuantizeActRowK(const float* x, int64_t n_blocks, int zero_point, int8_t* q, float* d, float* sum,
+                     int32_t* zero) {
+  for (int64_t sb = 0; sb < n_blocks / 8; ++sb) {
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 256 * sb + i)));
+    const float amax = _mm512_reduce_max_ps(m);
+    d[sb] = ActScale(amax);
+    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    for (int64_t j = 8 * sb; j < 8 * sb + 8; ++j) {
+      const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j), id));
+      const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j + 16), id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j), _mm512_cvtsepi32_epi8(qlo));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16), _mm512_cvtsepi32_epi8(qhi));
+      const int32_t s_lo = _mm512_reduce_add_epi32(qlo), s_hi = _mm512_reduce_add_epi32(qhi);
+      if constexpr (G == 1) {
+        sum[j] = static_cast<float>(s_lo + s_hi);
+        zero[j] = -zero_point * (s_lo + s_hi);
+      } else {
+        sum[2 * j] = static_cast<float>(s_lo);
+        sum[2 * j + 1] = static_cast<float>(s_hi);
+        zero[2 * j] = -zero_point * s_lo;
+        zero[2 * j + 1] = -zero_point * s_hi;
+      }
     }
   }
 }
@@ -138,7 +177,7 @@ HWY_INLINE const Block* Blocks(const uint8_t* row) {
 template <class Block, int kZero, bool kMin, class Decode>
 struct D32 {
   static constexpr int kZeroPoint = kZero, kGroups = 1;
-  static constexpr bool kHasMin = kMin;
+  static constexpr bool kHasMin = kMin, kSuperBlockActs = false;
   template <class Writer>
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const Block* b = Blocks<Block>(row);
@@ -159,7 +198,7 @@ using DQ8_0 = D32<BlockQ8_0, 128, false, qd::DecodeQ8Biased>;  // q + 128
 template <class Block>
 struct DScaleMin {  // Q4_K, Q5_K
   static constexpr int kZeroPoint = 0, kGroups = 1;
-  static constexpr bool kHasMin = true;
+  static constexpr bool kHasMin = true, kSuperBlockActs = true;
   template <class Writer>
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const Block* b = Blocks<Block>(row);
@@ -180,7 +219,7 @@ using DQ4_K = DScaleMin<BlockQ4_K>;
 using DQ5_K = DScaleMin<BlockQ5_K>;
 struct DQ6_K {
   static constexpr int kZeroPoint = 32, kGroups = 2;
-  static constexpr bool kHasMin = false;
+  static constexpr bool kHasMin = false, kSuperBlockActs = true;
   template <class Writer>
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ6_K* b = Blocks<BlockQ6_K>(row);
@@ -205,7 +244,7 @@ struct DQ6_K {
 };
 struct DQ3_K {
   static constexpr int kZeroPoint = 4, kGroups = 2;
-  static constexpr bool kHasMin = false;
+  static constexpr bool kHasMin = false, kSuperBlockActs = true;
   template <class Writer>
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ3_K* b = Blocks<BlockQ3_K>(row);
@@ -229,7 +268,7 @@ struct DQ3_K {
 };
 struct DQ2_K {
   static constexpr int kZeroPoint = 0, kGroups = 2;
-  static constexpr bool kHasMin = true;
+  static constexpr bool kHasMin = true, kSuperBlockActs = true;
   template <class Writer>
   static HWY_INLINE void DecodeRow(const uint8_t* row, int64_t n_in, Writer& w) {
     const BlockQ2_K* b = Blocks<BlockQ2_K>(row);
@@ -251,41 +290,57 @@ struct DQ2_K {
 
 // ---------------------------------------------------------------------------------------------
 // The register tile: the panel's 16 rows x T tokens, one float accumulator per token (a lane per
-// row). out[t * 16 + r].
+// row). out[t * 16 + r]. With super-block activations each super-block's sum is gathered apart
+// (part) and meets its activation scale once.
 
 template <class D, int T>
 HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64_t t0, float* out) {
   constexpr int G = D::kGroups;
-  constexpr bool kZero = D::kZeroPoint != 0;
+  constexpr bool kZero = D::kZeroPoint != 0, kSuper = D::kSuperBlockActs;
+  constexpr int64_t kBlocksPerScale = kSuper ? 8 : 1;  // 32-value blocks per activation scale
   const int8_t* xq[T];
   const float* xd[T];
   const float* xs[T];
   const int32_t* xz[T];
   for (int t = 0; t < T; ++t) {
     xq[t] = a.q + (t0 + t) * n_blocks * 32;
-    xd[t] = a.d + (t0 + t) * n_blocks;
+    xd[t] = a.d + (t0 + t) * (n_blocks / kBlocksPerScale);
     xs[t] = a.sum + (t0 + t) * n_blocks * G;
     xz[t] = a.zero + (t0 + t) * n_blocks * G;
   }
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_blocks; ++j) {
-    const uint8_t* wq = p.q + j * 512;
-    for (int g = 0; g < G; ++g) {
-      __m512i isum[T];
-      for (int t = 0; t < T; ++t) isum[t] = kZero ? _mm512_set1_epi32(xz[t][j * G + g]) : _mm512_setzero_si512();
-      for (int k = g * 8 / G; k < (g + 1) * 8 / G; ++k) {
-        const __m512i w = _mm512_loadu_si512(wq + 64 * k);
-        for (int t = 0; t < T; ++t) isum[t] = DpbusdBroadcast(isum[t], w, xq[t] + 32 * j + 4 * k);
+  for (int64_t j0 = 0; j0 < n_blocks; j0 += kBlocksPerScale) {
+    __m512 part[T];
+    if constexpr (kSuper) {
+      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+    }
+    for (int64_t j = j0; j < j0 + kBlocksPerScale; ++j) {
+      const uint8_t* wq = p.q + j * 512;
+      for (int g = 0; g < G; ++g) {
+        __m512i isum[T];
+        for (int t = 0; t < T; ++t) isum[t] = kZero ? _mm512_set1_epi32(xz[t][j * G + g]) : _mm512_setzero_si512();
+        for (int k = g * 8 / G; k < (g + 1) * 8 / G; ++k) {
+          const __m512i w = _mm512_loadu_si512(wq + 64 * k);
+          for (int t = 0; t < T; ++t) isum[t] = DpbusdBroadcast(isum[t], w, xq[t] + 32 * j + 4 * k);
+        }
+        const __m512 scale = _mm512_loadu_ps(p.scale + (j * G + g) * kPanelRows);
+        if constexpr (kSuper) {
+          for (int t = 0; t < T; ++t) part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), scale, part[t]);
+        } else {
+          for (int t = 0; t < T; ++t) {
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[t][j])), acc[t]);
+          }
+        }
+        if constexpr (D::kHasMin) {
+          const __m512 offset = _mm512_loadu_ps(p.offset + (j * G + g) * kPanelRows);
+          __m512* into = kSuper ? part : acc;
+          for (int t = 0; t < T; ++t) into[t] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xs[t][j * G + g]), into[t]);
+        }
       }
-      const __m512 scale = _mm512_loadu_ps(p.scale + (j * G + g) * kPanelRows);
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(scale, _mm512_set1_ps(xd[t][j])), acc[t]);
-      }
-      if constexpr (D::kHasMin) {
-        const __m512 offset = _mm512_loadu_ps(p.offset + (j * G + g) * kPanelRows);
-        for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(offset, _mm512_set1_ps(xs[t][j * G + g]), acc[t]);
-      }
+    }
+    if constexpr (kSuper) {
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xd[t][j0 / 8]), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kPanelRows, acc[t]);
@@ -301,13 +356,20 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
   acts.n_blocks = n_blocks;
   KernelScratch& scratch = ctx.scratch();
   acts.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
-  acts.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_blocks));
+  const int64_t n_scales = D::kSuperBlockActs ? n_blocks / 8 : n_blocks;  // activation scales per token
+  acts.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_scales));
   acts.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * G));
   acts.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_tokens * n_blocks * G));
   ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
-      QuantizeActRow<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, acts.q + t * n_blocks * 32, acts.d + t * n_blocks,
-                        acts.sum + t * n_blocks * G, acts.zero + t * n_blocks * G);
+      int8_t* q = acts.q + t * n_blocks * 32;
+      float* sum = acts.sum + t * n_blocks * G;
+      int32_t* zero = acts.zero + t * n_blocks * G;
+      if constexpr (D::kSuperBlockActs) {
+        QuantizeActRowK<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
+      } else {
+        QuantizeActRow<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
+      }
     }
   });
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;

@@ -73,10 +73,12 @@ HWY_INLINE float RowValue(const BlockQ4_0* row, int64_t i) {
 }
 
 // Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
+// Explicit fma: left to the compiler, a tile of several queries or rows was vectorised across them
+// with other contractions than a tile of one, and a score depended on its tile in the last bit.
 template <class T>
 HWY_INLINE float DotTail(const float* q, const T* row, int64_t from, int64_t n) {
   float sum = 0;
-  for (int64_t i = from; i < n; ++i) sum += q[i] * RowValue(row, i);
+  for (int64_t i = from; i < n; ++i) sum = std::fma(q[i], RowValue(row, i), sum);
   return sum;
 }
 
@@ -180,7 +182,7 @@ HWY_INLINE void WeightedSumForOutputs(const float* p, size_t p_stride, const T* 
   for (; i < n; ++i) {
     for (int a = 0; a < QT; ++a) {
       float sum = y[a * y_stride + i];
-      for (int64_t j = 0; j < n_rows; ++j) sum += p[a * p_stride + j] * RowValue(rows + j * stride, i);
+      for (int64_t j = 0; j < n_rows; ++j) sum = std::fma(p[a * p_stride + j], RowValue(rows + j * stride, i), sum);  // see DotTail
       y[a * y_stride + i] = sum;
     }
   }

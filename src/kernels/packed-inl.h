@@ -88,7 +88,7 @@ HWY_INLINE void PackBlock32(const uint8_t* b, size_t row_bytes, size_t qs, int n
 template <class Type>
 struct Packed32 {
   static constexpr int kBlockValues = 32, kGroups = 1;
-  static constexpr bool kHasMin = false;
+  static constexpr bool kHasMin = false, kSuperBlockActs = false;
   using Act = vnni::Acts;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += Type::kBlockBytes) {
@@ -216,7 +216,7 @@ struct ActK {
 struct Q4_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 2368;
   static constexpr int kZeroPoint = 0, kGroups = 1;
-  static constexpr bool kHasMin = true;
+  static constexpr bool kHasMin = true, kSuperBlockActs = true;  // the GEMM's activations per 256 values
   static constexpr int kScales = 64, kMins = 192, kQs = 320;
   using Act = ActK;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
@@ -299,7 +299,7 @@ struct Q4_K {
 struct Q6_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 3360;
   static constexpr int kZeroPoint = 32, kGroups = 2;
-  static constexpr bool kHasMin = false;
+  static constexpr bool kHasMin = false, kSuperBlockActs = true;
   static constexpr int kScales = 32, kQ = 288;
   static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
   using Act = ActK;

@@ -306,68 +306,129 @@ void ForEachCacheRun(int64_t begin, int64_t end, int capacity, Fn&& fn) {
 // the context only, not on the thread count, so neither do the results.
 constexpr int64_t kKeysPerSplit = 256;
 
-// The query heads of KV head kv_head for token t attend to the keys at positions [k_begin, k_end):
-// those before the batch come from the cache (in runs), the rest from the batch. Writes the heads'
-// outputs, normalised over these keys alone, to out (head_dim_v apart), and their log-sum-exps to
-// lse when it is not null. scores: one row of `stride` floats per head.
+// Scores of n_q query rows (q_stride apart) against the keys at positions [k_begin, k_end) of KV
+// head kv_head: those before the batch come from the cache (in runs), the rest from the batch.
+// Query row r's scores go to scores + r * stride.
+void ScoreKeys(const KernelTable& kernels, const AttendArgs& a, const KvCache& cache, const float* q, size_t q_stride,
+               int n_q, int kv_head, int64_t k_begin, int64_t k_end, float* scores, size_t stride) {
+  const LayerConfig& l = *a.layer;
+  const int hd = l.head_dim;
+  const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, k_off = static_cast<size_t>(kv_head) * hd;
+  const KvType type = cache.type();
+  const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
+  ForEachCacheRun(k_begin, cached_end, cache.capacity(a.cache_layer), [&](int64_t first, int64_t count) {
+    const void* rows = cache.KeyRow(a.cache_layer, first);
+    float* s = scores + (first - k_begin);
+    if (type == KvType::kF16) {
+      kernels.dot_rows_f16(q, q_stride, n_q, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
+    } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
+      kernels.dot_rows_q8_0(q, q_stride, n_q, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32,
+                            count, hd, s, stride);
+    } else if (type == KvType::kQ4_0) {
+      kernels.dot_rows_q4_0(q, q_stride, n_q, static_cast<const BlockQ4_0*>(rows) + k_off / kBlock32, kv_width / kBlock32,
+                            count, hd, s, stride);
+    } else {
+      kernels.dot_rows_f32(q, q_stride, n_q, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
+    }
+  });
+  if (batch_begin < k_end) {
+    kernels.dot_rows_f32(q, q_stride, n_q, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off,
+                         kv_width, k_end - batch_begin, hd, scores + (batch_begin - k_begin), stride);
+  }
+}
+
+// out row r (out_stride apart) += the values at positions [k_begin, k_end) of KV head kv_head
+// weighted by p row r (stride apart), in the order of the positions.
+void SumValues(const KernelTable& kernels, const AttendArgs& a, const KvCache& cache, const float* p, size_t stride,
+               int n_p, int kv_head, int64_t k_begin, int64_t k_end, float* out, size_t out_stride) {
+  const LayerConfig& l = *a.layer;
+  const int hdv = l.head_dim_v;
+  const size_t v_width = static_cast<size_t>(l.n_kv_heads) * hdv, v_off = static_cast<size_t>(kv_head) * hdv;
+  const KvType type = cache.type();
+  const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
+  ForEachCacheRun(k_begin, cached_end, cache.capacity(a.cache_layer), [&](int64_t first, int64_t count) {
+    const void* rows = cache.ValueRow(a.cache_layer, first);
+    const float* w = p + (first - k_begin);
+    if (type == KvType::kF16) {
+      kernels.weighted_sum_f16(w, stride, n_p, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, out_stride);
+    } else if (type == KvType::kQ8_0) {
+      kernels.weighted_sum_q8_0(w, stride, n_p, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
+                                count, hdv, out, out_stride);
+    } else if (type == KvType::kQ4_0) {
+      kernels.weighted_sum_q4_0(w, stride, n_p, static_cast<const BlockQ4_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
+                                count, hdv, out, out_stride);
+    } else {
+      kernels.weighted_sum_f32(w, stride, n_p, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, out_stride);
+    }
+  });
+  if (batch_begin < k_end) {
+    kernels.weighted_sum_f32(p + (batch_begin - k_begin), stride, n_p,
+                             a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width,
+                             k_end - batch_begin, hdv, out, out_stride);
+  }
+}
+
+// Scales (and soft-caps) a row of n scores and turns it into probabilities; returns the log-sum-exp.
+float ScoresToProbabilities(const KernelTable& kernels, const AttendArgs& a, float* s, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) s[k] *= a.scale;
+  // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
+  if (a.softcap > 0) kernels.soft_cap(s, n, a.softcap);
+  return kernels.softmax(s, n);
+}
+
+// The query heads of KV head kv_head for token t attend to the keys at positions [k_begin, k_end).
+// Writes the heads' outputs, normalised over these keys alone, to out (head_dim_v apart), and their
+// log-sum-exps to lse when it is not null. scores: one row of `stride` floats per head.
 void AttendKeyRange(const KernelTable& kernels, const AttendArgs& a, const KvCache& cache, int t, int kv_head, int64_t k_begin, int64_t k_end,
                     float* scores, size_t stride, float* out, float* lse) {
   const LayerConfig& l = *a.layer;
   const int hd = l.head_dim, hdv = l.head_dim_v, heads = l.n_heads / l.n_kv_heads;
-  const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, v_width = static_cast<size_t>(l.n_kv_heads) * hdv;
-  const size_t k_off = static_cast<size_t>(kv_head) * hd, v_off = static_cast<size_t>(kv_head) * hdv;
-  const KvType type = cache.type();
-  const int capacity = cache.capacity(a.cache_layer);
   const float* q = a.q + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * heads) * hd;
-  const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
-  const int64_t n_keys = k_end - k_begin;
-  ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
-    const void* rows = cache.KeyRow(a.cache_layer, first);
-    float* s = scores + (first - k_begin);
-    if (type == KvType::kF16) {
-      kernels.dot_rows_f16(q, hd, heads, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
-    } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
-      kernels.dot_rows_q8_0(q, hd, heads, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
-                  s, stride);
-    } else if (type == KvType::kQ4_0) {
-      kernels.dot_rows_q4_0(q, hd, heads, static_cast<const BlockQ4_0*>(rows) + k_off / kBlock32, kv_width / kBlock32, count, hd,
-                  s, stride);
-    } else {
-      kernels.dot_rows_f32(q, hd, heads, static_cast<const float*>(rows) + k_off, kv_width, count, hd, s, stride);
-    }
-  });
-  if (batch_begin < k_end) {
-    kernels.dot_rows_f32(q, hd, heads, a.k_new + static_cast<size_t>(batch_begin - a.pos0) * kv_width + k_off, kv_width,
-               k_end - batch_begin, hd, scores + (batch_begin - k_begin), stride);
-  }
+  ScoreKeys(kernels, a, cache, q, hd, heads, kv_head, k_begin, k_end, scores, stride);
   for (int r = 0; r < heads; ++r) {
-    float* s = scores + r * stride;
-    for (int64_t k = 0; k < n_keys; ++k) s[k] *= a.scale;
-    // Gemma 2 soft-caps attention logits before the mask and softmax (HF: attn_logit_softcapping).
-    if (a.softcap > 0) kernels.soft_cap(s, n_keys, a.softcap);
-    const float log_sum = kernels.softmax(s, n_keys);
+    const float log_sum = ScoresToProbabilities(kernels, a, scores + r * stride, k_end - k_begin);
     if (lse != nullptr) lse[r] = log_sum;
   }
   std::fill(out, out + static_cast<size_t>(heads) * hdv, 0.0f);
-  ForEachCacheRun(k_begin, cached_end, capacity, [&](int64_t first, int64_t count) {
-    const void* rows = cache.ValueRow(a.cache_layer, first);
-    const float* p = scores + (first - k_begin);
-    if (type == KvType::kF16) {
-      kernels.weighted_sum_f16(p, stride, heads, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, hdv);
-    } else if (type == KvType::kQ8_0) {
-      kernels.weighted_sum_q8_0(p, stride, heads, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
-                      count, hdv, out, hdv);
-    } else if (type == KvType::kQ4_0) {
-      kernels.weighted_sum_q4_0(p, stride, heads, static_cast<const BlockQ4_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
-                      count, hdv, out, hdv);
-    } else {
-      kernels.weighted_sum_f32(p, stride, heads, static_cast<const float*>(rows) + v_off, v_width, count, hdv, out, hdv);
+  SumValues(kernels, a, cache, scores, stride, heads, kv_head, k_begin, k_end, out, hdv);
+}
+
+// Tokens [t0, t1) of a prompt step (at most Workspace::AttnQueryBlock) and the query heads of KV
+// head kv_head: their queries gathered into rows (token, head), scored against the keys that any
+// of them sees, each row's own keys turned into probabilities and the others' set to 0, so one pass
+// over the keys and values serves the whole block. A score is summed in the same order whatever
+// the tile (DotRows), and a weight of 0 adds nothing to a value sum taken in key order: every
+// output is bit for bit what AttendKeyRange gives the token alone.
+void AttendQueryBlock(const KernelTable& kernels, const AttendArgs& a, const KvCache& cache, int t0, int t1, int kv_head,
+                      float* scores, size_t stride, float* rows) {
+  const LayerConfig& l = *a.layer;
+  const int hd = l.head_dim, hdv = l.head_dim_v, group = l.n_heads / l.n_kv_heads;
+  const int n_rows = (t1 - t0) * group;
+  float* q_rows = rows;                                         // [n_rows, hd]
+  float* out_rows = rows + static_cast<size_t>(n_rows) * hd;  // [n_rows, hdv]
+  for (int t = t0; t < t1; ++t) {
+    const float* q = a.q + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * group) * hd;
+    std::copy(q, q + static_cast<size_t>(group) * hd, q_rows + static_cast<size_t>(t - t0) * group * hd);
+  }
+  auto first_key = [&](int t) { return a.window > 0 ? std::max<int64_t>(0, a.pos0 + t - a.window + 1) : int64_t{0}; };
+  const int64_t k_begin = first_key(t0), k_end = a.pos0 + t1;
+  const int64_t n_keys = k_end - k_begin;
+  ScoreKeys(kernels, a, cache, q_rows, hd, n_rows, kv_head, k_begin, k_end, scores, stride);
+  for (int t = t0; t < t1; ++t) {
+    const int64_t lo = first_key(t) - k_begin, hi = a.pos0 + t + 1 - k_begin;  // this token's keys
+    for (int r = 0; r < group; ++r) {
+      float* s = scores + static_cast<size_t>((t - t0) * group + r) * stride;
+      std::fill(s, s + lo, 0.0f);
+      ScoresToProbabilities(kernels, a, s + lo, hi - lo);
+      std::fill(s + hi, s + n_keys, 0.0f);
     }
-  });
-  if (batch_begin < k_end) {
-    kernels.weighted_sum_f32(scores + (batch_begin - k_begin), stride, heads,
-                   a.v_new + static_cast<size_t>(batch_begin - a.pos0) * v_width + v_off, v_width, k_end - batch_begin,
-                   hdv, out, hdv);
+  }
+  std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
+  SumValues(kernels, a, cache, scores, stride, n_rows, kv_head, k_begin, k_end, out_rows, hdv);
+  for (int t = t0; t < t1; ++t) {
+    const float* o = out_rows + static_cast<size_t>(t - t0) * group * hdv;
+    std::copy(o, o + static_cast<size_t>(group) * hdv,
+              a.out + (static_cast<size_t>(t) * l.n_heads + static_cast<size_t>(kv_head) * group) * hdv);
   }
 }
 }  // namespace
@@ -388,6 +449,21 @@ void Attend(const AttendArgs& a, const KvCache& cache, Workspace& ws, KernelCont
   if (token_items < max_items) {
     splits = std::clamp<size_t>(static_cast<size_t>((most_keys + kKeysPerSplit - 1) / kKeysPerSplit), 1,
                                 max_items / token_items);
+  }
+  const int block = Workspace::AttnQueryBlock(ws.max_batch);
+  if (splits == 1 && a.n > 1 && block > 1) {
+    // A prompt step: items are blocks of tokens of one KV head, later ones (more keys) first.
+    const size_t n_blocks = static_cast<size_t>((a.n + block - 1) / block), items = n_blocks * l.n_kv_heads;
+    ctx.pool().ParallelForDynamic(items, 1, [&](size_t begin, size_t end, int thread) {
+      float* scores = ws.scores.data() + static_cast<size_t>(thread) * ws.scores_per_thread;
+      float* rows = ws.block_rows.data() + static_cast<size_t>(thread) * ws.block_rows_per_thread;
+      for (size_t item = begin; item < end; ++item) {
+        const size_t b = n_blocks - 1 - item / l.n_kv_heads;
+        const int t0 = static_cast<int>(b) * block, t1 = std::min(a.n, t0 + block);
+        AttendQueryBlock(ctx.kernels(), a, cache, t0, t1, static_cast<int>(item % l.n_kv_heads), scores, stride, rows);
+      }
+    });
+    return;
   }
   // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
   const size_t items = token_items * splits;

@@ -42,13 +42,21 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   v.resize(b * c.MaxKvWidth());
   gate.resize(b * c.MaxFfnDim());
   up.resize(b * c.MaxFfnDim());
-  int max_group = 1;
-  for (const LayerConfig& l : c.layers) max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
+  int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
+  for (const LayerConfig& l : c.layers) {
+    max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
+    max_head_dim = std::max(max_head_dim, l.head_dim);
+    max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
+  }
+  const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
+  const size_t block_rows_each = static_cast<size_t>(AttnQueryBlock(batch)) * max_group;
   scores_stride = n_ctx + batch;
-  scores_per_thread = static_cast<size_t>(max_group) * scores_stride;
-  scores.resize(static_cast<size_t>(std::max(n_threads, 1)) * scores_per_thread);
-  int max_head_dim_v = 1;
-  for (const LayerConfig& l : c.layers) max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
+  scores_per_thread = block_rows_each * scores_stride;
+  scores.resize(threads * scores_per_thread);
+  if (AttnQueryBlock(batch) > 1) {
+    block_rows_per_thread = block_rows_each * static_cast<size_t>(max_head_dim + max_head_dim_v);
+    block_rows.resize(threads * block_rows_per_thread);
+  }
   attn_parts.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group * max_head_dim_v);
   attn_lse.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group);
   hold_slot.assign(c.layers.size(), -1);
@@ -71,13 +79,17 @@ const std::vector<float>& Model::KeyRope(int layer) const {
 
 size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats) {
   const size_t b = static_cast<size_t>(batch);
-  int max_group = 1, max_head_dim_v = 1;
+  int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
   for (const LayerConfig& l : c.layers) {
     max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
+    max_head_dim = std::max(max_head_dim, l.head_dim);
     max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
   }
+  const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
+  const size_t block_rows_each = static_cast<size_t>(AttnQueryBlock(batch)) * max_group;
   size_t floats = 3 * b * c.d_model + 2 * b * c.MaxQueryWidth() + 2 * b * c.MaxKvWidth() + 2 * b * c.MaxFfnDim();
-  floats += static_cast<size_t>(std::max(n_threads, 1)) * max_group * static_cast<size_t>(n_ctx + batch);
+  floats += threads * block_rows_each * static_cast<size_t>(n_ctx + batch);
+  if (AttnQueryBlock(batch) > 1) floats += threads * block_rows_each * static_cast<size_t>(max_head_dim + max_head_dim_v);
   floats += static_cast<size_t>(kMaxAttnSplitItems) * max_group * (max_head_dim_v + 1);
   floats += extra_floats;
   std::vector<bool> holds(c.layers.size(), false);
@@ -92,7 +104,7 @@ size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_th
 
 size_t Workspace::Bytes() const {
   size_t floats = x.size() + xn.size() + tmp.size() + q.size() + k.size() + v.size() + attn.size() + gate.size() +
-                  up.size() + scores.size() + attn_parts.size() + attn_lse.size() + extra.size();
+                  up.size() + scores.size() + block_rows.size() + attn_parts.size() + attn_lse.size() + extra.size();
   for (const auto& h : hold_k) floats += h.size();
   for (const auto& h : hold_v) floats += h.size();
   return floats * sizeof(float) + (step_seqs.size() + output_seqs.size()) * sizeof(SequenceRows) +

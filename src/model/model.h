@@ -2,6 +2,7 @@
 // picks the family implementation from general.architecture.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -90,10 +91,19 @@ struct Workspace {
   ActivationBuffer attn;                 // [B, max query width]
   ActivationBuffer gate;                 // [B, max ffn]
   ActivationBuffer up;                   // [B, max ffn]
-  // Attention scores: per thread, one row of n_ctx + B for each query head of a KV group.
-  ActivationBuffer scores;               // [n_threads, max heads per KV head, n_ctx + B]
+  // A prompt step attends in blocks of up to kAttnQueryBlock tokens: the query heads of one KV
+  // head for all the block's tokens read each key and value row once between them (see Attend).
+  static constexpr int kAttnQueryBlock = 4;
+  // Tokens per attention block for a workspace of `max_batch` rows.
+  static int AttnQueryBlock(int max_batch) { return std::clamp(max_batch, 1, kAttnQueryBlock); }
+  // Attention scores: per thread, one row of n_ctx + B for each query head of a KV group and token
+  // of a block.
+  ActivationBuffer scores;               // [n_threads, block tokens * max heads per KV head, n_ctx + B]
   int scores_stride;           // floats per row
   size_t scores_per_thread;    // floats per thread
+  // A block's queries and outputs gathered into rows (token, head); only when blocks have 2 tokens or more.
+  ActivationBuffer block_rows;           // [n_threads, block tokens * max heads per KV head, max head_dim + max head_dim_v]
+  size_t block_rows_per_thread = 0;      // floats per thread
   // Decode attention split by key ranges (see Attend): each range's outputs for the query heads of
   // its KV head, normalised within the range, and their log-sum-exps, merged once all are done.
   static constexpr int kMaxAttnSplitItems = 16;

@@ -117,8 +117,9 @@ class AttentionFixture {
   }
 
   // gemlet's Attend with this many threads: the cache holds the first n_past positions (a ring
-  // keeps only its window of them), the batch brings the last n.
-  std::vector<float> Attend(int n_threads) const {
+  // keeps only its window of them), the batch brings the last n. workspace_rows: the workspace's
+  // batch (by default n; 1 takes the prompt's tokens one at a time instead of in blocks).
+  std::vector<float> Attend(int n_threads, int workspace_rows = 0) const {
     KvLayerSpec spec{c_.n_kv_heads, c_.head_dim, c_.head_dim_v, c_.window, -1};
     auto made = KvCache::Create({spec}, n_ctx_, c_.kv_type);
     EXPECT_TRUE(made.ok()) << made.message();
@@ -126,7 +127,7 @@ class AttentionFixture {
     const size_t kw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim, vw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim_v;
     for (int pos = 0; pos < c_.n_past; ++pos) cache.Store(0, pos, &keys_[pos * kw], &values_[pos * vw]);
     cache.Advance(c_.n_past);
-    Workspace ws(config_, c_.n, n_ctx_, n_threads);
+    Workspace ws(config_, workspace_rows > 0 ? workspace_rows : c_.n, n_ctx_, n_threads);
     KernelContext ctx(n_threads);
     std::vector<float> out(static_cast<size_t>(c_.n) * c_.n_heads * c_.head_dim_v, -1.0f);
     AttendArgs a{&layer_, 0, c_.window, queries_.data(), &keys_[c_.n_past * kw], &values_[c_.n_past * vw], c_.n,
@@ -172,6 +173,19 @@ TEST_P(AttentionTest, ResultDoesNotDependOnThreadCount) {
   }
 }
 
+// A prompt step attends in blocks of tokens (one pass over the keys for the block's queries): each
+// token's outputs are bit for bit those of attending it alone.
+TEST_P(AttentionTest, PromptBlocksMatchTokensAttendedAloneBitForBit) {
+  AttentionFixture f(GetParam());
+  for (int threads : {1, 2}) {
+    const std::vector<float> blocks = f.Attend(threads), alone = f.Attend(threads, /*workspace_rows=*/1);
+    ASSERT_EQ(blocks.size(), alone.size());
+    for (size_t i = 0; i < alone.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&blocks[i], &alone[i], sizeof(float)), 0) << "value " << i << ": " << blocks[i] << " vs " << alone[i];
+    }
+  }
+}
+
 const AttentionCase kCases[] = {
     // Gemma 4 E2B's global layers: 8 query heads on one KV head of 512; a decode step at 1200
     // tokens splits its keys into 5 ranges.
@@ -186,6 +200,10 @@ const AttentionCase kCases[] = {
     // A prompt: many (token, KV head) items, no split, keys from the cache and from the batch.
     {"prefill_after_past", 4, 2, 32, 32, 0, 0.0f, 50, 37, KvType::kF16},
     {"prefill_sliding_window", 4, 2, 32, 32, 16, 30.0f, 20, 37, KvType::kF32},
+    // A first prompt: blocks of tokens from the first position, the window moving inside a block,
+    // one KV head for all query heads (Gemma 3 1B) and a last block of one token.
+    {"prompt_from_start_window", 4, 1, 32, 32, 6, 0.0f, 0, 33, KvType::kF16},
+    {"prompt_from_start_global", 8, 2, 16, 24, 0, 20.0f, 0, 30, KvType::kF32},
     // The compact cache: Q8_0 rows, decode split into ranges, a ring, and a prompt after a past.
     {"decode_q8_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ8_0},
     {"decode_q8_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ8_0},
