@@ -69,8 +69,9 @@ void AddKernelFlags(CLI::App& app, KernelOptions& k) {
   app.add_option("--kernels", k.kernels, "kernels: " + names + " (auto: the best this CPU runs; ref: the scalar "
                  "reference)");
   app.add_flag("!--no-pack", k.pack_weights, "read weights as stored instead of repacking them for the kernels");
-  app.add_option("--prefetch", k.prefetch_bytes, "bytes decode prefetches ahead of the weight rows (0: off)")
-      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--prefetch", k.prefetch_bytes,
+                 "bytes decode prefetches ahead of the weight rows (0: off; -1, the default: this CPU's choice)")
+      ->check(CLI::Range(KernelOptions::kPrefetchAuto, 1 << 20));
   app.add_flag("!--no-vnni-gemm", k.vnni_gemm, "prefill with the per-row tiles instead of the VNNI panel GEMM");
   app.add_flag("!--no-spin", k.spin_wait, "threads sleep between the loops of a step instead of polling");
 }

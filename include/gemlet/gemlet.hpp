@@ -79,7 +79,10 @@ struct KernelOptions {
   // name from AvailableKernels() ("AVX2", "NEON", ...).
   std::string kernels = "auto";
   bool pack_weights = true;   // repack weights on first use into the layout the kernels stream fastest
-  int prefetch_bytes = 2048;  // how far ahead decode prefetches weights (0: off, at most 1 MiB)
+  // How far ahead decode prefetches weights: 0 (off) to 1 MiB, or kPrefetchAuto, this CPU's choice
+  // (none on AMD, whose hardware prefetcher follows the packed weights; 2 KiB elsewhere).
+  static constexpr int kPrefetchAuto = -1;
+  int prefetch_bytes = kPrefetchAuto;
   bool vnni_gemm = true;      // prefill through the VNNI panel GEMM where the CPU has VNNI
   bool spin_wait = true;      // threads poll briefly between the loops of a step instead of sleeping
 };

@@ -169,7 +169,8 @@ Engine::Impl::Kernels ResolveKernels(const KernelOptions& o) {
   k.options = o;
   k.table = KernelsNamed(o.kernels);
   k.tuning.pack_weights = o.pack_weights;
-  k.tuning.prefetch_bytes = static_cast<size_t>(o.prefetch_bytes);
+  k.tuning.prefetch_bytes = o.prefetch_bytes == KernelOptions::kPrefetchAuto ? DefaultDecodePrefetchBytes()
+                                                                            : static_cast<size_t>(o.prefetch_bytes);
   k.tuning.vnni_gemm = o.vnni_gemm;
   k.tuning.spin_wait = o.spin_wait;
   return k;
@@ -375,7 +376,9 @@ std::string Validate(const KernelOptions& o) {
     for (const std::string& n : KernelNames()) names += ", " + n;
     return "unknown kernels '" + o.kernels + "' (this CPU runs: auto" + names + ")";
   }
-  if (o.prefetch_bytes < 0 || o.prefetch_bytes > (1 << 20)) return "prefetch bytes must be in [0, 1048576]";
+  if (o.prefetch_bytes < KernelOptions::kPrefetchAuto || o.prefetch_bytes > (1 << 20)) {
+    return "prefetch bytes must be in [0, 1048576], or -1 for this CPU's choice";
+  }
   return std::string();
 }
 

@@ -17,10 +17,13 @@ namespace gemlet {
 
 struct KernelTable;
 
+// kernels.h: this CPU's prefetch distance for decode.
+size_t DefaultDecodePrefetchBytes();
+
 // Knobs of the fast paths (each measured in bench/RESULTS.md); the defaults are what runs fastest.
 struct KernelTuning {
   // How far ahead of the rows being computed decode prefetches weights, in bytes (0: off).
-  size_t prefetch_bytes = 2048;
+  size_t prefetch_bytes = DefaultDecodePrefetchBytes();
   // Repack weights on first use into the layout the kernels stream fastest (off: read as stored).
   bool pack_weights = true;
   // Prefill through the VNNI panel GEMM where the table has it (off: the per-row tiles).

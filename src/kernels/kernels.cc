@@ -1,8 +1,13 @@
-// Choosing a kernel table by name, and the memory bandwidth probe.
+// Choosing a kernel table by name, this CPU's decode prefetch distance, and the memory bandwidth probe.
 #include <hwy/targets.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -37,6 +42,30 @@ const KernelTable* KernelsNamed(const std::string& name) {
     if (name == k->name) return k;
   }
   return nullptr;
+}
+
+bool CpuIsAmd() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13];
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  vendor[12] = '\0';
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+  return false;
+#endif
+}
+
+size_t DefaultDecodePrefetchBytes() {
+  // AMD Zen 4 (session 20, bench/RESULTS.md): its hardware prefetcher follows the packed GEMVs'
+  // linear streams, and the software prefetches only took line-fill buffers from them: decode
+  // without them ran up to 19% faster (gemma2-2b, E2B). On the Intel host 2 KiB ahead gave
+  // gemma3-1b's decode +15-30% (sessions 3-5), and ARM cores are untested here: they keep it.
+  static const size_t bytes = CpuIsAmd() ? 0 : 2048;
+  return bytes;
 }
 
 std::vector<std::string> KernelNames() {

@@ -131,7 +131,9 @@ TEST(ApiKernels, EngineKernelsReachSessionsAndChangeAtRunTime) {
   EXPECT_NE(refused.message().find("ref"), std::string::npos) << "the message lists the choices: " << refused.message();
   EXPECT_EQ((*engine)->kernel_options().kernels, "auto") << "a refused change changes nothing";
   bad = KernelOptions{};
-  bad.prefetch_bytes = -1;
+  bad.prefetch_bytes = -2;  // -1 is this CPU's choice
+  EXPECT_EQ((*engine)->SetKernelOptions(bad).code(), StatusCode::kInvalidArgument);
+  bad.prefetch_bytes = (1 << 20) + 1;
   EXPECT_EQ((*engine)->SetKernelOptions(bad).code(), StatusCode::kInvalidArgument);
   EngineOptions bad_load;
   bad_load.kernels.kernels = "nope";

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "base/half.h"
@@ -523,6 +525,20 @@ TEST(KernelScratch, GrowsPerThreadAndSlotAndCountsItsBytes) {
   scratch.EnsureThreads(4);
   EXPECT_EQ(scratch.n_threads(), 4);
   scratch.Get<float>(3, KernelScratch::kPanelQ, 8);
+}
+
+// Decode's prefetch distance is chosen by the CPU: none on AMD (its hardware prefetcher follows the
+// packed weights), 2 KiB elsewhere. CPUID's vendor, checked against what Linux read from it.
+TEST(KernelChoice, DecodePrefetchFollowsTheCpuVendor) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(cpuinfo, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo (not x86 Linux)";
+  EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
+  EXPECT_EQ(DefaultDecodePrefetchBytes(), vendor == "AuthenticAMD" ? 0u : 2048u) << vendor;
+  EXPECT_EQ(KernelTuning{}.prefetch_bytes, DefaultDecodePrefetchBytes());
 }
 
 }  // namespace
