@@ -70,62 +70,43 @@ struct Acts {
   int32_t* zero = nullptr;  // [token][n_blocks * G]
 };
 
-// One token's row of n_blocks * 32 floats.
-template <int G>
+// One token's row of n_blocks * 32 floats, one activation scale per kBlocksPerScale blocks: 1, or 8
+// for K-quant weights (one per 256 values, as QuantizeRowK gives their decode GEMV; d then holds
+// n_blocks / 8 scales). sum: with a scale per block d * sum x_q, else sum x_q alone (the tile
+// applies d once per super-block).
+template <int G, int kBlocksPerScale = 1>
 void QuantizeActRow(const float* x, int64_t n_blocks, int zero_point, int8_t* q, float* d, float* sum,
                     int32_t* zero) {
-  for (int64_t j = 0; j < n_blocks; ++j, x += 32) {
-    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    d[j] = ActScale(amax);
-    const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-    const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, id));  // round to nearest even
-    const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, id));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j), _mm512_cvtsepi32_epi8(qlo));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16), _mm512_cvtsepi32_epi8(qhi));
-    const int32_t s_lo = _mm512_reduce_add_epi32(qlo), s_hi = _mm512_reduce_add_epi32(qhi);
-    if constexpr (G == 1) {
-      sum[j] = d[j] * static_cast<float>(s_lo + s_hi);
-      zero[j] = -zero_point * (s_lo + s_hi);
-    } else {
-      sum[2 * j] = d[j] * static_cast<float>(s_lo);
-      sum[2 * j + 1] = d[j] * static_cast<float>(s_hi);
-      zero[2 * j] = -zero_point * s_lo;
-      zero[2 * j + 1] = -zero_point * s_hi;
-    }
-  }
-}
-
-// The same for K-quant weights: one scale per 256 values (as QuantizeRowK gives the decode GEMV),
-// and per scale group the plain sum of x_q (sum, as a float) and -z * sum x_q (zero); d holds
-// n_blocks / 8 scales.
-template <int G>
-void QuantizeActRowK(const float* x, int64_t n_blocks, int zero_point, int8_t* q, float* d, float* sum,
-                     int32_t* zero) {
-  for (int64_t sb = 0; sb < n_blocks / 8; ++sb) {
+  constexpr int kSpan = 32 * kBlocksPerScale;  // values per scale
+  for (int64_t s = 0; s < n_blocks / kBlocksPerScale; ++s) {
     __m512 m = _mm512_setzero_ps();
-    for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 256 * sb + i)));
+    for (int i = 0; i < kSpan; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + kSpan * s + i)));
     const float amax = _mm512_reduce_max_ps(m);
-    d[sb] = ActScale(amax);
+    d[s] = ActScale(amax);
     const __m512 id = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-    for (int64_t j = 8 * sb; j < 8 * sb + 8; ++j) {
-      const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j), id));
+    const float sum_scale = kBlocksPerScale == 1 ? d[s] : 1.0f;
+    for (int64_t j = kBlocksPerScale * s; j < kBlocksPerScale * (s + 1); ++j) {
+      const __m512i qlo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j), id));  // round to nearest even
       const __m512i qhi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * j + 16), id));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j), _mm512_cvtsepi32_epi8(qlo));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16), _mm512_cvtsepi32_epi8(qhi));
       const int32_t s_lo = _mm512_reduce_add_epi32(qlo), s_hi = _mm512_reduce_add_epi32(qhi);
       if constexpr (G == 1) {
-        sum[j] = static_cast<float>(s_lo + s_hi);
+        sum[j] = sum_scale * static_cast<float>(s_lo + s_hi);
         zero[j] = -zero_point * (s_lo + s_hi);
       } else {
-        sum[2 * j] = static_cast<float>(s_lo);
-        sum[2 * j + 1] = static_cast<float>(s_hi);
+        sum[2 * j] = sum_scale * static_cast<float>(s_lo);
+        sum[2 * j + 1] = sum_scale * static_cast<float>(s_hi);
         zero[2 * j] = -zero_point * s_lo;
         zero[2 * j + 1] = -zero_point * s_hi;
       }
     }
   }
 }
+
+// 32-value blocks per activation scale for weights D: 8 (one scale per 256 values) for K-quants.
+template <class D>
+constexpr int kActBlocksPerScale = D::kSuperBlockActs ? 8 : 1;
 
 // A panel of kPanelRows decoded rows, row-interleaved (see the top of this file).
 struct Panel {
@@ -297,7 +278,7 @@ template <class D, int T>
 HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64_t t0, float* out) {
   constexpr int G = D::kGroups;
   constexpr bool kZero = D::kZeroPoint != 0, kSuper = D::kSuperBlockActs;
-  constexpr int64_t kBlocksPerScale = kSuper ? 8 : 1;  // 32-value blocks per activation scale
+  constexpr int64_t kBlocksPerScale = kActBlocksPerScale<D>;
   const int8_t* xq[T];
   const float* xd[T];
   const float* xs[T];
@@ -340,7 +321,7 @@ HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64
       }
     }
     if constexpr (kSuper) {
-      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xd[t][j0 / 8]), acc[t]);
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xd[t][j0 / kBlocksPerScale]), acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kPanelRows, acc[t]);
@@ -356,7 +337,8 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
   acts.n_blocks = n_blocks;
   KernelScratch& scratch = ctx.scratch();
   acts.q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
-  const int64_t n_scales = D::kSuperBlockActs ? n_blocks / 8 : n_blocks;  // activation scales per token
+  constexpr int kBlocksPerScale = kActBlocksPerScale<D>;
+  const int64_t n_scales = n_blocks / kBlocksPerScale;  // activation scales per token
   acts.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_scales));
   acts.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * G));
   acts.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_tokens * n_blocks * G));
@@ -365,11 +347,7 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
       int8_t* q = acts.q + t * n_blocks * 32;
       float* sum = acts.sum + t * n_blocks * G;
       int32_t* zero = acts.zero + t * n_blocks * G;
-      if constexpr (D::kSuperBlockActs) {
-        QuantizeActRowK<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
-      } else {
-        QuantizeActRow<G>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
-      }
+      QuantizeActRow<G, kBlocksPerScale>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
     }
   });
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;

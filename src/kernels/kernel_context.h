@@ -17,7 +17,8 @@ namespace gemlet {
 
 struct KernelTable;
 
-// kernels.h: this CPU's prefetch distance for decode.
+// How far ahead decode prefetches weights on this CPU (KernelTuning's default, and the engine's
+// when its options leave it to the CPU): 0 on AMD, 2048 elsewhere (kernels.cc).
 size_t DefaultDecodePrefetchBytes();
 
 // Knobs of the fast paths (each measured in bench/RESULTS.md); the defaults are what runs fastest.

@@ -106,10 +106,8 @@ struct KernelTable {
   void Axpy(float a, const float* x, float* y, int64_t n) const { weighted_sum_f32(&a, 0, 1, x, 0, 1, n, y, 0); }
 };
 
-// How far ahead decode prefetches weights on this CPU (KernelTuning::prefetch_bytes when the
-// engine's options leave it to the CPU): 0 on AMD, 2048 elsewhere.
-size_t DefaultDecodePrefetchBytes();
-// Whether this is an AMD x86 CPU (CPUID's vendor string).
+// Whether this is an AMD x86 CPU (CPUID's vendor string); DefaultDecodePrefetchBytes
+// (kernel_context.h) asks it.
 bool CpuIsAmd();
 
 // The best table this CPU runs (the first of SimdTables(), else the reference).

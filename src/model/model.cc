@@ -29,6 +29,32 @@ int ModelConfig::MaxKvWidth() const {
   return m;
 }
 
+namespace {
+// The attention scratch of a workspace (floats), for its constructor and PlanBytes alike: per
+// thread the score rows of a block's tokens and query heads of one KV head, and the block's
+// gathered query and output rows (blocks of 2 tokens or more only); the decode split's parts and
+// log-sum-exps.
+struct AttentionScratch {
+  size_t scores_per_thread = 0, block_rows_per_thread = 0, split_parts = 0, split_lse = 0;
+};
+AttentionScratch AttentionScratchOf(const ModelConfig& c, int batch, int n_ctx) {
+  int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
+  for (const LayerConfig& l : c.layers) {
+    max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
+    max_head_dim = std::max(max_head_dim, l.head_dim);
+    max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
+  }
+  const int block = Workspace::AttnQueryBlock(batch);
+  const size_t rows = static_cast<size_t>(block) * max_group;
+  AttentionScratch a;
+  a.scores_per_thread = rows * static_cast<size_t>(n_ctx + batch);
+  if (block > 1) a.block_rows_per_thread = rows * static_cast<size_t>(max_head_dim + max_head_dim_v);
+  a.split_parts = static_cast<size_t>(Workspace::kMaxAttnSplitItems) * max_group * max_head_dim_v;
+  a.split_lse = static_cast<size_t>(Workspace::kMaxAttnSplitItems) * max_group;
+  return a;
+}
+}  // namespace
+
 Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats)
     : max_batch(batch), n_ctx(n_ctx), extra(extra_floats), step_seqs(static_cast<size_t>(batch)),
       step_tokens(static_cast<size_t>(batch)), output_seqs(static_cast<size_t>(batch)) {
@@ -42,23 +68,15 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   v.resize(b * c.MaxKvWidth());
   gate.resize(b * c.MaxFfnDim());
   up.resize(b * c.MaxFfnDim());
-  int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
-  for (const LayerConfig& l : c.layers) {
-    max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
-    max_head_dim = std::max(max_head_dim, l.head_dim);
-    max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
-  }
+  const AttentionScratch a = AttentionScratchOf(c, batch, n_ctx);
   const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
-  const size_t block_rows_each = static_cast<size_t>(AttnQueryBlock(batch)) * max_group;
   scores_stride = n_ctx + batch;
-  scores_per_thread = block_rows_each * scores_stride;
+  scores_per_thread = a.scores_per_thread;
   scores.resize(threads * scores_per_thread);
-  if (AttnQueryBlock(batch) > 1) {
-    block_rows_per_thread = block_rows_each * static_cast<size_t>(max_head_dim + max_head_dim_v);
-    block_rows.resize(threads * block_rows_per_thread);
-  }
-  attn_parts.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group * max_head_dim_v);
-  attn_lse.resize(static_cast<size_t>(kMaxAttnSplitItems) * max_group);
+  block_rows_per_thread = a.block_rows_per_thread;
+  block_rows.resize(threads * block_rows_per_thread);
+  attn_parts.resize(a.split_parts);
+  attn_lse.resize(a.split_lse);
   hold_slot.assign(c.layers.size(), -1);
   for (const LayerConfig& l : c.layers) {
     if (l.kv_source >= 0 && hold_slot[l.kv_source] < 0) {
@@ -79,18 +97,10 @@ const std::vector<float>& Model::KeyRope(int layer) const {
 
 size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats) {
   const size_t b = static_cast<size_t>(batch);
-  int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
-  for (const LayerConfig& l : c.layers) {
-    max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
-    max_head_dim = std::max(max_head_dim, l.head_dim);
-    max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
-  }
+  const AttentionScratch a = AttentionScratchOf(c, batch, n_ctx);
   const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
-  const size_t block_rows_each = static_cast<size_t>(AttnQueryBlock(batch)) * max_group;
   size_t floats = 3 * b * c.d_model + 2 * b * c.MaxQueryWidth() + 2 * b * c.MaxKvWidth() + 2 * b * c.MaxFfnDim();
-  floats += threads * block_rows_each * static_cast<size_t>(n_ctx + batch);
-  if (AttnQueryBlock(batch) > 1) floats += threads * block_rows_each * static_cast<size_t>(max_head_dim + max_head_dim_v);
-  floats += static_cast<size_t>(kMaxAttnSplitItems) * max_group * (max_head_dim_v + 1);
+  floats += threads * (a.scores_per_thread + a.block_rows_per_thread) + a.split_parts + a.split_lse;
   floats += extra_floats;
   std::vector<bool> holds(c.layers.size(), false);
   for (const LayerConfig& l : c.layers) {
