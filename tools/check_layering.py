@@ -18,6 +18,9 @@ LINK = re.compile(r'target_link_libraries\(\s*(\w+)\s+(?:PUBLIC|PRIVATE|INTERFAC
 # The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp),
 # src/history (history.hpp), src/store (store.hpp), src/fetch (fetch.hpp).
 IMPLEMENTS_PUBLIC = {"api", "tools", "history", "server", "store", "fetch"}
+# Public headers that src/base implements, so that every layer may include them: Status, and the
+# limits on JSON from outside.
+BASE_PUBLIC_HEADERS = {"gemlet/status.hpp", "gemlet/json_input.hpp"}
 # The folders that stand on the public API alone, as the CLI does: src/server includes the public
 # headers and its own files, nothing else of src/.
 OVER_PUBLIC_API = {"server"}
@@ -67,7 +70,7 @@ def main():
             if top is None:
                 continue  # a header of the same folder ("command.h")
             if top == "gemlet":
-                if not (public_allowed or header == "gemlet/status.hpp"):
+                if not (public_allowed or header in BASE_PUBLIC_HEADERS):
                     problems.append(f"{rel}: includes the public API <{header}>, which only src/api, src/tools, src/history, src/store, src/fetch and src/server implement or use")
             elif top in src_folders and top not in allowed:
                 problems.append(f"{rel}: includes {header}, but its target does not link gemlet_{top}")

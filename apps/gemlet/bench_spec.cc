@@ -26,6 +26,7 @@
 #include "cli_common.h"
 #include "command.h"
 #include "gemlet/gemlet.hpp"
+#include "gemlet/json_input.hpp"
 #include "gemlet/tasks.hpp"
 
 namespace gemlet::cli {
@@ -56,7 +57,8 @@ Result<std::vector<WorkItem>> ReadWorkload(const std::string& path) {
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const nlohmann::json j =
+        CheckJsonText(line, "workload line").ok() ? nlohmann::json::parse(line, nullptr, false) : nlohmann::json();
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
       return Status::Error(path + ":" + std::to_string(line_no) + ": expected a JSON object with a \"text\" string");
     }

@@ -49,7 +49,14 @@ int RunServe(int argc, char** argv) {
   app.add_option("--max-tokens", so.max_tokens, "the most tokens one request may ask for")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--alias", alias, "the model's id in /v1/models (default: the file's name)");
-  app.add_option("--cors-origin", so.cors_origin, "allow browsers from this origin ('*': any) to call the API");
+  app.add_option("--cors-origin", so.cors_origins,
+                 "let web pages of this origin call the API (repeatable; '*' matches any run of characters: "
+                 "'http://localhost:*', 'chrome-extension://*', 'tauri://*'; '*' alone: any page). Without it, "
+                 "only the server's own chat page may");
+  app.add_option("--allow-host", so.allowed_hosts,
+                 "answer requests addressed to this host name too (repeatable, '*' wildcards; by default IP addresses, "
+                 "localhost, this machine's hostname and host.docker.internal)");
+  app.add_flag("--no-auth", so.allow_no_auth, "listen on a non-loopback --host without an API key (anyone on the network may use it)");
   app.add_option("--idle-unload", idle_unload,
                  "unload the model after SECONDS without a request, giving its memory back (0: never); "
                  "the next request loads it again")
@@ -61,9 +68,8 @@ int RunServe(int argc, char** argv) {
     if (!key.ok()) return Fail(key.message());
     so.api_key = key.value();
   }
-  if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty()) {
-    std::fprintf(stderr, "gemlet: warning: listening on %s without --api-key: anyone who can reach it can use it\n",
-                 so.host.c_str());
+  if (so.allow_no_auth && so.api_key.empty()) {
+    std::fprintf(stderr, "gemlet: warning: listening on %s without an API key (--no-auth)\n", so.host.c_str());
   }
 
   mo.sessions = parallel;

@@ -11,6 +11,7 @@
 
 #include "command.h"
 #include "gemlet/gemlet.hpp"
+#include "gemlet/json_input.hpp"
 
 namespace gemlet::cli {
 namespace {
@@ -73,7 +74,7 @@ int RunTokenize(int argc, char** argv) {
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     if (line.empty() || line == "\r") continue;
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const json j = CheckJsonText(line, "stdin line").ok() ? json::parse(line, nullptr, /*allow_exceptions=*/false) : json();
     if (j.is_discarded() || !j.is_string()) {
       return Fail("tokenize: stdin line " + std::to_string(n) + " is not a JSON string");
     }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gemlet/export.h"
 #include "gemlet/gemlet.hpp"
@@ -19,14 +20,26 @@ struct ServerOptions {
   int port = 8080;                 // 0: a free port, chosen at Start (Server::port())
   // Non-empty: every route but /health and the web page wants "Authorization: Bearer <api_key>".
   std::string api_key;
+  // A host that is not loopback with no api_key is refused by Create (anyone on the network could
+  // use the model) unless this says that is meant.
+  bool allow_no_auth = false;
   int parallel = 4;                // requests decoded at once, each in a slot with its own KV cache
   SessionOptions slot;             // each slot's session: n_ctx (its context), KV cache type, threads
   int queue_size = 64;             // requests waiting for a slot; more get 503 with Retry-After
   size_t max_body_bytes = 4u << 20;  // larger request bodies get 413
   int max_tokens = 4096;           // the most tokens a request may ask for (more: 400)
   std::string model_name;          // the id /v1/models lists; empty: the file name without .gguf
-  std::string cors_origin;         // non-empty: sent as Access-Control-Allow-Origin ("*": any)
-  int http_threads = 0;            // threads answering connections; 0: parallel + queue_size + 8
+  // Browsers. Any web page the user opens can send requests to a local server, so a request
+  // whose Origin is not this server's own page gets 403 unless it matches one of these patterns
+  // ('*' matches any run of characters: "http://localhost:*", "chrome-extension://*", "app://*",
+  // "tauri://*", "null", or "*" for any); an allowed origin gets the CORS headers and preflights.
+  std::vector<std::string> cors_origins;
+  // A request whose Host is a name (not an IP literal) other than localhost, *.localhost, this
+  // machine's hostname (NAME.local too), host.docker.internal, host.containers.internal or `host`
+  // gets 403 (DNS rebinding: a page on a name that now resolves to 127.0.0.1 sends that name)
+  // unless it matches one of these patterns ("*": any name).
+  std::vector<std::string> allowed_hosts;
+  int http_threads = 0;            // threads answering connections; 0: parallel + queue_size + 8, at least 256
   // One line per request ("POST /v1/chat/completions 200 0.41 s"); null: none.
   std::function<void(const std::string& line)> log{};
   // > 0: after this many seconds without a request the model is unloaded (the engine and the

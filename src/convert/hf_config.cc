@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
+
 namespace gemlet {
 
 namespace {
@@ -203,8 +205,7 @@ Result<std::optional<int64_t>> PerLayerInt(const Json* per_layer, int64_t il, co
 }  // namespace
 
 Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& label) {
-  Json top = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (top.is_discarded()) return Status::Error(label + ": not valid JSON");
+  ASSIGN_OR_RETURN(Json top, ParseJson<Json>(json_text, label));
   if (!top.is_object()) return Status::Error(label + ": not a JSON object");
 
   HfConfig c;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/half.h"
+#include "base/json_input.h"
 
 namespace gemlet {
 
@@ -139,8 +140,8 @@ Status SafetensorsFile::ParseAll() {
                          std::to_string(size_) + " bytes): truncated file?");
   }
   const char* text = reinterpret_cast<const char*>(bytes_ + 8);
-  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded()) return Status::Error("the header is not valid JSON");
+  ASSIGN_OR_RETURN(nlohmann::json header,
+                   ParseJson(std::string_view(text, header_len), "the header", {.max_bytes = kJsonLargeBytes}));
   if (!header.is_object()) return Status::Error("the header is not a JSON object");
 
   const uint8_t* data = bytes_ + 8 + header_len;
@@ -268,8 +269,8 @@ Result<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::Open(const
   if (!in) return Status::Error("cannot open '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json index = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded() || !index.is_object()) return Status::Error(path + ": not a valid JSON object");
+  ASSIGN_OR_RETURN(nlohmann::json index, ParseJson(text.str(), path));
+  if (!index.is_object()) return Status::Error(path + ": not a JSON object");
   auto map_it = index.find("weight_map");
   if (map_it == index.end() || !map_it->is_object()) return Status::Error(path + ": no 'weight_map' object");
 

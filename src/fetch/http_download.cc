@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
 #include "store/fs_util.h"
 
 namespace gemlet::fetch {
@@ -59,8 +60,9 @@ Sidecar ReadSidecar(const std::string& path) {
   Sidecar s;
   Result<std::string> text = store::ReadSmallFile(path);
   if (!text.ok()) return s;
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object()) return s;
+  Result<nlohmann::json> parsed = ParseJson(*text, path);
+  if (!parsed.ok() || !parsed->is_object()) return s;  // no usable record: the download starts over
+  const nlohmann::json& j = *parsed;
   s.url = j.value("url", "");
   s.sha256 = j.value("sha256", "");
   s.etag = j.value("etag", "");

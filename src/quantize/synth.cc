@@ -12,11 +12,13 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "base/half.h"
+#include "base/json_input.h"
 #include "convert/gguf_metadata.h"
 #include "convert/hf_config.h"
 #include "gguf/gguf_reader.h"
@@ -606,9 +608,11 @@ Result<ScriptedModelReport> WriteScriptedModel(const ScriptedModelOptions& o) {
 Result<ScriptedModelOptions> ReadModelScript(const std::string& json_path) {
   std::ifstream in(json_path, std::ios::binary);
   if (!in) return Status::Error("cannot read the script '" + json_path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text.str(), "script '" + json_path + "'"));
   const std::string where = "script '" + json_path + "': ";
-  if (j.is_discarded() || !j.is_object()) return Status::Error(where + "not a JSON object");
+  if (!j.is_object()) return Status::Error(where + "not a JSON object");
   ScriptedModelOptions o;
   auto strings = [&](const char* key, std::vector<std::string>* out) -> Status {
     if (!j.contains(key)) return Status::Ok();

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
+
 namespace gemlet::runtime {
 
 ChatSession::ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling)
@@ -299,12 +301,7 @@ std::string ChatSession::MessagesJson() const {
 }
 
 Status ChatSession::SetFromJson(const std::string& text, const std::string& what) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(what + " is not valid JSON: " + e.what());
-  }
+  ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(text, what, {.max_bytes = kJsonLargeBytes}));
   std::vector<ChatTurn> messages;
   std::string system;
   std::string pending;

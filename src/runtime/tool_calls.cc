@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
 #include "runtime/session.h"
 
 namespace gemlet::runtime {
@@ -25,23 +26,8 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kQuote = "<|\"|>";  // Gemma 4's string delimiter, a token of its own
 
-// Formatting recurses over the value: nesting is bounded here rather than by the stack.
-constexpr int kMaxJsonDepth = 128;
-
-Result<Json> ParseJson(std::string_view text, const std::string& what) {
-  bool too_deep = false;
-  Json j;
-  try {
-    j = Json::parse(text, [&](int depth, Json::parse_event_t, Json&) {
-      too_deep = too_deep || depth > kMaxJsonDepth;
-      return true;
-    });
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(what + " is not valid JSON: " + e.what());
-  }
-  if (too_deep) return Status::Error(what + " is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-  return j;
-}
+// Formatting recurses over the value: ParseJson bounds its nesting rather than the stack.
+Result<Json> ParseToolJson(std::string_view text, const std::string& what) { return ParseJson<Json>(text, what); }
 
 // Jinja's value['key']: undefined (nullptr) when the value is not a mapping or lacks the key.
 const Json* Get(const Json* v, const char* key) {
@@ -395,7 +381,7 @@ Status WriteDeclaration(const Json& function, bool interleaved, SegmentWriter* o
 }
 
 Result<Json> ParseTools(std::string_view tools_json) {
-  ASSIGN_OR_RETURN(Json tools, ParseJson(tools_json, "tools"));
+  ASSIGN_OR_RETURN(Json tools, ParseToolJson(tools_json, "tools"));
   if (!tools.is_array()) return Status::Error("tools must be a JSON array of {\"type\":\"function\",\"function\":{...}}");
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json* f = Get(&tools[i], "function");
@@ -411,7 +397,7 @@ Result<Json> ParseTools(std::string_view tools_json) {
 
 Result<Json> ParseArguments(const ChatToolCall& call) {
   if (call.arguments.empty()) return Json::object();
-  ASSIGN_OR_RETURN(Json args, ParseJson(call.arguments, "the arguments of tool call '" + call.name + "'"));
+  ASSIGN_OR_RETURN(Json args, ParseToolJson(call.arguments, "the arguments of tool call '" + call.name + "'"));
   if (!args.is_object()) return Status::Error("the arguments of tool call '" + call.name + "' must be a JSON object");
   return args;
 }
@@ -698,7 +684,7 @@ Result<ChatToolCall> ParseGemma4ToolCall(std::string_view text) {
 Result<ToolChoice> ParseToolChoice(std::string_view json) {
   ToolChoice choice;
   if (json.empty()) return choice;
-  ASSIGN_OR_RETURN(Json j, ParseJson(json, "tool_choice"));
+  ASSIGN_OR_RETURN(Json j, ParseToolJson(json, "tool_choice"));
   if (j.is_string()) {
     const std::string& s = j.get_ref<const std::string&>();
     if (s == "auto") return choice;

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
+
 namespace gemlet {
 namespace {
 
@@ -839,13 +841,9 @@ Result<Grammar> CompileParsed(const Json& schema, const JsonGrammarOptions& opti
 }  // namespace
 
 Result<Grammar> CompileJsonSchema(std::string_view schema_json, const JsonGrammarOptions& options) {
-  Json schema;
-  try {
-    schema = Json::parse(schema_json);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(StatusCode::kInvalidArgument, std::string("JSON schema is not valid JSON: ") + e.what());
-  }
-  return CompileParsed(schema, options);
+  Result<Json> schema = ParseJson<Json>(schema_json, "the JSON schema");
+  if (!schema.ok()) return Status::Error(StatusCode::kInvalidArgument, schema.message());
+  return CompileParsed(*schema, options);
 }
 
 Grammar JsonObjectGrammar(const JsonGrammarOptions& options) {
@@ -858,12 +856,9 @@ Grammar JsonObjectGrammar(const JsonGrammarOptions& options) {
 
 Result<std::shared_ptr<const Grammar>> GrammarForResponseFormat(std::string_view response_format_json,
                                                                 const JsonGrammarOptions& options) {
-  Json format;
-  try {
-    format = Json::parse(response_format_json);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(StatusCode::kInvalidArgument, std::string("response_format is not valid JSON: ") + e.what());
-  }
+  Result<Json> parsed = ParseJson<Json>(response_format_json, "response_format");
+  if (!parsed.ok()) return Status::Error(StatusCode::kInvalidArgument, parsed.message());
+  const Json format = std::move(parsed).value();
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
     return Status::Error(StatusCode::kInvalidArgument, "response_format needs a \"type\"");
   }

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "gemlet/json_input.hpp"
+
 namespace gemlet::server {
 
 using nlohmann::json;
@@ -14,6 +16,22 @@ json ErrorJson(const ApiError& e) {
   err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
   err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
   return {{"error", err}};
+}
+
+std::optional<ApiError> ParseBody(std::string_view body, size_t max_bytes, json* out) {
+  if (Status s = CheckJsonText(body, "the request body", {.max_bytes = max_bytes}); !s.ok()) {
+    ApiError e;
+    e.status = body.size() > max_bytes ? 413 : 400;
+    e.message = s.message();
+    return e;
+  }
+  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    ApiError e;
+    e.message = "the request body is not valid JSON";
+    return e;
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -593,7 +611,9 @@ json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, boo
     // Ollama gives a call's arguments as an object.
     json calls = json::array();
     for (const ToolCall& call : reply.tool_calls) {
-      json arguments = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+      json arguments = CheckJsonText(call.arguments, "the tool call's arguments").ok()
+                           ? json::parse(call.arguments, nullptr, /*allow_exceptions=*/false)
+                           : json::object();
       if (arguments.is_discarded()) arguments = json::object();
       calls.push_back({{"function", {{"name", call.name}, {"arguments", arguments}}}});
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gemlet/gemlet.hpp"
@@ -24,6 +25,10 @@ struct ApiError {
   std::string code;   // "" when none
 };
 nlohmann::json ErrorJson(const ApiError& e);
+
+// A request body as JSON, its size and nesting checked first (gemlet/json_input.hpp): a body nested
+// 100,000 levels deep is a 400, never a walk that overflows the stack.
+std::optional<ApiError> ParseBody(std::string_view body, size_t max_bytes, nlohmann::json* out);
 
 // What every dialect's request comes down to.
 struct CompletionRequest {

@@ -3,20 +3,25 @@
 #include "gemlet/server.hpp"
 
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <set>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "server/http_guard.h"
 #include "server/protocol.h"
 #include "server/scheduler.h"
 #include "server/web/web_assets.h"
@@ -31,14 +36,40 @@ using server::Job;
 namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
+constexpr int kMinHttpThreads = 256;
+constexpr int kKeepAliveSeconds = 2;
+constexpr int kReadTimeoutSeconds = 10;
+
+// Ends the reading side of every connection accepted on `port`: a connection waiting for its next
+// keep-alive request sees the end of its stream and closes at once, while a response being written
+// (a stream's last events) still goes out. cpp-httplib keeps no list of its connections and would
+// otherwise hold Stop for the keep-alive timeout; the process's descriptors are the list.
+void EndConnectionReads(int port) {
+  const long max_fd = std::min<long>(sysconf(_SC_OPEN_MAX), 65536);
+  for (int fd = 0; fd < max_fd; ++fd) {
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;  // not a socket
+    int local_port = -1;
+    if (local.ss_family == AF_INET) local_port = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    if (local.ss_family == AF_INET6) local_port = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+    // An accepted connection: our port on this side, a peer on the other (the listening socket has none).
+    if (local_port != port || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
+    ::shutdown(fd, SHUT_RD);
+  }
+}
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An error's message may quote the request (a path, a header): bytes that are not UTF-8 are
+// replaced rather than thrown on.
+std::string ErrorText(const ApiError& e) { return server::ErrorJson(e).dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void SendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(server::ErrorJson(e).dump(), kJson);
+  res.set_content(ErrorText(e), kJson);
 }
 
 ApiError Error(int status, std::string message, std::string type = "invalid_request_error", std::string code = "") {
@@ -116,9 +147,28 @@ struct Server::Impl {
   bool stopped = false;
 
   std::mutex metrics_mutex;
-  std::map<std::pair<std::string, int>, uint64_t> responses;  // (route, status) -> count
+  std::map<std::pair<std::string, int>, uint64_t> responses;  // (route label, status) -> count
+  std::set<std::string> route_paths;  // the fixed paths routed, filled by Routes before listening
+  std::string machine_hostname;
 
   void Routes();
+  // The handlers that run before and after every route: Host, Origin, the API key; CORS headers,
+  // the metrics, the log line.
+  httplib::Server::HandlerResponse Admit(const httplib::Request& req, httplib::Response& res);
+  void Account(const httplib::Request& req, httplib::Response& res);
+  // /metrics' label for a request: the route's path or template, else "other", so that probed
+  // paths cannot grow the table.
+  std::string RouteLabel(const httplib::Request& req) const;
+  template <class Handler>
+  void Get(const std::string& path, Handler handler) {
+    route_paths.insert(path);
+    http.Get(path, handler);
+  }
+  template <class Handler>
+  void Post(const std::string& path, Handler handler) {
+    route_paths.insert(path);
+    http.Post(path, handler);
+  }
   bool Authorized(const httplib::Request& req) const;
   std::string NewId(const char* prefix) { return std::string(prefix) + std::to_string(created) + "-" + std::to_string(next_id++); }
 
@@ -151,11 +201,18 @@ Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, c
   if (options.idle_unload_seconds > 0 && !options.reload) {
     return Status::Error(StatusCode::kInvalidArgument, "idle_unload_seconds needs a reload function to load the model again");
   }
+  if (!server::IsLoopbackAddress(options.host) && options.api_key.empty() && !options.allow_no_auth) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         "listening on " + options.host + " without an API key would let anyone on the network use the "
+                         "model: give --api-key or --api-key-file (or --no-auth if that is meant)");
+  }
   auto impl = std::make_unique<Impl>();
   impl->info = engine->info();
   impl->engine = std::move(engine);
   impl->options = options;
   impl->model_name = !options.model_name.empty() ? options.model_name : !impl->info.name.empty() ? impl->info.name : "gemlet";
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) == 0) impl->machine_hostname = hostname;
   impl->limits.max_tokens = options.max_tokens;
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -170,10 +227,17 @@ Status Server::Start() {
     std::lock_guard<std::mutex> lock(d.model_mutex);
     if (Status s = d.LoadLocked(); !s.ok()) return s;
   }
-  const int threads = d.options.http_threads > 0 ? d.options.http_threads : d.options.parallel + d.options.queue_size + 8;
+  // cpp-httplib gives each open connection a thread, idle ones included: enough of them that a
+  // few hundred idle or slow connections (a browser's pool, a slowloris) leave threads for
+  // real requests; each is a parked stack.
+  const int threads = d.options.http_threads > 0 ? d.options.http_threads
+                                                 : std::max(kMinHttpThreads, d.options.parallel + d.options.queue_size + 8);
   d.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   d.http.set_payload_max_length(d.options.max_body_bytes);
-  d.http.set_read_timeout(30, 0);
+  // A connection that sends nothing for kKeepAliveSeconds is closed; one that stalls mid-request
+  // for kReadTimeoutSeconds too.
+  d.http.set_keep_alive_timeout(kKeepAliveSeconds);
+  d.http.set_read_timeout(kReadTimeoutSeconds, 0);
   d.http.set_write_timeout(30, 0);
   d.Routes();
   // cpp-httplib listens with a backlog of 5: a burst of clients overflows it and the kernel drops
@@ -221,6 +285,7 @@ void Server::Stop() {
   }
   if (scheduler) scheduler->Stop();
   d.http.stop();
+  if (d.port > 0) EndConnectionReads(d.port);
   if (d.listener.joinable()) d.listener.join();
   {
     std::lock_guard<std::mutex> lock(d.state_mutex);
@@ -315,49 +380,82 @@ json Server::Impl::ModelJson() const {
             {"file_type", info.file_type}}}};
 }
 
+httplib::Server::HandlerResponse Server::Impl::Admit(const httplib::Request& req, httplib::Response& res) {
+  using Handled = httplib::Server::HandlerResponse;
+  const std::string host = req.get_header_value("Host");
+  if (!server::HostAllowed(host, options.host, options.allowed_hosts, machine_hostname)) {
+    SendError(res, Error(403,
+                         "requests for the host '" + server::LogSafe(host) + "' are refused (a page on another name could "
+                         "reach this server through DNS rebinding); start the server with --allow-host NAME to allow one",
+                         "invalid_request_error", "forbidden_host"));
+    return Handled::Handled;
+  }
+  const std::string origin = req.get_header_value("Origin");
+  const server::OriginVerdict verdict = server::CheckOrigin(origin, host, options.cors_origins);
+  if (verdict == server::OriginVerdict::kRefused) {
+    SendError(res, Error(403,
+                         "requests from the web page at '" + server::LogSafe(origin) + "' are refused; start the server "
+                         "with --cors-origin '" + server::LogSafe(origin) + "' (or a pattern such as 'http://localhost:*') "
+                         "to allow it",
+                         "invalid_request_error", "forbidden_origin"));
+    return Handled::Handled;
+  }
+  if (verdict == server::OriginVerdict::kAllowed) {
+    res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
+  }
+  if (req.method == "OPTIONS") {
+    // A preflight: only an allowed origin gets here with one (its own page needs none).
+    if (verdict != server::OriginVerdict::kAllowed) {
+      SendError(res, Error(403, "a preflight needs an Origin that --cors-origin allows"));
+      return Handled::Handled;
+    }
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers",
+                   server::AllowedRequestHeaders(req.get_header_value("Access-Control-Request-Headers")));
+    res.set_header("Access-Control-Max-Age", "600");
+    return Handled::Handled;
+  }
+  // The API key: the health check and the page stay open (a browser loads the page, then asks for
+  // the key when the API answers 401).
+  const bool open = req.path == "/health" || (req.method == "GET" && server::FindWebAsset(req.path) != nullptr);
+  if (!open && !Authorized(req)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    SendError(res, Error(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
+                         "invalid_request_error", "invalid_api_key"));
+    return Handled::Handled;
+  }
+  return Handled::Unhandled;
+}
+
+std::string Server::Impl::RouteLabel(const httplib::Request& req) const {
+  if (route_paths.count(req.path)) return req.path;
+  if (req.path.rfind("/v1/tasks/", 0) == 0) return "/v1/tasks/{name}";
+  if (req.method == "GET" && server::FindWebAsset(req.path) != nullptr) return "page";
+  return "other";
+}
+
+void Server::Impl::Account(const httplib::Request& req, httplib::Response& res) {
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex);
+    ++responses[{RouteLabel(req), res.status}];
+  }
+  if (options.log) options.log(req.method + " " + server::LogSafe(req.path) + " " + std::to_string(res.status));
+}
+
 void Server::Impl::Routes() {
-  // Before routing: CORS preflights, and the API key (the health check and the page stay open: a
-  // browser loads the page, then asks for the key when the API answers 401).
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.method == "OPTIONS") {
-      if (options.cors_origin.empty()) {
-        SendError(res, Error(405, "CORS is off (start the server with --cors-origin)"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      res.set_header("Access-Control-Max-Age", "600");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const bool open = req.path == "/health" || (req.method == "GET" && server::FindWebAsset(req.path) != nullptr);
-    if (!open && !Authorized(req)) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      SendError(res, Error(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
-                           "invalid_request_error", "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!options.cors_origin.empty()) {
-      res.set_header("Access-Control-Allow-Origin", options.cors_origin);
-      res.set_header("Vary", "Origin");
-    }
-    {
-      std::lock_guard<std::mutex> lock(metrics_mutex);
-      // Unknown paths count as one label: a scanner must not grow the table without end.
-      ++responses[{res.status == 404 ? std::string("other") : req.path, res.status}];
-    }
-    if (options.log) options.log(req.method + " " + req.path + " " + std::to_string(res.status));
-  });
+  // Before routing: Host, Origin (and CORS preflights), the API key. After: the metrics and the log.
+  // cpp-httplib runs neither for a body over the size limit, which its error handler answers.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return Admit(req, res); });
+  http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { Account(req, res); });
   // Unknown routes, oversized bodies (413) and the like: an OpenAI-shaped error when nothing was written.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+    std::string message = res.status == 404   ? "no route " + server::LogSafe(req.method) + " " + server::LogSafe(req.path)
                           : res.status == 413 ? "the request body is too large"
                                               : "the request failed (HTTP " + std::to_string(res.status) + ")";
-    res.set_content(server::ErrorJson(Error(res.status, message)).dump(), kJson);
+    res.set_content(ErrorText(Error(res.status, message)), kJson);
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
@@ -370,7 +468,7 @@ void Server::Impl::Routes() {
     SendError(res, Error(500, what, "server_error"));
   });
 
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(model_mutex);
     // Unloaded when idle, every slot is idle: the next request loads the model again.
     const server::SchedulerStats s = scheduler ? scheduler->stats() : server::SchedulerStats{options.parallel};
@@ -384,35 +482,35 @@ void Server::Impl::Routes() {
   const auto models = [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(json({{"object", "list"}, {"data", json::array({ModelJson()})}}).dump(), kJson);
   };
-  http.Get("/v1/models", models);
-  http.Get("/models", models);
+  Get("/v1/models", models);
+  Get("/models", models);
   const auto chat = [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOpenAiChat); };
   const auto text = [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOpenAiText); };
-  http.Post("/v1/chat/completions", chat);
-  http.Post("/chat/completions", chat);
-  http.Post("/v1/completions", text);
-  http.Post("/completions", text);
+  Post("/v1/chat/completions", chat);
+  Post("/chat/completions", chat);
+  Post("/v1/completions", text);
+  Post("/completions", text);
   // The task presets (gemlet/tasks.hpp) for Shortcuts and scripts: POST /v1/tasks/polish {"input": ...}.
   http.Post(R"(/v1/tasks/([a-z_]+))", [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kTask); });
-  http.Get("/v1/tasks", [](const httplib::Request&, httplib::Response& res) {
+  Get("/v1/tasks", [](const httplib::Request&, httplib::Response& res) {
     json tasks = json::array();
     for (const std::string& name : TaskNames()) tasks.push_back({{"name", name}, {"summary", TaskSummary(name)}});
     res.set_content(json({{"object", "list"}, {"data", tasks}}).dump(), kJson);
   });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
+  Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
+  Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Metrics(), "text/plain; version=0.0.4");
   });
 
   // Ollama.
-  http.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOllamaChat); });
-  http.Post("/api/generate",
+  Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOllamaChat); });
+  Post("/api/generate",
             [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOllamaGenerate); });
-  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+  Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(json({{"version", "0.1.0-gemlet"}}).dump(), kJson);
   });
-  http.Get("/api/tags", [this](const httplib::Request&, httplib::Response& res) {
+  Get("/api/tags", [this](const httplib::Request&, httplib::Response& res) {
     json model = {{"name", model_name},
                   {"model", model_name},
                   {"size", info.file_bytes},
@@ -425,7 +523,7 @@ void Server::Impl::Routes() {
                     {"quantization_level", info.file_type}}}};
     res.set_content(json({{"models", json::array({model})}}).dump(), kJson);
   });
-  http.Post("/api/show", [this](const httplib::Request&, httplib::Response& res) {
+  Post("/api/show", [this](const httplib::Request&, httplib::Response& res) {
     json j = {{"details",
                {{"format", "gguf"},
                 {"family", info.architecture},
@@ -444,7 +542,9 @@ void Server::Impl::Routes() {
   // The chat page (src/server/web/, compiled in), last: any other GET is one of its files or 404.
   http.Get("/.*", [](const httplib::Request& req, httplib::Response& res) {
     const server::WebAsset* asset = server::FindWebAsset(req.path);
-    if (!asset) return SendError(res, Error(404, "no route GET " + req.path, "invalid_request_error", "not_found"));
+    if (!asset) {
+      return SendError(res, Error(404, "no route GET " + server::LogSafe(req.path), "invalid_request_error", "not_found"));
+    }
     res.set_header("Content-Security-Policy", std::string(server::kWebContentSecurityPolicy));
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Cache-Control", "no-cache");
@@ -486,8 +586,8 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
 }
 
 void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect) {
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return SendError(res, Error(400, "the request body is not valid JSON"));
+  json body;
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
   CompletionRequest r;
   const bool ollama = dialect == Dialect::kOllamaChat || dialect == Dialect::kOllamaGenerate;
   std::optional<ApiError> err;
@@ -699,8 +799,9 @@ void Server::Impl::StreamOllama(httplib::Response& res, std::shared_ptr<Job> job
 }
 
 void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) return SendError(res, Error(400, "the request body is not a JSON object"));
+  json body;
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
+  if (!body.is_object()) return SendError(res, Error(400, "the request body is not a JSON object"));
   if (!body.contains("content") || !body["content"].is_string()) {
     ApiError e = Error(400, "'content' must be a string");
     e.param = "content";
@@ -724,8 +825,9 @@ void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res)
 }
 
 void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+  json body;
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
+  if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
     ApiError e = Error(400, "'tokens' must be an array of token ids");
     e.param = "tokens";
     return SendError(res, e);

@@ -2,6 +2,7 @@
 // manifest and the field, relative URLs made absolute against the manifest's own location.
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
 #include "gemlet/store.hpp"
 #include "store/sha256.h"
 
@@ -98,8 +99,7 @@ const ManifestModel* Manifest::Find(std::string_view name) const {
 }
 
 Result<Manifest> Manifest::Parse(std::string_view text, const std::string& source) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error(source + ": not valid JSON");
+  ASSIGN_OR_RETURN(json j, ParseJson(text, source));
   if (!j.is_object() || !j.contains("models") || !j["models"].is_array()) {
     return Status::Error(source + ": a manifest is an object with a \"models\" array");
   }

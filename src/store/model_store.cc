@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
 #include "gemlet/store.hpp"
 #include "store/fs_util.h"
 #include "store/sha256.h"
@@ -100,7 +101,8 @@ Result<StoredModel> ModelStore::Impl::Read(const std::string& name) const {
   const std::string path = StatePath(name);
   if (!fs::exists(path)) return Status::Error("no model '" + name + "' in the store " + dir);
   ASSIGN_OR_RETURN(std::string text, store::ReadSmallFile(path));
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Result<nlohmann::json> parsed = ParseJson(text, path);
+  const nlohmann::json j = parsed.ok() ? std::move(parsed).value() : nlohmann::json();
   if (!j.is_object() || !j.value("versions", nlohmann::json()).is_array()) {
     return Status::Error("'" + path + "' is not a model state file (edit or remove it)");
   }

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_input.h"
 #include "gguf/gguf_writer.h"
 #include "tokenizer/spm_model.h"
 
@@ -38,8 +39,7 @@ Result<std::optional<json>> ReadJsonIfExists(const fs::path& path) {
   if (!in) return Status::Error("cannot open " + path.string());
   std::stringstream buffer;
   buffer << in.rdbuf();
-  json j = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error(path.string() + " is not valid JSON");
+  ASSIGN_OR_RETURN(json j, ParseJson(buffer.str(), path.string(), {.max_bytes = kJsonLargeBytes}));
   return std::optional<json>(std::move(j));
 }
 

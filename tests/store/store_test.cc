@@ -218,7 +218,7 @@ TEST(Manifest, ErrorsNameTheManifestAndTheField) {
   struct Case {
     std::string json, expect;
   } cases[] = {
-      {"not json", "m.json: not valid JSON"},
+      {"not json", "m.json is not valid JSON: "},
       {R"({"models": 3})", "\"models\" array"},
       {R"({"models": [{"versions": []}]})", "m.json: models[0].name is missing"},
       {R"({"models": [{"name": "x", "versions": []}]})", "models[0].versions must list at least one version"},
