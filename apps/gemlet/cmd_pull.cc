@@ -9,13 +9,18 @@ namespace gemlet::cli {
 namespace {
 
 int RunPull(int argc, char** argv) {
-  CLI::App app{"Download a model into the store: a URL, hf://ORG/REPO/FILE[@REV] (HF_TOKEN, HF_ENDPOINT), or a "
-               "NAME[:VERSION] from the manifest. Interrupted downloads resume; the file is checked before it is installed"};
+  CLI::App app{"Download a model into the store: a URL, hf://ORG/REPO/FILE[@REV] (HF_TOKEN, HF_ENDPOINT), a "
+               "NAME[:VERSION] from the manifest, or a NAME of the catalog (gemma3-1b, gemma4-e2b, ...). Interrupted "
+               "downloads resume; the file is checked against its SHA-256 before it is installed"};
   app.name("gemlet pull");
   std::string what, store;
   FetchFlags f;
-  app.add_option("WHAT", what, "URL, hf://ORG/REPO/FILE[@REV] or NAME[:VERSION]")->required();
+  app.add_option("WHAT", what, "URL, hf://ORG/REPO/FILE[@REV], NAME[:VERSION] or a catalog NAME")->required();
   app.add_option("--sha256", f.options.sha256, "the SHA-256 the file must have (64 hex digits)");
+  app.add_option("--catalog", f.options.catalog,
+                 "the catalog of names (default: $GEMLET_CATALOG, else STORE/catalog.json, else the built-in one)");
+  app.add_flag("--trust-unverified", f.options.trust_unverified,
+               "install a file no SHA-256 vouches for (no --sha256, manifest, catalog or hub digest)");
   app.add_option("--name", f.options.name, "install under this name (default: the file's name, or NAME)");
   app.add_option("--version", f.options.version, "install as this version (default: the manifest's, else the digest's first 12 digits)");
   AddStoreFlag(app, &store);

@@ -33,6 +33,13 @@ struct FetchOptions {
   // Where NAMEs are looked up: a manifest's URL or path. "": $GEMLET_MANIFEST, else the manifest
   // the name was installed from.
   std::string manifest;
+  // Where short names ("gemma3-1b") are looked up when no manifest is given: a catalog file. "":
+  // $GEMLET_CATALOG, else catalog.json in the store's folder, else the catalog built in (a copy of
+  // models/catalog.json). A catalog maps names to hf:// or https:// sources, with or without digests.
+  std::string catalog;
+  // A file whose SHA-256 no one gave (no manifest, no `sha256`, no digest from the Hugging Face hub)
+  // is refused unless this is set; then it is installed with the digest of the bytes that came.
+  bool trust_unverified = false;
   bool keep_old = false;  // update: keep the replaced version for rollback
   int retries = 5;        // attempts in a row that get no byte further before giving up
   int retry_delay_ms = 500;  // the first pause between attempts; doubled each time, at most 30 s
@@ -48,8 +55,11 @@ struct PullResult {
   bool already_installed = false;  // nothing was downloaded
 };
 
-// `what`: an http(s) URL, hf://ORG/REPO/FILE[@REV], or NAME[:VERSION] from the manifest. Installs
-// and activates it (the version it replaces goes, unless keep_old).
+// `what`: an http(s) URL, hf://ORG/REPO/FILE[@REV], NAME[:VERSION] from the manifest, or a NAME of
+// the catalog. Installs and activates it (the version it replaces goes, unless keep_old). The bytes
+// are checked against a SHA-256 from `sha256`, the manifest, the catalog or, for hf:// sources, the
+// hub's record of the LFS file (fetched before the download), else refused unless trust_unverified.
+// https URLs are not followed to http.
 Result<PullResult> Pull(const std::string& what, const FetchOptions& options);
 
 struct UpdateResult {

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -253,9 +255,10 @@ CURL* NewHandle(const std::string& url, curl_slist* headers, int stall_seconds) 
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);  // Hugging Face answers resolve/ with a redirect to its CDN
   curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-  // Only web protocols, also after a redirect (a server must not send us to file:// or scp://).
+  // Only web protocols, also after a redirect (a server must not send us to file:// or scp://),
+  // and an https URL stays https: a redirect to http would hand the transfer to anyone on the path.
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, url.rfind("https://", 0) == 0 ? "https" : "http,https");
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
   // A stalled transfer (no byte for stall_seconds) fails and is resumed, rather than hanging forever.
@@ -444,6 +447,73 @@ size_t OnText(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 }  // namespace
+
+namespace {
+
+size_t OnHeaderLine(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::vector<std::string>*>(user)->emplace_back(data, size * n);
+  return size * n;
+}
+
+std::string LowerAscii(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An ETag's value without W/ and quotes, when it is a SHA-256 (64 hex digits).
+std::string DigestOfEtag(std::string v) {
+  if (v.rfind("W/", 0) == 0) v.erase(0, 2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  v = LowerAscii(v);
+  const bool hex = v.size() == 64 && v.find_first_not_of("0123456789abcdef") == std::string::npos;
+  return hex ? v : std::string();
+}
+
+}  // namespace
+
+Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options) {
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  CURL* c = NewHandle(url, list, options.stall_seconds);
+  if (c == nullptr) {
+    curl_slist_free_all(list);
+    return Status::Error("libcurl could not start a transfer");
+  }
+  // The hub's own answer, not the CDN's it redirects to: the digest is in the redirect's headers.
+  curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  std::vector<std::string> lines;
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeaderLine);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &lines);
+  const CURLcode code = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(c);
+  curl_slist_free_all(list);
+  if (code != CURLE_OK) {
+    return Status::Error(url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code))));
+  }
+  if (status >= 400) return Status::Error(StatusLine(url, status));
+  HubFileInfo info;
+  std::string etag;
+  for (const std::string& line : lines) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = LowerAscii(line.substr(0, colon));
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    if (key == "x-linked-etag") info.sha256 = DigestOfEtag(value);
+    if (key == "etag") etag = DigestOfEtag(value);
+    if (key == "x-linked-size") info.size = std::strtoull(value.c_str(), nullptr, 10);
+  }
+  // A file kept outside LFS has no linked ETag, and its own ETag is a git hash, not a SHA-256;
+  // one whose ETag is 64 hex digits is an LFS file answered without the redirect.
+  if (info.sha256.empty()) info.sha256 = etag;
+  return info;
+}
 
 Result<std::string> FetchText(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {

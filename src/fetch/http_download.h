@@ -32,6 +32,15 @@ Result<DownloadOutcome> Download(const DownloadRequest& request, const FetchOpti
 // Removes a partial download and its sidecar.
 void DiscardPartial(const std::string& partial);
 
+// What the Hugging Face hub says of a file before any byte of it is fetched: for an LFS file, its
+// SHA-256 (X-Linked-Etag) and size (X-Linked-Size), from a HEAD of its resolve/ URL without following
+// the redirect to the CDN. sha256 is "" when the hub gives none (a file kept in git itself).
+struct HubFileInfo {
+  std::string sha256;
+  uint64_t size = 0;
+};
+Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options);
+
 // A small document (at most 16 MiB): http(s) through libcurl, file:// and paths read directly.
 Result<std::string> FetchText(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options);
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "fetch/catalog.h"
 #include "fetch/http_download.h"
 #include "gemlet/fetch.hpp"
 #include "store/delta.h"
@@ -20,6 +21,7 @@ struct Target {
   std::vector<std::string> headers;
   std::string name, version, sha256, manifest;
   uint64_t size = 0;
+  bool from_hub = false;  // an hf:// source: the hub can say the file's SHA-256 before the download
 };
 
 bool IsHttp(const std::string& s) { return s.rfind("http://", 0) == 0 || s.rfind("https://", 0) == 0; }
@@ -61,11 +63,36 @@ Status UrlOf(const std::string& url, Target& t) {
   if (url.rfind("hf://", 0) == 0) {
     ASSIGN_OR_RETURN(t.url, ResolveHfUrl(url));
     t.headers = HfHeaders();
+    t.from_hub = true;
     return Status::Ok();
   }
   if (!IsHttp(url)) return Status::Error("'" + url + "' is not an http(s):// or hf:// URL");
   t.url = url;
   return Status::Ok();
+}
+
+// A NAME of the catalog (no manifest given): its source, and its pinned digest if it has one.
+Result<Target> FromCatalog(const std::string& ref, const ModelStore& store, const FetchOptions& o) {
+  if (ref.find(':') != std::string::npos) {
+    return Status::Error("'" + ref + "': versions of a name come from a manifest (give --manifest URL|FILE or set "
+                         "GEMLET_MANIFEST); the catalog names one file per name");
+  }
+  ASSIGN_OR_RETURN(fetch::Catalog catalog, fetch::LoadCatalog(o, store.dir()));
+  const fetch::CatalogEntry* e = catalog.Find(ref);
+  if (e == nullptr) {
+    return Status::Error("unknown model '" + ref + "': not a URL, not in " + catalog.where + " (" + catalog.Names() +
+                         "), and no manifest to look it up in (give --manifest URL|FILE or set GEMLET_MANIFEST)");
+  }
+  Target t;
+  RETURN_IF_ERROR(UrlOf(e->source, t).WithContext(catalog.where + ", " + e->name));
+  t.name = e->name;
+  t.sha256 = e->sha256;
+  if (!o.sha256.empty() && !t.sha256.empty() && o.sha256 != t.sha256) {
+    return Status::Error("--sha256 " + o.sha256 + " is not the digest " + catalog.where + " gives for " + e->name + " (" +
+                         t.sha256 + ")");
+  }
+  if (t.sha256.empty()) t.sha256 = o.sha256;
+  return t;
 }
 
 Result<Target> FromManifest(const std::string& ref, const ModelStore& store, const FetchOptions& o) {
@@ -75,10 +102,7 @@ Result<Target> FromManifest(const std::string& ref, const ModelStore& store, con
   std::string recorded;
   if (Result<StoredModel> have = store.Get(name); have.ok()) recorded = have->manifest;
   const std::string source = ManifestSource(o, recorded);
-  if (source.empty()) {
-    return Status::Error("unknown model '" + name + "': not a URL, and no manifest to look it up in (give --manifest "
-                         "URL|FILE or set GEMLET_MANIFEST)");
-  }
+  if (source.empty()) return FromCatalog(ref, store, o);
   ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(source, o));
   const ManifestModel* m = manifest.Find(name);
   if (m == nullptr) {
@@ -102,13 +126,36 @@ Result<Target> FromManifest(const std::string& ref, const ModelStore& store, con
   return t;
 }
 
+void Note(const FetchOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+// Every download is checked against a SHA-256 that did not come with the bytes: given, from the
+// manifest or the catalog, or the hub's record of an LFS file (asked before the download, so a
+// swapped CDN object or a man in the middle of the CDN is caught). Without one, only when the user
+// said to trust what comes.
+Status FindDigest(Target& t, const FetchOptions& o) {
+  if (t.sha256.empty() && t.from_hub) {
+    ASSIGN_OR_RETURN(fetch::HubFileInfo hub, fetch::HeadHubFile(t.url, t.headers, o));
+    if (!hub.sha256.empty()) {
+      t.sha256 = hub.sha256;
+      if (t.size == 0) t.size = hub.size;
+      Note(o, t.url + ": the hub gives SHA-256 " + hub.sha256 + "; the download is checked against it");
+    }
+  }
+  if (!t.sha256.empty()) return Status::Ok();
+  if (!o.trust_unverified) {
+    return Status::Error("no SHA-256 to check " + t.url + " against (no --sha256, manifest or catalog digest" +
+                         std::string(t.from_hub ? ", and the hub gives none" : "") +
+                         "): give --sha256 HEX, or --trust-unverified to install whatever the server sends");
+  }
+  Note(o, t.url + ": no SHA-256 to check against; installing the bytes as they come (--trust-unverified)");
+  return Status::Ok();
+}
+
 // The file a download goes to: named by what it is a download of, so a later run finds it.
 std::string PartialPath(const ModelStore& store, const Target& t) {
   return store.partial_dir() + "/" + store::Sha256Hex(t.url + "\n" + t.sha256).substr(0, 24) + ".part";
-}
-
-void Note(const FetchOptions& o, const std::string& line) {
-  if (o.log) o.log(line);
 }
 
 // Downloads, checks and installs. A download whose digest does not match is discarded whole:
@@ -270,6 +317,7 @@ Result<PullResult> Pull(const std::string& what, const FetchOptions& o) {
   if (!o.version.empty()) t.version = o.version;
   RETURN_IF_ERROR(ModelStore::CheckName(t.name, "model name"));
   if (!t.version.empty()) RETURN_IF_ERROR(ModelStore::CheckName(t.version, "version"));
+  RETURN_IF_ERROR(FindDigest(t, opts));
   return Fetch(*store, std::move(t), opts);
 }
 

@@ -14,8 +14,10 @@ If-Range, and faults chosen by the URL, so one server serves every case of a tes
       dropfirst=N    only the first response drops after N bytes
       slow=BPS       send at about BPS bytes per second
       noetag         no ETag or Last-Modified (a validator-less server)
-  /ORG/REPO/resolve/REV/NAME   Hugging Face's layout: a 302 to /blobs/REV/NAME (with --hf-token, a
-                               request without "Authorization: Bearer TOKEN" gets 401)
+  /ORG/REPO/resolve/REV/NAME   Hugging Face's layout: a 302 to /blobs/REV/NAME with the LFS file's
+                               SHA-256 and size as the hub sends them (X-Linked-Etag, X-Linked-Size;
+                               none when REPO is "nosha", a wrong digest when it is "wrongsha"); with
+                               --hf-token, a request without "Authorization: Bearer TOKEN" gets 401
   /blobs/REV/NAME              the file
 
 Prints the port on stdout once listening; --log FILE appends one JSON line per request.
@@ -88,7 +90,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             token = self.server.hf_token
             if token and self.headers.get("Authorization") != "Bearer " + token:
                 return self.plain(401, b"gated repository\n")
-            return self.plain(302, extra={"Location": "/blobs/" + parts[3] + "/" + "/".join(parts[4:])})
+            extra = {"Location": "/blobs/" + parts[3] + "/" + "/".join(parts[4:])}
+            blob = os.path.join(self.server.root, "/".join(parts[4:]))
+            if parts[1] != "nosha" and ".." not in parts and os.path.isfile(blob):
+                with open(blob, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+                extra["X-Linked-Etag"] = '"%s"' % ("0" * 64 if parts[1] == "wrongsha" else digest)
+                extra["X-Linked-Size"] = str(os.path.getsize(blob))
+            return self.plain(302, extra=extra)
         modes = {}
         if parts[0] == "f" and len(parts) >= 3:
             modes = parse_modes(parts[1])

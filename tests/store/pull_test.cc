@@ -42,7 +42,9 @@ class Pull : public ::testing::Test {
   // --store S and short pauses between attempts; the environment without proxies or tokens.
   std::string Store() const { return " --store " + store_->path(); }
   std::string Fast() const { return Store() + " --retry-delay-ms 20"; }
-  static std::string Env() { return "env -u http_proxy -u https_proxy -u HTTP_PROXY -u HF_TOKEN -u GEMLET_MANIFEST"; }
+  static std::string Env() {
+    return "env -u http_proxy -u https_proxy -u HTTP_PROXY -u HF_TOKEN -u GEMLET_MANIFEST -u GEMLET_CATALOG";
+  }
   test::CommandResult PullUrl(const std::string& path, const std::string& sha, const std::string& flags = "") const {
     return Gemlet("pull " + server_->Url(path) + (sha.empty() ? "" : " --sha256 " + sha) + Fast() + " " + flags, Env());
   }
@@ -167,7 +169,7 @@ TEST_F(Pull, AContentLengthTooSmallIsRefused) {
 }
 
 TEST_F(Pull, ErrorStatusesFailOrAreRetried) {
-  auto missing = PullUrl("/nothing.gguf", "");
+  auto missing = PullUrl("/nothing.gguf", "", "--trust-unverified");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(test::Lines(missing.out), 1) << missing.out;
   EXPECT_NE(missing.out.find("HTTP 404"), std::string::npos) << missing.out;
@@ -249,6 +251,70 @@ TEST_F(Pull, HuggingFaceThroughAMirrorWithAToken) {
   EXPECT_EQ(requests[2]["path"], "/blobs/v2/a.gguf") << "the redirect was followed";
   auto show = Gemlet("show a" + Store());
   EXPECT_NE(show.out.find("version v2"), std::string::npos) << show.out;
+}
+
+// Every download is checked against a digest that did not come with the bytes: for hf:// the hub's
+// LFS record, asked before the download; else --sha256, a manifest or the catalog, or the user's
+// explicit --trust-unverified.
+TEST_F(Pull, HubDigestsAreCheckedAndUnverifiedFilesNeedConsent) {
+  const std::string env = Env() + " HF_ENDPOINT=http://127.0.0.1:" + std::to_string(server_->port());
+  auto r = Gemlet("pull hf://org/repo/a.gguf" + Fast() + " -v", env);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("the hub gives SHA-256 " + sha_a_), std::string::npos) << r.out;
+  EXPECT_EQ(test::FileSha(Active("a")), sha_a_);
+
+  server_->ClearLog();
+  auto wrong = Gemlet("pull hf://org/wrongsha/b.gguf" + Fast(), env);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_EQ(test::Lines(wrong.out), 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("expected " + std::string(64, '0')), std::string::npos) << wrong.out;
+  EXPECT_FALSE(fs::exists(store_->path() + "/b"));
+
+  // No digest anywhere: refused before a byte is fetched, then installed when the user says so.
+  server_->ClearLog();
+  auto unverified = Gemlet("pull hf://org/nosha/b.gguf" + Fast(), env);
+  EXPECT_EQ(unverified.exit_code, 1);
+  EXPECT_EQ(test::Lines(unverified.out), 1) << unverified.out;
+  EXPECT_NE(unverified.out.find("--trust-unverified"), std::string::npos) << unverified.out;
+  for (const auto& req : server_->Requests()) EXPECT_EQ(req["path"].get<std::string>().find("/blobs/"), std::string::npos);
+  auto url = PullUrl("/b.gguf", "");
+  EXPECT_EQ(url.exit_code, 1);
+  EXPECT_NE(url.out.find("no SHA-256 to check"), std::string::npos) << url.out;
+  EXPECT_FALSE(fs::exists(store_->path() + "/b"));
+  auto trusted = PullUrl("/b.gguf", "", "--trust-unverified -v");
+  ASSERT_EQ(trusted.exit_code, 0) << trusted.out;
+  EXPECT_NE(trusted.out.find("installing the bytes as they come"), std::string::npos) << trusted.out;
+  EXPECT_EQ(test::FileSha(Active("b")), sha_b_);
+}
+
+// `gemlet pull NAME` without a manifest: the catalog built in (its hf:// sources through a local
+// mirror), or one given by GEMLET_CATALOG; the model then runs by that name.
+TEST_F(Pull, NamesComeFromTheCatalog) {
+  test::TempDir www;
+  fs::copy_file(GEMLET_DEMO_MODEL, www.File("gemma-3-1b-it-Q4_K_M.gguf"));
+  fs::copy_file(root_ + "/a.gguf", www.File("a.gguf"));
+  LocalServer hub(www.path());
+  const std::string env = Env() + " HF_ENDPOINT=http://127.0.0.1:" + std::to_string(hub.port());
+  auto r = Gemlet("pull gemma3-1b" + Fast(), env);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("installed gemma3-1b"), std::string::npos) << r.out;
+  EXPECT_EQ(hub.Requests()[0]["path"], "/ggml-org/gemma-3-1b-it-GGUF/resolve/main/gemma-3-1b-it-Q4_K_M.gguf");
+  auto run = Gemlet("run -m gemma3-1b --store " + store_->path() + " -p 你好 -n 3 --temp 0 -t 2 --no-cache");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+
+  const std::string catalog = www.File("catalog.json");
+  test::WriteFile(catalog, R"({"models": [{"name": "tiny", "source": "hf://org/repo/a.gguf"}]})");
+  auto own = Gemlet("pull tiny" + Fast(), env + " GEMLET_CATALOG=" + catalog);
+  ASSERT_EQ(own.exit_code, 0) << own.out;
+  EXPECT_EQ(test::FileSha(Active("tiny")), sha_a_);
+  auto unknown = Gemlet("pull gemma9-huge" + Fast(), env + " GEMLET_CATALOG=" + catalog);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(test::Lines(unknown.out), 1) << unknown.out;
+  EXPECT_NE(unknown.out.find("not in " + catalog + " (tiny)"), std::string::npos) << unknown.out;
+  test::WriteFile(catalog, R"({"models": [{"name": "tiny", "source": "file:///etc/passwd"}]})");
+  auto bad = Gemlet("pull tiny" + Fast(), env + " GEMLET_CATALOG=" + catalog);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("is not an hf:// or http(s):// source"), std::string::npos) << bad.out;
 }
 
 // libcurl takes the proxy from the environment: a host that does not resolve is reached through it.
@@ -364,7 +430,7 @@ TEST_F(Manifests, UpdateWithoutKeepOldRemovesTheOldVersion) {
 TEST_F(Manifests, BadInputGetsOneClearLine) {
   WriteManifest(true);
   const std::vector<test::BadInputCase> cases = {
-      {"pull nosuchmodel" + Fast(), "unknown model 'nosuchmodel': not a URL, and no manifest"},
+      {"pull nosuchmodel" + Fast(), "unknown model 'nosuchmodel': not a URL, not in the built-in catalog (gemma3-1b, "},
       {"pull nosuchmodel --manifest " + ManifestUrl() + Fast(), "lists tiny"},
       {"pull tiny:7 --manifest " + ManifestUrl() + Fast(), "no version '7'"},
       {"pull " + server_->Url("/a.gguf") + " --sha256 xyz" + Fast(), "--sha256: 'xyz' is not a SHA-256 digest"},
