@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gemlet/export.h"
@@ -375,6 +376,10 @@ struct SamplingOptions {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;         // the same seed and logits give the same tokens, on every platform
+  // OpenAI's logit_bias: (token id, bias) pairs, each bias added to its token's logit before
+  // penalties and truncation, in [-100, 100]; -100 bans the token. Ids outside the vocabulary are
+  // ignored here (the server refuses them).
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 
 struct GenerateOptions {

@@ -535,6 +535,7 @@ SamplingParams ToRuntime(const SamplingOptions& s) {
   p.frequency_penalty = s.frequency_penalty;
   p.penalty_last_n = s.repeat_last_n;
   p.seed = s.seed;
+  p.logit_bias = s.logit_bias;
   return p;
 }
 

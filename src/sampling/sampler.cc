@@ -14,6 +14,9 @@ std::string SamplingParams::Validate() const {
   if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0) return "repeat penalty must be > 0";
   if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) return "penalties must be finite";
   if (penalty_last_n < 0) return "penalty window must be >= 0";
+  for (const auto& [id, bias] : logit_bias) {
+    if (!std::isfinite(bias) || bias < -100 || bias > 100) return "logit bias values must be in [-100, 100]";
+  }
   return "";
 }
 
@@ -59,6 +62,18 @@ void Sampler::Accept(int32_t token) {
   }
 }
 
+// OpenAI's rule: -100 bans the token. A bias is added, so the order of pairs does not matter; a
+// ban is a logit so low that no draw reaches it, yet finite, so that a fully banned row still
+// normalises.
+void Sampler::ApplyBias() {
+  constexpr float kBanned = -1e30f;
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id < 0 || id >= n_vocab_) continue;
+    float& logit = candidates_[static_cast<size_t>(id)].logit;
+    logit = bias <= -100.0f ? kBanned : logit + bias;
+  }
+}
+
 void Sampler::ApplyPenalties() {
   const bool any = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0 || params_.frequency_penalty != 0;
   if (!any) return;
@@ -74,6 +89,7 @@ void Sampler::ApplyPenalties() {
 int Sampler::Sample(const float* logits) {
   candidates_.resize(static_cast<size_t>(n_vocab_));
   for (int i = 0; i < n_vocab_; ++i) candidates_[i] = {logits[i], i};
+  ApplyBias();
   ApplyPenalties();
   auto by_logit = [](const Candidate& a, const Candidate& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
 

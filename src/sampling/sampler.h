@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gemlet {
@@ -19,6 +20,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f; // subtracted per occurrence in the window
   int penalty_last_n = 64;        // tokens the penalties look back over
   uint64_t seed = 0;              // same seed, same logits -> same tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to those logits first; -100 bans
 
   // Empty when valid, else what is wrong (for CLI and API errors).
   std::string Validate() const;
@@ -53,6 +55,7 @@ class Sampler {
     float logit;
     int32_t id;
   };
+  void ApplyBias();
   void ApplyPenalties();
 
   SamplingParams params_;

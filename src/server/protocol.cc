@@ -3,7 +3,9 @@
 // repeat_penalty, chat_template_kwargs) are accepted where OpenAI has nothing.
 #include "server/protocol.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "gemlet/json_input.hpp"
 
@@ -120,6 +122,30 @@ std::optional<ApiError> ReadStop(const json& body, const Limits& limits, std::ve
   return std::nullopt;
 }
 
+// "logit_bias": {"TOKEN_ID": BIAS, ...} with BIAS in [-100, 100] (OpenAI's shape; the ids are
+// checked against the vocabulary when the prompt is tokenized).
+std::optional<ApiError> ReadLogitBias(const json& body, std::vector<std::pair<int32_t, float>>* out) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return Invalid("logit_bias", "'logit_bias' must be an object of token ids to biases");
+  constexpr size_t kMaxEntries = 1024;  // OpenAI's limit is 300
+  if (it->size() > kMaxEntries) {
+    return Invalid("logit_bias", "'logit_bias' may hold at most " + std::to_string(kMaxEntries) + " tokens");
+  }
+  for (const auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || end == nullptr || *end != '\0' || id < 0 || id > INT32_MAX) {
+      return Invalid("logit_bias", "'logit_bias' keys must be token ids (\"" + key.substr(0, 32) + "\" is not one)");
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 || value.get<double>() > 100) {
+      return Invalid("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
+    }
+    out->emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return std::nullopt;
+}
+
 // The sampling and length fields both OpenAI endpoints share.
 std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& limits, CompletionRequest* r) {
   SamplingOptions& s = r->options.sampling;
@@ -146,6 +172,7 @@ std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& lim
   if (auto e = ReadInt(body, "max_completion_tokens", 1, limits.max_tokens, &max_tokens, &given)) return e;
   r->max_tokens_given = given;
   r->options.max_tokens = given ? static_cast<int>(max_tokens) : limits.max_tokens;
+  if (auto e = ReadLogitBias(body, &s.logit_bias)) return e;
   int64_t n = 1;
   if (auto e = ReadInt(body, "n", 1, 1, &n)) {
     e->message = "only n = 1 is supported";

@@ -574,6 +574,14 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
     // Raw prompts, as llama-server takes them: BOS first, and written control tokens are parsed.
     *tokens = engine.Tokenize(r.prompt, {.add_special = true, .parse_special = true});
   }
+  for (const auto& [id, bias] : r.options.sampling.logit_bias) {
+    if (id >= info.n_vocab) {
+      ApiError e = Error(400, "'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary (0.." +
+                                  std::to_string(info.n_vocab - 1) + ")");
+      e.param = "logit_bias";
+      return e;
+    }
+  }
   const int n_ctx = slot_ctx;
   if (static_cast<int>(tokens->size()) >= n_ctx) {
     ApiError e = Error(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +

@@ -22,6 +22,35 @@ TEST(SamplerTest, GreedyPicksArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(s.Sample(logits), 1);
 }
 
+TEST(SamplerTest, LogitBiasShiftsAndBans) {
+  const float logits[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
+  SamplingParams p = Greedy();
+  p.logit_bias = {{4, 0.5f}};  // 1.9 + 0.5 beats 2.0
+  EXPECT_EQ(Sampler(p, 5).Sample(logits), 4);
+  p.logit_bias = {{1, -100.0f}, {4, -100.0f}, {3, -100.0f}};  // banned, whatever their logits
+  EXPECT_EQ(Sampler(p, 5).Sample(logits), 0);
+  p.logit_bias = {{99, 50.0f}, {-3, 50.0f}};  // outside the vocabulary: ignored
+  EXPECT_EQ(Sampler(p, 5).Sample(logits), 1);
+  // Sampled, a banned token is never drawn.
+  SamplingParams hot;
+  hot.temperature = 2.0f;
+  hot.top_k = 0;
+  hot.top_p = 1.0f;
+  hot.logit_bias = {{1, -100.0f}, {3, -100.0f}};
+  Sampler s(hot, 5);
+  for (int i = 0; i < 500; ++i) {
+    const int t = s.Sample(logits);
+    EXPECT_TRUE(t != 1 && t != 3) << t;
+  }
+  // Even a row with every token banned draws one (uniformly), rather than NaN.
+  hot.logit_bias = {{0, -100.0f}, {1, -100.0f}, {2, -100.0f}, {3, -100.0f}, {4, -100.0f}};
+  Sampler all(hot, 5);
+  const int t = all.Sample(logits);
+  EXPECT_TRUE(t >= 0 && t < 5);
+  hot.logit_bias = {{0, 101.0f}};
+  EXPECT_FALSE(hot.Validate().empty());
+}
+
 TEST(SamplerTest, SameSeedSameTokensDifferentSeedDiffers) {
   SamplingParams p;
   p.temperature = 1.0f;

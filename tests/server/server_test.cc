@@ -160,6 +160,38 @@ TEST(Server, TextCompletionsTokenPromptsAndLogprobs) {
   }
 }
 
+// logit_bias is honoured: banning the greedy first token gives another; wrong shapes and ids are 400.
+TEST(Server, LogitBiasIsHonoured) {
+  TestServer t;
+  json body = {{"prompt", "The capital of France is"}, {"max_tokens", 1}, {"temperature", 0}};
+  auto first = t.Post("/v1/completions", body);
+  ASSERT_TRUE(first && first->status == 200) << (first ? first->body : "");
+  const std::string text = json::parse(first->body)["choices"][0]["text"];
+  auto ids = t.Post("/tokenize", {{"content", text}, {"add_special", false}, {"parse_special", false}});
+  ASSERT_TRUE(ids && ids->status == 200);
+  const json tokens = json::parse(ids->body)["tokens"];
+  ASSERT_EQ(tokens.size(), 1u) << text;
+  body["logit_bias"] = {{std::to_string(tokens[0].get<int>()), -100}};
+  auto banned = t.Post("/v1/completions", body);
+  ASSERT_TRUE(banned && banned->status == 200) << (banned ? banned->body : "");
+  EXPECT_NE(json::parse(banned->body)["choices"][0]["text"], text);
+  // Forcing a token: +100 on a chosen id makes it the greedy pick.
+  body["logit_bias"] = {{std::to_string(tokens[0].get<int>()), 0}, {"100", 100}};
+  auto forced = t.Post("/v1/completions", body);
+  ASSERT_TRUE(forced && forced->status == 200);
+  auto piece = t.Post("/detokenize", {{"tokens", {100}}});
+  EXPECT_EQ(json::parse(forced->body)["choices"][0]["text"], json::parse(piece->body)["content"]);
+
+  body["logit_bias"] = {{"abc", 1}};
+  ExpectError(t.Post("/v1/completions", body), 400, "logit_bias");
+  body["logit_bias"] = {{"5", 101}};
+  ExpectError(t.Post("/v1/completions", body), 400, "logit_bias");
+  body["logit_bias"] = json::array({1, 2});
+  ExpectError(t.Post("/v1/completions", body), 400, "logit_bias");
+  body["logit_bias"] = {{"99999999", 1}};
+  ExpectError(t.Post("/v1/completions", body), 400, "logit_bias");
+}
+
 TEST(Server, BadRequestsGetOpenAiErrors) {
   ServerOptions o;
   o.max_tokens = 100;
