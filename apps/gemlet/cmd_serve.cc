@@ -83,13 +83,12 @@ int RunServe(int argc, char** argv) {
   so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   so.idle_unload_seconds = idle_unload;
-  if (idle_unload > 0) {
-    so.reload = [mo]() -> Result<std::shared_ptr<Engine>> {
-      auto again = LoadForGeneration(mo);
-      if (!again.ok()) return again.status();
-      return std::move(again.value().engine);
-    };
-  }
+  // Always able to load the model again: --idle-unload and Ollama's keep_alive unload it.
+  so.reload = [mo]() -> Result<std::shared_ptr<Engine>> {
+    auto again = LoadForGeneration(mo);
+    if (!again.ok()) return again.status();
+    return std::move(again.value().engine);
+  };
 
   // SIGINT/SIGTERM end the server from a thread of ours (a signal handler may do almost nothing).
   sigset_t signals;

@@ -359,6 +359,97 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, const Limits& l
   return std::nullopt;
 }
 
+std::optional<double> ParseOllamaDuration(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (!value.is_string()) return std::nullopt;
+  const std::string text = value.get<std::string>();
+  if (text.empty()) return std::nullopt;
+  // A bare number is seconds; else Go's duration syntax: [-]N unit [N unit ...] with h, m, s, ms.
+  char* end = nullptr;
+  const double plain = std::strtod(text.c_str(), &end);
+  if (end != nullptr && *end == '\0') return plain;
+  size_t i = 0;
+  double sign = 1, total = 0;
+  if (text[0] == '-') {
+    sign = -1;
+    i = 1;
+  }
+  bool any = false;
+  while (i < text.size()) {
+    size_t used = 0;
+    double number = 0;
+    try {
+      number = std::stod(text.substr(i), &used);
+    } catch (...) {
+      return std::nullopt;
+    }
+    if (used == 0 || number < 0) return std::nullopt;
+    i += used;
+    if (text.compare(i, 2, "ms") == 0) {
+      total += number / 1000;
+      i += 2;
+    } else if (i < text.size() && (text[i] == 'h' || text[i] == 'm' || text[i] == 's')) {
+      total += number * (text[i] == 'h' ? 3600 : text[i] == 'm' ? 60 : 1);
+      i += 1;
+    } else {
+      return std::nullopt;
+    }
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return sign * total;
+}
+
+json OllamaLoadJson(const ResponseContext& c, bool chat, bool unloaded) {
+  json j = OllamaChunkJson(c, chat, "", "");
+  j["done"] = true;
+  j["done_reason"] = unloaded ? "unload" : "load";
+  return j;
+}
+
+namespace {
+
+// Ollama's "format": "json" (any JSON object) or a JSON schema, as OpenAI's response_format.
+std::optional<ApiError> ReadOllamaFormat(const json& body, CompletionRequest* r) {
+  auto it = body.find("format");
+  if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty())) return std::nullopt;
+  if (it->is_string() && it->get<std::string>() == "json") {
+    r->options.response_format = R"({"type":"json_object"})";
+  } else if (it->is_object()) {
+    r->options.response_format = json({{"type", "json_schema"}, {"json_schema", {{"schema", *it}}}}).dump();
+  } else {
+    return Invalid("format", "'format' must be \"json\" or a JSON schema object");
+  }
+  return std::nullopt;
+}
+
+// Images sent to a model that cannot see them are refused, not dropped.
+std::optional<ApiError> RefuseImages(const json& object, const std::string& where) {
+  auto it = object.find("images");
+  if (it == object.end() || it->is_null() || (it->is_array() && it->empty())) return std::nullopt;
+  return Invalid(where, "'" + where + "': this model has no vision tower, so it cannot take images");
+}
+
+// Options that change the answer and are not implemented: refused, unless at the value that turns
+// them off (clients send Ollama's defaults).
+std::optional<ApiError> RefuseUnsupportedOptions(const json& o) {
+  const struct {
+    const char* key;
+    double off;
+  } unsupported[] = {{"mirostat", 0}, {"typical_p", 1}, {"tfs_z", 1}};
+  for (const auto& u : unsupported) {
+    auto it = o.find(u.key);
+    if (it == o.end() || it->is_null()) continue;
+    if (!it->is_number() || it->get<double>() != u.off) {
+      return Invalid(std::string("options.") + u.key, std::string("'options.") + u.key + "' is not supported (only " +
+                                                           json(u.off).dump() + ", which turns it off)");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Limits& limits, CompletionRequest* r) {
   if (!body.is_object()) return Invalid("", "the request body must be a JSON object");
   r->chat = chat;
@@ -366,13 +457,32 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
   if (auto e = ReadBool(body, "stream", &r->stream)) return e;
   if (auto e = ReadString(body, "model", &r->model)) return e;
   if (auto e = ReadBool(body, "think", &r->thinking)) return e;
+  if (auto e = ReadOllamaFormat(body, r)) return e;
+  if (auto e = RefuseImages(body, "images")) return e;
+  for (const char* key : {"template", "suffix", "context"}) {
+    if (auto it = body.find(key); it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()) &&
+                                  !(it->is_array() && it->empty())) {
+      return Invalid(key, std::string("'") + key + "' is not supported");
+    }
+  }
+  if (auto it = body.find("keep_alive"); it != body.end() && !it->is_null()) {
+    r->keep_alive_seconds = ParseOllamaDuration(*it);
+    if (!r->keep_alive_seconds) {
+      return Invalid("keep_alive", "'keep_alive' must be seconds or a duration such as \"5m\" (negative: for ever)");
+    }
+  }
   if (chat) {
     auto it = body.find("messages");
-    if (it == body.end() || !it->is_array() || it->empty()) return Invalid("messages", "'messages' must be a non-empty array");
+    if (it == body.end() || it->is_null() || (it->is_array() && it->empty())) {
+      r->load_only = true;  // Ollama: no messages loads the model (keep_alive 0: unloads it)
+      return std::nullopt;
+    }
+    if (!it->is_array()) return Invalid("messages", "'messages' must be an array");
     for (size_t i = 0; i < it->size(); ++i) {
       const json& m = (*it)[i];
       Message msg;
       if (!m.is_object()) return Invalid("messages", "each message must be an object");
+      if (auto e = RefuseImages(m, "messages[" + std::to_string(i) + "].images")) return e;
       if (auto e = ReadString(m, "role", &msg.role)) return e;
       if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
         return Invalid("messages", "a message's role must be system, user, assistant or tool");
@@ -395,7 +505,10 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
     if (auto e = ReadString(body, "system", &system)) return e;
     bool raw = false;
     if (auto e = ReadBool(body, "raw", &raw)) return e;
-    if (r->prompt.empty()) return Invalid("prompt", "'prompt' must not be empty");
+    if (r->prompt.empty()) {
+      r->load_only = true;  // Ollama: no prompt loads the model (keep_alive 0: unloads it)
+      return std::nullopt;
+    }
     if (!raw) {  // /api/generate applies the chat template unless raw
       r->chat = true;
       if (!system.empty()) r->messages.push_back({"system", system});
@@ -432,6 +545,13 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
       r->max_tokens_given = true;
     }
     if (auto e = ReadStop(o, limits, &r->options.stop)) return e;
+    int64_t num_ctx = 0;
+    if (auto e = ReadInt(o, "num_ctx", 1, 1 << 24, &num_ctx)) {
+      e->param = "options.num_ctx";
+      return e;
+    }
+    r->num_ctx = static_cast<int>(num_ctx);
+    if (auto e = RefuseUnsupportedOptions(o)) return e;
   }
   return std::nullopt;
 }

@@ -45,6 +45,12 @@ struct CompletionRequest {
   bool include_usage = false;       // stream_options.include_usage
   bool logprobs = false;
   std::string model;
+  // Ollama: options.num_ctx, the context this request may use (0: the slot's); keep_alive, how long
+  // the model stays loaded after it (seconds; negative: for ever; unset: the server's setting);
+  // and a request with no prompt, which only loads (or with keep_alive 0 unloads) the model.
+  int num_ctx = 0;
+  std::optional<double> keep_alive_seconds;
+  bool load_only = false;
 };
 
 struct Limits {
@@ -56,9 +62,18 @@ struct Limits {
 // and values out of range are refused with a message naming the field.
 std::optional<ApiError> ParseChatRequest(const nlohmann::json& body, const Limits& limits, CompletionRequest* out);
 std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, const Limits& limits, CompletionRequest* out);
-// Ollama: POST /api/chat and /api/generate (options.temperature, num_predict, ...; stream defaults on).
+// Ollama: POST /api/chat and /api/generate (options.temperature, num_predict, ...; stream defaults on;
+// `format` "json" or a schema is a response_format). Options that would change the answer and are
+// not implemented (mirostat, typical_p, tfs_z) are refused unless at their no-op values; `images`
+// are refused (no vision tower yet); the runner's own settings (num_gpu, num_thread, num_batch,
+// use_mmap, ...) are the server's and listed in docs/server.md as ignored.
+
 std::optional<ApiError> ParseOllamaRequest(const nlohmann::json& body, bool chat, const Limits& limits,
                                            CompletionRequest* out);
+
+// Ollama's keep_alive: a number of seconds, or a duration ("5m", "1h30m", "90s", "-1"); negative
+// keeps the model loaded for ever. nullopt when the text is none of these.
+std::optional<double> ParseOllamaDuration(const nlohmann::json& value);
 
 // gemlet's POST /v1/tasks/NAME: {"input", "style", "to", "schema", "glossary", "thinking"} and the
 // chat completion's generation fields (max_tokens, temperature, ... ; greedy unless given). The
@@ -92,5 +107,7 @@ nlohmann::json TextChunkJson(const ResponseContext& c, const std::string& text, 
 nlohmann::json TaskJson(const ResponseContext& c, const std::string& task, const TaskPrompt& prompt, const Reply& reply);
 nlohmann::json OllamaChunkJson(const ResponseContext& c, bool chat, const std::string& text, const std::string& thinking);
 nlohmann::json OllamaDoneJson(const ResponseContext& c, bool chat, const Reply& reply, bool with_text);
+// Ollama's answer to a request that only loads or unloads the model.
+nlohmann::json OllamaLoadJson(const ResponseContext& c, bool chat, bool unloaded);
 
 }  // namespace gemlet::server

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -136,6 +137,12 @@ struct Server::Impl {
   void Release();
   Status LoadLocked();  // model_mutex held
   void IdleLoop();
+  std::optional<std::chrono::duration<double>> IdleLimitLocked() const;
+  void UnloadLocked(const std::string& why);  // model_mutex held, the model loaded
+  std::optional<double> keep_alive;  // seconds, from the last request that gave one (model_mutex)
+  // Ollama's keep_alive for the model after this request; 400 when the server cannot load it again.
+  std::optional<ApiError> KeepAlive(const CompletionRequest& r);
+  void OllamaLoad(httplib::Response& res, const CompletionRequest& r, bool chat);
 
   int port = 0;
   int64_t created = UnixNow();
@@ -261,7 +268,7 @@ Status Server::Start() {
     d.running = true;
   }
   d.listener = std::thread([&d] { d.http.listen_after_bind(); });
-  if (d.options.idle_unload_seconds > 0) d.idle_thread = std::thread([&d] { d.IdleLoop(); });
+  if (d.options.reload) d.idle_thread = std::thread([&d] { d.IdleLoop(); });
   return Status::Ok();
 }
 
@@ -331,29 +338,77 @@ void Server::Impl::Release() {
   std::lock_guard<std::mutex> lock(model_mutex);
   --leases;
   last_release = std::chrono::steady_clock::now();
+  if (leases == 0 && keep_alive && *keep_alive == 0) idle_wake.notify_all();
 }
 
-// Unloads the model once no request has held it for idle_unload_seconds. A lease is taken before
-// a job is queued and dropped after its answer is sent, so no lease means no job anywhere.
+std::optional<ApiError> Server::Impl::KeepAlive(const CompletionRequest& r) {
+  if (!r.keep_alive_seconds) return std::nullopt;
+  if (!options.reload && *r.keep_alive_seconds >= 0) {
+    ApiError e = Error(400, "'keep_alive' needs a server that can load the model again (ServerOptions::reload)");
+    e.param = "keep_alive";
+    return e;
+  }
+  std::lock_guard<std::mutex> lock(model_mutex);
+  keep_alive = *r.keep_alive_seconds;
+  idle_wake.notify_all();
+  return std::nullopt;
+}
+
+// Ollama's load and unload requests: no prompt, and keep_alive 0 to unload.
+void Server::Impl::OllamaLoad(httplib::Response& res, const CompletionRequest& r, bool chat) {
+  server::ResponseContext c;
+  c.created = UnixNow();
+  c.model = model_name;
+  const bool unload = r.keep_alive_seconds && *r.keep_alive_seconds == 0;
+  if (unload) {
+    std::lock_guard<std::mutex> lock(model_mutex);
+    if (scheduler && leases == 0) UnloadLocked("keep_alive 0");
+    // With requests running, the idle loop unloads it once they are done (keep_alive is 0).
+  } else {
+    Result<std::shared_ptr<Lease>> lease = Acquire();
+    if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+  }
+  res.set_content(server::OllamaLoadJson(c, chat, unload).dump(), kJson);
+}
+
+// How long the model stays loaded without a lease: the last keep_alive a request gave (Ollama's),
+// else idle_unload_seconds; nullopt: for ever. model_mutex held.
+std::optional<std::chrono::duration<double>> Server::Impl::IdleLimitLocked() const {
+  if (keep_alive) {
+    if (*keep_alive < 0) return std::nullopt;
+    return std::chrono::duration<double>(*keep_alive);
+  }
+  if (options.idle_unload_seconds > 0) return std::chrono::duration<double>(options.idle_unload_seconds);
+  return std::nullopt;
+}
+
+void Server::Impl::UnloadLocked(const std::string& why) {
+  retired += scheduler->stats();
+  scheduler->Stop();
+  scheduler.reset();
+  engine.reset();
+#if defined(__GLIBC__)
+  malloc_trim(0);  // glibc keeps freed heap pages mapped; give them back too
+#endif
+  ++unloads;
+  if (options.log) options.log("unloaded the model (" + why + ")");
+}
+
+// Unloads the model once no request has held it for the idle limit. A lease is taken before a job
+// is queued and dropped after its answer is sent, so no lease means no job anywhere.
 void Server::Impl::IdleLoop() {
-  const auto idle = std::chrono::seconds(options.idle_unload_seconds);
   std::unique_lock<std::mutex> lock(model_mutex);
   for (;;) {
-    idle_wake.wait_for(lock, std::min<std::chrono::steady_clock::duration>(idle, std::chrono::seconds(1)));
+    const auto limit = IdleLimitLocked();
+    const auto nap = limit ? std::min<std::chrono::duration<double>>(*limit, std::chrono::seconds(1)) : std::chrono::seconds(1);
+    idle_wake.wait_for(lock, std::max<std::chrono::duration<double>>(nap, std::chrono::milliseconds(10)));
     {
       std::lock_guard<std::mutex> state(state_mutex);
       if (stopped) return;
     }
-    if (!scheduler || leases > 0 || std::chrono::steady_clock::now() - last_release < idle) continue;
-    retired += scheduler->stats();
-    scheduler->Stop();
-    scheduler.reset();
-    engine.reset();
-#if defined(__GLIBC__)
-    malloc_trim(0);  // glibc keeps freed heap pages mapped; give them back too
-#endif
-    ++unloads;
-    if (options.log) options.log("unloaded the model after " + std::to_string(options.idle_unload_seconds) + " s idle");
+    const auto now_limit = IdleLimitLocked();
+    if (!scheduler || leases > 0 || !now_limit || std::chrono::steady_clock::now() - last_release < *now_limit) continue;
+    UnloadLocked(keep_alive ? "keep_alive" : std::to_string(options.idle_unload_seconds) + " s idle");
   }
 }
 
@@ -582,7 +637,13 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
       return e;
     }
   }
-  const int n_ctx = slot_ctx;
+  if (r.num_ctx > slot_ctx) {
+    ApiError e = Error(400, "'options.num_ctx' asks for " + std::to_string(r.num_ctx) + " tokens; each slot of this server "
+                            "holds " + std::to_string(slot_ctx) + " (start it with a larger --ctx-size)");
+    e.param = "options.num_ctx";
+    return e;
+  }
+  const int n_ctx = r.num_ctx > 0 ? r.num_ctx : slot_ctx;
   if (static_cast<int>(tokens->size()) >= n_ctx) {
     ApiError e = Error(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +
                                 std::to_string(n_ctx) + " (with room for at least one more)",
@@ -624,6 +685,8 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     }
   }
   if (err) return SendError(res, *err);
+  if (auto e = KeepAlive(r)) return SendError(res, *e);
+  if (r.load_only) return OllamaLoad(res, r, dialect == Dialect::kOllamaChat);
   if (std::string invalid = Validate(r.options); !invalid.empty()) return SendError(res, Error(400, invalid));
   Result<std::shared_ptr<Lease>> leased = Acquire();
   if (!leased.ok()) return SendError(res, Error(500, leased.message(), "server_error"));
@@ -631,6 +694,11 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   auto job = std::make_shared<Job>();
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return SendError(res, *e);
   job->options = r.options;
+  if (r.num_ctx > 0) {
+    // Ollama's num_ctx below the slot's: the prompt and the answer together stay within it.
+    const int room = r.num_ctx - static_cast<int>(job->prompt.size());
+    job->options.max_tokens = job->options.max_tokens > 0 ? std::min(job->options.max_tokens, room) : room;
+  }
   if (!r.options.response_format.empty() || !r.options.tool_choice.empty()) {
     if (Status s = lease->engine->CheckResponseFormat(r.options, slot_ctx); !s.ok()) {
       ApiError e = Error(400, s.message());
