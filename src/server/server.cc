@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <mutex>
@@ -40,6 +41,7 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr int kMinHttpThreads = 256;
 constexpr int kKeepAliveSeconds = 2;
 constexpr int kReadTimeoutSeconds = 10;
+constexpr size_t kMaxHeaders = 100;  // browsers send ~20; each line is at most 8 KiB (cpp-httplib's limit)
 
 // Ends the reading side of every connection accepted on `port`: a connection waiting for its next
 // keep-alive request sees the end of its stream and closes at once, while a response being written
@@ -437,6 +439,26 @@ json Server::Impl::ModelJson() const {
 
 httplib::Server::HandlerResponse Server::Impl::Admit(const httplib::Request& req, httplib::Response& res) {
   using Handled = httplib::Server::HandlerResponse;
+  // Sizes first, before the body is read (cpp-httplib reads it after this handler): a body
+  // announced larger than the limit is refused at once, and the connection closed rather than
+  // drained.
+  if (req.headers.size() > kMaxHeaders) {
+    res.set_header("Connection", "close");
+    SendError(res, Error(431, "the request has " + std::to_string(req.headers.size()) + " header fields; at most " +
+                                  std::to_string(kMaxHeaders) + " are read"));
+    return Handled::Handled;
+  }
+  if (req.has_header("Content-Length")) {
+    const std::string length = req.get_header_value("Content-Length");
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(length.c_str(), &end, 10);
+    if (length.empty() || *end != '\0' || bytes > options.max_body_bytes) {
+      res.set_header("Connection", "close");
+      SendError(res, Error(413, "the request body is " + server::LogSafe(length) + " bytes; at most " +
+                                    std::to_string(options.max_body_bytes) + " are read"));
+      return Handled::Handled;
+    }
+  }
   const std::string host = req.get_header_value("Host");
   if (!server::HostAllowed(host, options.host, options.allowed_hosts, machine_hostname)) {
     SendError(res, Error(403,

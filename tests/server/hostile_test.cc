@@ -250,6 +250,49 @@ std::vector<int> SilentConnections(int port, int n) {
   return fds;
 }
 
+// Sends `request` on a new connection and returns what comes back within `seconds` ("" if nothing).
+std::string RawExchange(int port, const std::string& request, int seconds) {
+  std::vector<int> fds = SilentConnections(port, 1);
+  if (fds.empty()) return "";
+  const int fd = fds[0];
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  char buffer[4096];
+  const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+  close(fd);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+}
+
+// Oversized requests are refused from their head: a body announced too large gets 413 before a byte
+// of it is read (a client that waits 3 s sees it; draining would take the 10 s read timeout).
+TEST(ServerHostile, OversizedRequestsAreRefusedFromTheirHead) {
+  TestServer t;
+  const int port = t.server->port();
+  const std::string huge_body = RawExchange(
+      port, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000000\r\n\r\n", 3);
+  EXPECT_EQ(huge_body.rfind("HTTP/1.1 413", 0), 0u) << huge_body;
+  EXPECT_NE(huge_body.find("Connection: close"), std::string::npos) << huge_body;
+  std::string many = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+  for (int i = 0; i < 500; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
+  const std::string many_headers = RawExchange(port, many + "\r\n", 3);
+  EXPECT_EQ(many_headers.rfind("HTTP/1.1 431", 0), 0u) << many_headers;
+  const std::string long_header =
+      RawExchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n", 3);
+  EXPECT_EQ(long_header.rfind("HTTP/1.1 400", 0), 0u) << long_header.substr(0, 100);
+  const std::string long_uri = RawExchange(port, "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 3);
+  EXPECT_EQ(long_uri.rfind("HTTP/1.1 414", 0), 0u) << long_uri.substr(0, 100);
+  const std::string garbage = RawExchange(port, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + "\r\n\r\n", 3);
+  EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage.substr(0, 100);
+  auto health = t.client->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 TEST(ServerHostile, SilentConnectionsLeaveRoomForRequests) {
   TestServer t;
   std::vector<int> silent = SilentConnections(t.server->port(), 200);
