@@ -41,6 +41,7 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr int kMinHttpThreads = 256;
 constexpr int kKeepAliveSeconds = 2;
 constexpr int kReadTimeoutSeconds = 10;
+constexpr size_t kDrainFactor = 4;  // bodies up to 4x the limit are drained before their 413
 constexpr size_t kMaxHeaders = 100;  // browsers send ~20; each line is at most 8 KiB (cpp-httplib's limit)
 
 // Ends the reading side of every connection accepted on `port`: a connection waiting for its next
@@ -440,8 +441,9 @@ json Server::Impl::ModelJson() const {
 httplib::Server::HandlerResponse Server::Impl::Admit(const httplib::Request& req, httplib::Response& res) {
   using Handled = httplib::Server::HandlerResponse;
   // Sizes first, before the body is read (cpp-httplib reads it after this handler): a body
-  // announced larger than the limit is refused at once, and the connection closed rather than
-  // drained.
+  // announced far beyond the limit is refused at once, and the connection closed rather than
+  // drained. One just over it is read and dropped by cpp-httplib, which answers 413 then: a client
+  // still sending when the connection closes may see a reset instead of the answer.
   if (req.headers.size() > kMaxHeaders) {
     res.set_header("Connection", "close");
     SendError(res, Error(431, "the request has " + std::to_string(req.headers.size()) + " header fields; at most " +
@@ -452,7 +454,7 @@ httplib::Server::HandlerResponse Server::Impl::Admit(const httplib::Request& req
     const std::string length = req.get_header_value("Content-Length");
     char* end = nullptr;
     const unsigned long long bytes = std::strtoull(length.c_str(), &end, 10);
-    if (length.empty() || *end != '\0' || bytes > options.max_body_bytes) {
+    if (length.empty() || *end != '\0' || bytes / kDrainFactor > options.max_body_bytes) {
       res.set_header("Connection", "close");
       SendError(res, Error(413, "the request body is " + server::LogSafe(length) + " bytes; at most " +
                                     std::to_string(options.max_body_bytes) + " are read"));
