@@ -53,6 +53,7 @@ void AddFetchFlags(CLI::App& app, FetchFlags* f) {
   app.add_option("--manifest", o.manifest, "the manifest (URL or file) that names the models (default: "
                  "$GEMLET_MANIFEST, else the one the model was installed from)");
   app.add_option("--retries", o.retries, "attempts in a row without progress before giving up")->check(NonNegative());
+  app.add_option("--cacert", o.ca_file, "trust the certificate authorities in this PEM file for https (instead of the system's)");
   app.add_flag("-v,--verbose", f->verbose, "print resumes and retries also when stderr is not a terminal");
   // Test knobs: short pauses and stalls, and a pretended free space (the disk-space check).
   app.add_option("--retry-delay-ms", o.retry_delay_ms, "first pause between attempts")->group("")->check(NonNegative());

@@ -40,6 +40,9 @@ struct FetchOptions {
   // A file whose SHA-256 no one gave (no manifest, no `sha256`, no digest from the Hugging Face hub)
   // is refused unless this is set; then it is installed with the digest of the bytes that came.
   bool trust_unverified = false;
+  // A PEM file of certificate authorities to trust for https instead of the system's (a company
+  // proxy's own CA, a test server's); "": the system's.
+  std::string ca_file;
   bool keep_old = false;  // update: keep the replaced version for rollback
   int retries = 5;        // attempts in a row that get no byte further before giving up
   int retry_delay_ms = 500;  // the first pause between attempts; doubled each time, at most 30 s

@@ -248,7 +248,8 @@ int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return 0;
 }
 
-CURL* NewHandle(const std::string& url, curl_slist* headers, int stall_seconds) {
+CURL* NewHandle(const std::string& url, curl_slist* headers, const FetchOptions& options) {
+  const int stall_seconds = options.stall_seconds;
   GlobalInit();
   CURL* c = curl_easy_init();
   if (c == nullptr) return nullptr;
@@ -266,8 +267,17 @@ CURL* NewHandle(const std::string& url, curl_slist* headers, int stall_seconds) 
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::max(1, stall_seconds)));
   curl_easy_setopt(c, CURLOPT_USERAGENT, "gemlet/0.1");
   if (headers != nullptr) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  if (!options.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options.ca_file.c_str());
   // No CURLOPT_PROXY: libcurl then takes http_proxy, https_proxy and no_proxy from the environment.
   return c;
+}
+
+// libcurl's words for a failed transfer, with the one refusal of ours said plainly.
+std::string CurlProblem(const std::string& url, CURLcode code, const char* error_buffer) {
+  if (code == CURLE_UNSUPPORTED_PROTOCOL && url.rfind("https://", 0) == 0) {
+    return url + ": redirected to a URL that is not https, which is refused (an https download stays https)";
+  }
+  return url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code)));
 }
 
 // Statuses worth another attempt: the server's trouble, not the request's.
@@ -358,7 +368,7 @@ Result<DownloadOutcome> Download(const DownloadRequest& request, const FetchOpti
       if (!validator.empty()) headers = curl_slist_append(headers, ("If-Range: " + validator).c_str());
       if (options.log) options.log("resuming " + request.url + " at " + Mib(have));
     }
-    CURL* c = NewHandle(request.url, headers, options.stall_seconds);
+    CURL* c = NewHandle(request.url, headers, options);
     if (c == nullptr) {
       curl_slist_free_all(headers);
       return Status::Error("libcurl could not start a transfer");
@@ -379,6 +389,9 @@ Result<DownloadOutcome> Download(const DownloadRequest& request, const FetchOpti
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     curl_slist_free_all(headers);
+    // A redirect to a protocol we do not follow (https to http): the 3xx is what came, not an error
+    // status of the file's server.
+    if (code == CURLE_UNSUPPORTED_PROTOCOL) return Status::Error(CurlProblem(request.url, code, error_buffer));
     if (t.restarted) {
       outcome.resumed = false;
     } else if (have > 0 && t.body_started) {
@@ -408,7 +421,7 @@ Result<DownloadOutcome> Download(const DownloadRequest& request, const FetchOpti
       if (!Transient(status)) return Status::Error(StatusLine(request.url, status));
       problem = StatusLine(request.url, status);
     } else if (code != CURLE_OK) {
-      problem = request.url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code)));
+      problem = CurlProblem(request.url, code, error_buffer);
       if (!TransientCurl(code)) return Status::Error(problem);
     } else {
       const uint64_t size = t.offset + t.written;
@@ -474,7 +487,7 @@ std::string DigestOfEtag(std::string v) {
 Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options) {
   curl_slist* list = nullptr;
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-  CURL* c = NewHandle(url, list, options.stall_seconds);
+  CURL* c = NewHandle(url, list, options);
   if (c == nullptr) {
     curl_slist_free_all(list);
     return Status::Error("libcurl could not start a transfer");
@@ -493,7 +506,7 @@ Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::s
   curl_easy_cleanup(c);
   curl_slist_free_all(list);
   if (code != CURLE_OK) {
-    return Status::Error(url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code))));
+    return Status::Error(CurlProblem(url, code, error_buffer));
   }
   if (status >= 400) return Status::Error(StatusLine(url, status));
   HubFileInfo info;
@@ -524,7 +537,7 @@ Result<std::string> FetchText(const std::string& url, const std::vector<std::str
   for (;;) {
     curl_slist* list = nullptr;
     for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-    CURL* c = NewHandle(url, list, options.stall_seconds);
+    CURL* c = NewHandle(url, list, options);
     if (c == nullptr) {
       curl_slist_free_all(list);
       return Status::Error("libcurl could not start a transfer");
@@ -545,7 +558,7 @@ Result<std::string> FetchText(const std::string& url, const std::vector<std::str
       if (!Transient(status)) return Status::Error(StatusLine(url, status));
       problem = StatusLine(url, status);
     } else {
-      problem = url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code)));
+      problem = CurlProblem(url, code, error_buffer);
       if (code == CURLE_WRITE_ERROR) return Status::Error(url + ": larger than 16 MiB, not a manifest");
       if (!TransientCurl(code)) return Status::Error(problem);
     }

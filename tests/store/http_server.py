@@ -19,6 +19,9 @@ If-Range, and faults chosen by the URL, so one server serves every case of a tes
                                none when REPO is "nosha", a wrong digest when it is "wrongsha"); with
                                --hf-token, a request without "Authorization: Bearer TOKEN" gets 401
   /blobs/REV/NAME              the file
+  /r/NAME                      a 302 to --redirect-to + /NAME (another server, http or https)
+
+With --tls CERT KEY it serves https.
 
 Prints the port on stdout once listening; --log FILE appends one JSON line per request.
 """
@@ -86,6 +89,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = urllib.parse.urlparse(self.path).path
         self.record(path)
         parts = path.lstrip("/").split("/")
+        if parts[0] == "r" and len(parts) >= 2 and self.server.redirect_to:
+            return self.plain(302, extra={"Location": self.server.redirect_to + "/" + "/".join(parts[1:])})
         if len(parts) >= 5 and parts[2] == "resolve":
             token = self.server.hf_token
             if token and self.headers.get("Authorization") != "Bearer " + token:
@@ -187,8 +192,16 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log")
     ap.add_argument("--hf-token")
+    ap.add_argument("--redirect-to")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = ap.parse_args()
     server = Server(("127.0.0.1", args.port), Handler)
+    server.redirect_to = args.redirect_to
+    if args.tls:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls[0], args.tls[1])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.root = args.root
     server.log_path = args.log
     server.hf_token = args.hf_token

@@ -317,6 +317,39 @@ TEST_F(Pull, NamesComeFromTheCatalog) {
   EXPECT_NE(bad.out.find("is not an hf:// or http(s):// source"), std::string::npos) << bad.out;
 }
 
+// An https download stays https: a redirect to http is refused before a byte comes from it, a
+// redirect to another https server is followed, and a certificate no trusted CA signed is refused.
+TEST_F(Pull, HttpsIsNotFollowedToHttp) {
+  test::TempDir certs;
+  const std::string cert = certs.File("cert.pem"), key = certs.File("key.pem");
+  const test::CommandResult made = test::RunCommand(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 "
+      "-keyout " + key + " -out " + cert + " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  LocalServer to_http(root_, "--tls " + cert + " " + key + " --redirect-to " + server_->Url(""));
+  LocalServer to_https(root_, "--tls " + cert + " " + key + " --redirect-to https://127.0.0.1:" + std::to_string(to_http.port()));
+  ASSERT_GT(to_http.port(), 0);
+  ASSERT_GT(to_https.port(), 0);
+  const auto https = [](const LocalServer& s, const std::string& path) {
+    return "https://127.0.0.1:" + std::to_string(s.port()) + path;
+  };
+  auto refused = Gemlet("pull " + https(to_http, "/r/a.gguf") + " --sha256 " + sha_a_ + " --cacert " + cert + Fast(), Env());
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(test::Lines(refused.out), 1) << refused.out;
+  EXPECT_NE(refused.out.find("not https, which is refused"), std::string::npos) << refused.out;
+  EXPECT_TRUE(server_->Requests().empty()) << "nothing was fetched over http";
+  EXPECT_FALSE(fs::exists(store_->path() + "/a"));
+
+  auto followed = Gemlet("pull " + https(to_https, "/r/a.gguf") + " --sha256 " + sha_a_ + " --cacert " + cert + Fast(), Env());
+  ASSERT_EQ(followed.exit_code, 0) << followed.out;
+  EXPECT_EQ(test::FileSha(Active("a")), sha_a_);
+
+  auto untrusted = Gemlet("pull " + https(to_http, "/b.gguf") + " --sha256 " + sha_b_ + Fast(), Env());
+  EXPECT_EQ(untrusted.exit_code, 1);
+  EXPECT_EQ(test::Lines(untrusted.out), 1) << untrusted.out;
+  EXPECT_NE(untrusted.out.find("certificate"), std::string::npos) << untrusted.out;
+}
+
 // libcurl takes the proxy from the environment: a host that does not resolve is reached through it.
 TEST_F(Pull, ProxiesComeFromTheEnvironment) {
   auto r = Gemlet("pull http://gemlet-proxy-test.invalid/a.gguf --sha256 " + sha_a_ + Fast(),
