@@ -49,9 +49,10 @@ Status CheckJsonText(std::string_view text, std::string_view what, const JsonLim
 }
 
 Status JsonSyntaxError(std::string_view text, std::string_view what) {
+  // Parsed again with exceptions for the parser's own words; the text failed once, so this throws.
   try {
-    (void)nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+    const nlohmann::json again = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number too large
     return Status::Error(std::string(what) + " is not valid JSON: " + e.what());
   }
   return Status::Error(std::string(what) + " is not valid JSON");

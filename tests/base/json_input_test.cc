@@ -54,6 +54,15 @@ TEST(JsonInput, RefusesHostileText) {
   EXPECT_NE(bad.message().find("parse error"), std::string::npos) << bad.message();
 }
 
+// Found by fuzz_safetensors: a number too large for a double is an error like any other (nlohmann
+// throws out_of_range for it, not parse_error), never an escaped exception.
+TEST(JsonInput, NumbersTooLargeAreErrors) {
+  Result<nlohmann::json> j = ParseJson(R"({"x": 6666e888888888})", "the header");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.message().find("the header is not valid JSON: "), std::string::npos) << j.message();
+  EXPECT_NE(j.message().find("number overflow"), std::string::npos) << j.message();
+}
+
 TEST(JsonInput, OrderedJsonKeepsKeyOrder) {
   Result<nlohmann::ordered_json> j = ParseJson<nlohmann::ordered_json>(R"({"z": 1, "a": 2})", "tools");
   ASSERT_TRUE(j.ok());
