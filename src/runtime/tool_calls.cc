@@ -270,7 +270,10 @@ Status FormatParameters(const Json& properties, bool interleaved, int depth, Seg
   static const std::unordered_set<std::string> kStandardKeys = {"description", "type", "properties", "required",
                                                                 "nullable"};
   bool found_first = false;
-  for (const auto& [key, value] : DictSort(properties)) {
+  for (const auto& entry : DictSort(properties)) {
+    // Named, not a structured binding: the lambdas below capture them (clang 14 cannot capture bindings).
+    const std::string& key = entry.first;
+    const auto& value = entry.second;
     if (kStandardKeys.count(key)) continue;
     if (found_first) out->Content(",");
     found_first = true;

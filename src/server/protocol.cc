@@ -174,10 +174,8 @@ std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& lim
   r->options.max_tokens = given ? static_cast<int>(max_tokens) : limits.max_tokens;
   if (auto e = ReadLogitBias(body, &s.logit_bias)) return e;
   int64_t n = 1;
-  if (auto e = ReadInt(body, "n", 1, 1, &n)) {
-    e->message = "only n = 1 is supported";
-    return e;
-  }
+  if (auto e = ReadInt(body, "n", 1, limits.max_choices, &n)) return e;
+  r->n = static_cast<int>(n);
   if (auto e = ReadStop(body, limits, &r->options.stop)) return e;
   if (auto e = ReadBool(body, "stream", &r->stream)) return e;
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
@@ -573,6 +571,7 @@ std::optional<ApiError> ParseTaskRequest(const json& body, const std::string& ta
   r->options.sampling.temperature = 0;  // a preset answers the same text the same way unless asked to sample
   if (auto e = ReadGenerationFields(body, limits, r)) return e;
   if (r->stream) return Invalid("stream", "tasks answer in one piece: 'stream' must be false");
+  if (r->n != 1) return Invalid("n", "tasks give one answer: 'n' must be 1");
   return std::nullopt;
 }
 
@@ -600,6 +599,20 @@ const char* FinishReason(const Reply& reply) {
     case StopReason::kContextFull: return "length";
     default: return "stop";
   }
+}
+
+json MergeChoices(std::vector<json> completions) {
+  json merged = std::move(completions[0]);
+  int completion_tokens = merged["usage"]["completion_tokens"].get<int>();
+  for (size_t i = 1; i < completions.size(); ++i) {
+    json choice = std::move(completions[i]["choices"][0]);
+    choice["index"] = i;
+    merged["choices"].push_back(std::move(choice));
+    completion_tokens += completions[i]["usage"]["completion_tokens"].get<int>();
+  }
+  merged["usage"]["completion_tokens"] = completion_tokens;
+  merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"].get<int>() + completion_tokens;
+  return merged;
 }
 
 json UsageJson(const Reply& reply) {

@@ -45,6 +45,9 @@ struct CompletionRequest {
   bool include_usage = false;       // stream_options.include_usage
   bool logprobs = false;
   std::string model;
+  // OpenAI's n: choices generated for the prompt, choice i sampling with seed + i (the same prompt,
+  // decoded in n slots side by side).
+  int n = 1;
   // Ollama: options.num_ctx, the context this request may use (0: the slot's); keep_alive, how long
   // the model stays loaded after it (seconds; negative: for ever; unset: the server's setting);
   // and a request with no prompt, which only loads (or with keep_alive 0 unloads) the model.
@@ -56,6 +59,7 @@ struct CompletionRequest {
 struct Limits {
   int max_tokens = 4096;  // the most a request may ask for
   int max_stop = 16;      // stop strings
+  int max_choices = 8;    // OpenAI's n
 };
 
 // OpenAI: POST /v1/chat/completions and /v1/completions. Unknown fields are ignored; wrong types
@@ -94,6 +98,9 @@ struct ResponseContext {
 nlohmann::json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json TextCompletionJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 nlohmann::json UsageJson(const Reply& reply);
+// The n completions of one request (each with its one choice) as one: choices indexed 0..n-1, the
+// usage added up with the prompt counted once.
+nlohmann::json MergeChoices(std::vector<nlohmann::json> completions);
 // The reply's logprobs as the request's API writes them (chat: {"content": [...]}; text:
 // {"tokens", "token_logprobs", "top_logprobs"}); null unless the request asked for them.
 nlohmann::json LogprobsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);

@@ -186,7 +186,7 @@ struct Server::Impl {
   enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate, kTask };
   void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
   std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, std::vector<int32_t>* tokens) const;
-  void StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
+  void StreamOpenAi(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, CompletionRequest r, server::ResponseContext c,
                     std::shared_ptr<Lease> lease);
   void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
                     std::shared_ptr<Lease> lease);
@@ -730,10 +730,22 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
       return SendError(res, e);
     }
   }
-  if (!lease->scheduler->Enqueue(job)) {
-    res.set_header("Retry-After", "1");
-    return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
-                                "server_error", "overloaded"));
+  // n choices: the same prompt in n jobs, choice i sampling with seed + i.
+  std::vector<std::shared_ptr<Job>> jobs = {job};
+  for (int i = 1; i < r.n; ++i) {
+    auto choice = std::make_shared<Job>();
+    choice->prompt = job->prompt;
+    choice->options = job->options;
+    choice->options.sampling.seed += static_cast<uint64_t>(i);
+    jobs.push_back(std::move(choice));
+  }
+  for (const std::shared_ptr<Job>& j : jobs) {
+    if (!lease->scheduler->Enqueue(j)) {
+      for (const std::shared_ptr<Job>& queued : jobs) queued->cancelled.store(true);
+      res.set_header("Retry-After", "1");
+      return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
+                                  "server_error", "overloaded"));
+    }
   }
   server::ResponseContext c;
   c.id = NewId(dialect == Dialect::kOpenAiChat ? "chatcmpl-" : dialect == Dialect::kTask ? "task-" : "cmpl-");
@@ -742,125 +754,156 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   c.engine = lease->engine.get();
   if (r.stream) {
     if (ollama) return StreamOllama(res, job, std::move(r), c, std::move(lease));
-    return StreamOpenAi(res, job, std::move(r), c, std::move(lease));
+    return StreamOpenAi(res, jobs, std::move(r), c, std::move(lease));
   }
-  // Not streamed: wait for the reply. A client that hangs up meanwhile is only noticed when its
+  // Not streamed: wait for the replies. A client that hangs up meanwhile is only noticed when its
   // connection is written to, so after a second the answer goes out chunked, led by whitespace
-  // (valid before JSON) once a second: a closed connection then cancels the job within seconds.
-  std::vector<Job::Chunk> ignored;
+  // (valid before JSON) once a second: a closed connection then cancels the jobs within seconds.
+  const auto all_done = [jobs](std::chrono::milliseconds wait) {
+    bool done = true;
+    for (const std::shared_ptr<Job>& j : jobs) {
+      std::vector<Job::Chunk> ignored;
+      done = j->Take(&ignored, wait) && done;
+    }
+    return done;
+  };
+  const auto cancel_all = [jobs] {
+    for (const std::shared_ptr<Job>& j : jobs) j->cancelled.store(true);
+  };
   bool done = false;
-  for (int waited = 0; waited < 10 && !done; ++waited) {
-    done = job->Take(&ignored, std::chrono::milliseconds(100));
-    ignored.clear();
-  }
-  const auto answer = [this, dialect, r, c, task, task_prompt](const Result<Reply>& reply) -> std::pair<int, std::string> {
-    if (!reply.ok()) {
-      const ApiError e = FailedReply(reply.status());
-      return {e.status, server::ErrorJson(e).dump()};
+  for (int waited = 0; waited < 10 && !done; ++waited) done = all_done(std::chrono::milliseconds(100));
+  const auto answer = [this, dialect, r, c, task, task_prompt, jobs]() -> std::pair<int, std::string> {
+    std::vector<json> completions;
+    for (const std::shared_ptr<Job>& j : jobs) {
+      Result<Reply> reply = Status::Error("unset");
+      {
+        std::lock_guard<std::mutex> lock(j->mutex);
+        reply = j->reply;
+      }
+      if (!reply.ok()) {
+        const ApiError e = FailedReply(reply.status());
+        return {e.status, server::ErrorJson(e).dump()};
+      }
+      switch (dialect) {
+        case Dialect::kOpenAiChat: completions.push_back(server::ChatCompletionJson(c, r, reply.value())); break;
+        case Dialect::kOpenAiText: completions.push_back(server::TextCompletionJson(c, r, reply.value())); break;
+        case Dialect::kTask: completions.push_back(server::TaskJson(c, task, task_prompt, reply.value())); break;
+        default: completions.push_back(server::OllamaDoneJson(c, dialect == Dialect::kOllamaChat, reply.value(), true));
+      }
     }
-    switch (dialect) {
-      case Dialect::kOpenAiChat: return {200, server::ChatCompletionJson(c, r, reply.value()).dump()};
-      case Dialect::kOpenAiText: return {200, server::TextCompletionJson(c, r, reply.value()).dump()};
-      case Dialect::kTask: return {200, server::TaskJson(c, task, task_prompt, reply.value()).dump()};
-      default: return {200, server::OllamaDoneJson(c, dialect == Dialect::kOllamaChat, reply.value(), true).dump()};
-    }
+    return {200, (completions.size() == 1 ? completions[0] : server::MergeChoices(std::move(completions))).dump()};
   };
   if (done) {
-    std::lock_guard<std::mutex> lock(job->mutex);
-    auto [status, text] = answer(job->reply);
+    auto [status, text] = answer();
     res.status = status;
     res.set_content(text, kJson);
     return;
   }
   res.set_chunked_content_provider(
       kJson,
-      [job, answer, lease](size_t, httplib::DataSink& sink) {
-        std::vector<Job::Chunk> chunks;
-        while (!job->Take(&chunks, std::chrono::milliseconds(1000))) {
-          chunks.clear();
+      [all_done, cancel_all, answer, lease](size_t, httplib::DataSink& sink) {
+        while (!all_done(std::chrono::milliseconds(1000))) {
           if (!WriteRaw(sink, " ")) {
-            job->cancelled.store(true);
+            cancel_all();
             return false;
           }
         }
-        std::string text;
-        {
-          std::lock_guard<std::mutex> lock(job->mutex);
-          text = answer(job->reply).second;
-        }
-        if (!WriteRaw(sink, text)) return false;
+        if (!WriteRaw(sink, answer().second)) return false;
         sink.done();
         return true;
       },
-      [job](bool success) {
-        if (!success) job->cancelled.store(true);
+      [cancel_all](bool success) {
+        if (!success) cancel_all();
       });
 }
 
-void Server::Impl::StreamOpenAi(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r,
+void Server::Impl::StreamOpenAi(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, CompletionRequest r,
                                 server::ResponseContext c, std::shared_ptr<Lease> lease) {
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, r, c, lease](size_t, httplib::DataSink& sink) {
-        const auto fail = [&job] {
-          job->cancelled.store(true);
+      [jobs, r, c, lease](size_t, httplib::DataSink& sink) {
+        const auto fail = [&jobs] {
+          for (const std::shared_ptr<Job>& j : jobs) j->cancelled.store(true);
           return false;
         };
-        if (r.chat && !WriteEvent(sink, server::ChatChunkJson(c, {{"role", "assistant"}, {"content", ""}}, nullptr))) {
-          return fail();
+        // Each event speaks of one choice (index i of n).
+        const auto write = [&sink](json event, size_t i) {
+          if (event.contains("choices") && !event["choices"].empty()) event["choices"][0]["index"] = i;
+          return WriteEvent(sink, event);
+        };
+        for (size_t i = 0; r.chat && i < jobs.size(); ++i) {
+          if (!write(server::ChatChunkJson(c, {{"role", "assistant"}, {"content", ""}}, nullptr), i)) return fail();
         }
-        for (;;) {
-          std::vector<Job::Chunk> chunks;
-          const bool done = job->Take(&chunks, std::chrono::milliseconds(1000));
-          for (const Job::Chunk& chunk : chunks) {
-            if (chunk.kind == ChunkKind::kToolCall) continue;  // sent whole with the last chunk
-            json event;
-            if (r.chat) {
-              const char* field = chunk.kind == ChunkKind::kThinking ? "reasoning_content" : "content";
-              event = server::ChatChunkJson(c, {{field, chunk.text}}, nullptr);
-            } else {
-              if (chunk.kind == ChunkKind::kThinking) continue;
-              event = server::TextChunkJson(c, chunk.text, nullptr);
-            }
-            if (!WriteEvent(sink, event)) return fail();
-          }
-          if (done) break;
-          // Nothing for a second (a long prompt): a comment line, which tells whether the client is still there.
-          if (chunks.empty() && !WriteRaw(sink, ": keep-alive\n\n")) return fail();
-        }
-        Result<Reply> reply = Status::Error("unset");
-        {
-          std::lock_guard<std::mutex> lock(job->mutex);
-          reply = job->reply;
-        }
-        if (!reply.ok()) {
-          if (!WriteEvent(sink, server::ErrorJson(FailedReply(reply.status())))) return false;
-        } else {
-          const char* finish = server::FinishReason(reply.value());
+        // One choice's end: its tool calls, and its last chunk with the finish reason and logprobs.
+        const auto finish = [&](const Result<Reply>& reply, size_t i) {
+          if (!reply.ok()) return WriteEvent(sink, server::ErrorJson(FailedReply(reply.status())));
           if (r.chat && !reply.value().tool_calls.empty()) {
             json calls = server::ChatChunkJson(c, {{"tool_calls", server::ToolCallsJson(c, reply.value(), true)}}, nullptr);
-            if (!WriteEvent(sink, calls)) return false;
+            if (!write(calls, i)) return false;
           }
-          json last = r.chat ? server::ChatChunkJson(c, json::object(), finish) : server::TextChunkJson(c, "", finish);
+          const char* reason = server::FinishReason(reply.value());
+          json last = r.chat ? server::ChatChunkJson(c, json::object(), reason) : server::TextChunkJson(c, "", reason);
           // Logprobs of a streamed answer come with its last chunk, all of them: the text arrives in
           // pieces that need not match tokens, and clients append each chunk's logprobs.
           last["choices"][0]["logprobs"] = server::LogprobsJson(c, r, reply.value());
-          if (!WriteEvent(sink, last)) return false;
-          if (r.include_usage) {
-            json usage = r.chat ? server::ChatChunkJson(c, json::object(), nullptr) : server::TextChunkJson(c, "", nullptr);
-            usage["choices"] = json::array();
-            usage["usage"] = server::UsageJson(reply.value());
-            if (!WriteEvent(sink, usage)) return false;
+          return write(last, i);
+        };
+        std::vector<Result<Reply>> replies(jobs.size(), Status::Error("unset"));
+        std::vector<bool> finished(jobs.size(), false);
+        size_t open = jobs.size();
+        // One choice waits for its next piece up to a second; several take turns, briefly each.
+        const auto wait = std::chrono::milliseconds(jobs.size() == 1 ? 1000 : 50);
+        auto last_write = std::chrono::steady_clock::now();
+        while (open > 0) {
+          for (size_t i = 0; i < jobs.size(); ++i) {
+            if (finished[i]) continue;
+            std::vector<Job::Chunk> chunks;
+            const bool done = jobs[i]->Take(&chunks, wait);
+            for (const Job::Chunk& chunk : chunks) {
+              if (chunk.kind == ChunkKind::kToolCall) continue;  // sent whole with the last chunk
+              if (!r.chat && chunk.kind == ChunkKind::kThinking) continue;
+              const char* field = chunk.kind == ChunkKind::kThinking ? "reasoning_content" : "content";
+              json event = r.chat ? server::ChatChunkJson(c, {{field, chunk.text}}, nullptr)
+                                  : server::TextChunkJson(c, chunk.text, nullptr);
+              if (!write(event, i)) return fail();
+              last_write = std::chrono::steady_clock::now();
+            }
+            if (!done) continue;
+            {
+              std::lock_guard<std::mutex> lock(jobs[i]->mutex);
+              replies[i] = jobs[i]->reply;
+            }
+            finished[i] = true;
+            --open;
+            if (!finish(replies[i], i)) return fail();
+            last_write = std::chrono::steady_clock::now();
           }
+          // Nothing for a second (a long prompt): a comment line, which tells whether the client is still there.
+          if (open > 0 && std::chrono::steady_clock::now() - last_write >= std::chrono::seconds(1)) {
+            if (!WriteRaw(sink, ": keep-alive\n\n")) return fail();
+            last_write = std::chrono::steady_clock::now();
+          }
+        }
+        const bool all_ok = std::all_of(replies.begin(), replies.end(), [](const Result<Reply>& x) { return x.ok(); });
+        if (r.include_usage && all_ok) {
+          json usage = r.chat ? server::ChatChunkJson(c, json::object(), nullptr) : server::TextChunkJson(c, "", nullptr);
+          usage["choices"] = json::array();
+          usage["usage"] = server::UsageJson(replies[0].value());
+          int completion_tokens = 0;
+          for (const Result<Reply>& x : replies) completion_tokens += x.value().stats.generated_tokens;
+          usage["usage"]["completion_tokens"] = completion_tokens;
+          usage["usage"]["total_tokens"] = usage["usage"]["prompt_tokens"].get<int>() + completion_tokens;
+          if (!WriteEvent(sink, usage)) return false;
         }
         if (!WriteRaw(sink, "data: [DONE]\n\n")) return false;
         sink.done();
         return true;
       },
-      [job](bool success) {
-        if (!success) job->cancelled.store(true);
+      [jobs](bool success) {
+        if (success) return;
+        for (const std::shared_ptr<Job>& j : jobs) j->cancelled.store(true);
       });
 }
 

@@ -99,7 +99,7 @@ await check('bad requests reject with the client\'s APIError (status, message, p
   for (const [body, status, param] of [
     [{ model: 'any', messages: [] }, 400, 'messages'],
     [{ model: 'any', messages: user('hi'), temperature: 'hot' }, 400, 'temperature'],
-    [{ model: 'any', messages: user('hi'), n: 3 }, 400, 'n'],
+    [{ model: 'any', messages: user('hi'), n: 9 }, 400, 'n'],
   ]) {
     try {
       await client.chat.completions.create(body);
