@@ -3,6 +3,7 @@
 // repeat_penalty, chat_template_kwargs) are accepted where OpenAI has nothing.
 #include "server/protocol.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -264,6 +265,7 @@ std::optional<ApiError> ReadTools(const json& body, CompletionRequest* r) {
     }
     if (!t->empty()) r->tools = t->dump();
   }
+  if (auto e = ReadBool(body, "parallel_tool_calls", &r->parallel_tool_calls)) return e;
   if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
     if (!c->is_string() && !c->is_object()) return Invalid("tool_choice", "'tool_choice' must be a string or an object");
     r->tool_choice = c->dump();
@@ -688,9 +690,10 @@ json LogprobsJson(const ResponseContext& c, const CompletionRequest& r, const Re
   return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}};
 }
 
-json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index) {
+json ToolCallsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply, bool with_index) {
   json calls = json::array();
-  for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+  const size_t n = r.parallel_tool_calls ? reply.tool_calls.size() : std::min<size_t>(1, reply.tool_calls.size());
+  for (size_t i = 0; i < n; ++i) {
     json call = {{"id", "call_" + c.id + "_" + std::to_string(i)},
                  {"type", "function"},
                  {"function", {{"name", reply.tool_calls[i].name}, {"arguments", reply.tool_calls[i].arguments}}}};
@@ -704,7 +707,7 @@ json ChatCompletionJson(const ResponseContext& c, const CompletionRequest& r, co
   json message = {{"role", "assistant"}, {"content", reply.text}};
   if (!reply.thinking.empty()) message["reasoning_content"] = reply.thinking;
   if (!reply.tool_calls.empty()) {
-    message["tool_calls"] = ToolCallsJson(c, reply, false);
+    message["tool_calls"] = ToolCallsJson(c, r, reply, false);
     if (reply.text.empty()) message["content"] = nullptr;  // as OpenAI answers a call alone
   }
   json choice = {{"index", 0}, {"message", message}, {"finish_reason", FinishReason(reply)}};

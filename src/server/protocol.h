@@ -48,6 +48,8 @@ struct CompletionRequest {
   // OpenAI's n: choices generated for the prompt, choice i sampling with seed + i (the same prompt,
   // decoded in n slots side by side).
   int n = 1;
+  // OpenAI's parallel_tool_calls: false answers with the first tool call only.
+  bool parallel_tool_calls = true;
   // Ollama: options.num_ctx, the context this request may use (0: the slot's); keep_alive, how long
   // the model stays loaded after it (seconds; negative: for ever; unset: the server's setting);
   // and a request with no prompt, which only loads (or with keep_alive 0 unloads) the model.
@@ -105,7 +107,8 @@ nlohmann::json MergeChoices(std::vector<nlohmann::json> completions);
 // {"tokens", "token_logprobs", "top_logprobs"}); null unless the request asked for them.
 nlohmann::json LogprobsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply);
 // The reply's tool calls as OpenAI's tool_calls array (with "index" for a streamed delta).
-nlohmann::json ToolCallsJson(const ResponseContext& c, const Reply& reply, bool with_index);
+// With r.parallel_tool_calls false, the first call only.
+nlohmann::json ToolCallsJson(const ResponseContext& c, const CompletionRequest& r, const Reply& reply, bool with_index);
 // Streaming: one chunk's JSON. delta is {"role":...} / {"content":...} / {"reasoning_content":...}.
 nlohmann::json ChatChunkJson(const ResponseContext& c, const nlohmann::json& delta, const char* finish_reason);
 nlohmann::json TextChunkJson(const ResponseContext& c, const std::string& text, const char* finish_reason);

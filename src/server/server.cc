@@ -840,7 +840,7 @@ void Server::Impl::StreamOpenAi(httplib::Response& res, std::vector<std::shared_
         const auto finish = [&](const Result<Reply>& reply, size_t i) {
           if (!reply.ok()) return WriteEvent(sink, server::ErrorJson(FailedReply(reply.status())));
           if (r.chat && !reply.value().tool_calls.empty()) {
-            json calls = server::ChatChunkJson(c, {{"tool_calls", server::ToolCallsJson(c, reply.value(), true)}}, nullptr);
+            json calls = server::ChatChunkJson(c, {{"tool_calls", server::ToolCallsJson(c, r, reply.value(), true)}}, nullptr);
             if (!write(calls, i)) return false;
           }
           const char* reason = server::FinishReason(reply.value());
