@@ -367,23 +367,33 @@ struct RowsOneByOne {
   }
 };
 
-// The 6-bit scales and mins of a Q4_K / Q5_K block (UnpackScaleMinK4), all eight at once as
-// llama.cpp does it: sc[0..7] then m[0..7].
+// The eight 6-bit scales and eight 6-bit mins of a Q4_K / Q5_K block, out as sc[0..7] then
+// m[0..7] (the scalar UnpackScaleMinK4 gives one pair). The format packs them in 12 bytes:
+//   bytes 0-3:  sc[0..3] in their low 6 bits; bits 4-5 of sc[4..7] in their top 2 bits
+//   bytes 4-7:  m[0..3] in their low 6 bits;  bits 4-5 of m[4..7] in their top 2 bits
+//   bytes 8-11: bits 0-3 of sc[4..7] in their low nibbles, of m[4..7] in their high nibbles
+// Each row of that table is four bytes with the same rule, so each is one 32-bit word here, and
+// every output group of four is a couple of masks and shifts of two words (little-endian: byte i
+// of a word is entry i of its group).
 HWY_INLINE void UnpackScaleMinK4All(const uint8_t* scales, uint8_t* out16) {
-  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, scales, 12);
-  u[3] = ((u[2] >> 4) & kMask2) | (((u[1] >> 6) & kMask3) << 4);
-  const uint32_t mins_low = u[1] & kMask1;
-  u[1] = (u[2] & kMask2) | (((u[0] >> 6) & kMask3) << 4);
-  u[2] = mins_low;
-  u[0] &= kMask1;
-  std::memcpy(out16, u, 16);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLowNibble = 0x0f0f0f0f, kTwoBits = 0x03030303;
+  uint32_t sc_low, m_low, nibbles;
+  std::memcpy(&sc_low, scales, 4);
+  std::memcpy(&m_low, scales + 4, 4);
+  std::memcpy(&nibbles, scales + 8, 4);
+  const uint32_t groups[4] = {
+      sc_low & kLow6,                                                // sc[0..3]
+      (nibbles & kLowNibble) | (((sc_low >> 6) & kTwoBits) << 4),    // sc[4..7]
+      m_low & kLow6,                                                 // m[0..3]
+      ((nibbles >> 4) & kLowNibble) | (((m_low >> 6) & kTwoBits) << 4),  // m[4..7]
+  };
+  std::memcpy(out16, groups, 16);
 }
 
 // The i16 multipliers of the 8 slices (S16 per slice: its first 16 values, then its second 16).
-// x86 widens the scales once and picks each slice's pair with one byte shuffle (as llama.cpp
-// does), where a broadcast per half would cost 5 instructions per slice.
+// x86 widens the scales once and picks each slice's pair with one byte shuffle (pshufb with the
+// byte pair 2k, 2k+1 in every i16 lane broadcasts lane k within each 128-bit half), where a
+// broadcast per half would cost 5 instructions per slice.
 #if GEMLET_X86_256
 // v: i16 lanes [scale of the first 16 of slice 0..7 | scale of the second 16 of slice 0..7].
 HWY_INLINE void SlicePairScales(__m256i v, S16* s) {
