@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the layering of ../shared/STYLE.md: a folder of src/ (and the CLI) may include headers only
+"""Checks the layering of ../shared/STYLE.md and docs/architecture.md: a folder of src/ (and the CLI) may include headers only
 from the folders its CMake target links, directly or through them, and the public headers in
 include/gemlet/ reach nothing of src/. The CLI sits on the public API alone (gemlet.hpp,
 tools.hpp, history.hpp, store.hpp, fetch.hpp): it includes nothing of src/ at all.
@@ -42,6 +42,20 @@ def folder_deps(root):
             if name == "gemlet_" + folder and folder in deps:
                 deps[folder] |= {d for d in DEPS.findall(body)} - {folder}
     return deps
+
+
+def documented_layers(root):
+    """{folder: set of folders it may link}, from the ```layers block of docs/architecture.md."""
+    text = (root / "docs" / "architecture.md").read_text()
+    block = text.split("```layers", 1)[1].split("```", 1)[0]
+    layers = {}
+    for line in block.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        folder, _, allowed = line.partition(":")
+        layers[folder.strip()] = set(allowed.split())
+    return layers
 
 
 def closure(folder, deps, seen=None):
@@ -87,6 +101,15 @@ def main():
     # The CLI: the public API only.
     for path in sources(root / "apps/gemlet"):
         check(path, set(), public_allowed=True)
+
+    # docs/architecture.md's table: every folder listed, no link it does not allow.
+    layers = documented_layers(root)
+    for folder in sorted(deps):
+        if folder not in layers:
+            problems.append(f"src/{folder}: not in docs/architecture.md's layer table")
+            continue
+        for d in sorted(deps[folder] - layers[folder]):
+            problems.append(f"src/{folder}: links gemlet_{d}, which docs/architecture.md's table does not allow it")
 
     for p in problems:
         print(p)
