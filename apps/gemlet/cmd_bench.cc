@@ -111,107 +111,129 @@ std::string ProbeName(const tools::BandwidthProbe& p) {
          (p.prefetch_bytes ? ", prefetch " + std::to_string(p.prefetch_bytes) + " B" : ", no prefetch");
 }
 
-int RunBench(int argc, char** argv) {
-  // --spec lookup|draft measures speculative decoding instead (bench_spec.cc).
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--spec" || std::string_view(argv[i]).rfind("--spec=", 0) == 0) return RunSpecBench(argc, argv);
-  }
-  CLI::App app{"Measure prompt processing (ppN) and generation (tgN) speed like llama-bench, plus time to first token,\n"
-               "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached.\n"
-               "With --spec lookup|draft: speculative decoding's verification cost and a workload's acceptance "
-               "(gemlet bench --spec lookup --help)"};
-  app.name("gemlet bench");
-  std::string model_path, kv_type_name = "f16", kernels;
+// The flags of the ppN/tgN benchmark.
+struct BenchFlags {
+  std::string model_path, kv_type_name = "f16", mem_budget, cache_dir;
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
-  int reps = 5, batch = 512, ttft_prompt = 200;
-  bool json = false;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
-  app.add_option("-p,--n-prompt", prompts, "prompt lengths (comma separated; 0 skips)")
+  int reps = 5, batch = 512, ttft_prompt = 200, bandwidth_mib = 1024;
+  bool json = false, no_cache = false;
+  KernelOptions kernel_options;
+};
+
+void AddBenchFlags(CLI::App& app, BenchFlags* f) {
+  app.add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  app.add_option("-p,--n-prompt", f->prompts, "prompt lengths (comma separated; 0 skips)")
       ->delimiter(',')->check(NonNegative());
-  app.add_option("-n,--n-gen", gens, "generation lengths (comma separated; 0 skips)")
+  app.add_option("-n,--n-gen", f->gens, "generation lengths (comma separated; 0 skips)")
       ->delimiter(',')->check(NonNegative());
-  app.add_option("-d,--n-depth", depths, "tokens already in the context before each test (comma separated; "
+  app.add_option("-d,--n-depth", f->depths, "tokens already in the context before each test (comma separated; "
                  "as llama-bench: attention at long context)")
       ->delimiter(',')->check(NonNegative());
-  app.add_option("-t,--threads", threads_list, "thread counts (comma separated; default: all cores)")
+  app.add_option("-t,--threads", f->threads_list, "thread counts (comma separated; default: all cores)")
       ->delimiter(',')->check(Positive());
-  app.add_option("-r,--repetitions", reps, "repetitions of each test")->check(Positive());
-  app.add_option("-b,--batch", batch, "prompt tokens per forward chunk")->check(Positive());
-  app.add_option("--ttft-prompt", ttft_prompt, "chat prompt length for the time to first token (0 skips)")
+  app.add_option("-r,--repetitions", f->reps, "repetitions of each test")->check(Positive());
+  app.add_option("-b,--batch", f->batch, "prompt tokens per forward chunk")->check(Positive());
+  app.add_option("--ttft-prompt", f->ttft_prompt, "chat prompt length for the time to first token (0 skips)")
       ->check(NonNegative());
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
+  app.add_option("--kv-type", f->kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  KernelOptions kernel_options;
-  AddKernelFlags(app, kernel_options);
-  std::string cache_dir;
-  bool no_cache = false;
-  AddCacheFlags(app, cache_dir, no_cache);
-  std::string mem_budget;
-  app.add_option("--mem-budget", mem_budget,
+  AddKernelFlags(app, f->kernel_options);
+  AddCacheFlags(app, f->cache_dir, f->no_cache);
+  app.add_option("--mem-budget", f->mem_budget,
                  "measure under this much dirty memory (300M, 2G): the prompt chunk and KV type are chosen to fit "
                  "it as run and chat choose them, at the context the tests need")
       ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
-  app.add_flag("--json", json, "print a JSON array, one object per test (llama-bench's field names and ours)");
-  int bandwidth_mib = 1024;
-  app.add_option("--bandwidth-mib", bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
+  app.add_flag("--json", f->json, "print a JSON array, one object per test (llama-bench's field names and ours)");
+  app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
-  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (std::string err = Validate(kernel_options); !err.empty()) return UsageError(err);
-  if (threads_list.empty()) threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
-  const int max_prompt = prompts.empty() ? 0 : *std::max_element(prompts.begin(), prompts.end());
-  const int max_gen = gens.empty() ? 0 : *std::max_element(gens.begin(), gens.end());
-  if (depths.empty()) depths = {0};
-  const int max_depth = *std::max_element(depths.begin(), depths.end());
-  if (max_prompt == 0 && max_gen == 0) return UsageError("nothing to measure: every -p and -n is 0");
+}
 
-  // The bandwidth bound before the tests (in a child: before any thread of ours starts) and after;
-  // the larger is the bound.
-  const int bw_threads = *std::max_element(threads_list.begin(), threads_list.end());
-  const size_t bw_bytes = static_cast<size_t>(bandwidth_mib) << 20;
-  const tools::BandwidthBound bw_before = ProbeBandwidthInChild(bw_threads, bw_bytes);
+// Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own for the
+// object's life.
+class PeakAnonSampler {
+ public:
+  PeakAnonSampler()
+      : thread_([this] {
+          while (on_.load()) {
+            const uint64_t anon = MeasureProcessMemory().anon_bytes;
+            if (anon > peak_.load()) peak_.store(anon);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }) {}
+  ~PeakAnonSampler() { Stop(); }
+  void Stop() {
+    on_.store(false);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t peak() const { return peak_.load(); }
 
-  // Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own over
-  // the whole run, from before the load to before the bandwidth test.
-  std::atomic<bool> sampling{true};
-  std::atomic<uint64_t> peak_anon{0};
-  std::thread sampler([&] {
-    while (sampling.load()) {
-      const uint64_t anon = MeasureProcessMemory().anon_bytes;
-      if (anon > peak_anon.load()) peak_anon.store(anon);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  });
-  struct StopSampler {
-    std::atomic<bool>& on;
-    std::thread& t;
-    ~StopSampler() {
-      on.store(false);
-      if (t.joinable()) t.join();
-    }
-  } stop_sampler{sampling, sampler};
+ private:
+  std::atomic<bool> on_{true};
+  std::atomic<uint64_t> peak_{0};
+  std::thread thread_;
+};
 
-  // Model ready: wall time (what a user waits) and this thread's CPU time (what a busy, shared
-  // machine does not inflate).
+// What the tests measured, for both reports.
+struct BenchRun {
+  std::shared_ptr<Engine> engine;
+  KvCacheType kv_type = KvCacheType::kF16;
+  double load_cpu_ms = 0;
+  int n_ctx = 0, ttft_tokens = 0;
+  std::vector<TestResult> results;
+  std::vector<double> ttft_by_threads, first_eval_by_threads;  // per thread count
+  MemoryUsage memory;
+  uint64_t peak_anon = 0;
+  tools::BandwidthBound bw_before, bw_after;
+  const tools::BandwidthBound& bw() const { return bw_before.gbs > bw_after.gbs ? bw_before : bw_after; }
+};
+
+// Loads the model, timing it: wall time (what a user waits) and this thread's CPU time (what a
+// busy, shared machine does not inflate).
+Status LoadForBench(const BenchFlags& f, BenchRun* run) {
   timespec cpu0{}, cpu1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
   EngineOptions engine_options;
-  engine_options.kernels = kernel_options;
-  engine_options.cache_dir = CacheDir(cache_dir, no_cache);
+  engine_options.kernels = f.kernel_options;
+  engine_options.cache_dir = CacheDir(f.cache_dir, f.no_cache);
   // A benchmark measures the engine, not the thermal governor's pacing of it (docs/thermal.md).
   engine_options.thermal.enabled = false;
-  auto loaded = Engine::Load(model_path, engine_options);
+  auto loaded = Engine::Load(f.model_path, engine_options);
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
-  const double load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
-  if (!loaded.ok()) return Fail(loaded.message());
-  std::shared_ptr<Engine> engine = loaded.value();
-  const ModelInfo& info = engine->info();
-  KvCacheType kv_type = KvCacheType::kF16;
-  ParseKvCacheType(kv_type_name, &kv_type);  // checked by --kv-type's member list
-  const double model_size = static_cast<double>(info.tensor_bytes), n_params = static_cast<double>(info.n_parameters);
-  const std::string model_type = info.architecture + " " + ParamsShort(n_params) + " " + info.file_type;
-  const double weight_bytes = static_cast<double>(info.decode_weight_bytes);
+  run->load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
+  if (!loaded.ok()) return loaded.status();
+  run->engine = loaded.value();
+  ParseKvCacheType(f.kv_type_name, &run->kv_type);  // checked by --kv-type's member list
+  return Status::Ok();
+}
 
-  std::mt19937 rng(1234);
+// The session the tests of one thread count run in, fitted to --mem-budget when given.
+Result<std::unique_ptr<Session>> BenchSession(const BenchFlags& f, const BenchRun& run, int n_threads) {
+  SessionOptions options;
+  options.n_ctx = run.n_ctx;
+  options.n_threads = n_threads;
+  options.max_batch = f.batch;
+  options.kv_cache_type = run.kv_type;
+  if (!f.mem_budget.empty()) {
+    std::string note;
+    uint64_t floor = 0;
+    auto fitted = FitToBudget(*run.engine, ParseByteSize(f.mem_budget), options, &note, &floor);
+    if (!fitted.ok()) return fitted.status();
+    options = fitted.value();
+    if (options.n_ctx < run.n_ctx) {
+      return Status::Error("a memory budget of " + f.mem_budget + " fits a context of " + std::to_string(options.n_ctx) +
+                           " tokens; these tests need " + std::to_string(run.n_ctx));
+    }
+    std::fprintf(stderr, "(memory budget %s, floor %llu MiB: %s)\n", f.mem_budget.c_str(),
+                 static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20), note.empty() ? "runs as asked" : note.c_str());
+  }
+  return Session::Create(run.engine, options);
+}
+
+// Every test at one thread count: the warm-up (the first evaluation's cost), ppN and tgN at each
+// depth, and the time to first token of the chat prompt.
+Status MeasureAtThreads(const BenchFlags& f, int n_threads, const std::string& ttft_text, std::mt19937& rng,
+                        BenchRun* run) {
+  const ModelInfo& info = run->engine->info();
   auto random_tokens = [&](int n) {
     std::vector<int32_t> tokens(static_cast<size_t>(n));
     std::uniform_int_distribution<int32_t> id(4, std::max(5, info.n_vocab - 1));
@@ -219,198 +241,172 @@ int RunBench(int argc, char** argv) {
     if (n > 0) tokens[0] = 2;  // <bos>
     return tokens;
   };
-  const std::string ttft_text = ttft_prompt > 0 ? ChatPromptText(*engine, ttft_prompt) : "";
-  const int ttft_tokens = ttft_text.empty()
-                              ? ttft_prompt
-                              : static_cast<int>(TokenizeChat(*engine, ttft_text).size());
-  // Like llama-bench, each test starts from a cache holding n_depth tokens (none by default); one
-  // context fits the longest of them.
-  const int n_ctx = std::max({max_depth + std::max(max_prompt, max_gen), ttft_tokens, 16}) + 1;
+  auto created = BenchSession(f, *run, n_threads);
+  if (!created.ok()) return created.status();
+  Session& session = *created.value();
   std::vector<float> logits(static_cast<size_t>(info.n_vocab));
-
-  std::vector<TestResult> results;
-  std::vector<double> ttft_by_threads, first_eval_by_threads;
-  for (int n_threads : threads_list) {
-    SessionOptions options;
-    options.n_ctx = n_ctx;
-    options.n_threads = n_threads;
-    options.max_batch = batch;
-    options.kv_cache_type = kv_type;
-    if (!mem_budget.empty()) {
-      std::string note;
-      uint64_t floor = 0;
-      auto fitted = FitToBudget(*engine, ParseByteSize(mem_budget), options, &note, &floor);
-      if (!fitted.ok()) return Fail(fitted.message());
-      if (fitted->n_ctx < n_ctx) {
-        return Fail("a memory budget of " + mem_budget + " fits a context of " + std::to_string(fitted->n_ctx) +
-                    " tokens; these tests need " + std::to_string(n_ctx));
-      }
-      options = fitted.value();
-      std::fprintf(stderr, "(memory budget %s, floor %llu MiB: %s)\n", mem_budget.c_str(),
-                   static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20), note.empty() ? "runs as asked" : note.c_str());
-    }
-    auto created = Session::Create(engine, options);
-    if (!created.ok()) return Fail(created.message());
-    Session& session = *created.value();
-    Status status;
-    auto evaluate = [&](const std::vector<int32_t>& tokens) {
-      if (status.ok()) status = session.Evaluate(tokens, logits.data(), /*all_logits=*/false);
-    };
-    // Warm-up: page in the weights (and pack them for the kernels: they are packed on first use),
-    // grow every scratch buffer, settle the thread pool. The first evaluation is what a user's
-    // first prompt pays on top of its prefill.
-    session.Reset();
-    const double warm0 = Now();
-    evaluate(random_tokens(16));
-    first_eval_by_threads.push_back(Now() - warm0);
-    evaluate({17});
-
-    // Each repetition starts from the same n_depth-token context, prefilled untimed.
-    auto reset_to_depth = [&](int depth) {
-      session.Reset();
-      if (depth > 0) evaluate(random_tokens(depth));
-    };
-    for (int depth : depths) {
-      for (int p : prompts) {
-        if (p <= 0) continue;
-        TestResult r{p, 0, depth, n_threads, {}, {}};
-        for (int i = 0; i < reps; ++i) {
-          auto tokens = random_tokens(p);
-          if (depth > 0) tokens[0] = 17;  // a continuation: no second <bos>
-          reset_to_depth(depth);
-          const double t0 = Now();
-          evaluate(tokens);
-          const double dt = Now() - t0;
-          r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
-          r.samples_ts.push_back(p / dt);
-        }
-        results.push_back(r);
-      }
-      for (int n : gens) {
-        if (n <= 0) continue;
-        TestResult r{0, n, depth, n_threads, {}, {}};
-        for (int i = 0; i < reps; ++i) {
-          const auto tokens = random_tokens(n);
-          reset_to_depth(depth);
-          const double t0 = Now();
-          for (int j = 0; j < n; ++j) evaluate({tokens[j]});
-          const double dt = Now() - t0;
-          r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
-          r.samples_ts.push_back(n / dt);
-        }
-        results.push_back(r);
-      }
-    }
-    // Time to first token: from the chat prompt's text to the first (here: argmax) token, i.e.
-    // tokenizing and the prefill.
-    if (ttft_prompt > 0) {
-      std::vector<double> t;
-      for (int i = 0; i < reps; ++i) {
-        session.Reset();
-        const double t0 = Now();
-        evaluate(ttft_text.empty() ? random_tokens(ttft_prompt) : TokenizeChat(*engine, ttft_text));
-        volatile int first = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        (void)first;
-        t.push_back(Now() - t0);
-      }
-      ttft_by_threads.push_back(Median(t));
-    }
-    if (!status.ok()) return Fail(status.message());
-  }
-  const MemoryUsage memory = engine->MeasureMemory();
-  const size_t peak_rss = memory.peak_rss_bytes;  // before the bandwidth test's buffer
-  sampling.store(false);
-  sampler.join();
-  const tools::BandwidthBound bw_after = tools::MeasureReadBandwidthBound(bw_threads, bw_bytes);
-  const tools::BandwidthBound& bw = bw_before.gbs > bw_after.gbs ? bw_before : bw_after;
-  const double bandwidth = bw.gbs * 1e9;
-
-  auto kv_bytes_mean = [&](const TestResult& r) {
-    double sum = 0;
-    for (int j = 0; j < r.n_gen; ++j) sum += static_cast<double>(engine->DecodeKvBytesAt(kv_type, r.n_depth + j));
-    return r.n_gen > 0 ? sum / r.n_gen : 0.0;
+  Status status;
+  auto evaluate = [&](const std::vector<int32_t>& tokens) {
+    if (status.ok()) status = session.Evaluate(tokens, logits.data(), /*all_logits=*/false);
   };
+  // Warm-up: page in the weights (and pack them for the kernels: they are packed on first use),
+  // grow every scratch buffer, settle the thread pool. The first evaluation is what a user's
+  // first prompt pays on top of its prefill.
+  session.Reset();
+  const double warm0 = Now();
+  evaluate(random_tokens(16));
+  run->first_eval_by_threads.push_back(Now() - warm0);
+  evaluate({17});
 
-  const std::string kernels_name = engine->kernels_name();
-  const std::string backend = "CPU (" + kernels_name + ")";
-  if (json) {
-    nlohmann::json out = nlohmann::json::array();
-    char time_buf[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(time_buf, sizeof time_buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    for (size_t i = 0; i < results.size(); ++i) {
-      const TestResult& r = results[i];
-      const Stats ns = MeanStd(std::vector<double>(r.samples_ns.begin(), r.samples_ns.end()));
-      const Stats ts = MeanStd(r.samples_ts);
-      const size_t ti = static_cast<size_t>(std::find(threads_list.begin(), threads_list.end(), r.n_threads) -
-                                            threads_list.begin());
-      nlohmann::json o = {
-          {"build_commit", "unknown"},
-          {"build_number", 0},
-          {"cpu_info", CpuInfo()},
-          {"gpu_info", ""},
-          {"backends", "CPU"},
-          {"model_filename", model_path},
-          {"model_type", model_type},
-          {"model_size", static_cast<uint64_t>(model_size)},
-          {"model_n_params", static_cast<uint64_t>(n_params)},
-          {"n_batch", batch},
-          {"n_ubatch", batch},
-          {"n_threads", r.n_threads},
-          {"type_k", kv_type_name},
-          {"type_v", kv_type_name},
-          {"n_gpu_layers", 0},
-          {"use_mmap", true},
-          {"embeddings", false},
-          {"n_prompt", r.n_prompt},
-          {"n_gen", r.n_gen},
-          {"n_depth", r.n_depth},
-          {"test_time", time_buf},
-          {"avg_ns", static_cast<uint64_t>(ns.mean)},
-          {"stddev_ns", static_cast<uint64_t>(ns.stddev)},
-          {"avg_ts", ts.mean},
-          {"stddev_ts", ts.stddev},
-          {"samples_ns", r.samples_ns},
-          {"samples_ts", r.samples_ts},
-          // gemlet's own fields
-          {"kernels", kernels_name},
-          {"n_ctx", n_ctx},
-          {"load_ms", info.load_seconds * 1e3},
-          {"load_model_ms", info.map_seconds * 1e3},
-          {"first_eval_ms", ti < first_eval_by_threads.size() ? first_eval_by_threads[ti] * 1e3 : 0.0},
-          {"packed_weight_bytes", memory.packed_weight_bytes},
-          {"load_cpu_ms", load_cpu_ms},
-          {"peak_rss_bytes", peak_rss},
-          {"peak_anon_bytes", peak_anon.load()},
-          {"packed_cache", info.packed_cache},
-          {"packed_cache_ms", info.packed_cache_seconds * 1e3},
-          {"packed_mapped_bytes", memory.packed_mapped_bytes},
-          {"mem_read_bw_gbs", bandwidth / 1e9},
-          {"mem_read_bw_before_gbs", bw_before.gbs},
-          {"mem_read_bw_after_gbs", bw_after.gbs},
-          {"mem_read_bw_probe", ProbeName(bw.best)},
-          {"ttft_prompt_tokens", ttft_prompt > 0 ? ttft_tokens : 0},
-          {"ttft_ms", ti < ttft_by_threads.size() ? ttft_by_threads[ti] * 1e3 : 0.0},
-      };
-      if (r.n_gen > 0) {
-        const double kv = kv_bytes_mean(r), per_token = weight_bytes + kv;
-        o["weight_bytes_per_token"] = static_cast<uint64_t>(weight_bytes);
-        o["kv_bytes_per_token"] = static_cast<uint64_t>(kv);
-        o["read_gbs"] = ts.mean * per_token / 1e9;
-        o["bw_bound_ts"] = bandwidth / per_token;
-        o["bw_fraction"] = ts.mean * per_token / bandwidth;
+  // Each repetition starts from the same n_depth-token context, prefilled untimed.
+  auto reset_to_depth = [&](int depth) {
+    session.Reset();
+    if (depth > 0) evaluate(random_tokens(depth));
+  };
+  for (int depth : f.depths) {
+    for (int p : f.prompts) {
+      if (p <= 0) continue;
+      TestResult r{p, 0, depth, n_threads, {}, {}};
+      for (int i = 0; i < f.reps; ++i) {
+        auto tokens = random_tokens(p);
+        if (depth > 0) tokens[0] = 17;  // a continuation: no second <bos>
+        reset_to_depth(depth);
+        const double t0 = Now();
+        evaluate(tokens);
+        const double dt = Now() - t0;
+        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+        r.samples_ts.push_back(p / dt);
       }
-      out.push_back(o);
+      run->results.push_back(r);
     }
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+    for (int n : f.gens) {
+      if (n <= 0) continue;
+      TestResult r{0, n, depth, n_threads, {}, {}};
+      for (int i = 0; i < f.reps; ++i) {
+        const auto tokens = random_tokens(n);
+        reset_to_depth(depth);
+        const double t0 = Now();
+        for (int j = 0; j < n; ++j) evaluate({tokens[j]});
+        const double dt = Now() - t0;
+        r.samples_ns.push_back(static_cast<uint64_t>(dt * 1e9));
+        r.samples_ts.push_back(n / dt);
+      }
+      run->results.push_back(r);
+    }
   }
+  // Time to first token: from the chat prompt's text to the first (here: argmax) token, i.e.
+  // tokenizing and the prefill.
+  if (f.ttft_prompt > 0) {
+    std::vector<double> t;
+    for (int i = 0; i < f.reps; ++i) {
+      session.Reset();
+      const double t0 = Now();
+      evaluate(ttft_text.empty() ? random_tokens(f.ttft_prompt) : TokenizeChat(*run->engine, ttft_text));
+      volatile int first = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      (void)first;
+      t.push_back(Now() - t0);
+    }
+    run->ttft_by_threads.push_back(Median(t));
+  }
+  return status;
+}
 
+// The mean KV bytes a tgN test reads per token, over its run's context lengths.
+double KvBytesMean(const BenchRun& run, const TestResult& r) {
+  double sum = 0;
+  for (int j = 0; j < r.n_gen; ++j) sum += static_cast<double>(run.engine->DecodeKvBytesAt(run.kv_type, r.n_depth + j));
+  return r.n_gen > 0 ? sum / r.n_gen : 0.0;
+}
+
+std::string ModelType(const ModelInfo& info) {
+  return info.architecture + " " + ParamsShort(static_cast<double>(info.n_parameters)) + " " + info.file_type;
+}
+
+// llama-bench's JSON, one object per test, with gemlet's own fields after its.
+void PrintJson(const BenchFlags& f, const BenchRun& run) {
+  const ModelInfo& info = run.engine->info();
+  const double bandwidth = run.bw().gbs * 1e9, weight_bytes = static_cast<double>(info.decode_weight_bytes);
+  nlohmann::json out = nlohmann::json::array();
+  char time_buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(time_buf, sizeof time_buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  for (const TestResult& r : run.results) {
+    const Stats ns = MeanStd(std::vector<double>(r.samples_ns.begin(), r.samples_ns.end()));
+    const Stats ts = MeanStd(r.samples_ts);
+    const size_t ti = static_cast<size_t>(std::find(f.threads_list.begin(), f.threads_list.end(), r.n_threads) -
+                                          f.threads_list.begin());
+    nlohmann::json o = {
+        {"build_commit", "unknown"},
+        {"build_number", 0},
+        {"cpu_info", CpuInfo()},
+        {"gpu_info", ""},
+        {"backends", "CPU"},
+        {"model_filename", f.model_path},
+        {"model_type", ModelType(info)},
+        {"model_size", static_cast<uint64_t>(info.tensor_bytes)},
+        {"model_n_params", static_cast<uint64_t>(info.n_parameters)},
+        {"n_batch", f.batch},
+        {"n_ubatch", f.batch},
+        {"n_threads", r.n_threads},
+        {"type_k", f.kv_type_name},
+        {"type_v", f.kv_type_name},
+        {"n_gpu_layers", 0},
+        {"use_mmap", true},
+        {"embeddings", false},
+        {"n_prompt", r.n_prompt},
+        {"n_gen", r.n_gen},
+        {"n_depth", r.n_depth},
+        {"test_time", time_buf},
+        {"avg_ns", static_cast<uint64_t>(ns.mean)},
+        {"stddev_ns", static_cast<uint64_t>(ns.stddev)},
+        {"avg_ts", ts.mean},
+        {"stddev_ts", ts.stddev},
+        {"samples_ns", r.samples_ns},
+        {"samples_ts", r.samples_ts},
+        // gemlet's own fields
+        {"kernels", run.engine->kernels_name()},
+        {"n_ctx", run.n_ctx},
+        {"load_ms", info.load_seconds * 1e3},
+        {"load_model_ms", info.map_seconds * 1e3},
+        {"first_eval_ms", ti < run.first_eval_by_threads.size() ? run.first_eval_by_threads[ti] * 1e3 : 0.0},
+        {"packed_weight_bytes", run.memory.packed_weight_bytes},
+        {"load_cpu_ms", run.load_cpu_ms},
+        {"peak_rss_bytes", run.memory.peak_rss_bytes},
+        {"peak_anon_bytes", run.peak_anon},
+        {"packed_cache", info.packed_cache},
+        {"packed_cache_ms", info.packed_cache_seconds * 1e3},
+        {"packed_mapped_bytes", run.memory.packed_mapped_bytes},
+        {"mem_read_bw_gbs", bandwidth / 1e9},
+        {"mem_read_bw_before_gbs", run.bw_before.gbs},
+        {"mem_read_bw_after_gbs", run.bw_after.gbs},
+        {"mem_read_bw_probe", ProbeName(run.bw().best)},
+        {"ttft_prompt_tokens", f.ttft_prompt > 0 ? run.ttft_tokens : 0},
+        {"ttft_ms", ti < run.ttft_by_threads.size() ? run.ttft_by_threads[ti] * 1e3 : 0.0},
+    };
+    if (r.n_gen > 0) {
+      const double kv = KvBytesMean(run, r), per_token = weight_bytes + kv;
+      o["weight_bytes_per_token"] = static_cast<uint64_t>(weight_bytes);
+      o["kv_bytes_per_token"] = static_cast<uint64_t>(kv);
+      o["read_gbs"] = ts.mean * per_token / 1e9;
+      o["bw_bound_ts"] = bandwidth / per_token;
+      o["bw_fraction"] = ts.mean * per_token / bandwidth;
+    }
+    out.push_back(o);
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+// llama-bench's table, then the lines only gemlet measures.
+void PrintTable(const BenchFlags& f, const BenchRun& run) {
+  const ModelInfo& info = run.engine->info();
+  const double model_size = static_cast<double>(info.tensor_bytes), n_params = static_cast<double>(info.n_parameters);
+  const double bandwidth = run.bw().gbs * 1e9, weight_bytes = static_cast<double>(info.decode_weight_bytes);
+  const std::string model_type = ModelType(info), backend = "CPU (" + run.engine->kernels_name() + ")";
   std::printf("| %-30s | %10s | %9s | %-16s | %7s | %13s | %20s |\n", "model", "size", "params", "backend", "threads",
               "test", "t/s");
   std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(30, '-').c_str(), "---------:", "--------:",
               std::string(16, '-').c_str(), "------:", "------------:", "-------------------:");
-  for (const TestResult& r : results) {
+  for (const TestResult& r : run.results) {
     const Stats ts = MeanStd(r.samples_ts);
     char size[32], params[32], test[48], speed[48];
     std::snprintf(size, sizeof size, "%.2f MiB", model_size / (1024.0 * 1024.0));
@@ -423,34 +419,87 @@ int RunBench(int argc, char** argv) {
   }
   std::printf("\n");
   std::printf("model ready (mmap + checks + tokenizer): %.1f ms (%.1f ms CPU); mmap + checks + weights bound: %.1f ms\n",
-              info.load_seconds * 1e3, load_cpu_ms, info.map_seconds * 1e3);
-  for (size_t i = 0; i < first_eval_by_threads.size(); ++i) {
-    const double packed_now = (memory.packed_weight_bytes - memory.packed_mapped_bytes) / (1024.0 * 1024.0);
+              info.load_seconds * 1e3, run.load_cpu_ms, info.map_seconds * 1e3);
+  for (size_t i = 0; i < run.first_eval_by_threads.size(); ++i) {
+    const double packed_now = (run.memory.packed_weight_bytes - run.memory.packed_mapped_bytes) / (1024.0 * 1024.0);
     std::printf("first evaluation (16 tokens: pages in the weights and packs %.1f MiB of them for the kernels, "
-                "%d threads): %.1f ms\n", packed_now, threads_list[i], first_eval_by_threads[i] * 1e3);
+                "%d threads): %.1f ms\n", packed_now, f.threads_list[i], run.first_eval_by_threads[i] * 1e3);
   }
-  for (size_t i = 0; i < ttft_by_threads.size(); ++i) {
-    std::printf("time to first token (%d-token chat prompt, %d threads): %.1f ms (median of %d)\n", ttft_tokens,
-                threads_list[i], ttft_by_threads[i] * 1e3, reps);
+  for (size_t i = 0; i < run.ttft_by_threads.size(); ++i) {
+    std::printf("time to first token (%d-token chat prompt, %d threads): %.1f ms (median of %d)\n", run.ttft_tokens,
+                f.threads_list[i], run.ttft_by_threads[i] * 1e3, f.reps);
   }
   std::printf("peak RSS: %.1f MiB, peak anonymous memory %.1f MiB (n_ctx %d)\n",
-              static_cast<double>(peak_rss) / (1024.0 * 1024.0), static_cast<double>(peak_anon.load()) / (1024.0 * 1024.0),
-              n_ctx);
+              static_cast<double>(run.memory.peak_rss_bytes) / (1024.0 * 1024.0),
+              static_cast<double>(run.peak_anon) / (1024.0 * 1024.0), run.n_ctx);
   if (!info.packed_cache.empty()) {
     std::printf("packed-weight cache: %s in %.1f ms; %.1f MiB of packed weights mapped from it\n", info.packed_cache.c_str(),
-                info.packed_cache_seconds * 1e3, memory.packed_mapped_bytes / (1024.0 * 1024.0));
+                info.packed_cache_seconds * 1e3, run.memory.packed_mapped_bytes / (1024.0 * 1024.0));
   }
+  const int bw_threads = *std::max_element(f.threads_list.begin(), f.threads_list.end());
   std::printf("memory read bandwidth bound (%d threads, %d MiB, best of 12 probes before and after the tests): %.2f GB/s "
               "(%s; %.2f before, %.2f after)\n",
-              bw_threads, bandwidth_mib, bandwidth / 1e9, ProbeName(bw.best).c_str(), bw_before.gbs, bw_after.gbs);
-  for (const TestResult& r : results) {
+              bw_threads, f.bandwidth_mib, bandwidth / 1e9, ProbeName(run.bw().best).c_str(), run.bw_before.gbs,
+              run.bw_after.gbs);
+  for (const TestResult& r : run.results) {
     if (r.n_gen <= 0) continue;
-    const double kv = kv_bytes_mean(r), per_token = weight_bytes + kv;
+    const double kv = KvBytesMean(run, r), per_token = weight_bytes + kv;
     const double ts = MeanStd(r.samples_ts).mean;
     std::printf("tg%d%s, %d threads: reads %.1f MiB weights + %.2f MiB KV per token (mean over the run) -> %.2f GB/s, "
                 "%.0f%% of the bandwidth bound (%.2f t/s)\n",
-                r.n_gen, r.n_depth > 0 ? (" @ d" + std::to_string(r.n_depth)).c_str() : "", r.n_threads, weight_bytes / (1024.0 * 1024.0), kv / (1024.0 * 1024.0), ts * per_token / 1e9,
+                r.n_gen, r.n_depth > 0 ? (" @ d" + std::to_string(r.n_depth)).c_str() : "", r.n_threads,
+                weight_bytes / (1024.0 * 1024.0), kv / (1024.0 * 1024.0), ts * per_token / 1e9,
                 100.0 * ts * per_token / bandwidth, bandwidth / per_token);
+  }
+}
+
+int RunBench(int argc, char** argv) {
+  // --spec lookup|draft measures speculative decoding instead (bench_spec.cc).
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--spec" || std::string_view(argv[i]).rfind("--spec=", 0) == 0) return RunSpecBench(argc, argv);
+  }
+  CLI::App app{"Measure prompt processing (ppN) and generation (tgN) speed like llama-bench, plus time to first token,\n"
+               "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached.\n"
+               "With --spec lookup|draft: speculative decoding's verification cost and a workload's acceptance "
+               "(gemlet bench --spec lookup --help)"};
+  app.name("gemlet bench");
+  BenchFlags f;
+  AddBenchFlags(app, &f);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = Validate(f.kernel_options); !err.empty()) return UsageError(err);
+  if (f.threads_list.empty()) f.threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  const int max_prompt = f.prompts.empty() ? 0 : *std::max_element(f.prompts.begin(), f.prompts.end());
+  const int max_gen = f.gens.empty() ? 0 : *std::max_element(f.gens.begin(), f.gens.end());
+  if (f.depths.empty()) f.depths = {0};
+  const int max_depth = *std::max_element(f.depths.begin(), f.depths.end());
+  if (max_prompt == 0 && max_gen == 0) return UsageError("nothing to measure: every -p and -n is 0");
+
+  // The bandwidth bound before the tests (in a child: before any thread of ours starts) and after;
+  // the larger is the bound.
+  BenchRun run;
+  const int bw_threads = *std::max_element(f.threads_list.begin(), f.threads_list.end());
+  const size_t bw_bytes = static_cast<size_t>(f.bandwidth_mib) << 20;
+  run.bw_before = ProbeBandwidthInChild(bw_threads, bw_bytes);
+  // Peak anonymous memory over the whole run, from before the load to before the bandwidth test.
+  PeakAnonSampler sampler;
+  if (Status s = LoadForBench(f, &run); !s.ok()) return Fail(s.message());
+  const std::string ttft_text = f.ttft_prompt > 0 ? ChatPromptText(*run.engine, f.ttft_prompt) : "";
+  run.ttft_tokens = ttft_text.empty() ? f.ttft_prompt : static_cast<int>(TokenizeChat(*run.engine, ttft_text).size());
+  // Like llama-bench, each test starts from a cache holding n_depth tokens (none by default); one
+  // context fits the longest of them.
+  run.n_ctx = std::max({max_depth + std::max(max_prompt, max_gen), run.ttft_tokens, 16}) + 1;
+  std::mt19937 rng(1234);
+  for (int n_threads : f.threads_list) {
+    if (Status s = MeasureAtThreads(f, n_threads, ttft_text, rng, &run); !s.ok()) return Fail(s.message());
+  }
+  run.memory = run.engine->MeasureMemory();  // peak RSS before the bandwidth test's buffer
+  sampler.Stop();
+  run.peak_anon = sampler.peak();
+  run.bw_after = tools::MeasureReadBandwidthBound(bw_threads, bw_bytes);
+  if (f.json) {
+    PrintJson(f, run);
+  } else {
+    PrintTable(f, run);
   }
   return 0;
 }
