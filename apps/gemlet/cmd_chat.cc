@@ -80,78 +80,40 @@ bool ReadInput(bool interactive, std::string* out) {
   return true;
 }
 
-int RunChat(int argc, char** argv) {
-  CLI::App app{"Chat with a model, turn by turn"};
-  app.name("gemlet chat");
-  ModelOptions mo;
-  GenerationFlags gf;
+struct ChatFlags {
+  ModelOptions model;
+  GenerationFlags generation;
   std::string system, session_path;
-  bool summarize = false;
-  AddModelOptions(app, &mo);
-  AddGenerationOptions(app, &gf);
-  app.add_option("--system", system, "system message");
-  // Nothing is recorded unless asked: --history, /keep or --resume.
-  bool keep_history = false;
+  bool summarize = false, keep_history = false;
   int64_t resume_id = 0;
-  HistoryFlags history_flags;
-  app.add_flag("--history", keep_history, "keep this conversation in the history store from the start (gemlet history)");
-  app.add_option("--resume", resume_id, "go on with kept conversation ID (gemlet history list), keeping its new turns")
+  HistoryFlags history;
+};
+
+void AddChatFlags(CLI::App& app, ChatFlags* f) {
+  AddModelOptions(app, &f->model);
+  AddGenerationOptions(app, &f->generation);
+  app.add_option("--system", f->system, "system message");
+  // Nothing is recorded unless asked: --history, /keep or --resume.
+  app.add_flag("--history", f->keep_history, "keep this conversation in the history store from the start (gemlet history)");
+  app.add_option("--resume", f->resume_id, "go on with kept conversation ID (gemlet history list), keeping its new turns")
       ->check(Positive());
-  AddHistoryStoreFlags(app, &history_flags);
-  app.add_option("--session", session_path,
+  AddHistoryStoreFlags(app, &f->history);
+  app.add_option("--session", f->session_path,
                  "resume the conversation saved in FILE (KV cache included: nothing is evaluated again) and save it "
                  "there on exit, on /save, on SIGTERM and on SIGTSTP (Ctrl-Z)");
-  app.add_flag("--summarize-dropped", summarize,
+  app.add_flag("--summarize-dropped", f->summarize,
                "when old turns are dropped to stay within the context, the model first writes a short summary of "
                "them, which the conversation keeps");
-  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (std::string err = SettleSpeculation(&gf); !err.empty()) return UsageError(err);
-  const GenerateOptions go = MakeGenerateOptions(gf);
-  if (std::string err = Validate(go); !err.empty()) return UsageError(err);
-  if (std::string err = Validate(mo.kernels); !err.empty()) return UsageError(err);
-  if (resume_id > 0 && !session_path.empty()) return UsageError("--resume and --session do not go together");
-  const bool interactive = ::isatty(STDIN_FILENO) == 1;
+}
 
-  auto loaded = LoadForGeneration(mo);
-  if (!loaded.ok()) return Fail(loaded.message());
-  if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
-  const LoadedModel& m = loaded.value();
-  ConversationOptions co;
-  co.system = system;
-  co.thinking = gf.think;
-  co.summarize_dropped = summarize;
-  auto created = OpenConversation(m, co);
-  if (!created.ok()) return Fail(created.message());
-  Conversation& chat = **created;
-  if (gf.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
-  if (!session_path.empty() && ::access(session_path.c_str(), F_OK) == 0) {
-    if (Status s = chat.LoadState(session_path); !s.ok()) return Fail(s.message() + " (move it away to start afresh)");
-    std::fprintf(stderr, "(resumed %zu messages, %d tokens, from %s)\n", chat.messages().size(), chat.n_past(),
-                 session_path.c_str());
-  }
-  ChatRecorder recorder(history_flags, m.engine->info().name.empty() ? m.engine->info().architecture : m.engine->info().name);
-  if (resume_id > 0) {
-    if (Status s = recorder.Resume(resume_id, chat, &system); !s.ok()) return Fail(s);
-    std::fprintf(stderr, "(resumed conversation %lld: %zu messages; new turns are kept)\n", static_cast<long long>(resume_id),
-                 chat.messages().size());
-  } else if (keep_history) {
-    if (Status s = recorder.Keep(chat, system); !s.ok()) return Fail(s);
-  }
-  auto save_session = [&]() {
-    if (session_path.empty()) return true;
-    if (Status s = chat.SaveState(session_path); !s.ok()) {
-      std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
-      return false;
-    }
-    return true;
-  };
-
+// Ctrl-C always; SIGTERM and SIGTSTP when a session file is kept (the loop saves it first).
+void InstallChatSignals(bool with_session) {
   struct sigaction sa {};
   sa.sa_handler = OnSigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns so the prompt can recover
   sigaction(SIGINT, &sa, nullptr);
-  if (!session_path.empty()) {
+  if (with_session) {
     struct sigaction save {};
     save.sa_handler = OnSaveSignal;
     sigemptyset(&save.sa_mask);
@@ -159,37 +121,76 @@ int RunChat(int argc, char** argv) {
     sigaction(SIGTERM, &save, nullptr);
     sigaction(SIGTSTP, &save, nullptr);
   }
+}
 
-  // While the user types the first message, one thread packs the weights for the kernels: what the
-  // first reply would otherwise wait for (seconds for a few GB). When the message comes it stops
-  // after the matrix in hand, and the reply packs whatever is left on all threads.
-  struct BackgroundPrepare {
-    std::atomic<bool> stop{false};
-    std::thread thread;
-    void Finish() {
-      stop = true;
-      if (thread.joinable()) thread.join();
+// While the user types the first message, one thread packs the weights for the kernels: what the
+// first reply would otherwise wait for (seconds for a few GB). When the message comes it stops
+// after the matrix in hand, and the reply packs whatever is left on all threads.
+struct BackgroundPrepare {
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  void Start(std::shared_ptr<Engine> engine) {
+    thread = std::thread([engine, stop = &stop] { engine->PrepareWeights(stop, 1); });
+  }
+  void Finish() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+  ~BackgroundPrepare() { Finish(); }
+};
+
+// The conversation's loop: lines in, commands or answers out, signals saved on.
+class ChatLoop {
+ public:
+  ChatLoop(ChatFlags& f, const LoadedModel& m, Conversation& chat, ChatRecorder& recorder, bool interactive)
+      : f_(f), m_(m), chat_(chat), recorder_(recorder), interactive_(interactive),
+        go_(MakeGenerateOptions(f.generation)) {
+    if (interactive_) prepare_.Start(m.engine);
+  }
+
+  // Until the input ends, /exit or SIGTERM; the exit code.
+  int Run() {
+    if (interactive_) {
+      const ModelInfo& info = m_.engine->info();
+      std::fprintf(stderr, "gemlet chat: %s (%s format). /help for commands, Ctrl-D to leave.\n",
+                   info.name.empty() ? info.architecture.c_str() : info.name.c_str(), info.chat_format.c_str());
     }
-    ~BackgroundPrepare() { Finish(); }
-  } prepare;
-  if (interactive) {
-    prepare.thread = std::thread([engine = m.engine, stop = &prepare.stop] { engine->PrepareWeights(stop, 1); });
+    std::string input;
+    for (;;) {
+      if (HandleSignal()) return 0;  // one that came while an answer was written
+      const bool more = ReadInput(interactive_, &input);
+      const bool signalled = g_signal.load() != 0;
+      if (HandleSignal()) return 0;
+      if (!more) {
+        if (signalled) continue;  // stopped and continued at the prompt
+        break;
+      }
+      if (input.empty()) continue;
+      if (input[0] == '/') {
+        if (!Command(input)) break;
+        continue;
+      }
+      Answer(input);
+    }
+    if (interactive_) std::fputs("\n", stdout);
+    return SaveSession() ? 0 : kInputError;
   }
 
-  if (interactive) {
-    const ModelInfo& info = m.engine->info();
-    std::fprintf(stderr, "gemlet chat: %s (%s format). /help for commands, Ctrl-D to leave.\n",
-                 info.name.empty() ? info.architecture.c_str() : info.name.c_str(), info.chat_format.c_str());
+ private:
+  bool SaveSession() {
+    if (f_.session_path.empty()) return true;
+    if (Status s = chat_.SaveState(f_.session_path); !s.ok()) {
+      std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+      return false;
+    }
+    return true;
   }
-  const bool color = StdoutIsTerminal();
-  Reply last;
-  bool have_last = false;
-  std::string input;
+
   // A flagged SIGTERM or SIGTSTP: save; then leave (true) or stop for real and go on when continued.
-  auto handle_signal = [&]() {
+  bool HandleSignal() {
     const int sig = g_signal.exchange(0);
     if (sig == 0) return false;
-    save_session();
+    SaveSession();
     if (sig == SIGTERM) return true;
     signal(SIGTSTP, SIG_DFL);
     raise(SIGTSTP);
@@ -198,100 +199,150 @@ int RunChat(int argc, char** argv) {
     sigemptyset(&again.sa_mask);
     sigaction(SIGTSTP, &again, nullptr);
     return false;
-  };
-  for (;;) {
-    if (handle_signal()) return 0;  // one that came while an answer was written
-    const bool more = ReadInput(interactive, &input);
-    const bool signalled = g_signal.load() != 0;
-    if (handle_signal()) return 0;
-    if (!more) {
-      if (signalled) continue;  // stopped and continued at the prompt
-      break;
-    }
-    if (input.empty()) continue;
-    if (input[0] == '/') {
-      const size_t space = input.find(' ');
-      const std::string cmd = input.substr(0, space);
-      const std::string arg = space == std::string::npos ? "" : input.substr(space + 1);
-      if (cmd == "/exit" || cmd == "/quit") break;
-      if (cmd == "/help") {
-        std::fputs(kHelp, stderr);
-      } else if (cmd == "/reset") {
-        chat.Reset();
-        recorder.StartOver();
-        std::fputs("(new conversation)\n", stderr);
-      } else if (cmd == "/system") {
-        chat.SetSystem(arg);
-        system = arg;
-        std::fprintf(stderr, "(system message %s)\n", arg.empty() ? "removed" : "set");
-      } else if (cmd == "/think") {
-        if (arg != "on" && arg != "off") {
-          std::fputs("usage: /think on|off\n", stderr);
-        } else {
-          chat.SetThinking(arg == "on");
-          std::fprintf(stderr, "(thinking %s)\n", arg.c_str());
-        }
-      } else if (cmd == "/save" && arg.empty() && !session_path.empty()) {
-        prepare.Finish();
-        if (save_session()) std::fprintf(stderr, "(session saved to %s)\n", session_path.c_str());
-      } else if (cmd == "/save" || cmd == "/load") {
-        if (arg.empty()) {
-          std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
-          continue;
-        }
-        prepare.Finish();
-        Status s = cmd == "/save" ? chat.Save(arg) : chat.Load(arg);
-        if (s.ok()) std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "/save" ? "saved to" : "loaded", arg.c_str(), chat.messages().size());
-        else std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
-        if (s.ok() && cmd == "/load") recorder.StartOver();
-      } else if (cmd == "/keep") {
-        if (Status s = recorder.Keep(chat, system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
-        else if (recorder.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
-        else std::fprintf(stderr, "(kept as conversation %lld)\n", static_cast<long long>(recorder.conversation_id()));
-      } else if (cmd == "/stats") {
-        if (!have_last) {
-          std::fputs("(no answer yet)\n", stderr);
-        } else {
-          std::fprintf(stderr, "last turn: %d prompt tokens evaluated, %d reused from the cache; context %d/%d\n",
-                       last.stats.prompt_tokens - last.stats.cached_tokens, last.stats.cached_tokens, chat.n_past(),
-                       chat.n_ctx());
-          PrintStats(*m.engine, last);
-        }
+  }
+
+  // A /command; false for /exit.
+  bool Command(const std::string& input) {
+    const size_t space = input.find(' ');
+    const std::string cmd = input.substr(0, space);
+    const std::string arg = space == std::string::npos ? "" : input.substr(space + 1);
+    if (cmd == "/exit" || cmd == "/quit") return false;
+    if (cmd == "/help") {
+      std::fputs(kHelp, stderr);
+    } else if (cmd == "/reset") {
+      chat_.Reset();
+      recorder_.StartOver();
+      std::fputs("(new conversation)\n", stderr);
+    } else if (cmd == "/system") {
+      chat_.SetSystem(arg);
+      f_.system = arg;
+      std::fprintf(stderr, "(system message %s)\n", arg.empty() ? "removed" : "set");
+    } else if (cmd == "/think") {
+      if (arg != "on" && arg != "off") {
+        std::fputs("usage: /think on|off\n", stderr);
       } else {
-        std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
+        chat_.SetThinking(arg == "on");
+        std::fprintf(stderr, "(thinking %s)\n", arg.c_str());
       }
-      continue;
+    } else if (cmd == "/save" && arg.empty() && !f_.session_path.empty()) {
+      prepare_.Finish();
+      if (SaveSession()) std::fprintf(stderr, "(session saved to %s)\n", f_.session_path.c_str());
+    } else if (cmd == "/save" || cmd == "/load") {
+      SaveOrLoad(cmd, arg);
+    } else if (cmd == "/keep") {
+      if (Status s = recorder_.Keep(chat_, f_.system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+      else if (recorder_.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
+      else std::fprintf(stderr, "(kept as conversation %lld)\n", static_cast<long long>(recorder_.conversation_id()));
+    } else if (cmd == "/stats") {
+      if (!have_last_) {
+        std::fputs("(no answer yet)\n", stderr);
+      } else {
+        std::fprintf(stderr, "last turn: %d prompt tokens evaluated, %d reused from the cache; context %d/%d\n",
+                     last_.stats.prompt_tokens - last_.stats.cached_tokens, last_.stats.cached_tokens, chat_.n_past(),
+                     chat_.n_ctx());
+        PrintStats(*m_.engine, last_);
+      }
+    } else {
+      std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
     }
-    prepare.Finish();
+    return true;
+  }
+
+  void SaveOrLoad(const std::string& cmd, const std::string& arg) {
+    if (arg.empty()) {
+      std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
+      return;
+    }
+    prepare_.Finish();
+    Status s = cmd == "/save" ? chat_.Save(arg) : chat_.Load(arg);
+    if (s.ok()) std::fprintf(stderr, "(%s %s: %zu messages)\n", cmd == "/save" ? "saved to" : "loaded", arg.c_str(), chat_.messages().size());
+    else std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+    if (s.ok() && cmd == "/load") recorder_.StartOver();
+  }
+
+  // One turn: the answer streamed, then what happened to the context, and the history.
+  void Answer(const std::string& input) {
+    prepare_.Finish();
     g_interrupted.store(false);
-    g_answering.store(&chat);
-    auto result = chat.Send(input, go, [&](ChunkKind kind, std::string_view text) {
-      return PrintChunk(gf, color, kind, text);
+    g_answering.store(&chat_);
+    auto result = chat_.Send(input, go_, [&](ChunkKind kind, std::string_view text) {
+      return PrintChunk(f_.generation, color_, kind, text);
     });
     g_answering.store(nullptr);
     std::fputs("\n", stdout);
     std::fflush(stdout);
     if (!result.ok()) {
       std::fprintf(stderr, "gemlet: %s\n", result.message().c_str());
-      continue;
+      return;
     }
-    last = std::move(result).value();
-    have_last = true;
-    if (Status s = recorder.RecordTurn(chat, system); !s.ok()) std::fprintf(stderr, "gemlet: history: %s\n", s.message().c_str());
-    if (last.stats.dropped_messages > 0) {
+    last_ = std::move(result).value();
+    have_last_ = true;
+    if (Status s = recorder_.RecordTurn(chat_, f_.system); !s.ok()) std::fprintf(stderr, "gemlet: history: %s\n", s.message().c_str());
+    const GenerationStats& st = last_.stats;
+    if (st.dropped_messages > 0) {
       std::fprintf(stderr, "(the %d oldest messages, %d tokens, were dropped to stay within the context of %d%s)\n",
-                   last.stats.dropped_messages, last.stats.dropped_tokens, chat.n_ctx(),
-                   last.stats.reevaluated_tokens > 0 ? "; the rest was evaluated again" : "");
+                   st.dropped_messages, st.dropped_tokens, chat_.n_ctx(),
+                   st.reevaluated_tokens > 0 ? "; the rest was evaluated again" : "");
     }
-    if (last.stats.summarized_messages > 0) {
+    if (st.summarized_messages > 0) {
       std::fprintf(stderr, "(%d dropped messages summarized in %d tokens; the summary stays in the conversation)\n",
-                   last.stats.summarized_messages, last.stats.summary_tokens);
+                   st.summarized_messages, st.summary_tokens);
     }
-    if (last.stats.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
-    if (gf.stats) PrintStats(*m.engine, last);
+    if (st.stop == StopReason::kCancelled) std::fputs("(stopped)\n", stderr);
+    if (f_.generation.stats) PrintStats(*m_.engine, last_);
   }
-  if (interactive) std::fputs("\n", stdout);
-  return save_session() ? 0 : kInputError;
+
+  ChatFlags& f_;
+  const LoadedModel& m_;
+  Conversation& chat_;
+  ChatRecorder& recorder_;
+  const bool interactive_;
+  const GenerateOptions go_;
+  const bool color_ = StdoutIsTerminal();
+  BackgroundPrepare prepare_;
+  Reply last_;
+  bool have_last_ = false;
+};
+
+int RunChat(int argc, char** argv) {
+  CLI::App app{"Chat with a model, turn by turn"};
+  app.name("gemlet chat");
+  ChatFlags f;
+  AddChatFlags(app, &f);
+  if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
+  if (std::string err = SettleSpeculation(&f.generation); !err.empty()) return UsageError(err);
+  if (std::string err = Validate(MakeGenerateOptions(f.generation)); !err.empty()) return UsageError(err);
+  if (std::string err = Validate(f.model.kernels); !err.empty()) return UsageError(err);
+  if (f.resume_id > 0 && !f.session_path.empty()) return UsageError("--resume and --session do not go together");
+  const bool interactive = ::isatty(STDIN_FILENO) == 1;
+
+  auto loaded = LoadForGeneration(f.model);
+  if (!loaded.ok()) return Fail(loaded.message());
+  if (Status s = AttachDraftModel(f.generation, f.model, &loaded.value()); !s.ok()) return Fail(s.message());
+  const LoadedModel& m = loaded.value();
+  ConversationOptions co;
+  co.system = f.system;
+  co.thinking = f.generation.think;
+  co.summarize_dropped = f.summarize;
+  auto created = OpenConversation(m, co);
+  if (!created.ok()) return Fail(created.message());
+  Conversation& chat = **created;
+  if (f.generation.stats) std::fputs(chat.memory_plan().text.c_str(), stderr);
+  if (!f.session_path.empty() && ::access(f.session_path.c_str(), F_OK) == 0) {
+    if (Status s = chat.LoadState(f.session_path); !s.ok()) return Fail(s.message() + " (move it away to start afresh)");
+    std::fprintf(stderr, "(resumed %zu messages, %d tokens, from %s)\n", chat.messages().size(), chat.n_past(),
+                 f.session_path.c_str());
+  }
+  ChatRecorder recorder(f.history, m.engine->info().name.empty() ? m.engine->info().architecture : m.engine->info().name);
+  if (f.resume_id > 0) {
+    if (Status s = recorder.Resume(f.resume_id, chat, &f.system); !s.ok()) return Fail(s);
+    std::fprintf(stderr, "(resumed conversation %lld: %zu messages; new turns are kept)\n",
+                 static_cast<long long>(f.resume_id), chat.messages().size());
+  } else if (f.keep_history) {
+    if (Status s = recorder.Keep(chat, f.system); !s.ok()) return Fail(s);
+  }
+  InstallChatSignals(!f.session_path.empty());
+  return ChatLoop(f, m, chat, recorder, interactive).Run();
 }
 
 }  // namespace
