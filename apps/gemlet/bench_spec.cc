@@ -86,175 +86,203 @@ double CostAt(const std::vector<int>& ks, const std::vector<double>& cost, doubl
 
 }  // namespace
 
+struct SpecFlags {
+  std::string model_path, spec = "lookup", draft_model, task, workload_path;
+  std::vector<int> ks = {1, 2, 4, 7, 8, 12, 16};
+  int threads = 0, reps = 5, depth = 256, max_tokens = 128, draft = 7;
+};
+
+void AddSpecFlags(CLI::App& app, SpecFlags* f) {
+  app.add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  app.add_option("--spec", f->spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
+      ->capture_default_str();
+  app.add_option("--draft-model", f->draft_model, "the draft model for --spec draft (the same vocabulary)");
+  app.add_option("--draft", f->draft, "tokens drafted at most per step in the workload")->check(CLI::Range(1, 7))->capture_default_str();
+  app.add_option("--task", f->task, "run every workload message through this preset (default: each line's own task)")
+      ->check(CLI::IsMember(TaskNames()));
+  app.add_option("--workload", f->workload_path,
+                 "JSON lines with \"text\" and optionally \"task\" (\"polish\", \"rewrite formal\"); default: 8 built-in "
+                 "messages in Chinese and English");
+  app.add_option("--verify-k", f->ks, "drafted tokens k to time a verification of (comma separated; 0 skips the curve)")
+      ->delimiter(',')->check(NonNegative());
+  app.add_option("--depth", f->depth, "tokens in the context before the timed verifications")->check(Positive())->capture_default_str();
+  app.add_option("-n,--n-gen", f->max_tokens, "tokens per answer at most in the workload (0 skips it)")->check(NonNegative())
+      ->capture_default_str();
+  app.add_option("-t,--threads", f->threads, "threads (default: all cores)")->check(NonNegative());
+  app.add_option("-r,--repetitions", f->reps, "timed repetitions of each verification")->check(Positive())->capture_default_str();
+}
+
+// The workload's messages: the built-in ones or --workload's, each through --task when given.
+Result<std::vector<WorkItem>> LoadWorkload(const SpecFlags& f) {
+  std::vector<WorkItem> workload;
+  if (f.max_tokens <= 0) return workload;
+  if (f.workload_path.empty()) {
+    workload = BuiltInWorkload();
+  } else {
+    Result<std::vector<WorkItem>> read = ReadWorkload(f.workload_path);
+    if (!read.ok()) return read.status();
+    workload = std::move(read).value();
+  }
+  if (!f.task.empty()) {
+    for (WorkItem& w : workload) w = {f.task, "", w.text};
+  }
+  return workload;
+}
+
+// 1. Verification cost: 1 + k rows with every row's logits, from the same depth each time, as a
+// multiple of one decode step (cost[0] = 1, then one per f.ks); printed as a table.
+Result<std::vector<double>> MeasureVerifyCost(const SpecFlags& f, std::shared_ptr<Engine> engine) {
+  const ModelInfo& info = engine->info();
+  const int max_k = f.ks.back();
+  SessionOptions so;
+  so.n_ctx = f.depth + max_k + 2;
+  so.n_threads = f.threads;
+  so.rollback_tokens = max_k + 1;
+  auto created = Session::Create(engine, so);
+  if (!created.ok()) return created.status();
+  Session& s = **created;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> id(4, std::max(5, info.n_vocab - 1));
+  std::vector<int32_t> context(static_cast<size_t>(f.depth));
+  for (int32_t& t : context) t = id(rng);
+  context[0] = 2;
+  std::vector<float> logits(static_cast<size_t>(max_k + 1) * info.n_vocab);
+  if (Status st = s.Evaluate(context, logits.data(), false); !st.ok()) return st;
+  std::vector<int> all_k = {0};
+  all_k.insert(all_k.end(), f.ks.begin(), f.ks.end());
+  std::vector<double> ms;
+  for (int k : all_k) {
+    std::vector<double> t;
+    for (int r = 0; r < f.reps + 1; ++r) {  // the first one warms the scratch for this row count
+      std::vector<int32_t> step(static_cast<size_t>(k + 1));
+      for (int32_t& x : step) x = id(rng);
+      const double t0 = Now();
+      Status st = s.Evaluate(step, logits.data(), true);
+      const double dt = Now() - t0;
+      if (!st.ok()) return st;
+      if (Status tr = s.Truncate(f.depth); !tr.ok()) return tr;
+      if (r > 0) t.push_back(dt);
+    }
+    ms.push_back(Median(t) * 1e3);
+  }
+  std::printf("\n## verifying k drafted tokens (one forward of 1 + k rows at depth %d; median of %d)\n\n", f.depth, f.reps);
+  std::printf("| k | ms | x one decode step | ceiling: (k+1) / cost |\n|---:|---:|---:|---:|\n");
+  std::printf("| 0 | %.2f | 1.00 | 1.00 |\n", ms[0]);
+  std::vector<double> cost = {1.0};
+  for (size_t i = 0; i < f.ks.size(); ++i) {
+    const double c = ms[i + 1] / ms[0];
+    cost.push_back(c);
+    std::printf("| %d | %.2f | %.2f | %.2f |\n", f.ks[i], ms[i + 1], c, (f.ks[i] + 1) / c);
+  }
+  return cost;
+}
+
+// 2. The workload: each message with and without speculation, in one session each (their shared
+// system prompt reused from the cache alike), and the speed-up the cost curve projects.
+Status RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> engine, std::shared_ptr<Engine> drafter,
+                   const std::vector<WorkItem>& workload, const std::vector<double>& cost) {
+  SessionOptions so;
+  so.n_ctx = 2048;
+  so.n_threads = f.threads;
+  auto plain_session = Session::Create(engine, so);
+  so.draft_model = drafter;
+  auto spec_session = Session::Create(engine, so);
+  if (!plain_session.ok()) return plain_session.status();
+  if (!spec_session.ok()) return spec_session.status();
+  int identical = 0, tokens = 0, steps = 0, drafted = 0, accepted = 0;
+  double plain_seconds = 0, spec_seconds = 0;
+  std::vector<double> plain_tps, spec_tps;
+  for (const WorkItem& w : workload) {
+    TaskOptions to;
+    to.task = w.task;
+    to.style = w.style;
+    to.generate.max_tokens = f.max_tokens;
+    to.generate.sampling.temperature = 0;
+    auto a = RunTask(**plain_session, w.text, to);
+    to.generate.max_draft = f.draft;
+    auto b = RunTask(**spec_session, w.text, to);
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    identical += a->output == b->output;
+    const GenerationStats &pa = a->stats, &pb = b->stats;
+    tokens += pb.generated_tokens;
+    steps += pb.draft_steps;
+    drafted += pb.drafted_tokens;
+    accepted += pb.accepted_tokens;
+    // Decode time: everything after the first token, the part speculation changes.
+    if (pa.decode_tokens_per_second > 0) {
+      plain_tps.push_back(pa.decode_tokens_per_second);
+      plain_seconds += (pa.generated_tokens - 1) / pa.decode_tokens_per_second;
+    }
+    if (pb.decode_tokens_per_second > 0) {
+      spec_tps.push_back(pb.decode_tokens_per_second);
+      spec_seconds += (pb.generated_tokens - 1) / pb.decode_tokens_per_second;
+    }
+  }
+  const int n = static_cast<int>(workload.size());
+  std::printf("\n## workload: %d messages%s, greedy, at most %d tokens each, --spec %s --draft %d\n\n", n,
+              f.task.empty() ? "" : (" as " + f.task).c_str(), f.max_tokens, f.spec.c_str(), f.draft);
+  std::printf("outputs identical with and without speculation: %d of %d\n", identical, n);
+  std::printf("verification steps %d, drafted %d, kept %d (%.0f%%); kept per step %.2f, tokens per step %.2f\n", steps,
+              drafted, accepted, drafted ? 100.0 * accepted / drafted : 0.0, steps ? static_cast<double>(accepted) / steps : 0.0,
+              steps ? static_cast<double>(accepted + steps) / steps : 0.0);
+  std::printf("decode tok/s (median over messages): %.1f without, %.1f with; whole workload's decode time %.2f s -> %.2f s "
+              "(%.2fx)\n",
+              Median(plain_tps), Median(spec_tps), plain_seconds, spec_seconds, spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0);
+  if (!cost.empty() && steps > 0) {
+    std::vector<int> curve_k = {0};
+    curve_k.insert(curve_k.end(), f.ks.begin(), f.ks.end());
+    // Steps that verified drafts cost cost(mean drafts); the tokens no step produced were decoded one by one.
+    const double verify = steps * CostAt(curve_k, cost, static_cast<double>(drafted) / steps);
+    const double plain_steps = std::max(0, tokens - accepted - steps);
+    std::printf("projected from the cost curve: %.2fx (%d tokens in %.1f decode-step equivalents)\n",
+                tokens / (verify + plain_steps), tokens, verify + plain_steps);
+  }
+  return Status::Ok();
+}
+
 int RunSpecBench(int argc, char** argv) {
   CLI::App app{"Speculative decoding on one model: the cost of verifying k drafted tokens against one decode step "
                "(and the ceiling if every draft were right), then a workload through the task presets with and without "
                "speculation: drafts kept per step, tokens/s, the projected speed-up"};
   app.name("gemlet bench --spec");
-  std::string model_path, spec = "lookup", draft_model, task, workload_path, kernels;
-  std::vector<int> ks = {1, 2, 4, 7, 8, 12, 16};
-  int threads = 0, reps = 5, depth = 256, max_tokens = 128, draft = 7;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
-  app.add_option("--spec", spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
-      ->capture_default_str();
-  app.add_option("--draft-model", draft_model, "the draft model for --spec draft (the same vocabulary)");
-  app.add_option("--draft", draft, "tokens drafted at most per step in the workload")->check(CLI::Range(1, 7))->capture_default_str();
-  app.add_option("--task", task, "run every workload message through this preset (default: each line's own task)")
-      ->check(CLI::IsMember(TaskNames()));
-  app.add_option("--workload", workload_path,
-                 "JSON lines with \"text\" and optionally \"task\" (\"polish\", \"rewrite formal\"); default: 8 built-in "
-                 "messages in Chinese and English");
-  app.add_option("--verify-k", ks, "drafted tokens k to time a verification of (comma separated; 0 skips the curve)")
-      ->delimiter(',')->check(NonNegative());
-  app.add_option("--depth", depth, "tokens in the context before the timed verifications")->check(Positive())->capture_default_str();
-  app.add_option("-n,--n-gen", max_tokens, "tokens per answer at most in the workload (0 skips it)")->check(NonNegative())
-      ->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
-  app.add_option("-r,--repetitions", reps, "timed repetitions of each verification")->check(Positive())->capture_default_str();
+  SpecFlags f;
+  AddSpecFlags(app, &f);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
-  if (spec == "draft" && draft_model.empty()) return UsageError("--spec draft needs --draft-model FILE");
-  if (spec == "lookup" && !draft_model.empty()) return UsageError("--draft-model drafts for --spec draft, not lookup");
-  ks.erase(std::remove(ks.begin(), ks.end(), 0), ks.end());
-  std::sort(ks.begin(), ks.end());
-  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<WorkItem> workload;
-  if (max_tokens > 0) {
-    if (workload_path.empty()) {
-      workload = BuiltInWorkload();
-    } else {
-      Result<std::vector<WorkItem>> read = ReadWorkload(workload_path);
-      if (!read.ok()) return Fail(read.message());
-      workload = std::move(read).value();
-    }
-    if (!task.empty()) {
-      for (WorkItem& w : workload) w = {task, "", w.text};
-    }
-  }
+  if (f.spec == "draft" && f.draft_model.empty()) return UsageError("--spec draft needs --draft-model FILE");
+  if (f.spec == "lookup" && !f.draft_model.empty()) return UsageError("--draft-model drafts for --spec draft, not lookup");
+  f.ks.erase(std::remove(f.ks.begin(), f.ks.end(), 0), f.ks.end());
+  std::sort(f.ks.begin(), f.ks.end());
+  f.ks.erase(std::unique(f.ks.begin(), f.ks.end()), f.ks.end());
+  if (f.threads == 0) f.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Result<std::vector<WorkItem>> workload = LoadWorkload(f);
+  if (!workload.ok()) return Fail(workload.message());
 
   EngineOptions eo;
   eo.thermal.enabled = false;  // the engine's speed, not the governor's pacing
   eo.memory_pressure_path = "";
-  eo.n_threads = threads;
-  auto loaded = Engine::Load(model_path, eo);
+  eo.n_threads = f.threads;
+  auto loaded = Engine::Load(f.model_path, eo);
   if (!loaded.ok()) return Fail(loaded.message());
   std::shared_ptr<Engine> engine = loaded.value();
   std::shared_ptr<Engine> drafter;
-  if (spec == "draft") {
-    auto d = Engine::Load(draft_model, eo);
+  if (f.spec == "draft") {
+    auto d = Engine::Load(f.draft_model, eo);
     if (!d.ok()) return Fail("the draft model: " + d.message());
     drafter = d.value();
   }
   const ModelInfo& info = engine->info();
-  std::printf("# gemlet bench --spec %s: %s (%s %s), %d threads, kernels %s\n# CPU: %s\n", spec.c_str(), model_path.c_str(),
-              info.architecture.c_str(), info.file_type.c_str(), threads, engine->kernels_name().c_str(), CpuInfo().c_str());
-
-  // 1. Verification cost: 1 + k rows with every row's logits, from the same depth each time.
+  std::printf("# gemlet bench --spec %s: %s (%s %s), %d threads, kernels %s\n# CPU: %s\n", f.spec.c_str(),
+              f.model_path.c_str(), info.architecture.c_str(), info.file_type.c_str(), f.threads,
+              engine->kernels_name().c_str(), CpuInfo().c_str());
   std::vector<double> cost;  // cost[0]: one decode step (k = 0), then one per ks
-  if (!ks.empty()) {
-    const int max_k = ks.back();
-    SessionOptions so;
-    so.n_ctx = depth + max_k + 2;
-    so.n_threads = threads;
-    so.rollback_tokens = max_k + 1;
-    auto created = Session::Create(engine, so);
-    if (!created.ok()) return Fail(created.message());
-    Session& s = **created;
-    std::mt19937 rng(7);
-    std::uniform_int_distribution<int32_t> id(4, std::max(5, info.n_vocab - 1));
-    std::vector<int32_t> context(static_cast<size_t>(depth));
-    for (int32_t& t : context) t = id(rng);
-    context[0] = 2;
-    std::vector<float> logits(static_cast<size_t>(max_k + 1) * info.n_vocab);
-    if (Status st = s.Evaluate(context, logits.data(), false); !st.ok()) return Fail(st.message());
-    std::vector<int> all_k = {0};
-    all_k.insert(all_k.end(), ks.begin(), ks.end());
-    std::vector<double> ms;
-    for (int k : all_k) {
-      std::vector<double> t;
-      for (int r = 0; r < reps + 1; ++r) {  // the first one warms the scratch for this row count
-        std::vector<int32_t> step(static_cast<size_t>(k + 1));
-        for (int32_t& x : step) x = id(rng);
-        const double t0 = Now();
-        Status st = s.Evaluate(step, logits.data(), true);
-        const double dt = Now() - t0;
-        if (!st.ok()) return Fail(st.message());
-        if (Status tr = s.Truncate(depth); !tr.ok()) return Fail(tr.message());
-        if (r > 0) t.push_back(dt);
-      }
-      ms.push_back(Median(t) * 1e3);
-    }
-    std::printf("\n## verifying k drafted tokens (one forward of 1 + k rows at depth %d; median of %d)\n\n", depth, reps);
-    std::printf("| k | ms | x one decode step | ceiling: (k+1) / cost |\n|---:|---:|---:|---:|\n");
-    std::printf("| 0 | %.2f | 1.00 | 1.00 |\n", ms[0]);
-    cost.push_back(1.0);
-    for (size_t i = 0; i < ks.size(); ++i) {
-      const double c = ms[i + 1] / ms[0];
-      cost.push_back(c);
-      std::printf("| %d | %.2f | %.2f | %.2f |\n", ks[i], ms[i + 1], c, (ks[i] + 1) / c);
-    }
+  if (!f.ks.empty()) {
+    Result<std::vector<double>> measured = MeasureVerifyCost(f, engine);
+    if (!measured.ok()) return Fail(measured.message());
+    cost = std::move(measured).value();
   }
-
-  // 2. The workload: each message with and without speculation, in one session each (their
-  // shared system prompt reused from the cache alike).
-  if (!workload.empty()) {
-    SessionOptions so;
-    so.n_ctx = 2048;
-    so.n_threads = threads;
-    auto plain_session = Session::Create(engine, so);
-    so.draft_model = drafter;
-    auto spec_session = Session::Create(engine, so);
-    if (!plain_session.ok()) return Fail(plain_session.message());
-    if (!spec_session.ok()) return Fail(spec_session.message());
-    int identical = 0, tokens = 0, steps = 0, drafted = 0, accepted = 0;
-    double plain_seconds = 0, spec_seconds = 0;
-    std::vector<double> plain_tps, spec_tps;
-    for (const WorkItem& w : workload) {
-      TaskOptions to;
-      to.task = w.task;
-      to.style = w.style;
-      to.generate.max_tokens = max_tokens;
-      to.generate.sampling.temperature = 0;
-      auto a = RunTask(**plain_session, w.text, to);
-      to.generate.max_draft = draft;
-      auto b = RunTask(**spec_session, w.text, to);
-      if (!a.ok()) return Fail(a.message());
-      if (!b.ok()) return Fail(b.message());
-      identical += a->output == b->output;
-      const GenerationStats &pa = a->stats, &pb = b->stats;
-      tokens += pb.generated_tokens;
-      steps += pb.draft_steps;
-      drafted += pb.drafted_tokens;
-      accepted += pb.accepted_tokens;
-      // Decode time: everything after the first token, the part speculation changes.
-      if (pa.decode_tokens_per_second > 0) {
-        plain_tps.push_back(pa.decode_tokens_per_second);
-        plain_seconds += (pa.generated_tokens - 1) / pa.decode_tokens_per_second;
-      }
-      if (pb.decode_tokens_per_second > 0) {
-        spec_tps.push_back(pb.decode_tokens_per_second);
-        spec_seconds += (pb.generated_tokens - 1) / pb.decode_tokens_per_second;
-      }
-    }
-    const int n = static_cast<int>(workload.size());
-    std::printf("\n## workload: %d messages%s, greedy, at most %d tokens each, --spec %s --draft %d\n\n", n,
-                task.empty() ? "" : (" as " + task).c_str(), max_tokens, spec.c_str(), draft);
-    std::printf("outputs identical with and without speculation: %d of %d\n", identical, n);
-    std::printf("verification steps %d, drafted %d, kept %d (%.0f%%); kept per step %.2f, tokens per step %.2f\n", steps,
-                drafted, accepted, drafted ? 100.0 * accepted / drafted : 0.0, steps ? static_cast<double>(accepted) / steps : 0.0,
-                steps ? static_cast<double>(accepted + steps) / steps : 0.0);
-    std::printf("decode tok/s (median over messages): %.1f without, %.1f with; whole workload's decode time %.2f s -> %.2f s "
-                "(%.2fx)\n",
-                Median(plain_tps), Median(spec_tps), plain_seconds, spec_seconds, spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0);
-    if (!cost.empty() && steps > 0) {
-      std::vector<int> curve_k = {0};
-      curve_k.insert(curve_k.end(), ks.begin(), ks.end());
-      // Steps that verified drafts cost cost(mean drafts); the tokens no step produced were decoded one by one.
-      const double verify = steps * CostAt(curve_k, cost, static_cast<double>(drafted) / steps);
-      const double plain_steps = std::max(0, tokens - accepted - steps);
-      std::printf("projected from the cost curve: %.2fx (%d tokens in %.1f decode-step equivalents)\n",
-                  tokens / (verify + plain_steps), tokens, verify + plain_steps);
-    }
+  if (!workload->empty()) {
+    if (Status s = RunWorkload(f, engine, drafter, *workload, cost); !s.ok()) return Fail(s.message());
   }
   return 0;
 }
