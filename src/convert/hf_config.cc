@@ -202,38 +202,23 @@ Result<std::optional<int64_t>> PerLayerInt(const Json* per_layer, int64_t il, co
   return std::optional<int64_t>();
 }
 
-}  // namespace
+// ParseHfConfig's steps, in order: each reads one part of config.json into c (earlier steps' fields
+// are set), taking the family's class defaults for absent keys.
+struct ConfigStep {
+  const ConfigView& view;
+  const FamilyDefaults& d;
+  const std::string& label;
+  bool unified;  // Gemma 4's unified (any-to-any) decoder
+  HfConfig& c;
+  int64_t n_layer() const { return c.num_layers; }
+};
 
-Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& label) {
-  ASSIGN_OR_RETURN(Json top, ParseJson<Json>(json_text, label));
-  if (!top.is_object()) return Status::Error(label + ": not a JSON object");
-
-  HfConfig c;
-  const Json* text = nullptr;
-  auto text_it = top.find("text_config");
-  if (text_it != top.end() && text_it->is_object()) {
-    text = &*text_it;
-    c.has_text_config = true;
-  }
-  ConfigView view(top, text, label);
-
-  // The decoder's model_type: text_config's own, else the wrapper's.
-  const Json* mt = nullptr;
-  if (text != nullptr) {
-    auto it = text->find("model_type");
-    if (it != text->end() && it->is_string()) mt = &*it;
-  }
-  if (mt == nullptr) {
-    auto it = top.find("model_type");
-    if (it != top.end() && it->is_string()) mt = &*it;
-  }
-  if (mt == nullptr) return Status::Error(label + ": no 'model_type'");
-  c.model_type = mt->get<std::string>();
-  ASSIGN_OR_RETURN(c.family, FamilyOf(c.model_type, label));
-  c.arch = ArchOf(c.family);
-  const bool unified = c.model_type.find("unified") != std::string::npos;
-  const FamilyDefaults d = DefaultsFor(c.family, unified);
-
+// The sizes every family has, and the feed-forward width: one number, or a per-layer list (Gemma 3n).
+Status ReadSizes(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const FamilyDefaults& d = s.d;
+  const std::string& label = s.label;
+  HfConfig& c = s.c;
   ASSIGN_OR_RETURN(c.vocab_size, view.Int("vocab_size", d.vocab_size, 1));
   ASSIGN_OR_RETURN(c.hidden_size, view.Int("hidden_size", d.hidden_size, 1));
   ASSIGN_OR_RETURN(c.num_layers, view.Int("num_hidden_layers", d.num_layers, 1));
@@ -246,7 +231,6 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
   if (!(c.rms_norm_eps > 0)) return Status::Error(label + ": 'rms_norm_eps' must be positive");
   const int64_t n_layer = c.num_layers;
 
-  // Feed-forward width: one number, or a per-layer list (Gemma 3n).
   std::vector<int64_t> ffn(static_cast<size_t>(n_layer), d.intermediate_size);
   if (const Json* v = view.Find("intermediate_size")) {
     if (v->is_array()) {
@@ -263,6 +247,15 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
     }
   }
 
+  c.layer_ffn = ffn;
+  return Status::Ok();
+}
+
+Status ReadAttentionScaling(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const FamilyDefaults& d = s.d;
+  const std::string& label = s.label;
+  HfConfig& c = s.c;
   // Attention scale and soft-capping (gemma2/gemma3 take query_pre_attn_scalar; the rest fix the scale).
   if (c.family == GemmaFamily::kGemma2 || c.family == GemmaFamily::kGemma3) {
     ASSIGN_OR_RETURN(c.query_pre_attn_scalar, view.OptFloat("query_pre_attn_scalar"));
@@ -277,6 +270,15 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
   if (!has_attn_cap_key) c.attn_logit_softcapping = d.attn_softcap;
   if (!has_final_cap_key) c.final_logit_softcapping = d.final_softcap;
 
+  return Status::Ok();
+}
+
+// Which layers slide: layer_types when given, else the rule each config class uses to build it.
+Status ReadLayerTypes(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const FamilyDefaults& d = s.d;
+  HfConfig& c = s.c;
+  const int64_t n_layer = s.n_layer();
   // Sliding-window layers.
   if (c.family != GemmaFamily::kGemma) {
     const bool has_window_key = view.Has("sliding_window");
@@ -316,6 +318,13 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
     }
   }
 
+  return Status::Ok();
+}
+
+Status ReadRopes(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const FamilyDefaults& d = s.d;
+  HfConfig& c = s.c;
   // RoPE: transformers 5 rope_parameters (per layer type, or flat), else rope_scaling + rope_theta +
   // rope_local_base_freq (old hub form). Both end up in rope_full / rope_sliding.
   const Json* rp = view.Find("rope_parameters");
@@ -348,6 +357,15 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
     }
   }
 
+  return Status::Ok();
+}
+
+Status ReadPerLayerInputs(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const std::string& label = s.label;
+  HfConfig& c = s.c;
+  const bool unified = s.unified;
+  const int64_t n_layer = s.n_layer();
   // Gemma 3n / Gemma 4 per-layer inputs and KV sharing.
   if (c.family == GemmaFamily::kGemma3n || c.family == GemmaFamily::kGemma4) {
     const int64_t ple_default = c.family == GemmaFamily::kGemma3n ? 256 : (unified ? 0 : 256);
@@ -362,6 +380,14 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
                            ") must be less than num_hidden_layers (" + std::to_string(n_layer) + ")");
     }
   }
+  return Status::Ok();
+}
+
+Status ReadAltUpAndLaurel(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const std::string& label = s.label;
+  HfConfig& c = s.c;
+  const int64_t n_layer = s.n_layer();
   if (c.family == GemmaFamily::kGemma3n) {
     ASSIGN_OR_RETURN(c.altup_active_idx, view.Int("altup_active_idx", 0, 0));
     ASSIGN_OR_RETURN(c.altup_num_inputs, view.Int("altup_num_inputs", 4, 1));
@@ -388,11 +414,18 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
     }
   }
 
+  return Status::Ok();
+}
+
+Status ReadLayerHeads(const ConfigStep& s) {
+  const ConfigView& view = s.view;
+  const std::string& label = s.label;
+  HfConfig& c = s.c;
+  const int64_t n_layer = s.n_layer();
   // Per-layer head sizes. Gemma 4 global layers may have their own head_dim and kv heads
   // (global_head_dim / num_global_key_value_heads in hub configs, per_layer_config in transformers 5).
   c.layer_head_dim.assign(static_cast<size_t>(n_layer), c.head_dim);
   c.layer_kv_heads.assign(static_cast<size_t>(n_layer), c.num_kv_heads);
-  c.layer_ffn = ffn;
   c.global_head_dim = c.head_dim;
   if (c.family == GemmaFamily::kGemma4) {
     ASSIGN_OR_RETURN(c.attention_k_eq_v, view.Bool("attention_k_eq_v", false));
@@ -446,6 +479,47 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
       if (c.top_k_experts > c.num_experts) return Status::Error(label + ": 'top_k_experts' exceeds 'num_experts'");
       c.moe_intermediate_size = *moe_ff;
     }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& label) {
+  ASSIGN_OR_RETURN(Json top, ParseJson<Json>(json_text, label));
+  if (!top.is_object()) return Status::Error(label + ": not a JSON object");
+
+  HfConfig c;
+  const Json* text = nullptr;
+  auto text_it = top.find("text_config");
+  if (text_it != top.end() && text_it->is_object()) {
+    text = &*text_it;
+    c.has_text_config = true;
+  }
+  ConfigView view(top, text, label);
+
+  // The decoder's model_type: text_config's own, else the wrapper's.
+  const Json* mt = nullptr;
+  if (text != nullptr) {
+    auto it = text->find("model_type");
+    if (it != text->end() && it->is_string()) mt = &*it;
+  }
+  if (mt == nullptr) {
+    auto it = top.find("model_type");
+    if (it != top.end() && it->is_string()) mt = &*it;
+  }
+  if (mt == nullptr) return Status::Error(label + ": no 'model_type'");
+  c.model_type = mt->get<std::string>();
+  ASSIGN_OR_RETURN(c.family, FamilyOf(c.model_type, label));
+  c.arch = ArchOf(c.family);
+  const bool unified = c.model_type.find("unified") != std::string::npos;
+  const FamilyDefaults d = DefaultsFor(c.family, unified);
+
+  const ConfigStep step{view, d, label, unified, c};
+  // Every family reads the same steps; those that do not apply to a family do nothing for it.
+  for (Status (*read)(const ConfigStep&) : {ReadSizes, ReadAttentionScaling, ReadLayerTypes, ReadRopes,
+                                            ReadPerLayerInputs, ReadAltUpAndLaurel, ReadLayerHeads}) {
+    RETURN_IF_ERROR(read(step));
   }
   return c;
 }
