@@ -101,6 +101,16 @@ Result<Vocab> Vocab::Build(const VocabSpec& spec) {
 }
 
 Status Vocab::BuildTables(const VocabSpec& spec) {
+  RETURN_IF_ERROR(CheckSpec(spec));
+  RETURN_IF_ERROR(BuildTexts(spec));
+  BuildByteAndSpaceTables(spec);
+  RETURN_IF_ERROR(BuildMergeOrder(spec));
+  BuildAddedTokenTrie(spec);
+  return SetSpecialTokens(spec);
+}
+
+// The model kind and the arrays' sizes.
+Status Vocab::CheckSpec(const VocabSpec& spec) {
   if (spec.model == "llama") {
     model_ = VocabModel::kSpm;
   } else if (spec.model == "gemma4") {
@@ -122,6 +132,11 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
                          " entries for " + std::to_string(n) + " tokens");
   }
 
+  return Status::Ok();
+}
+
+Status Vocab::BuildTexts(const VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   // Texts, types, scores.
   size_t total = 0;
   for (std::string_view t : spec.tokens) total += t.size();
@@ -144,7 +159,11 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
     const uint32_t len = offsets_[i + 1] - offsets_[i];
     if (len > 0) text_index_.Insert(arena_.data(), offsets_[i], len, static_cast<int32_t>(i));
   }
+  return Status::Ok();
+}
 
+void Vocab::BuildByteAndSpaceTables(const VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   // Byte fallback: <0xNN> pieces typed as bytes (or any such piece when the file has no types).
   byte_token_.fill(-1);
   for (size_t i = 0; i < n; ++i) {
@@ -171,6 +190,10 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
     ascii_token_[c] = Find(std::string_view(&ch, 1));
   }
 
+}
+
+Status Vocab::BuildMergeOrder(const VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   // Merge order: ranked merges when present (what HF's tokenizer.json holds), else SentencePiece
   // scores (what llama.cpp writes for Gemma 1-3 from tokenizer.model).
   if (!spec.merges.empty()) {
@@ -261,6 +284,11 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
     for (size_t i = 0; i < n; ++i) score_priority_[i] = OrderedKey(-Score(static_cast<int32_t>(i)));
   }
 
+  return Status::Ok();
+}
+
+void Vocab::BuildAddedTokenTrie(const VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   // Added-token trie over the escaped texts.
   added_edges_.Reserve(4096);
   added_terminal_.assign(1, -1);
@@ -294,6 +322,10 @@ Status Vocab::BuildTables(const VocabSpec& spec) {
     if (added_terminal_[node] < 0) added_terminal_[node] = static_cast<int32_t>(i);
   }
 
+}
+
+Status Vocab::SetSpecialTokens(const VocabSpec& spec) {
+  const size_t n = spec.tokens.size();
   // Special ids: the file's keys, then by text. llama.cpp falls back to bos 1, eos 2, unk 0 for a
   // SentencePiece vocabulary without keys; in Gemma's vocabularies 1 is <eos>, so nothing is guessed.
   special_ = SpecialTokens{};

@@ -130,6 +130,13 @@ class Vocab {
 
  private:
   Status BuildTables(const VocabSpec& spec);
+  // BuildTables' steps, in order.
+  Status CheckSpec(const VocabSpec& spec);
+  Status BuildTexts(const VocabSpec& spec);
+  void BuildByteAndSpaceTables(const VocabSpec& spec);  // byte fallback, '▁' glue, ASCII ids
+  Status BuildMergeOrder(const VocabSpec& spec);        // ranked merges, else score priorities
+  void BuildAddedTokenTrie(const VocabSpec& spec);
+  Status SetSpecialTokens(const VocabSpec& spec);
 
   VocabModel model_ = VocabModel::kSpm;
   std::string arena_;              // all token texts back to back
