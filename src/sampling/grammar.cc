@@ -62,6 +62,26 @@ void GrammarBuilder::AddAlternative(int rule, Sequence sequence) {
 Result<Grammar> GrammarBuilder::Build(int root) && {
   const int n = static_cast<int>(rules_.size());
   if (root < 0 || root >= n) return Status::Error(StatusCode::kInvalidArgument, "grammar: no root rule");
+  RETURN_IF_ERROR(CheckReferences());
+  const std::vector<uint32_t> rule_min = ShortestExpansions();
+  if (rule_min[root] == Grammar::kInfinite) {
+    return Status::Error("rule '" + rules_[root].name +
+                         "' has no finite expansion (every sentence would be infinitely long, such as an object "
+                         "that requires a property holding the same object)");
+  }
+  // An alternative that can never finish would let sampling wander into a dead end.
+  for (Rule& rule : rules_) {
+    std::erase_if(rule.alternatives,
+                  [&](const Sequence& seq) { return SequenceMin(seq, rule_min) == Grammar::kInfinite; });
+  }
+  RETURN_IF_ERROR(CheckLeftRecursion(rule_min));
+  Grammar g = Flatten(root, rule_min);
+  BuildExclusionTries(g);
+  return g;
+}
+
+Status GrammarBuilder::CheckReferences() const {
+  const int n = static_cast<int>(rules_.size());
   for (const Rule& rule : rules_) {
     for (const Sequence& seq : rule.alternatives) {
       for (const Sequence::Symbol& s : seq.symbols_) {
@@ -71,47 +91,46 @@ Result<Grammar> GrammarBuilder::Build(int root) && {
       }
     }
   }
+  return Status::Ok();
+}
 
-  // Shortest expansion of every rule: the least fixed point, iterated from infinity.
-  auto symbol_min = [&](const Sequence& seq, const Sequence::Symbol& s, const std::vector<uint32_t>& rule_min) {
+uint32_t GrammarBuilder::SequenceMin(const Sequence& seq, const std::vector<uint32_t>& rule_min) {
+  uint32_t total = 0;
+  for (const Sequence::Symbol& s : seq.symbols_) {
+    uint32_t own = 0;
     switch (s.kind) {
-      case Grammar::Kind::kBytes: return uint32_t{1};
-      case Grammar::Kind::kString: return StringMin(seq.pending_specs_[s.spec]);
-      case Grammar::Kind::kRule: return rule_min[s.rule];
+      case Grammar::Kind::kBytes: own = 1; break;
+      case Grammar::Kind::kString: own = StringMin(seq.pending_specs_[s.spec]); break;
+      case Grammar::Kind::kRule: own = rule_min[s.rule]; break;
       case Grammar::Kind::kEnd: break;
     }
-    return uint32_t{0};
-  };
-  auto sequence_min = [&](const Sequence& seq, const std::vector<uint32_t>& rule_min) {
-    uint32_t total = 0;
-    for (const Sequence::Symbol& s : seq.symbols_) total = SatAdd(total, symbol_min(seq, s, rule_min));
-    return total;
-  };
+    total = SatAdd(total, own);
+  }
+  return total;
+}
+
+// Shortest expansion of every rule: the least fixed point, iterated from infinity.
+std::vector<uint32_t> GrammarBuilder::ShortestExpansions() const {
+  const int n = static_cast<int>(rules_.size());
   std::vector<uint32_t> rule_min(n, Grammar::kInfinite);
   for (bool changed = true; changed;) {
     changed = false;
     // Later rules are usually the tails of earlier ones (counted repetitions), so go backwards.
     for (int r = n - 1; r >= 0; --r) {
       uint32_t best = rule_min[r];
-      for (const Sequence& seq : rules_[r].alternatives) best = std::min(best, sequence_min(seq, rule_min));
+      for (const Sequence& seq : rules_[r].alternatives) best = std::min(best, SequenceMin(seq, rule_min));
       if (best < rule_min[r]) {
         rule_min[r] = best;
         changed = true;
       }
     }
   }
-  if (rule_min[root] == Grammar::kInfinite) {
-    return Status::Error("rule '" + rules_[root].name +
-                         "' has no finite expansion (every sentence would be infinitely long, such as an object "
-                         "that requires a property holding the same object)");
-  }
-  // An alternative that can never finish would let sampling wander into a dead end.
-  for (Rule& rule : rules_) {
-    std::erase_if(rule.alternatives,
-                  [&](const Sequence& seq) { return sequence_min(seq, rule_min) == Grammar::kInfinite; });
-  }
+  return rule_min;
+}
 
-  // Left recursion (a rule reaching itself before consuming a byte) would expand forever.
+// Left recursion (a rule reaching itself before consuming a byte) would expand forever.
+Status GrammarBuilder::CheckLeftRecursion(const std::vector<uint32_t>& rule_min) const {
+  const int n = static_cast<int>(rules_.size());
   std::vector<std::vector<int>> first_refs(n);
   for (int r = 0; r < n; ++r) {
     for (const Sequence& seq : rules_[r].alternatives) {
@@ -146,6 +165,11 @@ Result<Grammar> GrammarBuilder::Build(int root) && {
     }
   }
 
+  return Status::Ok();
+}
+
+// The rules as the flat arrays the matcher walks, with each position's shortest completion.
+Grammar GrammarBuilder::Flatten(int root, const std::vector<uint32_t>& rule_min) {
   Grammar g;
   g.root_ = root;
   g.rule_min_ = rule_min;
@@ -186,7 +210,11 @@ Result<Grammar> GrammarBuilder::Build(int root) && {
     }
     g.suffix_min_[pos] = SatAdd(own, g.suffix_min_[pos + 1]);
   }
-  // Excluded-value tries, one per string body that has any.
+  return g;
+}
+
+// Excluded-value tries, one per string body that has any.
+void GrammarBuilder::BuildExclusionTries(Grammar& g) {
   for (const StringSpec& spec : g.string_specs_) {
     if (spec.excluded.empty()) {
       g.exclusion_roots_.push_back(-1);
@@ -213,7 +241,6 @@ Result<Grammar> GrammarBuilder::Build(int root) && {
       g.exclusion_nodes_[node].terminal = true;
     }
   }
-  return g;
 }
 
 std::string Grammar::ToString() const {

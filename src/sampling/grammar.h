@@ -137,6 +137,14 @@ class GrammarBuilder {
     std::string name;
     std::vector<Sequence> alternatives;
   };
+  // Build's steps.
+  Status CheckReferences() const;
+  static uint32_t SequenceMin(const Sequence& seq, const std::vector<uint32_t>& rule_min);
+  std::vector<uint32_t> ShortestExpansions() const;
+  Status CheckLeftRecursion(const std::vector<uint32_t>& rule_min) const;
+  Grammar Flatten(int root, const std::vector<uint32_t>& rule_min);
+  static void BuildExclusionTries(Grammar& g);
+
   std::vector<Rule> rules_;
 };
 
