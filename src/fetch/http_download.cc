@@ -280,6 +280,13 @@ std::string CurlProblem(const std::string& url, CURLcode code, const char* error
   return url + ": " + (error_buffer[0] ? std::string(error_buffer) : std::string(curl_easy_strerror(code)));
 }
 
+// The request's extra headers as libcurl takes them (nullptr for none); freed by the caller.
+curl_slist* HeaderList(const std::vector<std::string>& headers) {
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  return list;
+}
+
 // Statuses worth another attempt: the server's trouble, not the request's.
 bool Transient(long status) { return status >= 500 || status == 408 || status == 429; }
 
@@ -360,8 +367,7 @@ Result<DownloadOutcome> Download(const DownloadRequest& request, const FetchOpti
     t.sidecar_path = sidecar_path;
     t.fd = fd;
     t.offset = have;
-    curl_slist* headers = nullptr;
-    for (const std::string& h : request.headers) headers = curl_slist_append(headers, h.c_str());
+    curl_slist* headers = HeaderList(request.headers);
     if (have > 0) {
       // Strong ETags only: If-Range with a weak one is not allowed, so fall back to the date.
       const std::string validator = !sidecar.etag.empty() && sidecar.etag.rfind("W/", 0) != 0 ? sidecar.etag : sidecar.last_modified;
@@ -468,16 +474,11 @@ size_t OnHeaderLine(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
-std::string LowerAscii(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // An ETag's value without W/ and quotes, when it is a SHA-256 (64 hex digits).
 std::string DigestOfEtag(std::string v) {
   if (v.rfind("W/", 0) == 0) v.erase(0, 2);
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  v = LowerAscii(v);
+  v = Lower(v);
   const bool hex = v.size() == 64 && v.find_first_not_of("0123456789abcdef") == std::string::npos;
   return hex ? v : std::string();
 }
@@ -485,8 +486,7 @@ std::string DigestOfEtag(std::string v) {
 }  // namespace
 
 Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::string>& headers, const FetchOptions& options) {
-  curl_slist* list = nullptr;
-  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  curl_slist* list = HeaderList(headers);
   CURL* c = NewHandle(url, list, options);
   if (c == nullptr) {
     curl_slist_free_all(list);
@@ -514,10 +514,8 @@ Result<HubFileInfo> HeadHubFile(const std::string& url, const std::vector<std::s
   for (const std::string& line : lines) {
     const size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const std::string key = LowerAscii(line.substr(0, colon));
-    std::string value = line.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    const std::string key = Lower(line.substr(0, colon));
+    const std::string value = Trim(line.substr(colon + 1));
     if (key == "x-linked-etag") info.sha256 = DigestOfEtag(value);
     if (key == "etag") etag = DigestOfEtag(value);
     if (key == "x-linked-size") info.size = std::strtoull(value.c_str(), nullptr, 10);
@@ -535,8 +533,7 @@ Result<std::string> FetchText(const std::string& url, const std::vector<std::str
   }
   int failures = 0;
   for (;;) {
-    curl_slist* list = nullptr;
-    for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+    curl_slist* list = HeaderList(headers);
     CURL* c = NewHandle(url, list, options);
     if (c == nullptr) {
       curl_slist_free_all(list);

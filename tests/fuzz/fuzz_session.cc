@@ -2,15 +2,13 @@
 // versioned, checksummed, bound to the model file) and Conversation::Load (the messages as JSON), on
 // the demo model. Any file loads or is refused with a message; a refused one leaves the session
 // usable.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "fuzz_input_file.h"
 #include "gemlet/gemlet.hpp"
 
 namespace {
@@ -37,11 +35,9 @@ Loaded& Demo() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/gemlet-fuzz-session-" + std::to_string(::getpid());
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return 0;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  static const std::string where = gemlet::fuzz::InputFilePath("session");
+  const std::string path = gemlet::fuzz::WriteInputFile(where, data, size);
+  if (path.empty()) return 0;
   Loaded& d = Demo();
   gemlet::Status state = d.session->LoadState(path);
   if (!state.ok() && state.message().empty()) std::abort();
