@@ -18,9 +18,10 @@ LINK = re.compile(r'target_link_libraries\(\s*(\w+)\s+(?:PUBLIC|PRIVATE|INTERFAC
 # The folders that implement public headers: src/api (gemlet.hpp, gemlet.h), src/tools (tools.hpp),
 # src/history (history.hpp), src/store (store.hpp), src/fetch (fetch.hpp).
 IMPLEMENTS_PUBLIC = {"api", "tools", "history", "server", "store", "fetch"}
-# Public headers that src/base implements, so that every layer may include them: Status, and the
-# limits on JSON from outside.
-BASE_PUBLIC_HEADERS = {"gemlet/status.hpp", "gemlet/json_input.hpp"}
+# Public headers every layer may include: Status and the limits on JSON from outside (src/base
+# implements them), and the public value types (plain data, header-only: the runtime and the
+# sampler take the public options, messages and replies as they are, with no twin structs).
+BASE_PUBLIC_HEADERS = {"gemlet/status.hpp", "gemlet/json_input.hpp", "gemlet/types.hpp"}
 # The folders that stand on the public API alone, as the CLI does: src/server includes the public
 # headers and its own files, nothing else of src/.
 OVER_PUBLIC_API = {"server"}

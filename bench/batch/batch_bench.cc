@@ -36,9 +36,7 @@ namespace {
 
 using runtime::BatchOptions;
 using runtime::BatchWorkspace;
-using runtime::Engine;
 using runtime::Session;
-using runtime::SessionOptions;
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -84,7 +82,7 @@ struct Options {
 };
 
 // Aggregate decode tokens/s for N sessions, batched and one after another.
-int BenchDecode(const Options& o, const std::shared_ptr<const Engine>& engine) {
+int BenchDecode(const Options& o, const std::shared_ptr<const runtime::Engine>& engine) {
   const int n_vocab = engine->config().n_vocab;
   std::printf("decode: %d threads, %d-token prompts, %d steps per measurement, median of %d\n", o.threads, o.prompt,
               o.steps, o.reps);
@@ -194,7 +192,7 @@ int BenchDecode(const Options& o, const std::shared_ptr<const Engine>& engine) {
 }
 
 // MatMul of R rows over every layer's copy of a tensor, the weights from DRAM.
-int BenchMatMul(const Options& o, const std::shared_ptr<const Engine>& engine) {
+int BenchMatMul(const Options& o, const std::shared_ptr<const runtime::Engine>& engine) {
   const GgufFile& file = engine->model().gguf();
   KernelContext ctx(o.threads);
   std::printf("\nmatmul: %d threads, kernels %s, packed weights; ms per pass over every layer's copy, and the\n"
@@ -291,7 +289,7 @@ int main(int argc, char** argv) {
     else return Usage(argv[0]);
   }
   if (o.model.empty() || o.threads < 1 || o.steps < 1 || o.prompt < 1 || o.reps < 1 || o.ns.empty()) return Usage(argv[0]);
-  auto engine = Engine::Load(o.model);
+  auto engine = runtime::Engine::Load(o.model);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.message().c_str());
     return 1;

@@ -1,5 +1,6 @@
-// What the public API's objects hold (Engine::Impl) and the library's log sink: shared by the C++
-// facade (gemlet.cc) and the C API (gemlet_c.cc), never seen by users.
+// What the public API's objects hold (Engine::Impl, Session::Impl) and the library's log sink:
+// shared by the C++ facade (gemlet.cc, session.cc, conversation.cc, batch_decoder.cc) and the C API
+// (gemlet_c.cc), never seen by users.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "gemlet/gemlet.hpp"
 #include "runtime/generate.h"
+#include "runtime/json_constraint.h"
 #include "sampling/token_trie.h"
 #include "runtime/session.h"
 
@@ -54,8 +56,11 @@ struct Engine::Impl {
   mutable std::atomic<bool> psi_unreadable{false};
 
   // Structured output's view of the vocabulary (16 MiB for 262k tokens): built on first use.
-  std::mutex token_vocabulary_mutex;
-  std::shared_ptr<const TokenVocabulary> token_vocabulary;
+  runtime::TokenVocabularyCache token_vocabulary;
+  // What constrains a request's sampling (response_format, tool_choice); null for free text.
+  Result<std::unique_ptr<runtime::TokenConstraint>> Constraint(const GenerateOptions& options, int n_ctx) {
+    return runtime::MakeOutputConstraint(*runtime, options, n_ctx, token_vocabulary);
+  }
 
   std::atomic<ThermalState> thermal{ThermalState::kNominal};
   std::shared_ptr<runtime::ThermalMonitor> thermal_monitor;  // the thermal governor (runtime/thermal.h)
@@ -76,7 +81,7 @@ struct Session::Impl {
   DraftSession draft;  // empty without SessionOptions::draft_model
   std::atomic<bool> cancel{false};
   int own_threads = 1;
-  KvType kv_type = KvType::kF16;
+  DType kv_type = DType::kF16;
 
   // Before each call: the engine's threads and kernels, and a fresh cancel flag (a Cancel() meant
   // for an earlier call must not stop this one).
@@ -91,29 +96,15 @@ namespace api {
 // options.draft_model's session for a target session `target` (none without one): refused when its
 // vocabulary is not the target engine's, token for token.
 Result<DraftSession> MakeDraftSession(const Engine& engine, const SessionOptions& options, const runtime::Session& target);
-// Public options and results to and from the runtime's (gemlet.cc).
-SamplingParams ToRuntime(const SamplingOptions& s);
-runtime::GenerateOptions ToRuntime(const GenerateOptions& o, const std::atomic<bool>* cancel);
+// kInvalidArgument with Validate's message when the options are not valid.
 Status CheckGenerateOptions(const GenerateOptions& o);
-runtime::TextSink ToSink(const StreamCallback& on_text);
-// options.response_format's constraint (nullptr for free text), for a session of n_ctx tokens.
-Result<std::unique_ptr<runtime::TokenConstraint>> MakeConstraint(Engine::Impl& engine, const GenerateOptions& options,
-                                                                 int n_ctx);
-// Prefix reuse (Session::Complete, BatchDecoder): keeps the longest prefix of `prompt` the cache
-// holds, less the prompt's last token (its logits pick the first answer token), and forgets the
-// rest. Returns how many tokens were kept.
-Result<size_t> KeepCachedPrefix(runtime::Session& session, std::span<const int32_t> prompt);
-// `cached`: prompt tokens reused from the cache (added to the stats' prompt tokens).
-Reply ToReply(const runtime::GenerateResult& r, int cached, const runtime::Session& session);
-
-inline KvType ToKvType(KvCacheType type) {
-  switch (type) {
-    case KvCacheType::kF32: return KvType::kF32;
-    case KvCacheType::kQ8_0: return KvType::kQ8_0;
-    case KvCacheType::kQ4_0: return KvType::kQ4_0;
-    default: return KvType::kF16;
-  }
-}
+Status CheckSessionOptions(const SessionOptions& o);
+// A session's threads default to its engine's (which default to every hardware thread).
+SessionOptions WithEngineThreads(SessionOptions o, int engine_threads);
+// A runtime session on `engine` with its current kernels.
+Result<std::unique_ptr<runtime::Session>> CreateRuntimeSession(const Engine& engine, const SessionOptions& o);
+// The kernels and tuning these options name (validated: Validate(KernelOptions) first).
+Engine::Impl::Kernels ResolveKernels(const KernelOptions& o);
 // Sends a message to the app's log callback (SetLogCallback), else warnings and errors to stderr.
 void Log(int level, const std::string& message);
 }  // namespace api

@@ -9,15 +9,12 @@
 #include "api/api_internal.h"
 #include "runtime/batch.h"
 #include "runtime/generate.h"
+#include "runtime/prefix_reuse.h"
 #include "sampling/sampler.h"
 
 namespace gemlet {
 
 using api::CheckGenerateOptions;
-using api::MakeConstraint;
-using api::ToReply;
-using api::ToRuntime;
-using api::ToSink;
 
 namespace {
 
@@ -36,15 +33,14 @@ struct BatchDecoder::Impl {
     size_t evaluated = 0;         // of prompt
     int cached = 0;               // prompt tokens reused from the cache
     StreamCallback on_text;
-    runtime::TextSink sink;
-    runtime::GenerateOptions options;
+    GenerateOptions options;
+    runtime::GenerationControls controls;
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<runtime::TokenConstraint> constraint;  // response_format; null: free text
     std::unique_ptr<runtime::Generator> generator;  // once the prompt is in the cache
     int32_t next_token = -1;      // sampled, to be evaluated in the next step
     std::atomic<bool> cancel{false};
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    double prefill_seconds = 0;
 
     bool prefilling() const { return generator == nullptr; }
   };
@@ -63,20 +59,23 @@ struct BatchDecoder::Impl {
 
   Finished Finish(Request& r, Result<Reply> reply) { return Finished{r.id, std::move(reply)}; }
 
-  Finished Complete(Request& r) {
-    runtime::GenerateResult& result = r.generator->Finish();
-    result.prompt_tokens = static_cast<int>(r.prompt.size());
-    result.prefill_seconds = r.prefill_seconds;
-    return Finish(r, ToReply(result, r.cached, *r.rt));
+  // The reply with the request's share of the stats: the prefix reused from the cache, the session's.
+  Finished Reply(Request& r, gemlet::Reply reply) {
+    reply.stats.prompt_tokens += r.cached;
+    reply.stats.cached_tokens = r.cached;
+    runtime::AddSessionStats(*r.rt, &reply.stats);
+    return Finish(r, std::move(reply));
   }
+
+  Finished Complete(Request& r) { return Reply(r, std::move(r.generator->Finish().reply)); }
 
   // A request cancelled before its prompt was in: nothing generated.
   Finished CancelledInPrompt(Request& r) {
-    runtime::GenerateResult result;
-    result.prompt_tokens = static_cast<int>(r.prompt.size());
-    result.stop = runtime::StopReason::kCancelled;
-    result.prefill_seconds = Seconds(r.start);
-    return Finish(r, ToReply(result, r.cached, *r.rt));
+    gemlet::Reply reply;
+    reply.stats.prompt_tokens = static_cast<int>(r.prompt.size());
+    reply.stats.stop = StopReason::kCancelled;
+    reply.stats.ttft_seconds = Seconds(r.start);
+    return Reply(r, std::move(reply));
   }
 };
 
@@ -111,7 +110,7 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   }
   // Before anything changes: a schema outside the supported subset is the request's error.
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
-                   MakeConstraint(d.engine->impl(), options, session.n_ctx()));
+                   d.engine->impl().Constraint(options, session.n_ctx()));
   std::lock_guard<std::mutex> lock(d.mutex);
   if (static_cast<int>(d.requests.size()) >= d.options.max_requests) {
     return Status::Error(StatusCode::kInvalidArgument, "the batch is full (BatchOptions::max_requests)");
@@ -125,14 +124,14 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   Session::Impl& s = session.impl();
   r->rt = s.session.get();
   s.BeginCall();
-  ASSIGN_OR_RETURN(const size_t common, api::KeepCachedPrefix(*r->rt, prompt));
+  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*r->rt, prompt));
   r->cached = static_cast<int>(common);
   r->prompt.assign(prompt.begin() + static_cast<ptrdiff_t>(common), prompt.end());
   r->on_text = std::move(on_text);
-  r->sink = ToSink(r->on_text);
-  r->options = ToRuntime(options, &r->cancel);
+  r->options = options;
   r->constraint = std::move(constraint);
-  r->options.constraint = r->constraint.get();
+  r->controls.cancel = &r->cancel;
+  r->controls.constraint = r->constraint.get();
   r->sampler = std::make_unique<Sampler>(r->options.sampling, d.engine->info().n_vocab);
   const int id = r->id;
   d.requests.push_back(std::move(r));
@@ -154,7 +153,7 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
     if (r.prefilling()) {
       finished.push_back(d.CancelledInPrompt(r));
     } else {
-      r.generator->Stop(runtime::StopReason::kCancelled);
+      r.generator->Stop(StopReason::kCancelled);
       finished.push_back(d.Complete(r));
     }
     done[i] = true;
@@ -234,8 +233,8 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
     if (r.prefilling()) {
       r.evaluated += tokens[i].size();
       if (r.evaluated < r.prompt.size()) continue;
-      r.prefill_seconds = Seconds(r.start);
-      r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.sink);
+      r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.controls, r.on_text,
+                                                         static_cast<int>(r.prompt.size()), Seconds(r.start));
     }
     r.next_token = r.generator->Next(logits);
     if (r.next_token < 0) {

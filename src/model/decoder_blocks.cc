@@ -314,17 +314,17 @@ void ScoreKeys(const KernelTable& kernels, const AttendArgs& a, const KvCache& c
   const LayerConfig& l = *a.layer;
   const int hd = l.head_dim;
   const size_t kv_width = static_cast<size_t>(l.n_kv_heads) * hd, k_off = static_cast<size_t>(kv_head) * hd;
-  const KvType type = cache.type();
+  const DType type = cache.type();
   const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
   ForEachCacheRun(k_begin, cached_end, cache.capacity(a.cache_layer), [&](int64_t first, int64_t count) {
     const void* rows = cache.KeyRow(a.cache_layer, first);
     float* s = scores + (first - k_begin);
-    if (type == KvType::kF16) {
+    if (type == DType::kF16) {
       kernels.dot_rows_f16(q, q_stride, n_q, static_cast<const uint16_t*>(rows) + k_off, kv_width, count, hd, s, stride);
-    } else if (type == KvType::kQ8_0) {  // strides and offsets in blocks of 32
+    } else if (type == DType::kQ8_0) {  // strides and offsets in blocks of 32
       kernels.dot_rows_q8_0(q, q_stride, n_q, static_cast<const BlockQ8_0*>(rows) + k_off / kBlock32, kv_width / kBlock32,
                             count, hd, s, stride);
-    } else if (type == KvType::kQ4_0) {
+    } else if (type == DType::kQ4_0) {
       kernels.dot_rows_q4_0(q, q_stride, n_q, static_cast<const BlockQ4_0*>(rows) + k_off / kBlock32, kv_width / kBlock32,
                             count, hd, s, stride);
     } else {
@@ -344,17 +344,17 @@ void SumValues(const KernelTable& kernels, const AttendArgs& a, const KvCache& c
   const LayerConfig& l = *a.layer;
   const int hdv = l.head_dim_v;
   const size_t v_width = static_cast<size_t>(l.n_kv_heads) * hdv, v_off = static_cast<size_t>(kv_head) * hdv;
-  const KvType type = cache.type();
+  const DType type = cache.type();
   const int64_t cached_end = std::min(k_end, a.pos0), batch_begin = std::max(k_begin, a.pos0);
   ForEachCacheRun(k_begin, cached_end, cache.capacity(a.cache_layer), [&](int64_t first, int64_t count) {
     const void* rows = cache.ValueRow(a.cache_layer, first);
     const float* w = p + (first - k_begin);
-    if (type == KvType::kF16) {
+    if (type == DType::kF16) {
       kernels.weighted_sum_f16(w, stride, n_p, static_cast<const uint16_t*>(rows) + v_off, v_width, count, hdv, out, out_stride);
-    } else if (type == KvType::kQ8_0) {
+    } else if (type == DType::kQ8_0) {
       kernels.weighted_sum_q8_0(w, stride, n_p, static_cast<const BlockQ8_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
                                 count, hdv, out, out_stride);
-    } else if (type == KvType::kQ4_0) {
+    } else if (type == DType::kQ4_0) {
       kernels.weighted_sum_q4_0(w, stride, n_p, static_cast<const BlockQ4_0*>(rows) + v_off / kBlock32, v_width / kBlock32,
                                 count, hdv, out, out_stride);
     } else {

@@ -14,29 +14,30 @@
 
 namespace gemlet {
 
-const char* KvTypeName(KvType type) {
+const char* KvTypeName(DType type) {
   switch (type) {
-    case KvType::kF16: return "f16";
-    case KvType::kQ8_0: return "q8_0";
-    case KvType::kQ4_0: return "q4_0";
-    default: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kF32: return "f32";
+    default: return "?";
   }
 }
 
-bool ParseKvType(const std::string& name, KvType* out) {
-  if (name == "f32") *out = KvType::kF32;
-  else if (name == "f16") *out = KvType::kF16;
-  else if (name == "q8_0") *out = KvType::kQ8_0;
-  else if (name == "q4_0") *out = KvType::kQ4_0;
+bool ParseKvType(const std::string& name, DType* out) {
+  if (name == "f32") *out = DType::kF32;
+  else if (name == "f16") *out = DType::kF16;
+  else if (name == "q8_0") *out = DType::kQ8_0;
+  else if (name == "q4_0") *out = DType::kQ4_0;
   else return false;
   return true;
 }
 
-size_t KvCache::RowBytes(KvType type, int64_t n) {
+size_t KvCache::RowBytes(DType type, int64_t n) {
   switch (type) {
-    case KvType::kF16: return static_cast<size_t>(n) * 2;
-    case KvType::kQ8_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ8_0);
-    case KvType::kQ4_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ4_0);
+    case DType::kF16: return static_cast<size_t>(n) * 2;
+    case DType::kQ8_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ8_0);
+    case DType::kQ4_0: return static_cast<size_t>(n / kBlock32) * sizeof(BlockQ4_0);
     default: return static_cast<size_t>(n) * 4;
   }
 }
@@ -50,7 +51,7 @@ int Capacity(const KvLayerSpec& spec, int n_ctx, int ring_spare) {
 }
 }  // namespace
 
-size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type, int ring_spare) {
+size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, DType type, int ring_spare) {
   size_t total = 0;
   for (const KvLayerSpec& s : layers) {
     total += static_cast<size_t>(Capacity(s, n_ctx, std::max(0, ring_spare))) *
@@ -60,10 +61,11 @@ size_t KvCache::PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvT
   return total;
 }
 
-Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type,
+Result<std::unique_ptr<KvCache>> KvCache::Create(const std::vector<KvLayerSpec>& layers, int n_ctx, DType type,
                                                  int ring_spare) {
   if (n_ctx <= 0) return Status::Error("context size must be positive, got " + std::to_string(n_ctx));
   if (ring_spare < 0) return Status::Error("ring spare room must be >= 0, got " + std::to_string(ring_spare));
+  if (!IsKvType(type)) return Status::Error(std::string("a KV cache cannot hold ") + DTypeName(type) + " (f32, f16, q8_0 or q4_0)");
   std::unique_ptr<KvCache> cache(new KvCache());
   cache->n_ctx_ = n_ctx;
   cache->type_ = type;
@@ -173,23 +175,23 @@ bool KvCache::CanDiscard(int begin, int count) const {
 
 namespace {
 // A stored row as floats, and back (the cache's own rounding, as Store does).
-void RowToFloat(KvType type, const void* row, int64_t n, float* out) {
-  if (type == KvType::kF32) {
+void RowToFloat(DType type, const void* row, int64_t n, float* out) {
+  if (type == DType::kF32) {
     std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float));
-  } else if (type == KvType::kF16) {
+  } else if (type == DType::kF16) {
     const uint16_t* h = static_cast<const uint16_t*>(row);
     for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
   } else {
-    DequantizeRow(type == KvType::kQ4_0 ? DType::kQ4_0 : DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
+    DequantizeRow(type == DType::kQ4_0 ? DType::kQ4_0 : DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
   }
 }
-void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
-  if (type == KvType::kF32) {
+void FloatToRow(DType type, const float* in, int64_t n, void* row) {
+  if (type == DType::kF32) {
     std::memcpy(row, in, static_cast<size_t>(n) * sizeof(float));
-  } else if (type == KvType::kF16) {
+  } else if (type == DType::kF16) {
     uint16_t* h = static_cast<uint16_t*>(row);
     for (int64_t i = 0; i < n; ++i) h[i] = F32ToF16(in[i]);
-  } else if (type == KvType::kQ4_0) {
+  } else if (type == DType::kQ4_0) {
     QuantizeRowQ4_0(in, static_cast<BlockQ4_0*>(row), n);
   } else {
     QuantizeRowQ8_0(in, static_cast<BlockQ8_0*>(row), n);
@@ -310,7 +312,7 @@ void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
   return storage_.get() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
 }
 
-Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(KvType type) const {
+Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(DType type) const {
   std::vector<KvLayerSpec> specs;
   for (const Layer& l : layers_) specs.push_back(l.spec);
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> out, Create(specs, n_ctx_, type, ring_spare_));

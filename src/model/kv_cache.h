@@ -12,16 +12,20 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 
 namespace gemlet {
 
-// kQ8_0: GGUF's Q8_0 blocks (32 values, an f16 scale), half of f16's bytes; kQ4_0: GGUF's Q4_0
-// blocks (32 nibbles, an f16 scale), 28% of f16's bytes, for a budget nothing else fits. Head sizes
-// must be multiples of 32 so that every head starts on a block.
-enum class KvType { kF32, kF16, kQ8_0, kQ4_0 };
-inline bool IsBlockKv(KvType type) { return type == KvType::kQ8_0 || type == KvType::kQ4_0; }
-const char* KvTypeName(KvType type);
-bool ParseKvType(const std::string& name, KvType* out);
+// The cache's element type is a tensor DType: kF32, kF16, kQ8_0 (GGUF's Q8_0 blocks: 32 values, an
+// f16 scale; half of f16's bytes) or kQ4_0 (GGUF's Q4_0 blocks: 32 nibbles, an f16 scale; 28% of
+// f16's bytes, for a budget nothing else fits). Head sizes must be multiples of 32 for the blocks,
+// so that every head starts on one.
+inline bool IsKvType(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0 || type == DType::kQ4_0;
+}
+inline bool IsBlockKv(DType type) { return type == DType::kQ8_0 || type == DType::kQ4_0; }
+const char* KvTypeName(DType type);
+bool ParseKvType(const std::string& name, DType* out);
 
 struct KvLayerSpec {
   int n_kv_heads = 0;
@@ -40,20 +44,20 @@ struct KvStorageUnmap {
 class KvCache {
  public:
   // Bytes of one stored row of n values (n a multiple of 32 for kQ8_0).
-  static size_t RowBytes(KvType type, int64_t n);
+  static size_t RowBytes(DType type, int64_t n);
   // ring_spare: positions a sliding-window ring keeps beyond its window, so that the last
   // ring_spare tokens can be taken back without evaluating anything again (RollbackRoom()).
   // Bytes Create() will allocate; callers report it before allocating.
-  static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type, int ring_spare = 0);
-  static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, KvType type,
+  static size_t PlanBytes(const std::vector<KvLayerSpec>& layers, int n_ctx, DType type, int ring_spare = 0);
+  static Result<std::unique_ptr<KvCache>> Create(const std::vector<KvLayerSpec>& layers, int n_ctx, DType type,
                                                  int ring_spare = 0);
   // The same cache stored as `type` (a memory governor lowering precision: q8_0 holds half of
   // f16's bytes): every held row converted, positions and ring state as they are.
-  Result<std::unique_ptr<KvCache>> ConvertedTo(KvType type) const;
+  Result<std::unique_ptr<KvCache>> ConvertedTo(DType type) const;
 
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
-  KvType type() const { return type_; }
+  DType type() const { return type_; }
   // Bytes reserved for the cache (address space: pages are committed as rows are first written).
   size_t bytes() const { return storage_bytes_; }
   // Bytes of the cache resident now (mincore): what it costs so far.
@@ -173,7 +177,7 @@ class KvCache {
   bool guarding_ = false;
   int guard_written_end_ = 0;  // written_end_ when the guard was set
   int guard_from_ = 0;
-  KvType type_ = KvType::kF32;
+  DType type_ = DType::kF32;
 };
 
 }  // namespace gemlet

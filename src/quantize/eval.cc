@@ -11,7 +11,7 @@
 
 namespace gemlet {
 
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+using namespace gemlet::runtime;  // Session, Generate: the runtime inside the library
 
 namespace {
 
@@ -19,16 +19,16 @@ namespace {
 constexpr int kRows = 64;
 
 struct Runner {
-  std::shared_ptr<const Engine> engine;
+  std::shared_ptr<const runtime::Engine> engine;
   std::unique_ptr<Session> session;
   std::vector<float> logits;
 };
 
-Status StartSession(Runner& r, int n_ctx, int n_threads, KvType kv_type) {
+Status StartSession(Runner& r, int n_ctx, int n_threads, DType kv_type) {
   SessionOptions so;
   so.n_ctx = n_ctx;
   so.n_threads = n_threads;
-  so.kv_type = kv_type;
+  so.kv_cache_type = static_cast<KvCacheType>(kv_type);  // the same values (runtime::KvDType)
   ASSIGN_OR_RETURN(r.session, Session::Create(r.engine, so));
   r.logits.resize(static_cast<size_t>(kRows) * static_cast<size_t>(r.engine->config().n_vocab));
   return Status::Ok();
@@ -76,7 +76,7 @@ double Quantile(std::vector<double>& values, double p) {
 Result<EvalResult> EvaluateText(const EvalOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Runner model;
-  ASSIGN_OR_RETURN(model.engine, Engine::Load(o.model_path));
+  ASSIGN_OR_RETURN(model.engine, runtime::Engine::Load(o.model_path));
   // llama-perplexity tokenizes the whole text once, BOS first, special-token text left as text.
   EncodeOptions enc;
   enc.add_bos = true;
@@ -88,7 +88,7 @@ Result<EvalResult> EvaluateText(const EvalOptions& o) {
   std::optional<Runner> ref;
   if (!o.ref_model_path.empty()) {
     Runner r;
-    ASSIGN_OR_RETURN(r.engine, Engine::Load(o.ref_model_path));
+    ASSIGN_OR_RETURN(r.engine, runtime::Engine::Load(o.ref_model_path));
     if (r.engine->config().n_vocab != V) {
       return Status::Error("the reference model has " + std::to_string(r.engine->config().n_vocab) +
                            " logits per token, the model " + std::to_string(V));

@@ -29,8 +29,8 @@ struct EvalOptions {
   int n_threads = 0;   // 0: all hardware threads
   // The KV cache each side stores: with the model as its own reference, what a cheaper KV cache
   // costs in accuracy (KL divergence from the f16 cache's distributions).
-  KvType kv_type = KvType::kF16;
-  KvType ref_kv_type = KvType::kF16;
+  DType kv_type = DType::kF16;
+  DType ref_kv_type = DType::kF16;
   std::function<void(int chunk, int n_chunks)> progress;
 };
 

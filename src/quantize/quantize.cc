@@ -13,6 +13,8 @@
 #include <numeric>
 #include <thread>
 
+#include "runtime/session.h"
+
 namespace gemlet {
 
 namespace {
@@ -212,7 +214,7 @@ Result<QuantizeReport> QuantizeGguf(const QuantizeOptions& o) {
   writer.SetU32("general.quantization_version", kQuantizationVersion);
   writer.SetU32("general.file_type", static_cast<uint32_t>(o.ftype));
 
-  const int n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n_threads = runtime::ResolveThreads(o.n_threads);
   auto pool = std::make_shared<ThreadPool>(n_threads);
   auto done = std::make_shared<uint64_t>(0);
   for (size_t i = 0; i < order.size(); ++i) {

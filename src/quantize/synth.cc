@@ -24,6 +24,7 @@
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "quantize/quantize.h"
+#include "runtime/session.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -504,7 +505,7 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
   uint64_t total = 0;
   for (const SynthTensor& t : tensors) total += static_cast<uint64_t>(std::accumulate(t.ne.begin(), t.ne.end(), int64_t{1}, std::multiplies<>()));
 
-  const int n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n_threads = runtime::ResolveThreads(o.n_threads);
   auto pool = std::make_shared<ThreadPool>(n_threads);
   auto done = std::make_shared<uint64_t>(0);
   auto shared_tensors = std::make_shared<std::vector<SynthTensor>>(std::move(tensors));

@@ -19,12 +19,8 @@ BatchOptions BatchOptions::Like(const Session& session, int max_rows) {
 namespace {
 // n_ctx and threads as a session resolves them; max_rows at least 1.
 BatchOptions Resolve(const Model& model, BatchOptions o) {
-  SessionOptions s;
-  s.n_ctx = o.n_ctx;
-  s.n_threads = o.n_threads;
-  s = Session::Resolved(model, s);
-  o.n_ctx = s.n_ctx;
-  o.n_threads = s.n_threads;
+  o.n_ctx = ResolveContext(model.config(), o.n_ctx);
+  o.n_threads = ResolveThreads(o.n_threads);
   o.max_rows = std::max(1, o.max_rows);
   return o;
 }

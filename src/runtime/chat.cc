@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_input.h"
+#include "runtime/prefix_reuse.h"
 
 namespace gemlet::runtime {
 
-ChatSession::ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling)
+ChatSession::ChatSession(std::unique_ptr<Session> session, const SamplingOptions& sampling)
     : session_(std::move(session)), sampler_(sampling, session_->engine().config().n_vocab) {}
 
 void ChatSession::SetSystem(const std::string& system) { system_ = system; }
@@ -39,7 +40,7 @@ Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_promp
 
 // BOS, then the messages in the model's chat format, tokenized with special-token parsing off for
 // message text (it cannot smuggle in turn markers). No messages and no generation prompt: BOS alone.
-Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<ChatMessage>& messages,
+Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<Message>& messages,
                                         const ChatRenderOptions& options) {
   const Tokenizer& tok = engine.tokenizer();
   std::vector<int32_t> tokens;
@@ -58,7 +59,7 @@ Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<
 
 Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& messages,
                                                  bool add_generation_prompt) const {
-  std::vector<ChatMessage> all;
+  std::vector<Message> all;
   if (!system_.empty()) all.push_back({"system", system_});
   for (const ChatTurn& m : messages) {
     all.push_back({m.role, m.preface.empty() ? m.content : m.preface + "\n\n" + m.content});
@@ -72,9 +73,9 @@ Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& me
 
 Status ChatSession::MakeRoom(int room) {
   ASSIGN_OR_RETURN(DroppedTurns d, DropOldest(session_->n_ctx() - room, /*keep=*/1, /*uncached=*/1));
-  last_turn_.messages_dropped = d.messages;
-  last_turn_.tokens_dropped = d.tokens;
-  last_turn_.tokens_reevaluated = d.reevaluated;
+  last_turn_.dropped_messages = d.messages;
+  last_turn_.dropped_tokens = d.tokens;
+  last_turn_.reevaluated_tokens = d.reevaluated;
   return Status::Ok();
 }
 
@@ -134,9 +135,10 @@ Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t unca
   return d;
 }
 
-Result<GenerateResult> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,
-                                         const TextSink& sink) {
-  last_turn_ = ChatTurnStats{};
+Result<Generation> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,
+                                     const GenerationControls& controls, const StreamCallback& on_text) {
+  last_turn_ = GenerationStats{};
+  last_turn_evaluated_ = 0;
   messages_.push_back({{"user", user_text}, pending_preface_});
   // Room for the answer: what the caller allows, at most half the context (a quarter when unbounded),
   // and for a summary of what is dropped when summaries are on (with its preface's words).
@@ -151,7 +153,7 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
   }
   if (!summaries_.enabled) unsummarized_.clear();
   if (!unsummarized_.empty()) {
-    if (Status s = Summarize(options); !s.ok()) {
+    if (Status s = Summarize(controls); !s.ok()) {
       messages_.pop_back();  // the dropped turns wait in unsummarized_ for the next turn
       return s;
     }
@@ -169,36 +171,41 @@ Result<GenerateResult> ChatSession::Send(const std::string& user_text, const Gen
                          "in the context of " + std::to_string(session_->n_ctx()) + " tokens; shorten it or use a "
                          "larger --ctx");
   }
-  // Reuse the longest prefix the cache already holds; always evaluate at least one token so the
-  // last position's logits exist.
-  const std::vector<int32_t>& held = session_->history();
-  size_t common = 0;
-  while (common < held.size() && common < want.size() && held[common] == want[common]) ++common;
-  if (common == want.size()) --common;
+  // Reuse the longest prefix the cache already holds.
   const int64_t before = session_->tokens_evaluated();
-  Status s = session_->Truncate(static_cast<int>(common));
-  if (!s.ok()) {
+  Result<size_t> kept = KeepCachedPrefix(*session_, want);
+  if (!kept.ok()) {
     messages_.pop_back();
-    return s;
+    return kept.status();
   }
+  const size_t common = kept.value();
   const std::vector<int32_t> delta(want.begin() + static_cast<std::ptrdiff_t>(common), want.end());
-  last_turn_.tokens_reused = static_cast<int>(common);
-  auto result = Generate(*session_, sampler_, delta, options, sink);
+  auto result = Generate(*session_, sampler_, delta, options, controls, on_text);
   if (!result.ok()) {
     messages_.pop_back();
     return result.status();
   }
+  // The turn's stats: the reply's, with the reused prefix and what making room did.
+  GenerationStats& st = result.value().reply.stats;
+  st.prompt_tokens += static_cast<int>(common);
+  st.cached_tokens = static_cast<int>(common);
+  st.dropped_messages = last_turn_.dropped_messages;
+  st.dropped_tokens = last_turn_.dropped_tokens;
+  st.reevaluated_tokens = last_turn_.reevaluated_tokens;
+  st.summarized_messages = last_turn_.summarized_messages;
+  st.summary_tokens = last_turn_.summary_tokens;
+  last_turn_ = st;
   // Prompt-side work of this turn: cache refill after a rollback plus the new tokens (the generated
   // tokens that were fed back are not counted).
-  const GenerateResult& r = result.value();
-  last_turn_.tokens_evaluated = static_cast<int>(session_->tokens_evaluated() - before) -
-                                static_cast<int>(r.tokens.size() - r.pending.size());
-  if (r.stop == StopReason::kCancelled && r.tokens.empty()) {
+  const Generation& r = result.value();
+  last_turn_evaluated_ = static_cast<int>(session_->tokens_evaluated() - before) -
+                         static_cast<int>(r.reply.tokens.size() - r.pending.size());
+  if (st.stop == StopReason::kCancelled && r.reply.tokens.empty()) {
     messages_.pop_back();  // cancelled before the answer began: as if the message was not sent
     return result;
   }
   pending_preface_.clear();  // carried by this turn now
-  messages_.push_back({{"assistant", result.value().text}, ""});
+  messages_.push_back({{"assistant", r.reply.text}, ""});
   return result;
 }
 
@@ -243,7 +250,7 @@ std::string ChatSession::SummaryPreface(const std::string& summary, const std::v
                                  : "(A summary of our earlier conversation, which is no longer shown: " + summary + ")");
 }
 
-Status ChatSession::Summarize(const GenerateOptions& options) {
+Status ChatSession::Summarize(const GenerationControls& controls) {
   // A summary still waiting for its turn (that turn failed) is covered by the new one.
   if (!pending_preface_.empty()) {
     unsummarized_.insert(unsummarized_.begin(), ChatTurn{{"user", ""}, pending_preface_});
@@ -259,28 +266,27 @@ Status ChatSession::Summarize(const GenerateOptions& options) {
     tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(head),
                  tokens.begin() + static_cast<std::ptrdiff_t>(head + tokens.size() - static_cast<size_t>(limit)));
   }
-  SessionOptions so;
+  SessionOptions so = session_->options();  // its KV type
   so.n_ctx = static_cast<int>(tokens.size()) + summaries_.max_tokens + 1;
   so.n_threads = session_->n_threads();
   so.max_batch = std::min(512, so.n_ctx);
-  so.kv_type = session_->cache().type();
   so.rollback_tokens = 0;
-  so.kernels = &session_->kernels();
-  so.tuning = session_->tuning();
-  ASSIGN_OR_RETURN(std::unique_ptr<Session> writer, Session::Create(session_->shared_engine(), so));
-  writer->SetStopFlag(options.cancel);
-  SamplingParams greedy;
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> writer,
+                   Session::Create(session_->shared_engine(), so, &session_->kernels(), session_->tuning()));
+  writer->SetStopFlag(controls.cancel);
+  SamplingOptions greedy;
   greedy.temperature = 0;  // a summary is reproducible: the same dropped turns, the same words
   Sampler sampler(greedy, engine.config().n_vocab);
   GenerateOptions go;
   go.max_tokens = summaries_.max_tokens;
   go.sampling = greedy;
-  go.cancel = options.cancel;
-  ASSIGN_OR_RETURN(GenerateResult r, Generate(*writer, sampler, tokens, go, {}));
-  if (r.stop == StopReason::kCancelled) return Status::Error(StatusCode::kCancelled, "cancelled");
-  const std::string summary = TrimUnicodeWhitespace(StripThinking(r.text));
-  last_turn_.messages_summarized = static_cast<int>(unsummarized_.size());
-  last_turn_.summary_tokens = static_cast<int>(r.tokens.size());
+  GenerationControls gc;
+  gc.cancel = controls.cancel;
+  ASSIGN_OR_RETURN(Generation r, Generate(*writer, sampler, tokens, go, gc, {}));
+  if (r.reply.stats.stop == StopReason::kCancelled) return Status::Error(StatusCode::kCancelled, "cancelled");
+  const std::string summary = TrimUnicodeWhitespace(StripThinking(r.reply.text));
+  last_turn_.summarized_messages = static_cast<int>(unsummarized_.size());
+  last_turn_.summary_tokens = static_cast<int>(r.reply.tokens.size());
   pending_preface_ = summary.empty() ? std::string() : SummaryPreface(summary, unsummarized_);
   unsummarized_.clear();
   return Status::Ok();
@@ -348,12 +354,12 @@ Status ChatSession::Load(const std::string& path) {
   return SetFromJson(text.str(), "'" + path + "'");  // the cache is reconciled by prefix on the next Send
 }
 
-Status ChatSession::SetMessages(std::vector<ChatMessage> messages) {
-  for (const ChatMessage& m : messages) {
+Status ChatSession::SetMessages(std::vector<Message> messages) {
+  for (const Message& m : messages) {
     if (m.role != "user" && m.role != "assistant") return Status::Error("unknown role '" + m.role + "'");
   }
   messages_.clear();  // the cache is reconciled by prefix on the next Send, as after Load
-  for (ChatMessage& m : messages) messages_.push_back({std::move(m), ""});
+  for (Message& m : messages) messages_.push_back({std::move(m), ""});
   pending_preface_.clear();
   unsummarized_.clear();
   return Status::Ok();

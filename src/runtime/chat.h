@@ -16,22 +16,8 @@ namespace gemlet::runtime {
 
 // The chat's prompt as tokens, the tokenizer's BOS first: markup parsed for its control tokens,
 // message content not (a user typing "<end_of_turn>" cannot end a turn).
-Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<ChatMessage>& messages,
+Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<Message>& messages,
                                         const ChatRenderOptions& options);
-
-struct ChatTurnStats {
-  int tokens_evaluated = 0;  // prompt tokens actually run through the model this turn
-  int tokens_reused = 0;     // prompt tokens whose K/V were already cached
-  // The oldest messages dropped to make room for this turn (whole user/assistant pairs), their
-  // tokens, and how many kept tokens had to be evaluated again for it (0: the cache was shifted).
-  int messages_dropped = 0;
-  int tokens_dropped = 0;
-  int tokens_reevaluated = 0;
-  // Summaries (SetSummarizeDropped): the dropped messages summarized for this turn and the tokens
-  // the model wrote for it (0 when no summary was made).
-  int messages_summarized = 0;
-  int summary_tokens = 0;
-};
 
 // Turns dropped from a conversation: how many messages, their tokens, where they began in the cache,
 // whether the cache was shifted over them (else the next turn finds the difference) and the kept
@@ -47,7 +33,7 @@ struct DroppedTurns {
 // A message of the conversation and, for a user turn, what gemlet put before its text: the summary
 // of earlier turns dropped to make room. The preface is rendered with the message (the model reads
 // it) but it is not the user's words.
-struct ChatTurn : ChatMessage {
+struct ChatTurn : Message {
   std::string preface;
 };
 
@@ -61,14 +47,17 @@ struct SummaryOptions {
 
 class ChatSession {
  public:
-  ChatSession(std::unique_ptr<Session> session, const SamplingParams& sampling);
+  ChatSession(std::unique_ptr<Session> session, const SamplingOptions& sampling);
 
   // Sends a user message and streams the model's answer. The answer (without its thought channel)
   // joins the conversation; on error or cancellation the conversation stays usable. When the
   // conversation and room for the answer (options.max_tokens, at most half the context) no longer
   // fit, the oldest user/assistant pairs are dropped (the system message stays) and the cache is
   // shifted over them without evaluating the kept text again (Session::Discard).
-  Result<GenerateResult> Send(const std::string& user_text, const GenerateOptions& options, const TextSink& sink);
+  // The reply's stats carry the turn's: the prefix reused from the cache (cached_tokens), the
+  // messages dropped and summarized to make room.
+  Result<Generation> Send(const std::string& user_text, const GenerateOptions& options,
+                          const GenerationControls& controls, const StreamCallback& on_text);
 
   void SetSystem(const std::string& system);  // empty: no system message
   void SetThinking(bool on) { thinking_ = on; }
@@ -77,14 +66,14 @@ class ChatSession {
   // The summary in effect: the one waiting for the next user turn, else the newest turn's preface.
   std::string summary() const;
   // Sampling for the next turns; the penalty window is refilled from the history each turn.
-  void SetSampling(const SamplingParams& params) { sampler_ = Sampler(params, session_->engine().config().n_vocab); }
+  void SetSampling(const SamplingOptions& params) { sampler_ = Sampler(params, session_->engine().config().n_vocab); }
   bool thinking() const { return thinking_; }
   void Reset();  // forget the conversation (keeps the system message)
 
   const std::vector<ChatTurn>& messages() const { return messages_; }
   Status Save(const std::string& path) const;  // JSON: {"system": ..., "messages": [...]}
   Status Load(const std::string& path);        // replaces the conversation; evaluated on the next Send
-  Status SetMessages(std::vector<ChatMessage> messages);  // the same, from messages in hand
+  Status SetMessages(std::vector<Message> messages);  // the same, from messages in hand
   // The whole state, KV cache included (Session::SaveState): resumed with nothing evaluated again.
   Status SaveState(const std::string& path) const;
   Status LoadState(const std::string& path);
@@ -97,7 +86,10 @@ class ChatSession {
   Result<std::vector<int32_t>> RenderTokens(bool add_generation_prompt) const;
 
   Session& session() { return *session_; }
-  const ChatTurnStats& last_turn() const { return last_turn_; }
+  // The last turn's stats (Send's reply's), and the prompt tokens it evaluated (the new ones, and any
+  // history evaluated again after a rollback; not the generated tokens fed back).
+  const GenerationStats& last_turn() const { return last_turn_; }
+  int last_turn_evaluated() const { return last_turn_evaluated_; }
 
   // The request the model answers with a summary of `dropped` (each turn with its preface): ours,
   // in Chinese when the turns are mostly Chinese, else in English.
@@ -119,7 +111,7 @@ class ChatSession {
   Result<DroppedTurns> DropOldest(int limit, size_t keep, size_t uncached);
   // Has the model summarize unsummarized_ in a session of its own (sized for the request, freed
   // after), so the conversation's cache is untouched; on success pending_preface_ holds the result.
-  Status Summarize(const GenerateOptions& options);
+  Status Summarize(const GenerationControls& controls);
 
   std::unique_ptr<Session> session_;
   Sampler sampler_;
@@ -129,7 +121,8 @@ class ChatSession {
   SummaryOptions summaries_;
   std::vector<ChatTurn> unsummarized_;  // dropped, not yet summarized (a summary that failed retries)
   std::string pending_preface_;        // a summary waiting for the next user turn to carry it
-  ChatTurnStats last_turn_;
+  GenerationStats last_turn_;
+  int last_turn_evaluated_ = 0;
 };
 
 }  // namespace gemlet::runtime

@@ -33,7 +33,7 @@ bool IsUnicodeSpace(uint32_t cp) {
 bool IsSystemRole(const std::string& role) { return role == "system" || role == "developer"; }
 bool IsModelRole(const std::string& role) { return role == "assistant" || role == "model"; }
 
-Status CheckRoles(const std::vector<ChatMessage>& messages) {
+Status CheckRoles(const std::vector<Message>& messages) {
   if (messages.empty()) return Status::Error("the conversation is empty");
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
@@ -46,8 +46,8 @@ Status CheckRoles(const std::vector<ChatMessage>& messages) {
   return Status::Ok();
 }
 
-bool UsesTools(const std::vector<ChatMessage>& messages) {
-  for (const ChatMessage& m : messages) {
+bool UsesTools(const std::vector<Message>& messages) {
+  for (const Message& m : messages) {
     if (m.role == "tool" || !m.tool_calls.empty()) return true;
   }
   return false;
@@ -68,7 +68,7 @@ Result<bool> DeclareTools(const ChatRenderOptions& o) {
   return !names.empty();  // an empty list declares nothing, as the template's `if tools` reads it
 }
 
-std::vector<ChatSegment> RenderGemma(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o) {
+std::vector<ChatSegment> RenderGemma(const std::vector<Message>& messages, const ChatRenderOptions& o) {
   // Gemma 3 template: a system message becomes a prefix of the first user turn, followed by "\n\n".
   SegmentWriter out;
   if (o.add_bos) out.Markup("<bos>");
@@ -95,7 +95,7 @@ enum class Last { kOther, kToolCall, kToolResponse };
 
 // The system turn: thinking switch, system text, tool declarations. Returns the first message of
 // the loop (1 after a system message).
-Result<size_t> RenderGemma4System(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o, bool tools,
+Result<size_t> RenderGemma4System(const std::vector<Message>& messages, const ChatRenderOptions& o, bool tools,
                                   bool interleaved, SegmentWriter* out) {
   if (o.add_bos) out->Markup("<bos>");
   const bool has_system = IsSystemRole(messages[0].role);
@@ -108,7 +108,7 @@ Result<size_t> RenderGemma4System(const std::vector<ChatMessage>& messages, cons
   return has_system ? 1 : 0;
 }
 
-size_t LastUserIndex(const std::vector<ChatMessage>& messages, size_t start) {
+size_t LastUserIndex(const std::vector<Message>& messages, size_t start) {
   size_t last = std::string::npos;  // the template's -1: every message comes after it
   for (size_t i = start; i < messages.size(); ++i) {
     if (messages[i].role == "user") last = i;
@@ -119,21 +119,21 @@ size_t LastUserIndex(const std::vector<ChatMessage>& messages, size_t start) {
 bool AfterLastUser(size_t i, size_t last_user) { return last_user == std::string::npos || i > last_user; }
 
 // The message's own text: a model's without its thought channel, anyone else's trimmed.
-std::string Gemma4Content(const ChatMessage& m) {
+std::string Gemma4Content(const Message& m) {
   return IsModelRole(m.role) ? StripThinking(m.content) : TrimUnicodeWhitespace(m.content);
 }
 
 // google-gemma-4-31B-it.jinja. Tool messages are not turns: the assistant message whose calls they
 // answer renders them (OpenAI's role "tool", named through tool_call_id), and the model's turn goes
 // on after them. A model message after an assistant one (tool messages aside) continues its turn.
-Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<ChatMessage>& messages, const ChatRenderOptions& o,
+Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<Message>& messages, const ChatRenderOptions& o,
                                               bool tools) {
   SegmentWriter out;
   ASSIGN_OR_RETURN(const size_t start, RenderGemma4System(messages, o, tools, /*interleaved=*/false, &out));
   const size_t last_user = LastUserIndex(messages, start);
   Last last = Last::kOther;
   for (size_t i = start; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
+    const Message& m = messages[i];
     if (m.role == "tool") continue;
     last = Last::kOther;
     const std::string role = m.role == "assistant" ? "model" : m.role;
@@ -150,18 +150,18 @@ Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<ChatMessage>& me
       out.Content(m.reasoning);
       out.Markup("\n<channel|>");
     }
-    for (const ChatToolCall& call : m.tool_calls) {
+    for (const ToolCall& call : m.tool_calls) {
       RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
       last = Last::kToolCall;
     }
     bool responded = false;
     if (!m.tool_calls.empty()) {
       for (size_t k = i + 1; k < messages.size() && messages[k].role == "tool"; ++k) {
-        const ChatMessage& result = messages[k];
+        const Message& result = messages[k];
         // The template names the result by its own name, overridden by every call whose id equals
         // its tool_call_id (absent ones equal too: None == None).
         const std::string* name = result.name.empty() ? nullptr : &result.name;
-        for (const ChatToolCall& call : m.tool_calls) {
+        for (const ToolCall& call : m.tool_calls) {
           if (call.id == result.tool_call_id) name = &call.name;
         }
         if (name == nullptr) {
@@ -188,21 +188,21 @@ Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<ChatMessage>& me
 
 // google-gemma-4-31B-it-interleaved.jinja: every message is a turn of its own, role "tool" included
 // (its content trimmed, as a user's); reasoning_content before tool calls has no closing newline.
-// (Its native tool_responses field on assistant messages is not carried by ChatMessage.)
-Result<std::vector<ChatSegment>> RenderGemma4Interleaved(const std::vector<ChatMessage>& messages,
+// (Its native tool_responses field on assistant messages is not carried by Message.)
+Result<std::vector<ChatSegment>> RenderGemma4Interleaved(const std::vector<Message>& messages,
                                                          const ChatRenderOptions& o, bool tools) {
   SegmentWriter out;
   ASSIGN_OR_RETURN(const size_t start, RenderGemma4System(messages, o, tools, /*interleaved=*/true, &out));
   const size_t last_user = LastUserIndex(messages, start);
   for (size_t i = start; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
+    const Message& m = messages[i];
     out.Markup("<|turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n");
     if (!m.tool_calls.empty() && !m.reasoning.empty() && AfterLastUser(i, last_user)) {
       out.Markup("<|channel>thought\n");
       out.Content(m.reasoning);
       out.Markup("<channel|>");
     }
-    for (const ChatToolCall& call : m.tool_calls) RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
+    for (const ToolCall& call : m.tool_calls) RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
     out.Content(Gemma4Content(m));
     out.Markup("<turn|>\n");
   }
@@ -261,7 +261,7 @@ ChatStyle ChooseChatStyle(const std::string& arch, const std::string& chat_templ
 // Both Gemma 4 templates are "gemma4" to callers (EngineInfo::chat_format names the prompt family).
 const char* ChatStyleName(ChatStyle style) { return style == ChatStyle::kGemma ? "gemma" : "gemma4"; }
 
-Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
+Result<std::string> RenderChat(ChatStyle style, const std::vector<Message>& messages,
                                const ChatRenderOptions& options) {
   ASSIGN_OR_RETURN(std::vector<ChatSegment> segments, RenderChatSegments(style, messages, options));
   std::string out;
@@ -269,7 +269,7 @@ Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& 
   return out;
 }
 
-Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
+Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<Message>& messages,
                                                     const ChatRenderOptions& options) {
   RETURN_IF_ERROR(CheckRoles(messages));
   ASSIGN_OR_RETURN(const bool tools, DeclareTools(options));

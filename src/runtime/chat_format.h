@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "gemlet/types.hpp"
 
 namespace gemlet::runtime {
 
@@ -18,24 +19,7 @@ enum class ChatStyle {
   kGemma4Interleaved,
 };
 
-// A call the assistant made, as OpenAI's chat API carries it (tool_calls[i]).
-struct ChatToolCall {
-  std::string id;         // optional; a tool message's tool_call_id refers to it
-  std::string name;       // the function
-  std::string arguments;  // a JSON object as text, as OpenAI sends it: {"location":"Paris"}; empty: {}
-};
-
-struct ChatMessage {
-  std::string role;     // "system" (or "developer"), "user", "assistant" (or "model"), "tool"
-  std::string content;  // a tool message: the result, rendered as a string (JSON text stays text)
-  // Gemma 4 only (Gemma 1-3 have no tool format):
-  std::vector<ChatToolCall> tool_calls = {};  // assistant: the calls it made, rendered before content
-  // assistant: its reasoning (OpenAI reasoning_content). The template writes it back only on a
-  // message with tool calls after the last user message (a thought between tool steps).
-  std::string reasoning = {};
-  std::string tool_call_id = {};  // tool: the call it answers (its ChatToolCall::id)
-  std::string name = {};          // tool: the function's name, used when tool_call_id matches no call
-};
+// Messages and tool calls are the public Message and ToolCall (gemlet/types.hpp).
 
 // OpenAI's tool_choice, and what the Gemma 4 template can say of it. The template has no field for
 // it: "auto" is the template's only mode (tools declared, the model decides); "none" renders no tool
@@ -71,7 +55,7 @@ const char* ChatStyleName(ChatStyle style);
 // and a tool result whose function cannot be named (no name, and its tool_call_id matches no call:
 // the template itself fails there). A tool message that follows no assistant tool call is dropped,
 // as the template drops it.
-Result<std::string> RenderChat(ChatStyle style, const std::vector<ChatMessage>& messages,
+Result<std::string> RenderChat(ChatStyle style, const std::vector<Message>& messages,
                                const ChatRenderOptions& options);
 
 // The same prompt split into template markup and message content, so that content can be
@@ -80,7 +64,7 @@ struct ChatSegment {
   std::string text;
   bool is_content = false;
 };
-Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<ChatMessage>& messages,
+Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<Message>& messages,
                                                     const ChatRenderOptions& options);
 
 // The strings that end a model turn in each style (besides the tokenizer's EOS). Gemma 4: <turn|>, and

@@ -6,18 +6,10 @@
 #include <chrono>
 #include <cmath>
 
-namespace gemlet::runtime {
+#include "runtime/drafting.h"
+#include "runtime/tool_calls.h"
 
-const char* StopReasonName(StopReason reason) {
-  switch (reason) {
-    case StopReason::kEndOfTurn: return "end of turn";
-    case StopReason::kStopString: return "stop string";
-    case StopReason::kMaxTokens: return "max tokens";
-    case StopReason::kContextFull: return "context full";
-    case StopReason::kCancelled: return "cancelled";
-  }
-  return "?";
-}
+namespace gemlet::runtime {
 
 namespace {
 
@@ -31,11 +23,11 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 // a stop string; emits the rest to the sink.
 class Generator::Router {
  public:
-  Router(const std::vector<std::string>& stops, const TextSink& sink, GenerateResult* result)
-      : stops_(stops), sink_(sink), result_(result) {}
+  Router(const std::vector<std::string>& stops, const StreamCallback& on_text, Reply* reply)
+      : stops_(stops), on_text_(on_text), reply_(reply) {}
 
   // Returns false when the sink asked to stop. Sets *hit when a stop string completed.
-  bool Add(const std::string& text, TextKind kind, bool* hit) {
+  bool Add(const std::string& text, ChunkKind kind, bool* hit) {
     if (kind != kind_ && !held_.empty()) {
       // A change of kind flushes what was held (stop strings apply within one kind).
       Record(held_);
@@ -81,34 +73,43 @@ class Generator::Router {
     return ok;
   }
 
+  // The calls' text as the model wrote it ("call:NAME{ARGS}"), parsed into the reply's calls.
+  void ParseToolCalls() {
+    for (const std::string& call : tool_call_text_) reply_->tool_calls.push_back(ToolCallFromModelText(call));
+  }
+
  private:
-  bool Emit(const std::string& text, TextKind kind) { return !sink_ || sink_(text, kind); }
+  bool Emit(const std::string& text, ChunkKind kind) { return !on_text_ || on_text_(kind, text); }
   void Record(const std::string& text) {
     if (text.empty()) return;  // a marker alone: a tool call begins with its first text
     switch (kind_) {
-      case TextKind::kAnswer: result_->text += text; break;
-      case TextKind::kThought: result_->thought += text; break;
-      case TextKind::kToolCall:
-        if (!tool_call_open_) result_->tool_calls.emplace_back();
+      case ChunkKind::kText: reply_->text += text; break;
+      case ChunkKind::kThinking: reply_->thinking += text; break;
+      case ChunkKind::kToolCall:
+        if (!tool_call_open_) tool_call_text_.emplace_back();
         tool_call_open_ = true;
-        result_->tool_calls.back() += text;
+        tool_call_text_.back() += text;
         break;
     }
   }
 
   const std::vector<std::string>& stops_;
-  const TextSink& sink_;
-  GenerateResult* result_;
+  const StreamCallback& on_text_;
+  Reply* reply_;
+  std::vector<std::string> tool_call_text_;
   std::string held_;
-  TextKind kind_ = TextKind::kAnswer;
+  ChunkKind kind_ = ChunkKind::kText;
   bool tool_call_open_ = false;
 };
 
-Generator::Generator(Session& session, Sampler& sampler, const GenerateOptions& options, const TextSink& sink)
+Generator::Generator(Session& session, Sampler& sampler, const GenerateOptions& options,
+                     const GenerationControls& controls, const StreamCallback& on_text, int prompt_tokens,
+                     double prefill_seconds)
     : session_(session),
       sampler_(sampler),
       options_(options),
-      router_(std::make_unique<Router>(options.stop_strings, sink, &result_)),
+      controls_(controls),
+      router_(std::make_unique<Router>(options.stop, on_text, &result_.reply)),
       decoder_(session.engine().tokenizer(), DecodeOptions{/*skip_special=*/true}),
       start_(std::chrono::steady_clock::now()) {
   const Tokenizer& tok = session.engine().tokenizer();
@@ -119,23 +120,27 @@ Generator::Generator(Session& session, Sampler& sampler, const GenerateOptions& 
   call_open_ = tok.vocab().Find("<|tool_call>");
   call_close_ = tok.vocab().Find("<tool_call|>");
   limit_ = options.max_tokens > 0 ? options.max_tokens : session.n_ctx();
+  GenerationStats& st = result_.reply.stats;
+  st.prompt_tokens = prompt_tokens;
+  st.ttft_seconds = prefill_seconds;
+  st.prefill_tokens_per_second = prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0;
   sampler.ClearWindow();
   const std::vector<int32_t>& history = session.history();
-  const size_t window = static_cast<size_t>(sampler.params().penalty_last_n);
+  const size_t window = static_cast<size_t>(sampler.params().repeat_last_n);
   for (size_t i = history.size() > window ? history.size() - window : 0; i < history.size(); ++i) sampler.Accept(history[i]);
 }
 
 Generator::~Generator() = default;
 
 void Generator::Stop(StopReason reason) {
-  result_.stop = reason;
+  result_.reply.stats.stop = reason;
   done_ = true;
 }
 
 int32_t Generator::Next(const float* logits) {
   if (done_) return -1;
   result_.pending.clear();  // the token returned last is in the cache now
-  if (options_.cancel && options_.cancel->load()) {
+  if (controls_.cancel && controls_.cancel->load()) {
     Stop(StopReason::kCancelled);
     return -1;
   }
@@ -145,36 +150,36 @@ int32_t Generator::Next(const float* logits) {
   }
   ++produced_;
   const float* sample_from = logits;
-  if (options_.constraint) {
+  if (controls_.constraint) {
     masked_.assign(logits, logits + session_.engine().config().n_vocab);
-    options_.constraint->Mask(masked_.data(), limit_ - produced_ + 1);
+    controls_.constraint->Mask(masked_.data(), limit_ - produced_ + 1);
     sample_from = masked_.data();
   }
   const int32_t token = sampler_.Sample(sample_from);
   sampler_.Accept(token);
-  if (options_.constraint) {
-    if (Status s = options_.constraint->Accept(token); !s.ok()) {
+  if (controls_.constraint) {
+    if (Status s = controls_.constraint->Accept(token); !s.ok()) {
       // The mask let through a token its matcher then refused: a bug, never the model's fault.
-      result_.tokens.push_back(token);
+      result_.reply.tokens.push_back(token);
       result_.pending = {token};
       Stop(StopReason::kCancelled);
       return -1;
     }
   }
   if (options_.top_logprobs >= 0) RecordLogprobs(logits, token);
-  result_.tokens.push_back(token);
+  result_.reply.tokens.push_back(token);
   result_.pending = {token};
-  if (options_.stop_at_end_of_turn && session_.engine().IsEndOfGeneration(token)) {
+  if (controls_.stop_at_end_of_turn && session_.engine().IsEndOfGeneration(token)) {
     Stop(StopReason::kEndOfTurn);
     return -1;
   }
   const bool marker = token == channel_open_ || token == channel_close_ || token == call_open_ || token == call_close_;
   if (token == channel_open_) {
-    kind_ = TextKind::kThought;
+    kind_ = ChunkKind::kThinking;
     in_channel_name_ = true;
     channel_name_.clear();
   }
-  if (token == call_open_) kind_ = TextKind::kToolCall;
+  if (token == call_open_) kind_ = ChunkKind::kToolCall;
   bool hit = false, keep_going = true;
   piece_.clear();
   if (!marker) decoder_.Push(token, &piece_);
@@ -196,7 +201,7 @@ int32_t Generator::Next(const float* logits) {
   keep_going = router_->Add(piece_, kind_, &hit);
   if (token == channel_close_ || token == call_close_) {
     if (token == call_close_) router_->EndToolCall();
-    kind_ = TextKind::kAnswer;
+    kind_ = ChunkKind::kText;
   }
   if (hit) {
     Stop(StopReason::kStopString);
@@ -221,20 +226,19 @@ void Generator::RecordLogprobs(const float* logits, int32_t token) {
   for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
   const float log_z = max_logit + static_cast<float>(std::log(sum));
   TokenLogprobs entry;
-  entry.token = token;
-  entry.logprob = logits[token] - log_z;
+  entry.chosen = {token, logits[token] - log_z};
   const int k = std::min(options_.top_logprobs, n_vocab);
   if (k > 0) {
     std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
     for (int i = 0; i < n_vocab; ++i) ids[i] = i;
     auto better = [logits](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-    for (int i = 0; i < k; ++i) entry.top.emplace_back(ids[i], logits[ids[i]] - log_z);
+    for (int i = 0; i < k; ++i) entry.top.push_back({ids[i], logits[ids[i]] - log_z});
   }
-  result_.logprobs.push_back(std::move(entry));
+  result_.reply.logprobs.push_back(std::move(entry));
 }
 
-GenerateResult& Generator::Finish() {
+Generation& Generator::Finish() {
   if (finished_) return result_;
   finished_ = true;
   piece_.clear();
@@ -242,92 +246,72 @@ GenerateResult& Generator::Finish() {
   bool hit = false;
   if (!piece_.empty()) router_->Add(piece_, kind_, &hit);
   router_->Finish();
-  result_.decode_seconds = Seconds(start_);
+  router_->ParseToolCalls();
+  // Decode speed counts the tokens after the first: the first one's time is the prompt's.
+  const double decode_seconds = Seconds(start_);
+  GenerationStats& st = result_.reply.stats;
+  const size_t n = result_.reply.tokens.size();
+  st.generated_tokens = static_cast<int>(n);
+  st.decode_tokens_per_second = decode_seconds > 0 && n > 1 ? static_cast<double>(n - 1) / decode_seconds : 0;
   return result_;
 }
 
-std::vector<int32_t> LookupDraftAfter(std::span<const int32_t> history, int32_t last, int max_draft, int min_ngram, int max_ngram) {
-  std::vector<int32_t> draft;
-  const int n = static_cast<int>(history.size()) + 1;  // the context: history, then last
-  const auto at = [&](int i) { return i + 1 == n ? last : history[static_cast<size_t>(i)]; };
-  if (max_draft <= 0) return draft;
-  for (int len = std::min(max_ngram, n - 1); len >= min_ngram; --len) {
-    // The most recent earlier occurrence of the last len tokens: rewrites copy what they just read.
-    for (int start = n - len - 1; start >= 0; --start) {
-      bool match = true;
-      for (int k = 0; k < len && match; ++k) match = at(start + k) == at(n - len + k);
-      if (!match) continue;
-      for (int k = 0; k < max_draft && start + len + k < n; ++k) draft.push_back(at(start + len + k));
-      return draft;
-    }
-  }
-  return draft;
+void Generator::CountDraftStep(int drafted, int accepted) {
+  GenerationStats& st = result_.reply.stats;
+  ++st.draft_steps;
+  st.drafted_tokens += drafted;
+  st.accepted_tokens += accepted;
 }
 
-std::vector<int32_t> LookupDraft(std::span<const int32_t> context, int max_draft, int min_ngram, int max_ngram) {
-  if (context.empty()) return {};
-  return LookupDraftAfter(context.first(context.size() - 1), context.back(), max_draft, min_ngram, max_ngram);
+MemoryStats SessionMemory(const Session& session) {
+  MemoryStats m;
+  m.kv_cache_bytes = session.cache().bytes();
+  m.kv_cache_resident_bytes = session.cache().ResidentBytes();
+  m.activation_bytes = session.activation_bytes();
+  return m;
 }
 
-Result<std::vector<int32_t>> DraftFromModel(Session& draft, std::span<const int32_t> history, int32_t last, int n,
-                                            std::vector<float>* logits) {
-  const auto at = [&](size_t i) { return i < history.size() ? history[i] : last; };
-  const size_t total = history.size() + 1;
-  // What the draft holds of this context, less at least its last token (whose logits are needed).
-  const std::vector<int32_t>& held = draft.history();
-  size_t common = 0;
-  while (common < held.size() && common + 1 < total && held[common] == at(common)) ++common;
-  if (common < held.size()) RETURN_IF_ERROR(draft.Truncate(static_cast<int>(common)));
-  std::vector<int32_t> feed;
-  feed.reserve(total - common);
-  for (size_t i = common; i < total; ++i) feed.push_back(at(i));
-  logits->resize(static_cast<size_t>(draft.engine().config().n_vocab));
-  std::vector<int32_t> out;
-  for (int k = 0; k < n; ++k) {
-    RETURN_IF_ERROR(draft.Evaluate(feed, logits->data(), false));
-    const int32_t best = static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    out.push_back(best);
-    feed.assign(1, best);
-  }
-  return out;
+void AddSessionStats(const Session& session, GenerationStats* stats) {
+  stats->memory = SessionMemory(session);
+  stats->thermal = session.thermal_stats();
 }
 
-Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
-                                const GenerateOptions& options, const TextSink& sink) {
+Result<Generation> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
+                            const GenerateOptions& options, const GenerationControls& controls,
+                            const StreamCallback& on_text) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
-  for (const std::string& s : options.stop_strings) {
+  for (const std::string& s : options.stop) {
     if (s.empty()) return Status::Error("stop strings must not be empty");
   }
   std::vector<float> logits(static_cast<size_t>(session.engine().config().n_vocab));
   std::vector<float> verify_logits;  // [1 + drafts, n_vocab] of a speculative step
   const auto start = std::chrono::steady_clock::now();
-  session.SetStopFlag(options.cancel);
+  session.SetStopFlag(controls.cancel);
   struct ClearStop {
     Session& s;
     ~ClearStop() { s.SetStopFlag(nullptr); }
   } clear_stop{session};
   if (Status s = session.Evaluate(prompt, logits.data(), false); !s.ok()) {
     if (s.code() != StatusCode::kCancelled) return s;
-    GenerateResult result;  // cancelled during the prompt: nothing generated, nothing pending
-    result.prompt_tokens = static_cast<int>(prompt.size());
-    result.stop = StopReason::kCancelled;
-    result.prefill_seconds = Seconds(start);
-    return result;
+    Generation cancelled;  // during the prompt: nothing generated, nothing pending
+    cancelled.reply.stats.prompt_tokens = static_cast<int>(prompt.size());
+    cancelled.reply.stats.stop = StopReason::kCancelled;
+    cancelled.reply.stats.ttft_seconds = Seconds(start);
+    return cancelled;
   }
-  const double prefill_seconds = Seconds(start);
-  Generator generator(session, sampler, options, sink);
+  Generator generator(session, sampler, options, controls, on_text, static_cast<int>(prompt.size()), Seconds(start));
   const int n_vocab = session.engine().config().n_vocab;
   // Drafts stay within what Truncate takes back without evaluating anything again, and a
   // verification forward within the rows the matmuls run through the decode kernels (8, as
   // kernels/matmul_simd.cc's kMaxGemvTokens): each row's logits are then those of decoding it alone,
   // so speculation changes no token, greedy or sampled.
   constexpr int kMaxVerifyRows = 8;
-  Session* const drafter = options.draft_session;
+  Session* const drafter = controls.draft_session;
   int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
   if (drafter != nullptr) {
     // The drafter takes back what it drafted beyond the kept tokens, within its own rollback room.
     max_draft = std::min(max_draft, drafter->rollback_room() - 1);
-    drafter->SetStopFlag(options.cancel);
+    drafter->SetStopFlag(controls.cancel);
   }
   struct ClearDraftStop {
     Session* s;
@@ -341,7 +325,6 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
   // drafts keep failing: a model that does not copy pays for no verification it cannot use.
   int pause = 0, paused = 0;
   std::vector<int32_t> step;
-  SpeculationStats spec;
   for (int32_t token = generator.Next(logits.data()); token >= 0;) {
     step.assign(1, token);
     // Room for the drafts and one more: the generator checks the context after every token. And no
@@ -359,7 +342,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
         if (!proposed.ok()) return proposed.status();
         draft = std::move(proposed).value();
       } else {
-        draft = LookupDraftAfter(session.history(), token, std::min(draft_len, room), options.draft_min_ngram);
+        draft = LookupDraftAfter(session.history(), token, std::min(draft_len, room), controls.draft_min_ngram);
       }
       step.insert(step.end(), draft.begin(), draft.end());
     } else if (paused > 0) {
@@ -384,8 +367,6 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
       break;
     }
     if (!s.ok()) return s;
-    ++spec.steps;
-    spec.drafted += n_draft;
     int kept = 0;
     int32_t next = -1;
     for (int i = 0; i <= n_draft; ++i) {
@@ -393,7 +374,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
       if (i == n_draft || next < 0 || next != step[i + 1]) break;
       ++kept;  // the sample is the draft: it is in the cache already
     }
-    spec.accepted += kept;
+    generator.CountDraftStep(n_draft, kept);
     // Drafts past the last kept one leave the cache: the next token (if any) is not in it yet.
     if (kept < n_draft) {
       if (Status t = session.Truncate(session.n_past() - (n_draft - kept)); !t.ok()) return t;
@@ -407,11 +388,7 @@ Result<GenerateResult> Generate(Session& session, Sampler& sampler, const std::v
     }
     token = next;
   }
-  GenerateResult& result = generator.Finish();
-  result.speculation = spec;
-  result.prompt_tokens = static_cast<int>(prompt.size());
-  result.prefill_seconds = prefill_seconds;
-  return std::move(result);
+  return std::move(generator.Finish());
 }
 
 }  // namespace gemlet::runtime

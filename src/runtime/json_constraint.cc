@@ -2,6 +2,8 @@
 // tokens (which the mask allows only once the value is complete) end the answer unmatched.
 #include "runtime/json_constraint.h"
 
+#include "runtime/tool_calls.h"
+
 #include "sampling/json_schema.h"
 
 namespace gemlet::runtime {
@@ -41,6 +43,32 @@ void GrammarConstraint::Mask(float* logits, int remaining_tokens) {
 Status GrammarConstraint::Accept(int32_t token) {
   if (engine_.IsEndOfGeneration(token)) return Status::Ok();  // the answer ends here
   return matcher_.Accept(token);
+}
+
+Result<std::shared_ptr<const TokenVocabulary>> TokenVocabularyCache::Get(const Engine& engine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!vocabulary_) {
+    ASSIGN_OR_RETURN(vocabulary_, BuildTokenVocabulary(engine));
+  }
+  return vocabulary_;
+}
+
+Result<std::unique_ptr<TokenConstraint>> MakeOutputConstraint(const Engine& engine, const GenerateOptions& options,
+                                                             int n_ctx, TokenVocabularyCache& vocabulary) {
+  ASSIGN_OR_RETURN(const ToolChoice choice, ParseToolChoice(options.tool_choice));
+  ASSIGN_OR_RETURN(std::unique_ptr<TokenConstraint> tool_constraint, ToolChoiceConstraint(choice, engine));
+  if (options.response_format.empty()) return tool_constraint;
+  ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocab, vocabulary.Get(engine));
+  const int max_tokens = options.max_tokens > 0 ? options.max_tokens : n_ctx;
+  ASSIGN_OR_RETURN(std::unique_ptr<GrammarConstraint> c,
+                   GrammarConstraint::ForResponseFormat(options.response_format, std::move(vocab), engine, max_tokens));
+  // A grammar never lets a special token through, <|tool_call> included: it serves "none" as it is.
+  if (c && tool_constraint && choice.mode != ToolChoice::kNone) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         "a required tool_choice and a response_format cannot both constrain one answer");
+  }
+  if (c) return std::unique_ptr<TokenConstraint>(std::move(c));
+  return tool_constraint;
 }
 
 }  // namespace gemlet::runtime

@@ -1,5 +1,6 @@
 // MemoryReport: classify tensors by how the forward pass reads them; size the KV cache.
 #include "runtime/memory_report.h"
+#include "runtime/session.h"
 
 #include <unistd.h>
 
@@ -60,7 +61,7 @@ double DecodeWeightBytesPerToken(const GgufFile& f, const std::string& arch) {
   return bytes;
 }
 
-double DecodeKvBytesAt(const Model& model, KvType type, int64_t pos) {
+double DecodeKvBytesAt(const Model& model, DType type, int64_t pos) {
   // A layer that shares another's cache reads those rows again: it counts like its source.
   double bytes = 0;
   for (const KvLayerSpec& s : model.KvLayout()) {
@@ -96,7 +97,7 @@ std::string FileTypeName(const GgufFile& f) {
   }
 }
 
-MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type, int ring_spare) {
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, DType kv_type, int ring_spare) {
   MemoryReport r;
   const GgufFile& f = model.gguf();
   r.file_bytes = f.file_size();
@@ -141,33 +142,49 @@ std::string MemoryReport::ToString() const {
   return o.str();
 }
 
-MeasuredMemory MeasureMemory(const Model& model) {
-  MeasuredMemory m;
-  m.rss = CurrentRssBytes();
-  m.peak_rss = PeakRssBytes();
-  m.anon = AnonBytes();
-  m.packed_anon = model.packed_store().PackedBytesInMemory();
-  m.packed_mapped = model.PackedWeightBytes() - m.packed_anon;
+MemoryUsage MeasureMemory(const Model& model) {
+  MemoryUsage m;
+  m.rss_bytes = CurrentRssBytes();
+  m.peak_rss_bytes = PeakRssBytes();
+  m.anon_bytes = AnonBytes();
+  m.packed_weight_bytes = model.PackedWeightBytes();
+  m.packed_mapped_bytes = m.packed_weight_bytes - model.packed_store().PackedBytesInMemory();
   const GgufFile& f = model.gguf();
-  if (f.mapping() != nullptr) m.file_resident = ResidentBytesInRange(f.mapping()->data(), f.mapping()->size());
+  if (f.mapping() != nullptr) m.model_file_resident_bytes = ResidentBytesInRange(f.mapping()->data(), f.mapping()->size());
   const bool tied = f.FindTensor("output.weight") == nullptr;
   for (const GgufTensor& t : f.tensors()) {
-    if (ReadByRows(std::string(t.name), tied)) m.on_demand_resident += ResidentBytesInRange(t.data, t.nbytes);
+    if (ReadByRows(std::string(t.name), tied)) m.on_demand_resident_bytes += ResidentBytesInRange(t.data, t.nbytes);
   }
   return m;
 }
 
-std::string MeasuredMemory::ToString() const {
+std::string DescribeMemoryUsage(const MemoryUsage& m) {
   std::ostringstream o;
-  o << "memory now: RSS " << Mib(rss) << " (peak " << Mib(peak_rss) << "), anonymous " << Mib(anon)
-    << ", of it model file " << Mib(file_resident) << ", of that embedding tables read by rows "
-    << Mib(on_demand_resident);
-  if (packed_mapped + packed_anon > 0) {
-    o << "; packed weights " << Mib(packed_mapped) << " mapped from the cache, " << Mib(packed_anon) << " in memory";
+  o << "memory now: RSS " << Mib(m.rss_bytes) << " (peak " << Mib(m.peak_rss_bytes) << "), anonymous " << Mib(m.anon_bytes)
+    << ", of it model file " << Mib(m.model_file_resident_bytes) << ", of that embedding tables read by rows "
+    << Mib(m.on_demand_resident_bytes);
+  if (m.packed_weight_bytes > 0) {
+    o << "; packed weights " << Mib(m.packed_mapped_bytes) << " mapped from the cache, "
+      << Mib(m.packed_weight_bytes - m.packed_mapped_bytes) << " in memory";
   }
-  if (tokenizer > 0) o << "; tokenizer " << Mib(tokenizer);
+  if (m.tokenizer_bytes > 0) o << "; tokenizer " << Mib(m.tokenizer_bytes);
   o << "\n";
   return o.str();
+}
+
+MemoryPlan SessionMemoryPlan(const Session& session) {
+  MemoryReport r = ComputeMemoryReport(session.engine().model(), session.n_ctx(), session.cache().type(),
+                                       session.ring_spare());
+  r.activations = session.activation_bytes();
+  MemoryPlan p;
+  p.file_bytes = r.file_bytes;
+  p.weights_resident_bytes = r.weights_resident;
+  p.weights_on_demand_bytes = r.weights_on_demand;
+  p.kv_cache_bytes = r.kv_total;
+  p.activation_bytes = r.activations;
+  p.n_ctx = r.n_ctx;
+  p.text = r.ToString();
+  return p;
 }
 
 size_t CurrentRssBytes() { return ProcStatusBytes("VmRSS"); }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gemlet/types.hpp"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -26,13 +27,13 @@ struct MemoryReport {
   size_t activations = 0;                // a session's preallocated buffers (set by the caller: they
                                          // depend on batch size and threads, not on the model alone)
   int n_ctx = 0;
-  KvType kv_type = KvType::kF16;
+  DType kv_type = DType::kF16;
 
   std::string ToString() const;
 };
 
 // ring_spare: the session's rollback room beyond each sliding window (SessionOptions::rollback_tokens).
-MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type, int ring_spare = 0);
+MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, DType kv_type, int ring_spare = 0);
 
 // What decoding one token reads, for bandwidth bounds: every weight matrix once, except lookup
 // tables (token and per-layer embeddings: one row each; a tied token table is also the output head,
@@ -40,25 +41,20 @@ MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, KvType kv_type, 
 double DecodeWeightBytesPerToken(const GgufFile& file, const std::string& arch);
 // The K and V bytes a decode step at position pos reads: every layer's cache within its window
 // (a layer sharing another's cache reads its rows again).
-double DecodeKvBytesAt(const Model& model, KvType type, int64_t pos);
+double DecodeKvBytesAt(const Model& model, DType type, int64_t pos);
 // llama.cpp's name of general.file_type ("Q4_K_M"), "?" when absent or unknown.
 std::string FileTypeName(const GgufFile& file);
 
 // What the process holds now, to set beside the plan: its RSS and peak, and how much of the model
-// file is mapped into it — in total and of the tensors read by rows (weights_on_demand).
-struct MeasuredMemory {
-  size_t rss = 0;
-  size_t peak_rss = 0;
-  size_t anon = 0;           // anonymous (dirty) memory: what iOS and Android count against the app
-  size_t packed_mapped = 0;  // packed weights mapped from the cache file (clean file pages)
-  size_t packed_anon = 0;    // packed weights held in anonymous memory
-  size_t file_resident = 0;
-  size_t on_demand_resident = 0;
-  size_t tokenizer = 0;      // the tokenizer's tables (anonymous)
+// file is mapped into it — in total and of the tensors read by rows (weights_on_demand). The
+// tokenizer's bytes are the engine's to add.
+MemoryUsage MeasureMemory(const Model& model);
+// One line, "memory now: RSS ...".
+std::string DescribeMemoryUsage(const MemoryUsage& usage);
 
-  std::string ToString() const;
-};
-MeasuredMemory MeasureMemory(const Model& model);
+class Session;
+// What a session's plan is: the report for its context and KV type, with its workspace.
+MemoryPlan SessionMemoryPlan(const Session& session);
 
 // Resident bytes of this process (VmRSS) and its peak (VmHWM), from /proc/self/status; 0 if unknown.
 size_t CurrentRssBytes();

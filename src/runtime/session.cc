@@ -110,10 +110,22 @@ bool Engine::IsEndOfGeneration(int32_t id) const {
   return std::find(end_of_generation_.begin(), end_of_generation_.end(), id) != end_of_generation_.end();
 }
 
+int ResolveThreads(int n_threads) {
+  return n_threads > 0 ? n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int ResolveContext(const ModelConfig& config, int n_ctx) {
+  return n_ctx > 0 ? n_ctx : std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 4096);
+}
+
+static_assert(static_cast<DType>(KvCacheType::kF32) == DType::kF32 && static_cast<DType>(KvCacheType::kF16) == DType::kF16 &&
+              static_cast<DType>(KvCacheType::kQ8_0) == DType::kQ8_0 && static_cast<DType>(KvCacheType::kQ4_0) == DType::kQ4_0);
+DType KvDType(KvCacheType type) { return static_cast<DType>(type); }
+
 namespace {
 SessionOptions Resolve(const ModelConfig& config, SessionOptions o) {
-  if (o.n_ctx <= 0) o.n_ctx = std::min(config.n_ctx_train > 0 ? config.n_ctx_train : 4096, 4096);
-  if (o.n_threads <= 0) o.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.n_ctx = ResolveContext(config, o.n_ctx);
+  o.n_threads = ResolveThreads(o.n_threads);
   o.max_batch = std::clamp(o.max_batch, 1, o.n_ctx);
   o.rollback_tokens = std::max(0, o.rollback_tokens);
   return o;
@@ -130,19 +142,23 @@ size_t Session::PlanActivationBytes(const Model& model, const SessionOptions& op
 
 size_t Session::PlanKvBytes(const Model& model, const SessionOptions& options) {
   const SessionOptions o = Resolve(model.config(), options);
-  return KvCache::PlanBytes(model.KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens);
+  return KvCache::PlanBytes(model.KvLayout(), o.n_ctx, KvDType(o.kv_cache_type), o.rollback_tokens);
 }
 
-Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options) {
+Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options,
+                                                 const KernelTable* kernels, const KernelTuning& tuning) {
   const SessionOptions o = Resolve(*engine, options);
   std::unique_ptr<Session> s(new Session());
-  ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, o.kv_type, o.rollback_tokens));
+  ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, KvDType(o.kv_cache_type), o.rollback_tokens));
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
-  s->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.tuning);
+  s->ctx_ = std::make_unique<KernelContext>(o.n_threads, kernels, tuning);
   s->max_threads_ = o.n_threads;
   s->base_threads_ = o.n_threads;
   s->ring_spare_ = o.rollback_tokens;
+  s->options_ = o;
+  s->options_.progress = nullptr;
+  s->options_.draft_model = nullptr;
   s->engine_ = std::move(engine);
   return s;
 }
@@ -257,10 +273,11 @@ size_t Session::ReleaseIdleMemory() {
   return scratch + (kv_before > kv_after ? kv_before - kv_after : 0);
 }
 
-Status Session::ConvertKv(KvType type) {
-  if (type == cache_->type()) return Status::Ok();
-  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> converted, cache_->ConvertedTo(type));
+Status Session::ConvertKv(KvCacheType type) {
+  if (KvDType(type) == cache_->type()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> converted, cache_->ConvertedTo(KvDType(type)));
   cache_ = std::move(converted);  // the old storage is unmapped here
+  options_.kv_cache_type = type;
   return Status::Ok();
 }
 
@@ -290,7 +307,7 @@ Status Session::ForwardThrottled(const std::vector<int32_t>& tokens, float* logi
     done += n;
     if (progress_) progress_(done, n_tokens);
     if (!t.throttled) continue;
-    ThermalStepStats& st = thermal_stats_;
+    GenerationStats::Thermal& st = thermal_stats_;
     st.min_threads = st.throttled_steps == 0 ? t.threads : std::min(st.min_threads, t.threads);
     st.min_prefill_chunk = st.throttled_steps == 0 ? t.prefill_chunk : std::min(st.min_prefill_chunk, t.prefill_chunk);
     st.min_duty = std::min(st.min_duty, t.duty);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "gemlet/types.hpp"
 #include "kernels/kernel_context.h"
 #include "kernels/packed_cache.h"
 #include "model/kv_cache.h"
@@ -65,17 +66,15 @@ class Engine {
   std::string origin_;  // the model file's path (empty for a range of a descriptor)
 };
 
-struct SessionOptions {
-  int n_ctx = 0;          // 0: the model's training context, capped at 4096
-  int n_threads = 0;      // 0: all hardware threads
-  int max_batch = 512;    // prompt tokens evaluated per forward chunk
-  KvType kv_type = KvType::kF16;
-  // Tokens Truncate can take back without evaluating anything again: sliding-window rings keep this
-  // many positions beyond their window (regenerating an answer, speculative decoding).
-  int rollback_tokens = 16;
-  const KernelTable* kernels = nullptr;  // null: BestKernels()
-  KernelTuning tuning{};
-};
+// Sessions take the public SessionOptions (gemlet/types.hpp) as they are; its draft_model and
+// progress are the facade's (runtime sessions know no public Engine).
+
+// The defaults, each resolved here and nowhere else: threads (0: every hardware thread), the
+// context (0: the model's training context, capped at 4096) and the KV cache's element type.
+int ResolveThreads(int n_threads);
+int ResolveContext(const ModelConfig& config, int n_ctx);
+// The public KvCacheType's values are the DType's (static_asserts in session.cc).
+DType KvDType(KvCacheType type);
 
 class Session {
  public:
@@ -83,7 +82,9 @@ class Session {
   friend Status EvaluateBatch(std::span<Session* const> sessions, std::span<const std::span<const int32_t>> tokens,
                               BatchWorkspace& ws, float* logits, const std::atomic<bool>* stop);
 
-  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine, const SessionOptions& options);
+  // kernels: null for BestKernels(); the facade sets the engine's before every call (SetKernels).
+  static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine, const SessionOptions& options,
+                                                 const KernelTable* kernels = nullptr, const KernelTuning& tuning = {});
   // The KV bytes a session with these options will allocate (report before creating). They need
   // the model only (its layers), not an engine: a planner may ask before the tokenizer is built.
   static size_t PlanKvBytes(const Model& model, const SessionOptions& options);
@@ -91,6 +92,9 @@ class Session {
   static size_t PlanActivationBytes(const Model& model, const SessionOptions& options);
   // options with the defaults filled in (n_ctx, threads, batch), as Create uses them.
   static SessionOptions Resolved(const Model& model, const SessionOptions& options);
+  // What the session was created with, resolved (and its KV type now: ConvertKv changes it);
+  // without the facade's progress and draft_model.
+  const SessionOptions& options() const { return options_; }
 
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
@@ -148,14 +152,7 @@ class Session {
   // threads, in shorter prefill chunks, and sleep between steps to keep its duty (thermal.h).
   void SetThermal(const std::shared_ptr<ThermalMonitor>& monitor) { thermal_ = monitor; }
   // What the governor did to this session's evaluations since the last ResetThermalStats.
-  struct ThermalStepStats {
-    int throttled_steps = 0;   // forward steps (chunks, decoded tokens) run throttled
-    int min_threads = 0;       // fewest threads a step ran on (0: no step throttled)
-    double min_duty = 1;
-    int min_prefill_chunk = 0;
-    double paced_seconds = 0;  // slept between steps
-  };
-  const ThermalStepStats& thermal_stats() const { return thermal_stats_; }
+  const GenerationStats::Thermal& thermal_stats() const { return thermal_stats_; }
   void ResetThermalStats() { thermal_stats_ = {}; }
   // Runs later evaluations with these kernels, tuned so. Not during an evaluation.
   void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
@@ -166,7 +163,7 @@ class Session {
   size_t ReleaseIdleMemory();
   // Stores the KV cache as `type` from now on, the held rows converted (q8_0: half of f16's
   // bytes). The next logits change by that rounding. Not during an evaluation.
-  Status ConvertKv(KvType type);
+  Status ConvertKv(KvCacheType type);
 
   // Tokens evaluated by this session so far (prompt and generated), for stats and tests.
   int64_t tokens_evaluated() const { return tokens_evaluated_; }
@@ -189,7 +186,7 @@ class Session {
 
   std::shared_ptr<ThermalMonitor> thermal_;
   ThrottlePlanner planner_;
-  ThermalStepStats thermal_stats_;
+  GenerationStats::Thermal thermal_stats_;
   int base_threads_ = 1;  // SetThreads' count: what the governor throttles down from
   std::function<void(int, int)> progress_;
   const std::atomic<bool>* stop_ = nullptr;
@@ -197,6 +194,7 @@ class Session {
   bool keep_guard_ = false;   // EvaluateAsDecode's own Evaluate: the draft guard it set stays
   int max_threads_ = 1;  // the workspace's thread count
   int ring_spare_ = 0;
+  SessionOptions options_;
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;

@@ -22,6 +22,19 @@ namespace {
 constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'S', 'E', 'S', 'S'};
 constexpr uint32_t kVersion = 1;
 
+// The KV type as the file stores it (version 1's codes, fixed: not the DType's values).
+uint32_t KvTypeCode(DType type) {
+  switch (type) {
+    case DType::kF16: return 1;
+    case DType::kQ8_0: return 2;
+    case DType::kQ4_0: return 3;
+    default: return 0;  // f32
+  }
+}
+DType KvTypeOfCode(uint32_t code) {
+  return code == 1 ? DType::kF16 : code == 2 ? DType::kQ8_0 : code == 3 ? DType::kQ4_0 : DType::kF32;
+}
+
 // A checksum that reads 8 bytes a step (a 2,000-token state is tens of MiB): multiply-xorshift
 // over little-endian words, the tail byte by byte.
 uint64_t Checksum(const uint8_t* p, size_t n) {
@@ -95,7 +108,7 @@ Status Session::SaveState(const std::string& path, const std::string& extra) con
   w.Put(kVersion);
   w.Put(uint64_t{0});  // the file size, filled in below
   w.String(engine_->identity());
-  w.Put(static_cast<uint32_t>(c.type()));
+  w.Put(KvTypeCode(c.type()));
   w.Put(static_cast<int32_t>(c.n_past()));
   const std::vector<KvLayerSpec> layout = engine_->model().KvLayout();
   w.Put(static_cast<uint32_t>(layout.size()));
@@ -171,8 +184,8 @@ Result<std::string> Session::LoadState(const std::string& path) {
   if (identity != engine_->identity()) {
     return Status::Error(what + "was saved with another model file (or another version of it); it cannot be resumed here");
   }
-  if (type != static_cast<uint32_t>(cache_->type())) {
-    return Status::Error(what + "holds a " + KvTypeName(static_cast<KvType>(type)) + " KV cache; this session's is " +
+  if (type != KvTypeCode(cache_->type())) {
+    return Status::Error(what + "holds a " + KvTypeName(KvTypeOfCode(type)) + " KV cache; this session's is " +
                          KvTypeName(cache_->type()));
   }
   const std::vector<KvLayerSpec> layout = engine_->model().KvLayout();

@@ -248,23 +248,28 @@ void ThermalMonitor::SetLevel(int level) {
   governor_.SetLevel(Now(), level);
 }
 
-ThermalSnapshot ThermalMonitor::Snapshot() const {
+ThermalStatus ThermalMonitor::Status(int threads) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  ThermalSnapshot s;
+  ThermalStatus s;
   s.enabled = enabled_;
-  if (zone_) {
-    s.zone = zone_->type;
-    s.zone_path = zone_->temp_path;
-  }
+  if (zone_) s.zone = zone_->type;
   s.has_reading = governor_.has_reading();
   s.temperature_c = governor_.temperature();
-  s.level = governor_.level();
+  s.level = static_cast<ThermalState>(governor_.level());
   s.work_fraction = enabled_ ? governor_.work_fraction() : 1.0;
   s.throttled = enabled_ && governor_.throttled();
   s.throttled_seconds = governor_.throttled_seconds();
   s.changes = governor_.changes();
-  s.read_errors = read_errors_;
+  const Throttle plan = ThrottlePlanner().Plan(s.work_fraction, s.throttled, threads, 512);
+  s.threads = plan.threads;
+  s.duty = plan.duty;
+  s.prefill_chunk = plan.prefill_chunk;
   return s;
+}
+
+int ThermalMonitor::read_errors() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return read_errors_;
 }
 
 }  // namespace gemlet::runtime

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "gemlet/types.hpp"
 
 namespace gemlet::runtime {
 
@@ -133,20 +134,6 @@ Result<double> ReadZoneCelsius(const std::string& temp_path);
 
 // ---- the engine's governor ----
 
-// What a monitor says now.
-struct ThermalSnapshot {
-  bool enabled = false;
-  std::string zone;  // the zone's type, "" for none
-  std::string zone_path;
-  bool has_reading = false;
-  double temperature_c = 0;
-  int level = 0;
-  double work_fraction = 1;
-  bool throttled = false;
-  double throttled_seconds = 0;
-  int changes = 0;
-  int read_errors = 0;
-};
 
 // One per engine, shared by its sessions (thread-safe): the governor, fed by the zone (read at most
 // every kPollSeconds, when a session asks) and by the app's levels.
@@ -167,7 +154,10 @@ class ThermalMonitor {
   // The governor's word now, after reading the zone if kPollSeconds have passed since it last did.
   Reading Poll();
   void SetLevel(int level);
-  ThermalSnapshot Snapshot() const;
+  // What the governor sees and does now, as the public ThermalStatus: threads, duty and prefill
+  // chunk are what a session of `threads` threads would run now.
+  ThermalStatus Status(int threads = 1) const;
+  int read_errors() const;  // zone reads that failed so far
   // Whether sessions need to ask at all: enabled with a zone, or a level above nominal seen.
   bool active() const;
 

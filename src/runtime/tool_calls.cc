@@ -398,7 +398,7 @@ Result<Json> ParseTools(std::string_view tools_json) {
   return tools;
 }
 
-Result<Json> ParseArguments(const ChatToolCall& call) {
+Result<Json> ParseArguments(const ToolCall& call) {
   if (call.arguments.empty()) return Json::object();
   ASSIGN_OR_RETURN(Json args, ParseToolJson(call.arguments, "the arguments of tool call '" + call.name + "'"));
   if (!args.is_object()) return Status::Error("the arguments of tool call '" + call.name + "' must be a JSON object");
@@ -634,7 +634,7 @@ Result<std::vector<std::string>> DeclaredToolNames(std::string_view tools_json) 
   return names;
 }
 
-Status WriteGemma4ToolCall(const ChatToolCall& call, SegmentWriter* out) {
+Status WriteGemma4ToolCall(const ToolCall& call, SegmentWriter* out) {
   ASSIGN_OR_RETURN(Json args, ParseArguments(call));
   out->Markup("<|tool_call>");
   WriteCallBody(call.name, args, out);
@@ -651,7 +651,7 @@ void WriteGemma4ToolResponse(const std::string& name, const std::string& content
 }
 
 Result<std::string> FormatGemma4ToolCall(std::string_view name, std::string_view arguments_json) {
-  ASSIGN_OR_RETURN(Json args, ParseArguments(ChatToolCall{"", std::string(name), std::string(arguments_json)}));
+  ASSIGN_OR_RETURN(Json args, ParseArguments(ToolCall{std::string(name), std::string(arguments_json)}));
   SegmentWriter w;
   WriteCallBody(std::string(name), args, &w);
   std::string text;
@@ -659,7 +659,7 @@ Result<std::string> FormatGemma4ToolCall(std::string_view name, std::string_view
   return text;
 }
 
-Result<ChatToolCall> ParseGemma4ToolCall(std::string_view text) {
+Result<ToolCall> ParseGemma4ToolCall(std::string_view text) {
   size_t begin = 0, end = text.size();
   while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
   while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
@@ -670,7 +670,7 @@ Result<ChatToolCall> ParseGemma4ToolCall(std::string_view text) {
   if (t.substr(0, 5) != "call:") return Status::Error("tool call: expected \"call:NAME{...}\", got no \"call:\"");
   const size_t brace = t.find('{', 5);
   if (brace == std::string_view::npos) return Status::Error("tool call: no '{' after the function name");
-  ChatToolCall call;
+  ToolCall call;
   call.name = std::string(t.substr(5, brace - 5));
   if (call.name.empty()) return Status::Error("tool call: the function name is empty");
   for (const char c : call.name) {
@@ -681,6 +681,20 @@ Result<ChatToolCall> ParseGemma4ToolCall(std::string_view text) {
   CallParser parser(t);
   parser.Seek(brace);
   RETURN_IF_ERROR(parser.Arguments(&call.arguments));
+  return call;
+}
+
+ToolCall ToolCallFromModelText(const std::string& text) {
+  if (Result<ToolCall> parsed = ParseGemma4ToolCall(text); parsed.ok()) return std::move(parsed).value();
+  ToolCall call;
+  const std::string_view t(text);
+  const size_t brace = t.find('{');
+  if (t.rfind("call:", 0) == 0 && brace != std::string_view::npos) {
+    call.name = std::string(t.substr(5, brace - 5));
+    call.arguments = std::string(t.substr(brace));
+  } else {
+    call.arguments = text;
+  }
   return call;
 }
 

@@ -21,7 +21,10 @@ namespace gemlet::runtime {
 // its id is empty. Anything else is an error naming the byte where parsing stopped: a missing
 // "call:" or name, an unterminated string or bracket, a bare word, a trailing comma, a duplicate key,
 // text after the closing brace, or nesting deeper than 100.
-Result<ChatToolCall> ParseGemma4ToolCall(std::string_view text);
+Result<ToolCall> ParseGemma4ToolCall(std::string_view text);
+// A call as the model wrote it, for a reply: parsed as above, else (a model may write anything) its
+// name when it has one and its raw text as the arguments.
+ToolCall ToolCallFromModelText(const std::string& text);
 
 // The inverse, "call:NAME{...}" for JSON arguments (an object, or empty for none), exactly as the
 // template renders an assistant's tool call: keys sorted case-insensitively, strings in <|"|>
@@ -59,7 +62,7 @@ class SegmentWriter {
 // `interleaved`: the -interleaved template's format_parameters.
 Status WriteGemma4ToolDeclarations(std::string_view tools_json, bool interleaved, SegmentWriter* out);
 // <|tool_call>call:NAME{...}<tool_call|>.
-Status WriteGemma4ToolCall(const ChatToolCall& call, SegmentWriter* out);
+Status WriteGemma4ToolCall(const ToolCall& call, SegmentWriter* out);
 // <|tool_response>response:NAME{value:<|"|>CONTENT<|"|>}<tool_response|> (the content untrimmed).
 void WriteGemma4ToolResponse(const std::string& name, const std::string& content, SegmentWriter* out);
 // The names declared in `tools_json` (empty text or null: none), for checking a tool_choice.

@@ -7,14 +7,14 @@
 
 namespace gemlet {
 
-std::string SamplingParams::Validate() const {
-  if (!std::isfinite(temperature) || temperature < 0) return "temperature must be >= 0";
-  if (!std::isfinite(top_p) || top_p <= 0 || top_p > 1) return "top-p must be in (0, 1]";
-  if (!std::isfinite(min_p) || min_p < 0 || min_p > 1) return "min-p must be in [0, 1]";
-  if (!std::isfinite(repeat_penalty) || repeat_penalty <= 0) return "repeat penalty must be > 0";
-  if (!std::isfinite(presence_penalty) || !std::isfinite(frequency_penalty)) return "penalties must be finite";
-  if (penalty_last_n < 0) return "penalty window must be >= 0";
-  for (const auto& [id, bias] : logit_bias) {
+std::string ValidateSampling(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0) return "temperature must be >= 0";
+  if (!std::isfinite(o.top_p) || o.top_p <= 0 || o.top_p > 1) return "top-p must be in (0, 1]";
+  if (!std::isfinite(o.min_p) || o.min_p < 0 || o.min_p > 1) return "min-p must be in [0, 1]";
+  if (!std::isfinite(o.repeat_penalty) || o.repeat_penalty <= 0) return "repeat penalty must be > 0";
+  if (!std::isfinite(o.presence_penalty) || !std::isfinite(o.frequency_penalty)) return "penalties must be finite";
+  if (o.repeat_last_n < 0) return "penalty window must be >= 0";
+  for (const auto& [id, bias] : o.logit_bias) {
     if (!std::isfinite(bias) || bias < -100 || bias > 100) return "logit bias values must be in [-100, 100]";
   }
   return "";
@@ -39,7 +39,7 @@ double Pcg32::NextUnit() {
   return (static_cast<double>(hi) * 67108864.0 + static_cast<double>(lo)) / 9007199254740992.0;
 }
 
-Sampler::Sampler(const SamplingParams& params, int n_vocab)
+Sampler::Sampler(const SamplingOptions& params, int n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(params.seed), candidates_(n_vocab), probs_(n_vocab), counts_(n_vocab) {}
 
 void Sampler::Reset() {
@@ -53,10 +53,10 @@ void Sampler::ClearWindow() {
 }
 
 void Sampler::Accept(int32_t token) {
-  if (params_.penalty_last_n == 0 || token < 0 || token >= n_vocab_) return;
+  if (params_.repeat_last_n == 0 || token < 0 || token >= n_vocab_) return;
   window_.push_back(token);
   ++counts_[token];
-  if (static_cast<int>(window_.size()) > params_.penalty_last_n) {
+  if (static_cast<int>(window_.size()) > params_.repeat_last_n) {
     --counts_[window_.front()];
     window_.pop_front();
   }

@@ -8,23 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "gemlet/types.hpp"
+
 namespace gemlet {
 
-struct SamplingParams {
-  float temperature = 0.8f;       // <= 0: greedy (argmax)
-  int top_k = 64;                 // <= 0: off
-  float top_p = 0.95f;            // >= 1: off
-  float min_p = 0.0f;             // <= 0: off; keeps tokens with p >= min_p * p_max
-  float repeat_penalty = 1.0f;    // 1: off; divides positive / multiplies negative logits of seen tokens
-  float presence_penalty = 0.0f;  // subtracted once from every token seen in the window
-  float frequency_penalty = 0.0f; // subtracted per occurrence in the window
-  int penalty_last_n = 64;        // tokens the penalties look back over
-  uint64_t seed = 0;              // same seed, same logits -> same tokens
-  std::vector<std::pair<int32_t, float>> logit_bias;  // added to those logits first; -100 bans
-
-  // Empty when valid, else what is wrong (for CLI and API errors).
-  std::string Validate() const;
-};
+// The options are the public ones (gemlet/types.hpp). Empty when valid, else what is wrong (for
+// CLI and API errors).
+std::string ValidateSampling(const SamplingOptions& options);
 
 // PCG32 (O'Neill): tiny, fast and fully specified, so seeds reproduce across compilers.
 class Pcg32 {
@@ -40,7 +30,7 @@ class Pcg32 {
 
 class Sampler {
  public:
-  Sampler(const SamplingParams& params, int n_vocab);
+  Sampler(const SamplingOptions& params, int n_vocab);
 
   // Picks the next token from logits [n_vocab] (not modified), given the tokens accepted so far.
   int Sample(const float* logits);
@@ -48,7 +38,7 @@ class Sampler {
   void Accept(int32_t token);
   void Reset();        // window and random stream back to the start
   void ClearWindow();  // forget the penalty window only
-  const SamplingParams& params() const { return params_; }
+  const SamplingOptions& params() const { return params_; }
 
  private:
   struct Candidate {
@@ -58,7 +48,7 @@ class Sampler {
   void ApplyBias();
   void ApplyPenalties();
 
-  SamplingParams params_;
+  SamplingOptions params_;
   int n_vocab_;
   Pcg32 rng_;
   std::vector<Candidate> candidates_;  // preallocated: n_vocab entries

@@ -33,7 +33,7 @@ TEST(BenchCli, JsonHasLlamaBenchFieldsAndOurs) {
   EXPECT_EQ(j[1]["n_prompt"], 0);
   EXPECT_EQ(j[1]["n_gen"], 8);
 
-  auto engine = Engine::Load(kModel);
+  auto engine = runtime::Engine::Load(kModel);
   ASSERT_TRUE(engine.ok()) << engine.message();
   const Model& model = engine.value()->model();
   // Demo model: tied embeddings, so a decoded token reads every tensor once, the token table once
@@ -114,7 +114,7 @@ TEST(BenchCli, DepthRunsEachTestAfterThatManyTokens) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 4u);
-  auto engine = Engine::Load(kModel);
+  auto engine = runtime::Engine::Load(kModel);
   ASSERT_TRUE(engine.ok()) << engine.message();
   const Model& model = engine.value()->model();
   const int depths[] = {0, 0, 40, 40}, prompts[] = {8, 0, 8, 0};
@@ -142,7 +142,7 @@ TEST(BenchCli, Q8_0KvCacheIsReportedAndCounted) {
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["type_k"], "q8_0");
   EXPECT_EQ(j[0]["type_v"], "q8_0");
-  auto engine = Engine::Load(kModel);
+  auto engine = runtime::Engine::Load(kModel);
   ASSERT_TRUE(engine.ok()) << engine.message();
   EXPECT_EQ(j[0]["kv_bytes_per_token"].get<double>(), std::floor(MeanKvBytes(engine.value()->model(), 40, 4, true)));
 }

@@ -29,7 +29,7 @@
 
 namespace gemlet {
 
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+using namespace gemlet::runtime;  // Session, Generate: the runtime inside the library
 namespace {
 
 std::string RepoFile(const std::string& rel) { return std::string(GEMLET_SOURCE_DIR) + "/" + rel; }
@@ -47,7 +47,7 @@ constexpr double kSimdTol = 0.75;
 constexpr double kSimdRmsTol = 0.2;
 
 struct Demo {
-  std::shared_ptr<const Engine> engine;
+  std::shared_ptr<const runtime::Engine> engine;
   std::string error;             // why the engine did not load
   nlohmann::json q4;             // transformers_q4_k_m.json
   std::vector<float> q4_logits;  // transformers_q4_k_m_logits.f32
@@ -58,7 +58,7 @@ struct Demo {
 const Demo& TheDemo() {
   static const Demo demo = [] {
     Demo d;
-    auto engine = Engine::Load(RepoFile("models/gemlet-demo.gguf"));
+    auto engine = runtime::Engine::Load(RepoFile("models/gemlet-demo.gguf"));
     if (engine.ok()) {
       d.engine = engine.value();
     } else {
@@ -122,15 +122,14 @@ std::vector<Golden> Goldens(const Demo& d) {
 // transformers token per step, the way generation feeds the KV cache. Where every step's argmax is
 // transformers' id this is exactly gemlet's greedy run; where one is not, later steps stay comparable.
 // kernels: null for the best this CPU runs.
-std::vector<std::vector<float>> StepLogits(const std::shared_ptr<const Engine>& engine, const Golden& g,
+std::vector<std::vector<float>> StepLogits(const std::shared_ptr<const runtime::Engine>& engine, const Golden& g,
                                           const KernelTable* kernels = nullptr) {
   std::vector<std::vector<float>> rows;
   SessionOptions o;
-  o.kernels = kernels;
   o.n_ctx = static_cast<int>(g.prompt.size() + g.generated.size());
   o.n_threads = 2;
-  o.kv_type = KvType::kF32;  // no KV rounding: the goldens have none
-  auto session = Session::Create(engine, o);
+  o.kv_cache_type = KvCacheType::kF32;  // no KV rounding: the goldens have none
+  auto session = Session::Create(engine, o, kernels);
   EXPECT_TRUE(session.ok()) << session.message();
   if (!session.ok()) return rows;
   std::vector<int32_t> next = g.prompt;
@@ -212,7 +211,7 @@ class DemoModelTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NE(demo().engine, nullptr) << demo().error; }
   static const Demo& demo() { return TheDemo(); }
-  static const Engine& engine() { return *demo().engine; }
+  static const runtime::Engine& engine() { return *demo().engine; }
 };
 
 

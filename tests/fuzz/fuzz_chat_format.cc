@@ -13,8 +13,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gemlet::runtime;
+  using gemlet::Message;
   static const char* kRoles[] = {"system", "developer", "user", "assistant", "model", "tool", "wizard", ""};
-  std::vector<ChatMessage> messages;
+  std::vector<Message> messages;
   ChatRenderOptions options;
   std::string_view rest(reinterpret_cast<const char*>(data), size);
   while (!rest.empty() && messages.size() < 64) {
@@ -28,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       options.tools = std::string(line);
       continue;
     }
-    ChatMessage m{kRoles[kind % 8], std::string(line)};
-    if (kind & 0x40) m.tool_calls.push_back({"call_0", "f", std::string(line)});
+    Message m{kRoles[kind % 8], std::string(line)};
+    if (kind & 0x40) m.tool_calls.push_back({"f", std::string(line), "call_0"});
     if (kind & 0x20) m.tool_call_id = "call_0";
     if (kind & 0x10) m.reasoning = std::string(line.substr(0, line.size() / 2));
     messages.push_back(std::move(m));

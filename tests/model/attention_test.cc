@@ -25,7 +25,7 @@ struct AttentionCase {
   float softcap;   // 0: none
   int n_past;      // positions already in the cache
   int n;           // new tokens
-  KvType kv_type;
+  DType kv_type;
 };
 
 void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
@@ -63,18 +63,18 @@ class AttentionFixture {
     // are exact.
     seen_keys_ = keys_;
     seen_values_ = values_;
-    if (c.kv_type == KvType::kQ8_0 || c.kv_type == KvType::kQ4_0) {
+    if (c.kv_type == DType::kQ8_0 || c.kv_type == DType::kQ4_0) {
       RoundCachedRows(c.kv_type, &seen_keys_, static_cast<size_t>(c.n_kv_heads) * c.head_dim);
       RoundCachedRows(c.kv_type, &seen_values_, static_cast<size_t>(c.n_kv_heads) * c.head_dim_v);
     }
   }
 
-  void RoundCachedRows(KvType type, std::vector<float>* rows, size_t width) const {
+  void RoundCachedRows(DType type, std::vector<float>* rows, size_t width) const {
     std::vector<BlockQ8_0> q8(width / kBlock32);
     std::vector<BlockQ4_0> q4(width / kBlock32);
     for (int pos = 0; pos < c_.n_past; ++pos) {
       float* row = rows->data() + pos * width;
-      if (type == KvType::kQ8_0) {
+      if (type == DType::kQ8_0) {
         QuantizeRowQ8_0(row, q8.data(), static_cast<int64_t>(width));
         DequantizeRowQ8_0(q8.data(), row, static_cast<int64_t>(width));
       } else {
@@ -189,32 +189,32 @@ TEST_P(AttentionTest, PromptBlocksMatchTokensAttendedAloneBitForBit) {
 const AttentionCase kCases[] = {
     // Gemma 4 E2B's global layers: 8 query heads on one KV head of 512; a decode step at 1200
     // tokens splits its keys into 5 ranges.
-    {"decode_one_kv_head_long_context", 8, 1, 512, 512, 0, 0.0f, 1200, 1, KvType::kF16},
-    {"decode_one_kv_head_long_context_f32", 8, 1, 64, 64, 0, 0.0f, 1200, 1, KvType::kF32},
+    {"decode_one_kv_head_long_context", 8, 1, 512, 512, 0, 0.0f, 1200, 1, DType::kF16},
+    {"decode_one_kv_head_long_context_f32", 8, 1, 64, 64, 0, 0.0f, 1200, 1, DType::kF32},
     // A ring of 300 that has wrapped three times; two ranges, one of them across the wrap.
-    {"decode_sliding_window_ring", 4, 1, 32, 32, 300, 0.0f, 1000, 1, KvType::kF32},
+    {"decode_sliding_window_ring", 4, 1, 32, 32, 300, 0.0f, 1000, 1, DType::kF32},
     // Gemma 2: four KV heads of two query heads, soft-capped logits; three ranges each.
-    {"decode_softcap_four_kv_heads", 8, 4, 48, 48, 0, 50.0f, 700, 1, KvType::kF16},
+    {"decode_softcap_four_kv_heads", 8, 4, 48, 48, 0, 50.0f, 700, 1, DType::kF16},
     // A short batch after a long past: split too, each token with its own ranges.
-    {"small_batch_long_context", 4, 1, 40, 24, 0, 0.0f, 900, 3, KvType::kF32},
+    {"small_batch_long_context", 4, 1, 40, 24, 0, 0.0f, 900, 3, DType::kF32},
     // A prompt: many (token, KV head) items, no split, keys from the cache and from the batch.
-    {"prefill_after_past", 4, 2, 32, 32, 0, 0.0f, 50, 37, KvType::kF16},
-    {"prefill_sliding_window", 4, 2, 32, 32, 16, 30.0f, 20, 37, KvType::kF32},
+    {"prefill_after_past", 4, 2, 32, 32, 0, 0.0f, 50, 37, DType::kF16},
+    {"prefill_sliding_window", 4, 2, 32, 32, 16, 30.0f, 20, 37, DType::kF32},
     // A first prompt: blocks of tokens from the first position, the window moving inside a block,
     // one KV head for all query heads (Gemma 3 1B) and a last block of one token.
-    {"prompt_from_start_window", 4, 1, 32, 32, 6, 0.0f, 0, 33, KvType::kF16},
-    {"prompt_from_start_global", 8, 2, 16, 24, 0, 20.0f, 0, 30, KvType::kF32},
+    {"prompt_from_start_window", 4, 1, 32, 32, 6, 0.0f, 0, 33, DType::kF16},
+    {"prompt_from_start_global", 8, 2, 16, 24, 0, 20.0f, 0, 30, DType::kF32},
     // The compact cache: Q8_0 rows, decode split into ranges, a ring, and a prompt after a past.
-    {"decode_q8_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ8_0},
-    {"decode_q8_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ8_0},
-    {"prefill_q8_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, KvType::kQ8_0},
+    {"decode_q8_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, DType::kQ8_0},
+    {"decode_q8_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, DType::kQ8_0},
+    {"prefill_q8_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, DType::kQ8_0},
     // The smallest cache: Q4_0 rows, the same three shapes.
-    {"decode_q4_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, KvType::kQ4_0},
-    {"decode_q4_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, KvType::kQ4_0},
-    {"prefill_q4_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, KvType::kQ4_0},
+    {"decode_q4_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, DType::kQ4_0},
+    {"decode_q4_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, DType::kQ4_0},
+    {"prefill_q4_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, DType::kQ4_0},
     // Short context: a single range, the first token alone.
-    {"decode_short_context", 8, 1, 64, 64, 0, 0.0f, 5, 1, KvType::kF32},
-    {"first_token", 2, 1, 16, 16, 0, 0.0f, 0, 1, KvType::kF32},
+    {"decode_short_context", 8, 1, 64, 64, 0, 0.0f, 5, 1, DType::kF32},
+    {"first_token", 2, 1, 16, 16, 0, 0.0f, 0, 1, DType::kF32},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, ::testing::ValuesIn(kCases),

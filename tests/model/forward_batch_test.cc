@@ -23,7 +23,7 @@ class ForwardBatchTest : public ::testing::TestWithParam<std::string> {
     V_ = model_->config().n_vocab;
   }
   std::unique_ptr<KvCache> NewCache(int n_ctx = 64) {
-    auto c = KvCache::Create(model_->KvLayout(), n_ctx, KvType::kF32, 4);
+    auto c = KvCache::Create(model_->KvLayout(), n_ctx, DType::kF32, 4);
     EXPECT_TRUE(c.ok()) << c.message();
     return c.ok() ? std::move(c).value() : nullptr;
   }

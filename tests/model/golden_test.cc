@@ -62,7 +62,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
       auto r = test::RunCommand(test::GemletBinary() + " convert " + folder_ + " -o " + model_path_ + " 2>&1");
       ASSERT_EQ(r.exit_code, 0) << r.out;
     }
-    auto engine = Engine::Load(model_path_);
+    auto engine = runtime::Engine::Load(model_path_);
     ASSERT_TRUE(engine.ok()) << engine.message();
     engine_ = engine.value();
   }
@@ -74,11 +74,11 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
     }
     return 0;
   }
-  std::unique_ptr<Session> NewSession(int n_ctx, KvType kv = KvType::kF32, int max_batch = 512, int rollback = 16) {
+  std::unique_ptr<Session> NewSession(int n_ctx, DType kv = DType::kF32, int max_batch = 512, int rollback = 16) {
     SessionOptions o;
     o.n_ctx = n_ctx;
     o.n_threads = 2;
-    o.kv_type = kv;
+    o.kv_cache_type = static_cast<KvCacheType>(kv);  // the same values as DType
     o.max_batch = max_batch;
     o.rollback_tokens = rollback;
     auto s = Session::Create(engine_, o);
@@ -89,7 +89,7 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
   std::string folder_, model_path_;
   nlohmann::json tokens_;
   test::TempDir tmp_;
-  std::shared_ptr<const Engine> engine_;
+  std::shared_ptr<const runtime::Engine> engine_;
 };
 
 TEST_P(GoldenTest, FullForwardMatchesReference) {
@@ -142,7 +142,7 @@ TEST_P(GoldenTest, PrefillEqualsChunkedAndTokenByTokenDecode) {
   std::vector<float> full(static_cast<size_t>(T) * V);
   ASSERT_TRUE(whole->Evaluate(ids, full.data(), true).ok());
 
-  auto chunked = NewSession(T, KvType::kF32, /*max_batch=*/5);
+  auto chunked = NewSession(T, DType::kF32, /*max_batch=*/5);
   ASSERT_TRUE(chunked);
   std::vector<float> chunk_logits(full.size());
   ASSERT_TRUE(chunked->Evaluate(ids, chunk_logits.data(), true).ok());
@@ -180,7 +180,7 @@ TEST_P(GoldenTest, RollbackWithinTheSpareRoomEqualsAFreshRun) {
 
   for (int rollback : {16, 4}) {
     for (int k : {1, 5, 12}) {
-      auto s = NewSession(T, KvType::kF32, 512, rollback);
+      auto s = NewSession(T, DType::kF32, 512, rollback);
       ASSERT_TRUE(s);
       const bool within = k <= s->rollback_room();
       bool sliding = false;
@@ -274,7 +274,7 @@ TEST_P(GoldenTest, DiscardReRotatesKeysToTheirNewPositions) {
   const Model& model = engine_->model();
   const std::vector<KvLayerSpec> layout = model.KvLayout();
   constexpr int kCtx = 40, kSpare = 2;
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
+  for (DType type : {DType::kF32, DType::kF16}) {
     auto made = KvCache::Create(layout, kCtx, type, kSpare);
     ASSERT_TRUE(made.ok()) << made.message();
     KvCache& cache = *made.value();
@@ -315,7 +315,7 @@ TEST_P(GoldenTest, DiscardReRotatesKeysToTheirNewPositions) {
     }
     ASSERT_TRUE(cache.Discard(begin, count, [&](int l) -> const std::vector<float>& { return model.KeyRope(l); }).ok());
     ASSERT_EQ(cache.n_past(), kCtx - count);
-    const double type_rounding = type == KvType::kF16 ? 2 * std::ldexp(1.0, -11) : 0.0;
+    const double type_rounding = type == DType::kF16 ? 2 * std::ldexp(1.0, -11) : 0.0;
     for (size_t l = 0; l < layout.size(); ++l) {
       const KvLayerSpec& sp = layout[l];
       if (sp.source >= 0) continue;
@@ -328,7 +328,7 @@ TEST_P(GoldenTest, DiscardReRotatesKeysToTheirNewPositions) {
         std::vector<float> key(kw), value(vw);
         const void* krow = cache.KeyRow(static_cast<int>(l), q);
         const void* vrow = cache.ValueRow(static_cast<int>(l), q);
-        if (type == KvType::kF32) {
+        if (type == DType::kF32) {
           std::memcpy(key.data(), krow, kw * sizeof(float));
           std::memcpy(value.data(), vrow, vw * sizeof(float));
         } else {
@@ -365,7 +365,7 @@ TEST_P(GoldenTest, DiscardShiftsTheCacheWithoutEvaluating) {
   ASSERT_TRUE(engine_);
   const std::vector<int32_t> ids = tokens_["input_ids"].get<std::vector<int32_t>>();
   const int T = static_cast<int>(ids.size());
-  auto s = NewSession(T, KvType::kF32, 512, /*rollback=*/2);
+  auto s = NewSession(T, DType::kF32, 512, /*rollback=*/2);
   ASSERT_TRUE(s);
   ASSERT_TRUE(s->Evaluate(ids, nullptr, false).ok());
   int longest = 0, widest = 0;
@@ -409,7 +409,7 @@ TEST_P(GoldenTest, DiscardShiftsTheCacheWithoutEvaluating) {
 
   // A drop the rings cannot follow (fewer than window - 1 tokens after it) evaluates the kept tokens again.
   if (widest > 0) {
-    auto t = NewSession(T, KvType::kF32, 512, 2);
+    auto t = NewSession(T, DType::kF32, 512, 2);
     ASSERT_TRUE(t->Evaluate(ids, nullptr, false).ok());
     const int from = T - 3 - (widest - 2);
     auto again = t->Discard(from, 3);
@@ -426,7 +426,7 @@ TEST_P(GoldenTest, DiscardShiftsTheCacheWithoutEvaluating) {
 
     // Just enough after it (window - 1): shifted in place; the rings then hold only the shifted
     // positions, so taking back even one more token needs the refill, and gives a fresh run's bits.
-    auto v = NewSession(T, KvType::kF32, 512, 2);
+    auto v = NewSession(T, DType::kF32, 512, 2);
     ASSERT_TRUE(v->Evaluate(ids, nullptr, false).ok());
     const int edge = T - 3 - (widest - 1);
     auto shifted = v->Discard(edge, 3);
@@ -454,7 +454,7 @@ TEST_P(GoldenTest, SaveStateThenLoadStateGivesTheSameNextLogits) {
   const int V = engine_->config().n_vocab;
   const int T = static_cast<int>(ids.size());
   const std::vector<int32_t> head(ids.begin(), ids.end() - 6), next(ids.end() - 6, ids.end());
-  for (KvType kv : {KvType::kF32, KvType::kF16}) {
+  for (DType kv : {DType::kF32, DType::kF16}) {
     for (bool shifted : {false, true}) {
       auto a = NewSession(T + 8, kv);
       ASSERT_TRUE(a);
@@ -489,7 +489,7 @@ TEST_P(GoldenTest, F16KvCacheKeepsGreedyIds) {
   const auto prompt = tokens_["prompt_ids"].get<std::vector<int32_t>>();
   const auto expected = tokens_["generated_ids"].get<std::vector<int32_t>>();
   const int V = engine_->config().n_vocab;
-  auto session = NewSession(static_cast<int>(prompt.size() + expected.size()), KvType::kF16);
+  auto session = NewSession(static_cast<int>(prompt.size() + expected.size()), DType::kF16);
   ASSERT_TRUE(session);
   std::vector<float> row(V);
   std::vector<int32_t> next = prompt, generated;
@@ -513,7 +513,7 @@ TEST_P(GoldenTest, Q8_0KvCacheStaysCloseToReference) {
   const int V = engine_->config().n_vocab;
   std::vector<float> ref;
   ASSERT_TRUE(test::ReadF32Exactly(folder_ + "/logits_steps.f32", expected.size() * V, &ref));
-  auto session = NewSession(static_cast<int>(prompt.size() + expected.size()), KvType::kQ8_0);
+  auto session = NewSession(static_cast<int>(prompt.size() + expected.size()), DType::kQ8_0);
   ASSERT_TRUE(session);
   std::vector<float> row(V);
   std::vector<int32_t> next = prompt;
@@ -556,7 +556,7 @@ TEST(Bf16WeightsTest, ConvertedBf16CheckpointMatchesReferenceForBf16Weights) {
   }
   EXPECT_GT(bf16_matrices, 0);
 
-  auto engine = Engine::Load(path);
+  auto engine = runtime::Engine::Load(path);
   ASSERT_TRUE(engine.ok()) << engine.message();
   const auto tokens = test::ReadJson(folder + "/tokens.json");
   const std::vector<int32_t> ids = tokens["input_ids"].get<std::vector<int32_t>>();
@@ -567,7 +567,7 @@ TEST(Bf16WeightsTest, ConvertedBf16CheckpointMatchesReferenceForBf16Weights) {
   SessionOptions o;
   o.n_ctx = static_cast<int>(ids.size());
   o.n_threads = 2;
-  o.kv_type = KvType::kF32;
+  o.kv_cache_type = KvCacheType::kF32;
   auto session = Session::Create(engine.value(), o);
   ASSERT_TRUE(session.ok()) << session.message();
   std::vector<float> logits(ref_bf16.size());

@@ -16,18 +16,18 @@ namespace {
 TEST(KvCacheTest, PlanCountsWindowNotContextForSlidingLayers) {
   std::vector<KvLayerSpec> layers = {{2, 64, 64, 16, -1}, {2, 64, 64, 0, -1}, {2, 64, 64, 16, 0}};
   const size_t per_pos = 2 * (64 + 64) * sizeof(float);
-  EXPECT_EQ(KvCache::PlanBytes(layers, 1000, KvType::kF32), per_pos * (16 + 1000));
-  EXPECT_EQ(KvCache::PlanBytes(layers, 1000, KvType::kF16), per_pos / 2 * (16 + 1000));
-  EXPECT_EQ(KvCache::PlanBytes(layers, 8, KvType::kF32), per_pos * (8 + 8));  // window capped by n_ctx
-  auto cache = KvCache::Create(layers, 1000, KvType::kF32);
+  EXPECT_EQ(KvCache::PlanBytes(layers, 1000, DType::kF32), per_pos * (16 + 1000));
+  EXPECT_EQ(KvCache::PlanBytes(layers, 1000, DType::kF16), per_pos / 2 * (16 + 1000));
+  EXPECT_EQ(KvCache::PlanBytes(layers, 8, DType::kF32), per_pos * (8 + 8));  // window capped by n_ctx
+  auto cache = KvCache::Create(layers, 1000, DType::kF32);
   ASSERT_TRUE(cache.ok());
-  EXPECT_EQ(cache.value()->bytes(), KvCache::PlanBytes(layers, 1000, KvType::kF32));
+  EXPECT_EQ(cache.value()->bytes(), KvCache::PlanBytes(layers, 1000, DType::kF32));
   EXPECT_EQ(cache.value()->capacity(2), 0);
 }
 
 TEST(KvCacheTest, SlidingLayerIsARing) {
   std::vector<KvLayerSpec> layers = {{1, 2, 2, 4, -1}};
-  auto made = KvCache::Create(layers, 100, KvType::kF32);
+  auto made = KvCache::Create(layers, 100, DType::kF32);
   ASSERT_TRUE(made.ok());
   KvCache& cache = *made.value();
   for (int pos = 0; pos < 10; ++pos) {
@@ -43,7 +43,7 @@ TEST(KvCacheTest, SlidingLayerIsARing) {
 }
 
 TEST(KvCacheTest, F16StorageRoundsToHalf) {
-  auto made = KvCache::Create({{1, 2, 2, 0, -1}}, 4, KvType::kF16);
+  auto made = KvCache::Create({{1, 2, 2, 0, -1}}, 4, DType::kF16);
   ASSERT_TRUE(made.ok());
   const float k[2] = {1.0f / 3.0f, 65504.0f}, v[2] = {-2.0f, 1e-8f};
   made.value()->Store(0, 1, k, v);
@@ -58,11 +58,11 @@ TEST(KvCacheTest, F16StorageRoundsToHalf) {
 TEST(KvCacheTest, Q8_0StorageIsGgufBlocks) {
   // Two KV heads of 32 keys and 64 values: 2 and 4 blocks of 34 bytes per row, half of f16 plus scales.
   const std::vector<KvLayerSpec> layers = {{2, 32, 64, 0, -1}};
-  EXPECT_EQ(KvCache::RowBytes(KvType::kQ8_0, 64), 2 * sizeof(BlockQ8_0));
-  EXPECT_EQ(KvCache::PlanBytes(layers, 10, KvType::kQ8_0), 10 * (2 + 4) * sizeof(BlockQ8_0));
-  auto made = KvCache::Create(layers, 10, KvType::kQ8_0);
+  EXPECT_EQ(KvCache::RowBytes(DType::kQ8_0, 64), 2 * sizeof(BlockQ8_0));
+  EXPECT_EQ(KvCache::PlanBytes(layers, 10, DType::kQ8_0), 10 * (2 + 4) * sizeof(BlockQ8_0));
+  auto made = KvCache::Create(layers, 10, DType::kQ8_0);
   ASSERT_TRUE(made.ok()) << made.message();
-  EXPECT_EQ(made.value()->bytes(), KvCache::PlanBytes(layers, 10, KvType::kQ8_0));
+  EXPECT_EQ(made.value()->bytes(), KvCache::PlanBytes(layers, 10, DType::kQ8_0));
   std::vector<float> k(64), v(128);
   for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i) - 20.0f;
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * static_cast<float>(i % 7);
@@ -85,7 +85,7 @@ TEST(KvCacheTest, Q8_0StorageIsGgufBlocks) {
 // with the positions and ring state unchanged; a q8_0 cache holds half of f16's bytes and a little.
 TEST(KvCacheTest, ConvertedToQ8_0HoldsEveryRowAsItsBlocks) {
   const std::vector<KvLayerSpec> layers = {{2, 32, 32, 8, -1}, {1, 64, 32, 0, -1}, {2, 32, 32, 8, 0}};
-  auto made = KvCache::Create(layers, 40, KvType::kF16, /*ring_spare=*/4);
+  auto made = KvCache::Create(layers, 40, DType::kF16, /*ring_spare=*/4);
   ASSERT_TRUE(made.ok());
   KvCache& f16 = *made.value();
   std::vector<float> k(64), v(64);
@@ -99,10 +99,10 @@ TEST(KvCacheTest, ConvertedToQ8_0HoldsEveryRowAsItsBlocks) {
     }
   }
   f16.Advance(25);
-  auto converted = f16.ConvertedTo(KvType::kQ8_0);
+  auto converted = f16.ConvertedTo(DType::kQ8_0);
   ASSERT_TRUE(converted.ok()) << converted.message();
   const KvCache& q8 = *converted.value();
-  EXPECT_EQ(q8.type(), KvType::kQ8_0);
+  EXPECT_EQ(q8.type(), DType::kQ8_0);
   EXPECT_EQ(q8.n_past(), 25);
   EXPECT_EQ(q8.RollbackRoom(), f16.RollbackRoom());
   EXPECT_LT(q8.bytes(), f16.bytes() * 6 / 10);
@@ -122,21 +122,21 @@ TEST(KvCacheTest, ConvertedToQ8_0HoldsEveryRowAsItsBlocks) {
   }
   EXPECT_EQ(rows, (25 - 13) + 25) << "the ring holds its last 12 positions, the global layer all";
   // A head size q8_0 cannot hold is refused, and the cache is left as it was.
-  auto odd = KvCache::Create({{1, 16, 16, 0, -1}}, 8, KvType::kF16);
+  auto odd = KvCache::Create({{1, 16, 16, 0, -1}}, 8, DType::kF16);
   ASSERT_TRUE(odd.ok());
-  EXPECT_FALSE(odd.value()->ConvertedTo(KvType::kQ8_0).ok());
+  EXPECT_FALSE(odd.value()->ConvertedTo(DType::kQ8_0).ok());
 }
 
 TEST(KvCacheTest, Q8_0NeedsHeadsOfWholeBlocks) {
-  auto made = KvCache::Create({{2, 16, 16, 0, -1}}, 10, KvType::kQ8_0);
+  auto made = KvCache::Create({{2, 16, 16, 0, -1}}, 10, DType::kQ8_0);
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.message().find("multiples of 32"), std::string::npos) << made.message();
   // A layer that shares another's cache stores nothing, so its shape does not matter.
-  EXPECT_TRUE(KvCache::Create({{1, 32, 32, 0, -1}, {2, 16, 16, 0, 0}}, 10, KvType::kQ8_0).ok());
+  EXPECT_TRUE(KvCache::Create({{1, 32, 32, 0, -1}, {2, 16, 16, 0, 0}}, 10, DType::kQ8_0).ok());
 }
 
 TEST(KvCacheTest, FullContextIsAnErrorNotACrash) {
-  auto made = KvCache::Create({{1, 2, 2, 0, -1}}, 10, KvType::kF32);
+  auto made = KvCache::Create({{1, 2, 2, 0, -1}}, 10, DType::kF32);
   ASSERT_TRUE(made.ok());
   KvCache& cache = *made.value();
   EXPECT_TRUE(cache.CheckRoom(10).ok());
@@ -150,8 +150,8 @@ TEST(KvCacheTest, FullContextIsAnErrorNotACrash) {
 }
 
 TEST(KvCacheTest, RejectsBadShapes) {
-  EXPECT_FALSE(KvCache::Create({{1, 2, 2, 0, -1}}, 0, KvType::kF32).ok());
-  EXPECT_FALSE(KvCache::Create({{1, 2, 2, 0, 1}, {1, 2, 2, 0, -1}}, 4, KvType::kF32).ok());  // shares forward
+  EXPECT_FALSE(KvCache::Create({{1, 2, 2, 0, -1}}, 0, DType::kF32).ok());
+  EXPECT_FALSE(KvCache::Create({{1, 2, 2, 0, 1}, {1, 2, 2, 0, -1}}, 4, DType::kF32).ok());  // shares forward
 }
 
 }  // namespace
@@ -160,7 +160,7 @@ TEST(KvCacheTest, RejectsBadShapes) {
 // tokens costs about 100 rows.
 TEST(KvCacheTest, PagesAreCommittedAsTheContextGrowsAndGivenBack) {
   const std::vector<KvLayerSpec> layers = {{4, 128, 128, 0, -1}, {4, 128, 128, 64, -1}};  // global, ring of 64
-  auto made = KvCache::Create(layers, 4096, KvType::kF16);
+  auto made = KvCache::Create(layers, 4096, DType::kF16);
   ASSERT_TRUE(made.ok());
   KvCache& c = *made.value();
   const size_t row = 4 * 128 * 2;  // one position's K (or V) in one layer

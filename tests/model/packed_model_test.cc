@@ -23,15 +23,15 @@ namespace {
 
 std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>& tokens, const KernelTable& kernels,
                              bool pack, size_t* packed_bytes) {
-  auto engine = Engine::Load(path);
+  auto engine = runtime::Engine::Load(path);
   EXPECT_TRUE(engine.ok()) << engine.message();
   if (!engine.ok()) return {};
   SessionOptions o;
   o.n_ctx = 64;
   o.n_threads = 2;
-  o.kernels = &kernels;
-  o.tuning.pack_weights = pack;
-  auto session = Session::Create(engine.value(), o);
+  KernelTuning tuning;
+  tuning.pack_weights = pack;
+  auto session = Session::Create(engine.value(), o, &kernels, tuning);
   EXPECT_TRUE(session.ok()) << session.message();
   const size_t vocab = static_cast<size_t>(engine.value()->model().config().n_vocab);
   std::vector<float> logits(tokens.size() * vocab);

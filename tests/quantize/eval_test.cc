@@ -136,7 +136,7 @@ TEST_F(EvalModelTest, WindowsAndScoredTokens) {
 TEST_F(EvalModelTest, PerplexityMatchesADirectComputation) {
   auto r = Eval("f16.gguf", "", 64);
   ASSERT_TRUE(r.ok());
-  auto engine = Engine::Load(dir_->File("f16.gguf"));
+  auto engine = runtime::Engine::Load(dir_->File("f16.gguf"));
   ASSERT_TRUE(engine.ok());
   EncodeOptions enc;
   enc.add_bos = true;

@@ -133,17 +133,17 @@ class QuantizedModelTest : public ::testing::Test {
     return out;
   }
 
-  static std::shared_ptr<const Engine> Load(const std::string& path) {
-    auto e = Engine::Load(path);
+  static std::shared_ptr<const runtime::Engine> Load(const std::string& path) {
+    auto e = runtime::Engine::Load(path);
     EXPECT_TRUE(e.ok()) << e.message();
     return e.ok() ? e.value() : nullptr;
   }
 
-  static std::vector<int32_t> Greedy(std::shared_ptr<const Engine> engine, const std::vector<int32_t>& prompt, int n) {
+  static std::vector<int32_t> Greedy(std::shared_ptr<const runtime::Engine> engine, const std::vector<int32_t>& prompt, int n) {
     SessionOptions o;
     o.n_ctx = static_cast<int>(prompt.size()) + n;
     o.n_threads = 2;
-    o.kv_type = KvType::kF32;
+    o.kv_cache_type = KvCacheType::kF32;
     auto s = Session::Create(engine, o);
     EXPECT_TRUE(s.ok()) << s.message();
     if (!s.ok()) return {};
@@ -158,11 +158,11 @@ class QuantizedModelTest : public ::testing::Test {
     return out;
   }
 
-  static std::vector<float> AllLogits(std::shared_ptr<const Engine> engine, const std::vector<int32_t>& ids) {
+  static std::vector<float> AllLogits(std::shared_ptr<const runtime::Engine> engine, const std::vector<int32_t>& ids) {
     SessionOptions o;
     o.n_ctx = static_cast<int>(ids.size());
     o.n_threads = 2;
-    o.kv_type = KvType::kF32;
+    o.kv_cache_type = KvCacheType::kF32;
     auto s = Session::Create(engine, o);
     EXPECT_TRUE(s.ok()) << s.message();
     std::vector<float> logits(ids.size() * static_cast<size_t>(engine->config().n_vocab));

@@ -182,7 +182,7 @@ TEST(SynthTest, TinyPresetsRunWithSaneLogits) {
     SCOPED_TRACE(preset);
     const std::string path = tmp.File(preset + ".gguf");
     ASSERT_TRUE(Synth(preset, path, FileType::kQ8_0).ok());
-    auto engine = Engine::Load(path);
+    auto engine = runtime::Engine::Load(path);
     ASSERT_TRUE(engine.ok()) << engine.message();
     SessionOptions so;
     so.n_ctx = 64;

@@ -33,14 +33,14 @@ using namespace family_models;  // Cases(), ModelPath(): every family's test mod
 struct SessionSpec {
   int prompt_len;
   int n_ctx;
-  KvType kv;
+  DType kv;
   int rollback;  // ring spare room: 0 makes a ring exactly its window, so it wraps soonest
 };
 // A short prompt, two middle ones, one well past every test model's window + spare (8..16 + 16) so
 // its rings wrap; contexts and KV types differ between sessions of one batch.
 const std::vector<SessionSpec>& Specs() {
   static const std::vector<SessionSpec> specs = {
-      {3, 64, KvType::kF16, 16}, {13, 96, KvType::kF32, 16}, {45, 96, KvType::kF16, 16}, {26, 80, KvType::kF32, 0}};
+      {3, 64, DType::kF16, 16}, {13, 96, DType::kF32, 16}, {45, 96, DType::kF16, 16}, {26, 80, DType::kF32, 0}};
   return specs;
 }
 
@@ -53,7 +53,7 @@ std::vector<int32_t> Prompt(int len, int seed, int n_vocab) {
 class BatchTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto engine = Engine::Load(ModelPath(GetParam()));
+    auto engine = runtime::Engine::Load(ModelPath(GetParam()));
     ASSERT_TRUE(engine.ok()) << engine.message();
     engine_ = engine.value();
     V_ = engine_->config().n_vocab;
@@ -63,7 +63,7 @@ class BatchTest : public ::testing::TestWithParam<std::string> {
     SessionOptions o;
     o.n_ctx = spec.n_ctx;
     o.n_threads = 2;
-    o.kv_type = spec.kv;
+    o.kv_cache_type = static_cast<KvCacheType>(spec.kv);  // the same values as DType
     o.rollback_tokens = spec.rollback;
     auto s = Session::Create(engine_, o);
     EXPECT_TRUE(s.ok()) << s.message();
@@ -71,7 +71,7 @@ class BatchTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<BatchWorkspace> NewBatchWorkspace(int max_rows, int n_ctx = 96) {
-    BatchOptions o;
+    runtime::BatchOptions o;
     o.max_rows = max_rows;
     o.n_ctx = n_ctx;
     o.n_threads = 2;
@@ -157,7 +157,7 @@ class BatchTest : public ::testing::TestWithParam<std::string> {
     EXPECT_LE(worst_, tol_);
   }
 
-  std::shared_ptr<const Engine> engine_;
+  std::shared_ptr<const runtime::Engine> engine_;
   int V_ = 0;
   float worst_ = 0, tol_ = 0;
   std::vector<std::unique_ptr<Session>> owned_;
@@ -236,13 +236,13 @@ TEST_P(BatchBadInputTest, IsRefusedAndChangesNothing) {
   auto ws = NewBatchWorkspace(8);
   ASSERT_TRUE(ws);
   // A session whose context is nearly full, and one longer than the workspace's.
-  SessionSpec full_spec{0, 16, KvType::kF16, 16};
+  SessionSpec full_spec{0, 16, DType::kF16, 16};
   auto full = NewSession(full_spec);
   ASSERT_TRUE(full);
   ASSERT_TRUE(full->Evaluate(Prompt(15, 3, V_), nullptr, false).ok());
-  auto longer = NewSession({0, 200, KvType::kF16, 16});
+  auto longer = NewSession({0, 200, DType::kF16, 16});
   ASSERT_TRUE(longer);
-  auto other_engine = Engine::Load(ModelPath(GetParam()));
+  auto other_engine = runtime::Engine::Load(ModelPath(GetParam()));
   ASSERT_TRUE(other_engine.ok());
   SessionOptions o;
   o.n_ctx = 64;

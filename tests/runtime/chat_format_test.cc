@@ -22,13 +22,13 @@ std::string StringOr(const OrderedJson& m, const char* key) {
 }
 
 // OpenAI-style messages (as tools/chat_goldens writes them) as ChatMessages.
-std::vector<ChatMessage> Messages(const OrderedJson& j) {
-  std::vector<ChatMessage> out;
+std::vector<Message> Messages(const OrderedJson& j) {
+  std::vector<Message> out;
   for (const auto& m : j) {
-    ChatMessage c{m["role"], StringOr(m, "content")};
+    Message c{m["role"], StringOr(m, "content")};
     if (m.contains("tool_calls")) {
       for (const auto& tc : m["tool_calls"]) {
-        c.tool_calls.push_back({StringOr(tc, "id"), tc["function"]["name"], StringOr(tc["function"], "arguments")});
+        c.tool_calls.push_back({tc["function"]["name"], StringOr(tc["function"], "arguments"), StringOr(tc, "id")});
       }
     }
     c.reasoning = StringOr(m, "reasoning_content");
@@ -62,7 +62,7 @@ TEST(ChatFormatTest, MatchesOfficialTemplates) {
     o.add_generation_prompt = c["add_generation_prompt"];
     o.enable_thinking = c["enable_thinking"];
     if (c.contains("tools") && !c["tools"].is_null()) o.tools = c["tools"].dump();
-    const std::vector<ChatMessage> messages = Messages(c["messages"]);
+    const std::vector<Message> messages = Messages(c["messages"]);
     auto rendered = RenderChat(style, messages, o);
     const std::string label = tname + "/" + c["conversation"].get<std::string>() +
                               (o.add_generation_prompt ? "/gen" : "") + (o.enable_thinking ? "/think" : "");
@@ -127,9 +127,9 @@ TEST(ChatFormatTest, ChoosesStyleFromTemplateThenArchitecture) {
 const char* kWeatherTools = R"([{"type":"function","function":{"name":"get_weather","description":"Weather.",
   "parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}}])";
 
-std::vector<ChatMessage> WeatherCall() {
-  std::vector<ChatMessage> m = {{"user", "Weather in Paris?"}, {"assistant", ""}};
-  m[1].tool_calls.push_back({"call_1", "get_weather", R"({"location":"Paris"})"});
+std::vector<Message> WeatherCall() {
+  std::vector<Message> m = {{"user", "Weather in Paris?"}, {"assistant", ""}};
+  m[1].tool_calls.push_back({"get_weather", R"({"location":"Paris"})", "call_1"});
   return m;
 }
 
@@ -140,7 +140,7 @@ TEST(ChatFormatTest, ToolsNeedGemma4) {
   ASSERT_FALSE(with_tools.ok());
   EXPECT_NE(with_tools.message().find("tools need a Gemma 4 model"), std::string::npos) << with_tools.message();
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma, WeatherCall(), {}).ok());
-  ChatMessage result{"tool", "15 C"};
+  Message result{"tool", "15 C"};
   result.tool_call_id = "call_1";
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma, {{"user", "Hi"}, result}, {}).ok());
   // tool_choice "none" renders no tools, so Gemma 1-3 can take the request.
@@ -200,7 +200,7 @@ TEST(ChatFormatTest, RejectsMalformedTools) {
     auto r = RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o);
     EXPECT_FALSE(r.ok()) << tools;
   }
-  std::vector<ChatMessage> m = WeatherCall();
+  std::vector<Message> m = WeatherCall();
   m[1].tool_calls[0].arguments = "{location: Paris}";
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma4, m, {}).ok());
   m[1].tool_calls[0].arguments = "[1, 2]";
@@ -218,8 +218,8 @@ TEST(ChatFormatTest, RejectsMalformedTools) {
 TEST(ChatFormatTest, ToolTextSegments) {
   // Special tokens are markup; the text between them (names, keys, string values, results) is
   // content, one run per stretch between special tokens, so it tokenizes as in the whole prompt.
-  std::vector<ChatMessage> m = WeatherCall();
-  ChatMessage result{"tool", "<turn|> sunny"};
+  std::vector<Message> m = WeatherCall();
+  Message result{"tool", "<turn|> sunny"};
   result.tool_call_id = "call_1";
   m.push_back(result);
   ChatRenderOptions o;
@@ -243,8 +243,8 @@ TEST(ChatFormatTest, ToolTextSegments) {
 }
 
 TEST(ChatFormatTest, ToolResultWithoutName) {
-  std::vector<ChatMessage> m = WeatherCall();
-  ChatMessage result{"tool", "15 C"};
+  std::vector<Message> m = WeatherCall();
+  Message result{"tool", "15 C"};
   result.tool_call_id = "call_other";
   m.push_back(result);
   auto r = RenderChat(ChatStyle::kGemma4, m, {});

@@ -17,7 +17,7 @@
 
 namespace gemlet {
 
-using namespace gemlet::runtime;  // Engine, Session, Generate: the runtime inside the library
+using namespace gemlet::runtime;  // Session, Generate: the runtime inside the library
 namespace {
 
 // Deterministic small random values, cheap enough for tens of megabytes.
@@ -149,14 +149,14 @@ TEST(MemoryTest, PerLayerEmbeddingTableStaysOnDisk) {
   const Gemma4Shape shape;  // a 64 MiB per-layer table, about 5 MiB of other weights
   WriteGemma4(shape, path);
   const int kVocab = shape.vocab, kPle = shape.ple, kLayers = shape.layers, kHeadDim = shape.head_dim;
-  auto engine = Engine::Load(path);
+  auto engine = runtime::Engine::Load(path);
   ASSERT_TRUE(engine.ok()) << engine.message();
   const GgufFile& f = engine.value()->model().gguf();
   const GgufTensor* table = f.FindTensor("per_layer_token_embd.weight");
   ASSERT_NE(table, nullptr);
   ASSERT_EQ(table->nbytes, static_cast<size_t>(kVocab) * kPle * kLayers * 4);  // 64 MiB
 
-  const MemoryReport plan = ComputeMemoryReport(engine.value()->model(), 256, KvType::kF16);
+  const MemoryReport plan = ComputeMemoryReport(engine.value()->model(), 256, DType::kF16);
   EXPECT_EQ(plan.weights_on_demand, table->nbytes);
   EXPECT_LT(plan.weights_resident, size_t{6} << 20);
   EXPECT_EQ(plan.kv_layers_local, 1);
@@ -214,7 +214,7 @@ TEST(MemoryTest, PackedWeightsReplaceTheirFilePages) {
   const std::string path = tmp.File("packed.gguf");
   const Gemma4Shape shape = PackableShape(DType::kQ8_0);
   WriteGemma4(shape, path);
-  auto engine = Engine::Load(path);
+  auto engine = runtime::Engine::Load(path);
   ASSERT_TRUE(engine.ok()) << engine.message();
   const Model& model = engine.value()->model();
   EXPECT_EQ(model.PackedWeightBytes(), 0u) << "packing happens on first use, not at load";
@@ -261,7 +261,7 @@ TEST(MemoryTest, PrepareWeightsPacksAheadOfUse) {
   const std::string path = tmp.File("prepare.gguf");
   const Gemma4Shape shape = PackableShape(DType::kQ4_0);
   WriteGemma4(shape, path);
-  auto lazy = Engine::Load(path), ahead = Engine::Load(path);
+  auto lazy = runtime::Engine::Load(path), ahead = runtime::Engine::Load(path);
   ASSERT_TRUE(lazy.ok() && ahead.ok());
   KernelContext ctx(2);
 
@@ -276,7 +276,7 @@ TEST(MemoryTest, PrepareWeightsPacksAheadOfUse) {
   EXPECT_GT(prepared, 0u);
   EXPECT_LT(ResidentBytesInRange(down->data, down->nbytes), down->nbytes / 10);
 
-  auto logits_of = [&](const std::shared_ptr<const Engine>& engine) {
+  auto logits_of = [&](const std::shared_ptr<const runtime::Engine>& engine) {
     SessionOptions o;
     o.n_ctx = 64;
     o.n_threads = 2;
@@ -312,14 +312,14 @@ TEST(MemoryTest, KvCacheOfAnE2BShapedModel) {
   e2b.period = 5;
   e2b.shared_kv_layers = 20;
   WriteGemma4(e2b, path);
-  auto engine = Engine::Load(path);
+  auto engine = runtime::Engine::Load(path);
   ASSERT_TRUE(engine.ok()) << engine.message();
 
   constexpr int kCtx = 4096;
   const size_t local_per_token = 1 * (256 + 256) * 2, global_per_token = 1 * (512 + 512) * 2;
   const size_t arithmetic = 12 * local_per_token * 512 + 3 * global_per_token * kCtx;
   ASSERT_EQ(arithmetic, size_t{30} << 20);
-  const MemoryReport plan = ComputeMemoryReport(engine.value()->model(), kCtx, KvType::kF16);
+  const MemoryReport plan = ComputeMemoryReport(engine.value()->model(), kCtx, DType::kF16);
   EXPECT_EQ(plan.kv_layers_local, 12);
   EXPECT_EQ(plan.kv_layers_global, 3);
   EXPECT_EQ(plan.kv_layers_shared, 20);
@@ -375,7 +375,7 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   const Gemma4Shape shape = PackableShape(DType::kQ4_0);
   WriteGemma4(shape, path);
   const std::vector<int32_t> tokens = {2, 17, 400, 33, 901};
-  auto logits_of = [&](const std::shared_ptr<const Engine>& engine) {
+  auto logits_of = [&](const std::shared_ptr<const runtime::Engine>& engine) {
     SessionOptions o;
     o.n_ctx = 64;
     o.n_threads = 2;
@@ -385,12 +385,12 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
     EXPECT_TRUE(session.value()->Evaluate(tokens, logits.data(), true).ok());
     return logits;
   };
-  auto in_memory = Engine::Load(path);
+  auto in_memory = runtime::Engine::Load(path);
   ASSERT_TRUE(in_memory.ok());
   const std::vector<float> want = logits_of(*in_memory);
   EXPECT_GT((*in_memory)->model().packed_store().PackedBytesInMemory(), 0u);
 
-  auto first = Engine::Load(path);
+  auto first = runtime::Engine::Load(path);
   ASSERT_TRUE(first.ok());
   auto built = (*first)->UsePackedCache(dir, BestKernels(), 2);
   ASSERT_TRUE(built.ok()) << built.message();
@@ -411,7 +411,7 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   const std::string cache = files[0];
   EXPECT_EQ(cache.substr(cache.size() - 6), ".gpack");
 
-  auto second = Engine::Load(path);
+  auto second = runtime::Engine::Load(path);
   ASSERT_TRUE(second.ok());
   auto loaded = (*second)->UsePackedCache(dir, BestKernels(), 2);
   ASSERT_TRUE(loaded.ok()) << loaded.message();
@@ -421,7 +421,7 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   // Damaged caches are rebuilt: truncated, a header byte flipped, a data-free stranger.
   const auto size = std::filesystem::file_size(cache);
   auto reload = [&] {
-    auto e = Engine::Load(path);
+    auto e = runtime::Engine::Load(path);
     EXPECT_TRUE(e.ok());
     auto r = (*e)->UsePackedCache(dir, BestKernels(), 2);
     EXPECT_TRUE(r.ok()) << r.message();
@@ -455,7 +455,7 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   {
     auto other = tmp.File("other.gguf");
     WriteGemma4(shape, other);
-    auto e = Engine::Load(other);
+    auto e = runtime::Engine::Load(other);
     ASSERT_TRUE(e.ok());
     ASSERT_TRUE((*e)->UsePackedCache(dir, BestKernels(), 2).ok());
     std::fclose(std::fopen(note.c_str(), "wb"));
@@ -472,7 +472,7 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   EXPECT_TRUE(std::filesystem::exists(note));
 
   // A folder that cannot be created: an error, and the engine packs in memory as before.
-  auto blocked = Engine::Load(path);
+  auto blocked = runtime::Engine::Load(path);
   ASSERT_TRUE(blocked.ok());
   const std::string file_in_the_way = tmp.File("plain-file");
   std::fclose(std::fopen(file_in_the_way.c_str(), "wb"));

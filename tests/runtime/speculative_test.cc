@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/family_models.h"
+#include "runtime/drafting.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
 #include "sampling/sampler.h"
@@ -35,7 +36,7 @@ TEST(LookupDraft, TakesWhatFollowedTheLatestLongestMatch) {
 }
 
 // A session of 160 tokens on 2 threads: every test's.
-std::unique_ptr<Session> NewSessionOf(const std::shared_ptr<const Engine>& engine) {
+std::unique_ptr<Session> NewSessionOf(const std::shared_ptr<const runtime::Engine>& engine) {
   SessionOptions o;
   o.n_ctx = 160;
   o.n_threads = 2;
@@ -47,7 +48,7 @@ std::unique_ptr<Session> NewSessionOf(const std::shared_ptr<const Engine>& engin
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto engine = Engine::Load(ModelPath(GetParam()));
+    auto engine = runtime::Engine::Load(ModelPath(GetParam()));
     ASSERT_TRUE(engine.ok()) << engine.message();
     engine_ = engine.value();
   }
@@ -61,24 +62,25 @@ class SpeculativeTest : public ::testing::TestWithParam<std::string> {
     }
     return p;
   }
-  GenerateResult Run(const std::vector<int32_t>& prompt, float temperature, int max_draft) {
+  Reply Run(const std::vector<int32_t>& prompt, float temperature, int max_draft) {
     auto session = NewSession();
-    SamplingParams sp;
+    SamplingOptions sp;
     sp.temperature = temperature;
     sp.seed = 5;
     sp.repeat_penalty = 1.1f;  // the penalty window must follow drafts kept and dropped alike
     Sampler sampler(sp, engine_->config().n_vocab);
     GenerateOptions o;
     o.max_tokens = 48;
-    o.stop_at_end_of_turn = false;
     o.sampling = sp;
     o.max_draft = max_draft;
-    o.draft_min_ngram = 1;  // drafts at any repeated token: every model drafts, whatever it generates
-    auto r = Generate(*session, sampler, prompt, o, {});
+    GenerationControls c;
+    c.stop_at_end_of_turn = false;
+    c.draft_min_ngram = 1;  // drafts at any repeated token: every model drafts, whatever it generates
+    auto r = Generate(*session, sampler, prompt, o, c, {});
     EXPECT_TRUE(r.ok()) << r.message();
-    return r.ok() ? std::move(r).value() : GenerateResult{};
+    return r.ok() ? std::move(r).value().reply : Reply{};
   }
-  std::shared_ptr<const Engine> engine_;
+  std::shared_ptr<const runtime::Engine> engine_;
 };
 
 TEST_P(SpeculativeTest, AVerificationForwardGivesEachRowItsDecodeLogits) {
@@ -105,15 +107,15 @@ TEST_P(SpeculativeTest, DraftsChangeNoTokenGreedyOrSampled) {
   ASSERT_TRUE(engine_);
   const std::vector<int32_t> prompt = Prompt();
   for (float temperature : {0.0f, 0.9f}) {
-    const GenerateResult plain = Run(prompt, temperature, 0);
-    const GenerateResult spec = Run(prompt, temperature, 7);
+    const Reply plain = Run(prompt, temperature, 0);
+    const Reply spec = Run(prompt, temperature, 7);
     EXPECT_EQ(spec.tokens, plain.tokens) << "temperature " << temperature;
     EXPECT_EQ(spec.text, plain.text);
-    EXPECT_EQ(plain.speculation.steps, 0);
-    EXPECT_GT(spec.speculation.steps, 0) << "the repeating prompt gave no draft";
-    EXPECT_LE(spec.speculation.accepted, spec.speculation.drafted);
+    EXPECT_EQ(plain.stats.draft_steps, 0);
+    EXPECT_GT(spec.stats.draft_steps, 0) << "the repeating prompt gave no draft";
+    EXPECT_LE(spec.stats.accepted_tokens, spec.stats.drafted_tokens);
     std::printf("[ spec     ] %-28s T=%.1f: %d steps, %d drafted, %d kept\n", GetParam().c_str(), temperature,
-                spec.speculation.steps, spec.speculation.drafted, spec.speculation.accepted);
+                spec.stats.draft_steps, spec.stats.drafted_tokens, spec.stats.accepted_tokens);
   }
 }
 
@@ -133,15 +135,15 @@ class DraftModelTest : public ::testing::TestWithParam<std::pair<std::string, st
 
 TEST_P(DraftModelTest, DraftsChangeNoTokenGreedyOrSampled) {
   const auto& [target_name, draft_name] = GetParam();
-  auto target = Engine::Load(ModelPath(target_name));
+  auto target = runtime::Engine::Load(ModelPath(target_name));
   ASSERT_TRUE(target.ok()) << target.message();
-  auto draft = draft_name == target_name ? target : Engine::Load(ModelPath(draft_name));
+  auto draft = draft_name == target_name ? target : runtime::Engine::Load(ModelPath(draft_name));
   ASSERT_TRUE(draft.ok()) << draft.message();
   const int v = std::min((*target)->config().n_vocab, 512);
   std::vector<int32_t> prompt = {2};
   for (int i = 0; i < 20; ++i) prompt.push_back(4 + (i * 37 + 11) % (v - 4));
   for (float temperature : {0.0f, 0.9f}) {
-    SamplingParams sp;
+    SamplingOptions sp;
     sp.temperature = temperature;
     sp.seed = 7;
     // Sampled with a penalty (whose window must follow kept and dropped drafts alike); greedy
@@ -149,26 +151,27 @@ TEST_P(DraftModelTest, DraftsChangeNoTokenGreedyOrSampled) {
     sp.repeat_penalty = temperature > 0 ? 1.1f : 1.0f;
     GenerateOptions o;
     o.max_tokens = 40;
-    o.stop_at_end_of_turn = false;
     o.sampling = sp;
+    GenerationControls c;
+    c.stop_at_end_of_turn = false;
     auto plain_session = NewSessionOf(*target);
     Sampler plain_sampler(sp, (*target)->config().n_vocab);
-    auto plain = Generate(*plain_session, plain_sampler, prompt, o, {});
+    auto plain = Generate(*plain_session, plain_sampler, prompt, o, c, {});
     ASSERT_TRUE(plain.ok()) << plain.message();
     auto spec_session = NewSessionOf(*target), draft_session = NewSessionOf(*draft);
     Sampler spec_sampler(sp, (*target)->config().n_vocab);
     o.max_draft = 7;
-    o.draft_session = draft_session.get();
-    auto spec = Generate(*spec_session, spec_sampler, prompt, o, {});
+    c.draft_session = draft_session.get();
+    auto spec = Generate(*spec_session, spec_sampler, prompt, o, c, {});
     ASSERT_TRUE(spec.ok()) << spec.message();
-    EXPECT_EQ(spec->tokens, plain->tokens) << "temperature " << temperature;
+    EXPECT_EQ(spec->reply.tokens, plain->reply.tokens) << "temperature " << temperature;
     EXPECT_EQ(spec_session->history(), plain_session->history());
-    const SpeculationStats& st = spec->speculation;
-    EXPECT_GT(st.steps, 0);
+    const GenerationStats& st = spec->reply.stats;
+    EXPECT_GT(st.draft_steps, 0);
     std::printf("[ draft    ] %-24s drafted by %-24s T=%.1f: %d steps, %d drafted, %d kept\n", target_name.c_str(),
-                draft_name.c_str(), temperature, st.steps, st.drafted, st.accepted);
+                draft_name.c_str(), temperature, st.draft_steps, st.drafted_tokens, st.accepted_tokens);
     if (draft_name == target_name && temperature == 0) {
-      EXPECT_EQ(st.accepted, st.drafted) << "a model drafting for itself";
+      EXPECT_EQ(st.accepted_tokens, st.drafted_tokens) << "a model drafting for itself";
     }
     // The draft's cache holds the target's history, up to the last step's drafts (or behind it,
     // where drafting paused after failed drafts).
@@ -194,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Where the model repeats itself, drafts are kept and fewer forwards than tokens are run: the
 // Gemma 4 test model in Q4_0 falls into a loop on the repeating prompt (23 of 24 drafts kept here).
 TEST(SpeculativeGemma4, KeptDraftsSaveForwards) {
-  auto engine = Engine::Load(ModelPath("gemma4_e2b_like_q4_0"));
+  auto engine = runtime::Engine::Load(ModelPath("gemma4_e2b_like_q4_0"));
   ASSERT_TRUE(engine.ok()) << engine.message();
   SessionOptions so;
   so.n_ctx = 160;
@@ -205,29 +208,30 @@ TEST(SpeculativeGemma4, KeptDraftsSaveForwards) {
   for (int rep = 0; rep < 3; ++rep) {
     for (int i = 0; i < 9; ++i) prompt.push_back(4 + (i * 37 + 11) % 508);
   }
-  SamplingParams sp;
+  SamplingOptions sp;
   sp.temperature = 0;
   Sampler sampler(sp, (*engine)->config().n_vocab);
   GenerateOptions o;
   o.max_tokens = 48;
-  o.stop_at_end_of_turn = false;
   o.sampling = sp;
   o.max_draft = 7;
-  auto r = Generate(**session, sampler, prompt, o, {});
+  GenerationControls c;
+  c.stop_at_end_of_turn = false;
+  auto r = Generate(**session, sampler, prompt, o, c, {});
   ASSERT_TRUE(r.ok()) << r.message();
-  const SpeculationStats& s = r->speculation;
-  EXPECT_GT(s.accepted, s.drafted / 2);
+  const GenerationStats& s = r->reply.stats;
+  EXPECT_GT(s.accepted_tokens, s.drafted_tokens / 2);
   // Forwards after the prompt: one per step, one per token decoded without a draft.
-  const int plain_steps = static_cast<int>(r->tokens.size()) - 1 - s.accepted;
-  EXPECT_LT(plain_steps, static_cast<int>(r->tokens.size()) - 1);
+  const int plain_steps = static_cast<int>(r->reply.tokens.size()) - 1 - s.accepted_tokens;
+  EXPECT_LT(plain_steps, static_cast<int>(r->reply.tokens.size()) - 1);
   // The cache ends as plain decoding leaves it: the same tokens, none of the dropped drafts.
   auto plain_session = Session::Create(*engine, so);
   ASSERT_TRUE(plain_session.ok());
   Sampler plain_sampler(sp, (*engine)->config().n_vocab);
   o.max_draft = 0;
-  auto plain = Generate(**plain_session, plain_sampler, prompt, o, {});
+  auto plain = Generate(**plain_session, plain_sampler, prompt, o, c, {});
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->tokens, r->tokens);
+  EXPECT_EQ(plain->reply.tokens, r->reply.tokens);
   EXPECT_EQ((*plain_session)->history(), (*session)->history());
   EXPECT_EQ((*plain_session)->n_past(), (*session)->n_past());
 }

@@ -92,17 +92,17 @@ TEST(ThermalSimTest, SysfsZoneRunHoldsTheLimitAndKeepsTheTokens) {
   EXPECT_LT(last.throttle.prefill_chunk, kBatch);
   // No chattering: it engages once and changes its thread count a few times at most.
   EXPECT_LE(run.throttle_changes, 6);
-  const ThermalSnapshot s = d.monitor->Snapshot();
+  const ThermalStatus s = d.monitor->Status();
   EXPECT_EQ(s.zone, "skin-therm");
   EXPECT_LE(s.changes, 4);
   EXPECT_GT(s.throttled_seconds, 400);
-  EXPECT_EQ(s.read_errors, 0);
+  EXPECT_EQ(d.monitor->read_errors(), 0);
 }
 
 TEST(ThermalSimTest, RecoversOnceCooled) {
   SysfsDevice d;
   d.Run(kMinutes10);
-  ASSERT_TRUE(d.monitor->Snapshot().throttled);
+  ASSERT_TRUE(d.monitor->Status().throttled);
   // The app idles two and a half minutes (no session asks the monitor), and the skin cools.
   d.skin.Step(0, 150, 3000);
   ASSERT_LT(d.skin.celsius, 32);
@@ -111,7 +111,7 @@ TEST(ThermalSimTest, RecoversOnceCooled) {
   EXPECT_FALSE(again.samples.front().throttle.throttled);
   EXPECT_EQ(again.samples.front().throttle.threads, kThreads);
   EXPECT_DOUBLE_EQ(again.samples.front().u, 1.0);
-  EXPECT_FALSE(d.monitor->Snapshot().throttled);
+  EXPECT_FALSE(d.monitor->Status().throttled);
 }
 
 TEST(ThermalSimTest, AppLevelsRunHoldsTheLimitAndKeepsTheTokens) {
@@ -136,7 +136,7 @@ TEST(ThermalSimTest, AppLevelsRunHoldsTheLimitAndKeepsTheTokens) {
   EXPECT_GE(run.token_fraction(), 0.70);
   EXPECT_GT(level_changes, 2);  // it did go to serious and back, not only to fair
   EXPECT_LE(level_changes, 30);
-  EXPECT_EQ(monitor.Snapshot().changes, level_changes + 1);  // the levels and one engage
+  EXPECT_EQ(monitor.Status().changes, level_changes + 1);  // the levels and one engage
 }
 
 TEST(ThermalMonitorTest, ReadsTheZoneAtMostEvery100ms) {
@@ -145,17 +145,17 @@ TEST(ThermalMonitorTest, ReadsTheZoneAtMostEvery100ms) {
   sysfs.AddZone(0, "skin", 35);
   double now = 0;
   ThermalMonitor m(true, ThermalParams{}, *FindThermalZone(dir.path(), "skin").value(), [&] { return now; });
-  EXPECT_FALSE(m.Snapshot().has_reading);
+  EXPECT_FALSE(m.Status().has_reading);
   EXPECT_TRUE(m.active());
   m.Poll();
-  EXPECT_DOUBLE_EQ(m.Snapshot().temperature_c, 35);
+  EXPECT_DOUBLE_EQ(m.Status().temperature_c, 35);
   sysfs.SetTemp(0, 50);
   now = 0.05;
   m.Poll();
-  EXPECT_DOUBLE_EQ(m.Snapshot().temperature_c, 35);
+  EXPECT_DOUBLE_EQ(m.Status().temperature_c, 35);
   now = 0.1;
   const ThermalMonitor::Reading r = m.Poll();
-  EXPECT_DOUBLE_EQ(m.Snapshot().temperature_c, 50);
+  EXPECT_DOUBLE_EQ(m.Status().temperature_c, 50);
   EXPECT_TRUE(r.throttled);  // 50 °C at once: the first hot reading throttles without integrating
   EXPECT_LT(r.work_fraction, 0.2);
 }
@@ -166,7 +166,7 @@ TEST(ThermalMonitorTest, DisabledNeverThrottlesAndWithoutZoneWaitsForLevels) {
   off.SetLevel(3);
   EXPECT_FALSE(off.active());
   EXPECT_DOUBLE_EQ(off.Poll().work_fraction, 1.0);
-  EXPECT_EQ(off.Snapshot().level, 3);  // recorded
+  EXPECT_EQ(off.Status().level, ThermalState::kCritical);  // recorded
 
   ThermalMonitor levels(true, ThermalParams{}, std::nullopt, [&] { return now; });
   EXPECT_FALSE(levels.active());

@@ -14,7 +14,7 @@ namespace {
 
 const std::string Q = "<|\"|>";
 
-nlohmann::json Args(const ChatToolCall& c) { return nlohmann::json::parse(c.arguments); }
+nlohmann::json Args(const ToolCall& c) { return nlohmann::json::parse(c.arguments); }
 
 TEST(ToolCallsTest, ParsesTheDecodeLoopsText) {
   auto c = ParseGemma4ToolCall("call:get_weather{location:" + Q + "Paris" + Q + ",unit:" + Q + "celsius" + Q + "}");

@@ -10,8 +10,8 @@
 namespace gemlet {
 namespace {
 
-SamplingParams Greedy() {
-  SamplingParams p;
+SamplingOptions Greedy() {
+  SamplingOptions p;
   p.temperature = 0;
   return p;
 }
@@ -24,7 +24,7 @@ TEST(SamplerTest, GreedyPicksArgmaxAndLowestIdOnTies) {
 
 TEST(SamplerTest, LogitBiasShiftsAndBans) {
   const float logits[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
-  SamplingParams p = Greedy();
+  SamplingOptions p = Greedy();
   p.logit_bias = {{4, 0.5f}};  // 1.9 + 0.5 beats 2.0
   EXPECT_EQ(Sampler(p, 5).Sample(logits), 4);
   p.logit_bias = {{1, -100.0f}, {4, -100.0f}, {3, -100.0f}};  // banned, whatever their logits
@@ -32,7 +32,7 @@ TEST(SamplerTest, LogitBiasShiftsAndBans) {
   p.logit_bias = {{99, 50.0f}, {-3, 50.0f}};  // outside the vocabulary: ignored
   EXPECT_EQ(Sampler(p, 5).Sample(logits), 1);
   // Sampled, a banned token is never drawn.
-  SamplingParams hot;
+  SamplingOptions hot;
   hot.temperature = 2.0f;
   hot.top_k = 0;
   hot.top_p = 1.0f;
@@ -48,11 +48,11 @@ TEST(SamplerTest, LogitBiasShiftsAndBans) {
   const int t = all.Sample(logits);
   EXPECT_TRUE(t >= 0 && t < 5);
   hot.logit_bias = {{0, 101.0f}};
-  EXPECT_FALSE(hot.Validate().empty());
+  EXPECT_FALSE(ValidateSampling(hot).empty());
 }
 
 TEST(SamplerTest, SameSeedSameTokensDifferentSeedDiffers) {
-  SamplingParams p;
+  SamplingOptions p;
   p.temperature = 1.0f;
   p.top_k = 0;
   p.top_p = 1.0f;
@@ -70,7 +70,7 @@ TEST(SamplerTest, SameSeedSameTokensDifferentSeedDiffers) {
 }
 
 TEST(SamplerTest, DrawsFollowTheSoftmaxAtTemperature) {
-  SamplingParams p;
+  SamplingOptions p;
   p.temperature = 2.0f;
   p.top_k = 0;
   p.top_p = 1.0f;
@@ -87,26 +87,26 @@ TEST(SamplerTest, DrawsFollowTheSoftmaxAtTemperature) {
 
 TEST(SamplerTest, TopKTopPAndMinPCutTheTail) {
   const float logits[4] = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
-  auto seen = [&](SamplingParams p) {
+  auto seen = [&](SamplingOptions p) {
     p.temperature = 1.0f;
     Sampler s(p, 4);
     std::set<int> ids;
     for (int i = 0; i < 3000; ++i) ids.insert(s.Sample(logits));
     return ids;
   };
-  SamplingParams k2;
+  SamplingOptions k2;
   k2.top_k = 2;
   k2.top_p = 1.0f;
   EXPECT_EQ(seen(k2), (std::set<int>{0, 1}));
-  SamplingParams p80;
+  SamplingOptions p80;
   p80.top_k = 0;
   p80.top_p = 0.79f;  // 0.5 + 0.3 reaches it
   EXPECT_EQ(seen(p80), (std::set<int>{0, 1}));
-  SamplingParams p81;
+  SamplingOptions p81;
   p81.top_k = 0;
   p81.top_p = 0.81f;
   EXPECT_EQ(seen(p81), (std::set<int>{0, 1, 2}));
-  SamplingParams minp;
+  SamplingOptions minp;
   minp.top_k = 0;
   minp.top_p = 1.0f;
   minp.min_p = 0.25f;  // keeps p >= 0.125
@@ -116,14 +116,14 @@ TEST(SamplerTest, TopKTopPAndMinPCutTheTail) {
 TEST(SamplerTest, PenaltiesFollowTheirDefinitions) {
   // Token 0 leads by 0.5; once it has been seen, each penalty must be able to flip the choice.
   const float logits[2] = {1.5f, 1.0f};
-  SamplingParams rep = Greedy();
+  SamplingOptions rep = Greedy();
   rep.repeat_penalty = 1.6f;  // 1.5 / 1.6 < 1.0
   Sampler a(rep, 2);
   EXPECT_EQ(a.Sample(logits), 0);
   a.Accept(0);
   EXPECT_EQ(a.Sample(logits), 1);
 
-  SamplingParams freq = Greedy();
+  SamplingOptions freq = Greedy();
   freq.frequency_penalty = 0.3f;  // one occurrence: 1.2 > 1.0; two: 0.9 < 1.0
   Sampler b(freq, 2);
   b.Accept(0);
@@ -131,9 +131,9 @@ TEST(SamplerTest, PenaltiesFollowTheirDefinitions) {
   b.Accept(0);
   EXPECT_EQ(b.Sample(logits), 1);
 
-  SamplingParams presence = Greedy();
+  SamplingOptions presence = Greedy();
   presence.presence_penalty = 0.6f;
-  presence.penalty_last_n = 2;  // the window forgets older tokens
+  presence.repeat_last_n = 2;  // the window forgets older tokens
   Sampler c(presence, 2);
   c.Accept(0);
   EXPECT_EQ(c.Sample(logits), 1);
@@ -143,16 +143,16 @@ TEST(SamplerTest, PenaltiesFollowTheirDefinitions) {
 }
 
 TEST(SamplerTest, ValidateRejectsNonsense) {
-  SamplingParams p;
-  EXPECT_EQ(p.Validate(), "");
+  SamplingOptions p;
+  EXPECT_EQ(ValidateSampling(p), "");
   p.top_p = 0;
-  EXPECT_NE(p.Validate(), "");
-  p = SamplingParams();
+  EXPECT_NE(ValidateSampling(p), "");
+  p = SamplingOptions();
   p.temperature = -1;
-  EXPECT_NE(p.Validate(), "");
-  p = SamplingParams();
+  EXPECT_NE(ValidateSampling(p), "");
+  p = SamplingOptions();
   p.repeat_penalty = 0;
-  EXPECT_NE(p.Validate(), "");
+  EXPECT_NE(ValidateSampling(p), "");
 }
 
 }  // namespace
