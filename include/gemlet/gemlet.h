@@ -42,9 +42,20 @@ typedef enum gemlet_status {
 typedef struct gemlet_engine gemlet_engine;
 typedef struct gemlet_session gemlet_session;
 typedef struct gemlet_conversation gemlet_conversation;
+typedef struct gemlet_batch_decoder gemlet_batch_decoder;
+typedef struct gemlet_tokenizer gemlet_tokenizer;
+typedef struct gemlet_reply gemlet_reply;
+
+/* The ABI this header describes. It changes only when a struct's layout or a function's meaning
+ * changes incompatibly; appending fields to a struct with struct_size, or adding functions, keeps
+ * it. An app compares gemlet_abi_version() with GEMLET_ABI_VERSION at startup and refuses to run
+ * on a library of another ABI (a libgemlet.so swapped under it). */
+#define GEMLET_ABI_VERSION 1
 
 /* "0.1.0" */
 GEMLET_API const char* gemlet_version(void);
+/* The library's GEMLET_ABI_VERSION (that of the header it was built with). */
+GEMLET_API int gemlet_abi_version(void);
 /* The message of the calling thread's last failed call ("" if none); valid until its next call. */
 GEMLET_API const char* gemlet_last_error(void);
 GEMLET_API const char* gemlet_status_name(gemlet_status status);
@@ -53,6 +64,38 @@ GEMLET_API const char* gemlet_status_name(gemlet_status status);
  * default (warnings and errors to stderr). The callback may be called from any thread. */
 typedef void (*gemlet_log_fn)(int level, const char* message, void* user_data);
 GEMLET_API void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data);
+
+/* The process's memory now, cheaply (for sampling a peak); 0 where the platform does not say. */
+typedef struct gemlet_process_memory {
+  size_t struct_size;
+  uint64_t rss_bytes;
+  uint64_t anon_bytes;      /* anonymous (dirty) memory: what iOS and Android count */
+  uint64_t peak_rss_bytes;
+} gemlet_process_memory;
+GEMLET_API gemlet_process_memory gemlet_process_memory_default(void);
+GEMLET_API gemlet_status gemlet_measure_process_memory(gemlet_process_memory* out);
+/* "300M", "1.5G", "512K", "1048576" to bytes (K/M/G/T are powers of 1024, with or without iB); 0 on error. */
+GEMLET_API uint64_t gemlet_parse_byte_size(const char* text);
+/* The budget when none is given: the cgroup's memory limit if any, else half of MemAvailable; 0 unknown. */
+GEMLET_API uint64_t gemlet_default_memory_budget(void);
+
+/* The kernels this build runs on this CPU: "ref", then the SIMD targets, best first. index past the
+ * end gives NULL; the strings are static. */
+GEMLET_API size_t gemlet_n_available_kernels(void);
+GEMLET_API const char* gemlet_available_kernel(size_t index);
+/* How the kernels run (see gemlet.hpp's KernelOptions): take it from gemlet_kernel_options_default(). */
+typedef struct gemlet_kernel_options {
+  size_t struct_size;
+  const char* kernels;   /* "auto" (NULL), "ref" or a name from gemlet_available_kernel() */
+  bool pack_weights;     /* repack weights on first use into the layout the kernels stream fastest */
+  int prefetch_bytes;    /* decode's weight prefetch distance: 0 (off) to 1 MiB, or -1: this CPU's choice */
+  bool vnni_gemm;        /* prefill through the VNNI panel GEMM where the CPU has VNNI */
+  bool spin_wait;        /* threads poll briefly between the loops of a step instead of sleeping */
+} gemlet_kernel_options;
+GEMLET_API gemlet_kernel_options gemlet_kernel_options_default(void);
+/* GEMLET_OK when the options are valid, else GEMLET_INVALID_ARGUMENT with gemlet_last_error() saying
+ * what is wrong: for apps that check settings before loading a model. */
+GEMLET_API gemlet_status gemlet_kernel_options_validate(const gemlet_kernel_options* options);
 
 /* ---- engine ---- */
 
@@ -105,6 +148,56 @@ GEMLET_API int gemlet_engine_n_ctx_train(const gemlet_engine* engine);
 /* general.architecture ("gemma3", ...); valid while the engine lives. */
 GEMLET_API const char* gemlet_engine_architecture(const gemlet_engine* engine);
 
+/* What a loaded model is. The strings stay valid while the engine lives. */
+typedef struct gemlet_model_info {
+  size_t struct_size;
+  const char* architecture;   /* general.architecture: "gemma3", "gemma4", ... */
+  const char* name;           /* general.name, "" when the file has none */
+  const char* chat_format;    /* "gemma" (Gemma 1-3) or "gemma4" */
+  int n_vocab;
+  int n_ctx_train;
+  int n_layers;
+  int d_model;
+  uint64_t n_parameters;
+  uint64_t file_bytes;
+  uint64_t tensor_bytes;      /* the tensors' data (file_bytes less header and metadata) */
+  const char* file_type;      /* "Q4_K_M", "F16", ...; "?" unknown */
+  uint64_t decode_weight_bytes; /* weight bytes one decoded token reads */
+  double load_seconds;
+  double map_seconds;
+  const char* packed_cache;   /* "" not used, "loaded", "built" or "none" */
+  double packed_cache_seconds;
+} gemlet_model_info;
+GEMLET_API gemlet_model_info gemlet_model_info_default(void);
+GEMLET_API gemlet_status gemlet_engine_info(const gemlet_engine* engine, gemlet_model_info* info);
+
+/* One token's piece as text ("" out of range), freed with gemlet_string_free. */
+GEMLET_API gemlet_status gemlet_engine_token_text(const gemlet_engine* engine, int32_t token, char** text);
+GEMLET_API int32_t gemlet_engine_bos_token(const gemlet_engine* engine);  /* -1: none (or NULL) */
+GEMLET_API bool gemlet_engine_is_end_of_generation(const gemlet_engine* engine, int32_t token);
+
+/* Packs the weights into the layout the kernels read (done on first use otherwise): call it while the
+ * user types the first message. gemlet_engine_stop_prepare_weights() from another thread ends it
+ * after the matrix in hand (what is left is packed on first use); a stop made while nothing
+ * prepares is forgotten when the next call starts. n_threads < 1 is 1. */
+GEMLET_API gemlet_status gemlet_engine_prepare_weights(const gemlet_engine* engine, int n_threads);
+GEMLET_API void gemlet_engine_stop_prepare_weights(const gemlet_engine* engine);
+
+/* What the process holds now beside the plan: resident set, how much of the model file is mapped in. */
+typedef struct gemlet_memory_usage {
+  size_t struct_size;
+  uint64_t rss_bytes;
+  uint64_t peak_rss_bytes;
+  uint64_t anon_bytes;
+  uint64_t model_file_resident_bytes;
+  uint64_t on_demand_resident_bytes;   /* of that, the embedding tables read by rows */
+  uint64_t packed_weight_bytes;        /* weights repacked for the kernels so far */
+  uint64_t packed_mapped_bytes;        /* of those, mapped from the packed-weight cache */
+  uint64_t tokenizer_bytes;
+} gemlet_memory_usage;
+GEMLET_API gemlet_memory_usage gemlet_memory_usage_default(void);
+GEMLET_API gemlet_status gemlet_engine_measure_memory(const gemlet_engine* engine, gemlet_memory_usage* usage);
+
 /* Text to token ids. Writes at most `capacity` ids to `tokens` and the full count to *n_tokens;
  * GEMLET_BUFFER_TOO_SMALL (with the count) when they do not fit: call again with a larger buffer. */
 GEMLET_API gemlet_status gemlet_tokenize(const gemlet_engine* engine, const char* text, size_t text_len,
@@ -122,6 +215,12 @@ GEMLET_API gemlet_status gemlet_engine_set_thread_limit(gemlet_engine* engine, i
 GEMLET_API gemlet_status gemlet_engine_set_kernels(gemlet_engine* engine, const char* kernels);
 /* The kernels in use ("AVX3_DL", "NEON", "ref", ...): a static string. */
 GEMLET_API const char* gemlet_engine_kernels(const gemlet_engine* engine);
+/* The same with every kernel setting, and the settings in force (kernels: the name as given, "auto"
+ * included; a static string). */
+GEMLET_API gemlet_status gemlet_engine_set_kernel_options(gemlet_engine* engine, const gemlet_kernel_options* options);
+GEMLET_API gemlet_status gemlet_engine_kernel_options(const gemlet_engine* engine, gemlet_kernel_options* options);
+/* The thread limit set by gemlet_engine_set_thread_limit (0: none). */
+GEMLET_API int gemlet_engine_thread_limit(const gemlet_engine* engine);
 
 /* Platform signals, passed in by the app. Thermal levels are iOS ProcessInfo.ThermalState's; map
  * Android's THERMAL_STATUS_NONE/LIGHT to NOMINAL, MODERATE to FAIR, SEVERE to SERIOUS, CRITICAL and
@@ -168,6 +267,10 @@ GEMLET_API gemlet_memory_level gemlet_engine_memory_level(const gemlet_engine* e
 GEMLET_API gemlet_status gemlet_engine_on_background(gemlet_engine* engine);
 GEMLET_API gemlet_status gemlet_engine_on_foreground(gemlet_engine* engine);
 GEMLET_API bool gemlet_engine_in_background(const gemlet_engine* engine);
+/* "nominal", "fair", "serious", "critical"; "none", "running_moderate", ...: static strings. */
+GEMLET_API const char* gemlet_thermal_state_name(gemlet_thermal_state state);
+GEMLET_API const char* gemlet_memory_level_name(gemlet_memory_level level);
+GEMLET_API const char* gemlet_memory_action_name(gemlet_memory_action action);
 
 /* ---- session ---- */
 
@@ -184,6 +287,12 @@ typedef struct gemlet_session_options {
 } gemlet_session_options;
 
 GEMLET_API gemlet_session_options gemlet_session_options_default(void);
+/* "f16", "f32", "q8_0", "q4_0" (static; "" for another value), and back: false for another name. */
+GEMLET_API const char* gemlet_kv_type_name(gemlet_kv_type type);
+GEMLET_API bool gemlet_parse_kv_type(const char* name, gemlet_kv_type* out);
+/* K and V bytes a decode step at position pos reads from a cache of this type (with the model info's
+ * decode_weight_bytes: the traffic a bandwidth bound divides). 0 for a NULL engine. */
+GEMLET_API uint64_t gemlet_engine_decode_kv_bytes_at(const gemlet_engine* engine, gemlet_kv_type type, int64_t pos);
 GEMLET_API gemlet_status gemlet_session_create(gemlet_engine* engine, const gemlet_session_options* options,
                                                gemlet_session** out);
 GEMLET_API void gemlet_session_free(gemlet_session* session);
@@ -191,6 +300,9 @@ GEMLET_API void gemlet_session_free(gemlet_session* session);
  * values. GEMLET_CANCELLED after gemlet_session_cancel() from another thread; what finished stays. */
 GEMLET_API gemlet_status gemlet_session_evaluate(gemlet_session* session, const int32_t* tokens, size_t n_tokens,
                                                  float* logits);
+/* The same, with every position's logits: `logits` holds n_tokens * n_vocab floats, row-major. */
+GEMLET_API gemlet_status gemlet_session_evaluate_all(gemlet_session* session, const int32_t* tokens, size_t n_tokens,
+                                                    float* logits);
 GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep);
 /* Removes tokens [begin, begin + count) from the cache: later tokens move down, their keys rotated to
  * their new positions, nothing evaluated (unless sliding-window layers cannot follow: then the kept
@@ -198,6 +310,67 @@ GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_
 GEMLET_API gemlet_status gemlet_session_discard(gemlet_session* session, int begin, int count, int* reevaluated);
 GEMLET_API void gemlet_session_reset(gemlet_session* session);
 GEMLET_API int gemlet_session_n_past(const gemlet_session* session);
+GEMLET_API int gemlet_session_n_ctx(const gemlet_session* session);
+/* Tokens gemlet_session_truncate takes back without evaluating anything again. */
+GEMLET_API int gemlet_session_rollback_room(const gemlet_session* session);
+/* The tokens the cache holds: *n_tokens of them, valid until the next call on the session. */
+GEMLET_API const int32_t* gemlet_session_tokens(const gemlet_session* session, size_t* n_tokens);
+/* A new handle on the session's engine (free it with gemlet_engine_free). */
+GEMLET_API gemlet_status gemlet_session_engine(const gemlet_session* session, gemlet_engine** out);
+
+/* Memory a session (or a conversation) holds, by its own accounting. */
+typedef struct gemlet_memory_stats {
+  size_t struct_size;
+  uint64_t kv_cache_bytes;           /* reserved for the whole context */
+  uint64_t kv_cache_resident_bytes;  /* committed so far */
+  uint64_t activation_bytes;         /* the workspace (scratch included) */
+  int pressure_actions;              /* conversations: the memory governor's actions so far */
+  uint64_t pressure_released_bytes;
+} gemlet_memory_stats;
+GEMLET_API gemlet_memory_stats gemlet_memory_stats_default(void);
+GEMLET_API gemlet_status gemlet_session_memory(const gemlet_session* session, gemlet_memory_stats* stats);
+/* What a session costs: resident weights, weights left on disk (read by rows), its KV cache and
+ * activations; text is the same as a readable table, valid until the next memory_plan call on the
+ * same object. */
+typedef struct gemlet_memory_plan {
+  size_t struct_size;
+  uint64_t file_bytes;
+  uint64_t weights_resident_bytes;
+  uint64_t weights_on_demand_bytes;
+  uint64_t kv_cache_bytes;
+  uint64_t activation_bytes;
+  int n_ctx;
+  const char* text;
+} gemlet_memory_plan;
+GEMLET_API gemlet_memory_plan gemlet_memory_plan_default(void);
+GEMLET_API gemlet_status gemlet_session_memory_plan(gemlet_session* session, gemlet_memory_plan* plan);
+
+/* ---- memory budget ---- */
+
+/* What a session with these options would cost in dirty memory, at worst (its context full). */
+typedef struct gemlet_session_cost {
+  size_t struct_size;
+  uint64_t kv_bytes;
+  uint64_t activation_bytes;
+  uint64_t packed_in_memory_bytes;  /* weights the kernels will pack into anonymous memory */
+  uint64_t baseline_bytes;          /* the process's anonymous memory now */
+  uint64_t total_bytes;             /* the sum of the four */
+} gemlet_session_cost;
+GEMLET_API gemlet_session_cost gemlet_session_cost_default(void);
+GEMLET_API gemlet_status gemlet_plan_session(const gemlet_engine* engine, const gemlet_session_options* options,
+                                             gemlet_session_cost* cost);
+/* The session options that fit budget_bytes: `wanted` (NULL: defaults) if it fits, else its context
+ * halved (down to 256), then KV q8_0, then q4_0. *fitted receives them; note (NULL: not wanted)
+ * receives what was changed ("" when nothing), freed with gemlet_string_free; floor_bytes (NULL: not
+ * wanted) the least this model needs. GEMLET_INVALID_ARGUMENT when even that does not fit. */
+GEMLET_API gemlet_status gemlet_fit_to_budget(const gemlet_engine* engine, uint64_t budget_bytes,
+                                              const gemlet_session_options* wanted, gemlet_session_options* fitted,
+                                              char** note, uint64_t* floor_bytes);
+/* The same before loading, from the file's header and tensor table: a model that cannot fit costs
+ * nothing. engine_options NULL: defaults. */
+GEMLET_API gemlet_status gemlet_fit_file_to_budget(const char* path, const gemlet_engine_options* engine_options,
+                                                   uint64_t budget_bytes, const gemlet_session_options* wanted,
+                                                   gemlet_session_options* fitted, char** note, uint64_t* floor_bytes);
 /* Thread-safe: stops the session's running call within one layer's time. */
 GEMLET_API void gemlet_session_cancel(gemlet_session* session);
 /* Suspend / resume: the tokens and KV rows the cache holds, to a checksummed file bound to this
@@ -222,8 +395,22 @@ typedef struct gemlet_generate_options {
   uint64_t seed;
   const char* const* stop;  /* n_stop strings that end the answer (not included) */
   size_t n_stop;
+  /* Appended (a struct from an older header keeps the defaults). Structured output: OpenAI's
+   * response_format as JSON text ({"type":"json_object"}, {"type":"json_schema",...}); NULL or
+   * {"type":"text"}: free text. tool_choice: OpenAI's, as JSON text, enforced while sampling (Gemma 4);
+   * NULL: auto. */
+  const char* response_format;
+  const char* tool_choice;
+  int max_draft;            /* speculative decoding by prompt lookup: tokens drafted per step; 0 off */
+  /* OpenAI's logit_bias: n_logit_bias (token, bias) pairs, bias in [-100, 100]; -100 bans the token. */
+  const int32_t* logit_bias_tokens;
+  const float* logit_bias_values;
+  size_t n_logit_bias;
 } gemlet_generate_options;
 GEMLET_API gemlet_generate_options gemlet_generate_options_default(void);
+/* GEMLET_OK when the options are valid, else GEMLET_INVALID_ARGUMENT naming what is wrong ("top-p
+ * must be in (0, 1]"): for apps that check settings before loading a model. */
+GEMLET_API gemlet_status gemlet_generate_options_validate(const gemlet_generate_options* options);
 
 typedef enum gemlet_chunk_kind {
   GEMLET_CHUNK_TEXT = 0,
@@ -265,9 +452,89 @@ typedef struct gemlet_stats {
   /* Conversations: the memory governor's actions so far and the bytes they gave back. */
   int pressure_actions;
   uint64_t pressure_released_bytes;
+  /* Appended: KV pages committed so far; speculative decoding's verification steps, tokens drafted
+   * and of those kept; forward steps the thermal governor throttled. */
+  uint64_t kv_cache_resident_bytes;
+  int draft_steps;
+  int drafted_tokens;
+  int accepted_tokens;
+  int throttled_steps;
 } gemlet_stats;
 
 GEMLET_API gemlet_stats gemlet_stats_default(void);
+/* "end_of_turn", "stop_string", "max_tokens", "context_full", "cancelled" (static strings). */
+GEMLET_API const char* gemlet_stop_reason_name(gemlet_stop_reason reason);
+
+/* A function call the model made (Gemma 4), or that an assistant message of a history carries.
+ * Fixed layout (it is passed in arrays; a later need comes as a new struct). */
+typedef struct gemlet_tool_call {
+  const char* name;
+  const char* arguments;  /* a JSON object's text, as OpenAI's API carries it */
+  const char* id;         /* the history's id for it (NULL: none) */
+} gemlet_tool_call;
+
+/* A generation's result (gemlet_session_generate/complete, a batch request): free it with
+ * gemlet_reply_free. Its strings and arrays stay valid until then. */
+GEMLET_API void gemlet_reply_free(gemlet_reply* reply);
+GEMLET_API const char* gemlet_reply_text(const gemlet_reply* reply);      /* the answer (no thinking, no calls) */
+GEMLET_API const char* gemlet_reply_thinking(const gemlet_reply* reply);  /* Gemma 4's thought channel */
+GEMLET_API const int32_t* gemlet_reply_tokens(const gemlet_reply* reply, size_t* n_tokens);  /* generated ids */
+GEMLET_API size_t gemlet_reply_n_tool_calls(const gemlet_reply* reply);
+GEMLET_API const gemlet_tool_call* gemlet_reply_tool_call(const gemlet_reply* reply, size_t index);  /* NULL past the end */
+GEMLET_API gemlet_status gemlet_reply_stats(const gemlet_reply* reply, gemlet_stats* stats);
+
+/* Evaluates `prompt` (tokens after the cache's), then samples up to max_tokens tokens, streaming their
+ * text to callback (NULL: none); stops at the model's end of turn. *reply (NULL: not wanted) receives
+ * the result, also when a cancel or the callback's false stopped it (then GEMLET_CANCELLED). */
+GEMLET_API gemlet_status gemlet_session_generate(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
+                                                 const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                                 void* user_data, gemlet_reply** reply);
+/* Prefix reuse across requests: as a fresh session would generate for `prompt`, keeping the longest
+ * prefix of it the cache holds (the reply's stats.cached_tokens) and evaluating only the rest. */
+GEMLET_API gemlet_status gemlet_session_complete(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
+                                                 const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                                 void* user_data, gemlet_reply** reply);
+/* Whether options' response_format and tool_choice are ones generation accepts on this model (a
+ * supported schema, room for its shortest output in max_tokens, or n_ctx when max_tokens <= 0):
+ * GEMLET_INVALID_ARGUMENT saying why not. The first call builds the vocabulary's tables. */
+GEMLET_API gemlet_status gemlet_engine_check_response_format(const gemlet_engine* engine,
+                                                             const gemlet_generate_options* options, int n_ctx);
+
+/* ---- chat messages and the model's chat format ---- */
+
+/* One message of a chat: role "system", "user", "assistant" or (Gemma 4) "tool". Take it from
+ * gemlet_message_default(). In an array every element has the caller's struct_size. NULL strings
+ * are "". */
+typedef struct gemlet_message {
+  size_t struct_size;
+  const char* role;
+  const char* content;                /* a tool message: the function's result */
+  const gemlet_tool_call* tool_calls; /* assistant: the calls it made (n_tool_calls of them) */
+  size_t n_tool_calls;
+  const char* reasoning;              /* assistant: its thought (written back between tool steps only) */
+  const char* tool_call_id;           /* tool: the call it answers */
+  const char* name;                   /* tool: the function's name */
+} gemlet_message;
+GEMLET_API gemlet_message gemlet_message_default(void);
+
+typedef struct gemlet_chat_options {
+  size_t struct_size;
+  bool add_generation_prompt;  /* end with the opening of the model's turn (true by default) */
+  bool thinking;               /* Gemma 4: the thought channel on */
+  const char* tools;           /* Gemma 4: OpenAI's "tools" array as JSON text; NULL: none */
+  const char* tool_choice;     /* OpenAI's "tool_choice" as JSON text; NULL: auto */
+} gemlet_chat_options;
+GEMLET_API gemlet_chat_options gemlet_chat_options_default(void);
+/* The model's chat format applied to messages, as text with its markup (no BOS), freed with
+ * gemlet_string_free. */
+GEMLET_API gemlet_status gemlet_engine_apply_chat_template(const gemlet_engine* engine, const gemlet_message* messages,
+                                                           size_t n_messages, bool add_generation_prompt, char** text);
+/* The same prompt as tokens, BOS first, ready for gemlet_session_complete: the markup becomes its
+ * control tokens, message text is tokenized with special-token parsing off. Buffer as gemlet_tokenize:
+ * GEMLET_BUFFER_TOO_SMALL with the count in *n_tokens when they do not fit. options NULL: defaults. */
+GEMLET_API gemlet_status gemlet_engine_tokenize_chat(const gemlet_engine* engine, const gemlet_message* messages,
+                                                     size_t n_messages, const gemlet_chat_options* options,
+                                                     int32_t* tokens, size_t capacity, size_t* n_tokens);
 
 /* ---- conversation ---- */
 
@@ -307,6 +574,21 @@ GEMLET_API gemlet_status gemlet_conversation_set_thinking(gemlet_conversation* c
 GEMLET_API size_t gemlet_conversation_n_messages(gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_message(const gemlet_conversation* conversation, size_t index,
                                                      const char** role, const char** content);
+/* The whole message `index` of that snapshot, tool calls included (pointers valid as for
+ * gemlet_conversation_message); fills what message->struct_size holds. */
+GEMLET_API gemlet_status gemlet_conversation_message_at(const gemlet_conversation* conversation, size_t index,
+                                                        gemlet_message* message);
+/* Replaces the user and assistant turns with ones kept elsewhere (a history store), evaluated on the
+ * next send. GEMLET_INVALID_ARGUMENT for another role. */
+GEMLET_API gemlet_status gemlet_conversation_set_messages(gemlet_conversation* conversation,
+                                                          const gemlet_message* messages, size_t n_messages);
+/* Old turns dropped to make room are first summarized by the model (from the next send on). */
+GEMLET_API gemlet_status gemlet_conversation_set_summarize_dropped(gemlet_conversation* conversation, bool on);
+/* The summary of dropped turns the conversation carries now ("" when none), freed with gemlet_string_free. */
+GEMLET_API gemlet_status gemlet_conversation_summary(const gemlet_conversation* conversation, char** summary);
+GEMLET_API int gemlet_conversation_n_ctx(const gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_memory(const gemlet_conversation* conversation, gemlet_memory_stats* stats);
+GEMLET_API gemlet_status gemlet_conversation_memory_plan(gemlet_conversation* conversation, gemlet_memory_plan* plan);
 GEMLET_API void gemlet_conversation_reset(gemlet_conversation* conversation);
 GEMLET_API int gemlet_conversation_n_past(const gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path);
@@ -315,6 +597,55 @@ GEMLET_API gemlet_status gemlet_conversation_load(gemlet_conversation* conversat
  * handler writes, and restores on launch with nothing evaluated again. */
 GEMLET_API gemlet_status gemlet_conversation_save_state(const gemlet_conversation* conversation, const char* path);
 GEMLET_API gemlet_status gemlet_conversation_restore_state(gemlet_conversation* conversation, const char* path);
+
+/* ---- many requests at once (servers) ----
+ * Each step gives every running request its next token, or the next chunk of its prompt, in one
+ * forward over all of them; each request behaves as gemlet_session_complete on its own session. One
+ * thread submits and steps; gemlet_batch_decoder_cancel may come from any thread. */
+typedef struct gemlet_batch_options {
+  size_t struct_size;
+  int max_requests;   /* requests running at once (8) */
+  int prefill_chunk;  /* prompt tokens a request evaluates per step (256) */
+} gemlet_batch_options;
+GEMLET_API gemlet_batch_options gemlet_batch_options_default(void);
+GEMLET_API gemlet_status gemlet_batch_decoder_create(gemlet_engine* engine, const gemlet_batch_options* options,
+                                                     gemlet_batch_decoder** out);
+GEMLET_API void gemlet_batch_decoder_free(gemlet_batch_decoder* decoder);
+/* Starts a request on `session` (of this engine, running nothing else, outliving the request);
+ * callback runs on the thread calling step. *id receives the request's id (> 0);
+ * GEMLET_INVALID_ARGUMENT when max_requests are running. */
+GEMLET_API gemlet_status gemlet_batch_decoder_submit(gemlet_batch_decoder* decoder, gemlet_session* session,
+                                                     const int32_t* prompt, size_t n_prompt,
+                                                     const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                                     void* user_data, int* id);
+/* One step of every running request; *n_finished receives how many finished in it, which
+ * gemlet_batch_decoder_finished reads (until the next step). */
+GEMLET_API gemlet_status gemlet_batch_decoder_step(gemlet_batch_decoder* decoder, size_t* n_finished);
+/* Finished request `index` of the last step: *id its id (0 for a bad index, which is
+ * GEMLET_INVALID_ARGUMENT); returns the request's own status: GEMLET_OK with *reply (NULL: not
+ * wanted) a new reply the caller frees (a cancelled request too: its stats say CANCELLED), or the
+ * request's error with gemlet_last_error() its message and *reply NULL. */
+GEMLET_API gemlet_status gemlet_batch_decoder_finished(const gemlet_batch_decoder* decoder, size_t index, int* id,
+                                                       gemlet_reply** reply);
+/* Thread-safe: the request ends at the next step with GEMLET_STOP_CANCELLED (its partial reply). */
+GEMLET_API void gemlet_batch_decoder_cancel(gemlet_batch_decoder* decoder, int id);
+GEMLET_API int gemlet_batch_decoder_running(const gemlet_batch_decoder* decoder);
+GEMLET_API int gemlet_batch_decoder_last_step_tokens(const gemlet_batch_decoder* decoder);
+
+/* ---- a tokenizer on its own, without a model ----
+ * From a GGUF's tokenizer.ggml.* metadata, a Hugging Face tokenizer.json or a SentencePiece
+ * tokenizer.model (tokenizer_config.json and config.json read from beside it). Thread-safe. */
+GEMLET_API gemlet_status gemlet_tokenizer_open(const char* path, gemlet_tokenizer** out);
+GEMLET_API void gemlet_tokenizer_free(gemlet_tokenizer* tokenizer);
+/* As gemlet_tokenize. */
+GEMLET_API gemlet_status gemlet_tokenizer_encode(const gemlet_tokenizer* tokenizer, const char* text, size_t text_len,
+                                                 bool add_special, bool parse_special, int32_t* tokens,
+                                                 size_t capacity, size_t* n_tokens);
+GEMLET_API gemlet_status gemlet_tokenizer_decode(const gemlet_tokenizer* tokenizer, const int32_t* tokens,
+                                                 size_t n_tokens, char** text);
+/* The vocabulary's piece ("▁the", "<0x0A>"; "" out of range), freed with gemlet_string_free. */
+GEMLET_API gemlet_status gemlet_tokenizer_piece(const gemlet_tokenizer* tokenizer, int32_t token, char** piece);
+GEMLET_API int gemlet_tokenizer_vocab_size(const gemlet_tokenizer* tokenizer);
 
 /* ---- task presets (gemlet/tasks.hpp): polish, summarize, rewrite, translate, explain, sql ---- */
 
