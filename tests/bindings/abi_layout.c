@@ -54,6 +54,12 @@ int main(void) {
   FIELD(gemlet_generate_options, seed, ", ");
   FIELD(gemlet_generate_options, stop, ", ");
   FIELD(gemlet_generate_options, n_stop, ", ");
+  FIELD(gemlet_generate_options, response_format, ", ");
+  FIELD(gemlet_generate_options, tool_choice, ", ");
+  FIELD(gemlet_generate_options, max_draft, ", ");
+  FIELD(gemlet_generate_options, logit_bias_tokens, ", ");
+  FIELD(gemlet_generate_options, logit_bias_values, ", ");
+  FIELD(gemlet_generate_options, n_logit_bias, ", ");
   printf("}}");
 
   Open("gemlet_stats", sizeof(gemlet_stats));
@@ -74,6 +80,11 @@ int main(void) {
   FIELD(gemlet_stats, summary_tokens, ", ");
   FIELD(gemlet_stats, pressure_actions, ", ");
   FIELD(gemlet_stats, pressure_released_bytes, ", ");
+  FIELD(gemlet_stats, kv_cache_resident_bytes, ", ");
+  FIELD(gemlet_stats, draft_steps, ", ");
+  FIELD(gemlet_stats, drafted_tokens, ", ");
+  FIELD(gemlet_stats, accepted_tokens, ", ");
+  FIELD(gemlet_stats, throttled_steps, ", ");
   printf("}}");
 
   Open("gemlet_conversation_options", sizeof(gemlet_conversation_options));
@@ -84,6 +95,98 @@ int main(void) {
   FIELD(gemlet_conversation_options, summarize_dropped, ", ");
   FIELD(gemlet_conversation_options, summary_max_tokens, ", ");
   FIELD(gemlet_conversation_options, state_path, ", ");
+  printf("}}");
+
+  Open("gemlet_model_info", sizeof(gemlet_model_info));
+  FIELD(gemlet_model_info, struct_size, "");
+  FIELD(gemlet_model_info, architecture, ", ");
+  FIELD(gemlet_model_info, name, ", ");
+  FIELD(gemlet_model_info, chat_format, ", ");
+  FIELD(gemlet_model_info, n_vocab, ", ");
+  FIELD(gemlet_model_info, n_ctx_train, ", ");
+  FIELD(gemlet_model_info, n_layers, ", ");
+  FIELD(gemlet_model_info, d_model, ", ");
+  FIELD(gemlet_model_info, n_parameters, ", ");
+  FIELD(gemlet_model_info, file_bytes, ", ");
+  FIELD(gemlet_model_info, tensor_bytes, ", ");
+  FIELD(gemlet_model_info, file_type, ", ");
+  FIELD(gemlet_model_info, decode_weight_bytes, ", ");
+  FIELD(gemlet_model_info, load_seconds, ", ");
+  FIELD(gemlet_model_info, map_seconds, ", ");
+  FIELD(gemlet_model_info, packed_cache, ", ");
+  FIELD(gemlet_model_info, packed_cache_seconds, ", ");
+  printf("}}");
+
+  Open("gemlet_memory_usage", sizeof(gemlet_memory_usage));
+  FIELD(gemlet_memory_usage, struct_size, "");
+  FIELD(gemlet_memory_usage, rss_bytes, ", ");
+  FIELD(gemlet_memory_usage, peak_rss_bytes, ", ");
+  FIELD(gemlet_memory_usage, anon_bytes, ", ");
+  FIELD(gemlet_memory_usage, model_file_resident_bytes, ", ");
+  FIELD(gemlet_memory_usage, on_demand_resident_bytes, ", ");
+  FIELD(gemlet_memory_usage, packed_weight_bytes, ", ");
+  FIELD(gemlet_memory_usage, packed_mapped_bytes, ", ");
+  FIELD(gemlet_memory_usage, tokenizer_bytes, ", ");
+  printf("}}");
+
+  Open("gemlet_memory_stats", sizeof(gemlet_memory_stats));
+  FIELD(gemlet_memory_stats, struct_size, "");
+  FIELD(gemlet_memory_stats, kv_cache_bytes, ", ");
+  FIELD(gemlet_memory_stats, kv_cache_resident_bytes, ", ");
+  FIELD(gemlet_memory_stats, activation_bytes, ", ");
+  FIELD(gemlet_memory_stats, pressure_actions, ", ");
+  FIELD(gemlet_memory_stats, pressure_released_bytes, ", ");
+  printf("}}");
+
+  Open("gemlet_memory_plan", sizeof(gemlet_memory_plan));
+  FIELD(gemlet_memory_plan, struct_size, "");
+  FIELD(gemlet_memory_plan, file_bytes, ", ");
+  FIELD(gemlet_memory_plan, weights_resident_bytes, ", ");
+  FIELD(gemlet_memory_plan, weights_on_demand_bytes, ", ");
+  FIELD(gemlet_memory_plan, kv_cache_bytes, ", ");
+  FIELD(gemlet_memory_plan, activation_bytes, ", ");
+  FIELD(gemlet_memory_plan, n_ctx, ", ");
+  FIELD(gemlet_memory_plan, text, ", ");
+  printf("}}");
+
+  Open("gemlet_session_cost", sizeof(gemlet_session_cost));
+  FIELD(gemlet_session_cost, struct_size, "");
+  FIELD(gemlet_session_cost, kv_bytes, ", ");
+  FIELD(gemlet_session_cost, activation_bytes, ", ");
+  FIELD(gemlet_session_cost, packed_in_memory_bytes, ", ");
+  FIELD(gemlet_session_cost, baseline_bytes, ", ");
+  FIELD(gemlet_session_cost, total_bytes, ", ");
+  printf("}}");
+
+  Open("gemlet_tool_call", sizeof(gemlet_tool_call));
+  FIELD(gemlet_tool_call, name, "");
+  FIELD(gemlet_tool_call, arguments, ", ");
+  FIELD(gemlet_tool_call, id, ", ");
+  printf("}}");
+
+  Open("gemlet_message", sizeof(gemlet_message));
+  FIELD(gemlet_message, struct_size, "");
+  FIELD(gemlet_message, role, ", ");
+  FIELD(gemlet_message, content, ", ");
+  FIELD(gemlet_message, tool_calls, ", ");
+  FIELD(gemlet_message, n_tool_calls, ", ");
+  FIELD(gemlet_message, reasoning, ", ");
+  FIELD(gemlet_message, tool_call_id, ", ");
+  FIELD(gemlet_message, name, ", ");
+  printf("}}");
+
+  Open("gemlet_chat_options", sizeof(gemlet_chat_options));
+  FIELD(gemlet_chat_options, struct_size, "");
+  FIELD(gemlet_chat_options, add_generation_prompt, ", ");
+  FIELD(gemlet_chat_options, thinking, ", ");
+  FIELD(gemlet_chat_options, tools, ", ");
+  FIELD(gemlet_chat_options, tool_choice, ", ");
+  printf("}}");
+
+  Open("gemlet_batch_options", sizeof(gemlet_batch_options));
+  FIELD(gemlet_batch_options, struct_size, "");
+  FIELD(gemlet_batch_options, max_requests, ", ");
+  FIELD(gemlet_batch_options, prefill_chunk, ", ");
   printf("}}");
 
   /* Enums are passed as ctypes.c_int. */

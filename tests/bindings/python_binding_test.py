@@ -424,3 +424,110 @@ class SessionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ParityTest(unittest.TestCase):
+    """What the C API gained for parity with the C++ one, through the binding."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.engine = gemlet.Engine.load(MODEL, n_threads=2)
+        cls.prompt = cls.engine.tokenize_chat([("user", "Who are you?")])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.engine.close()
+
+    def test_abi_version_and_names(self):
+        self.assertEqual(gemlet.abi_version(), gemlet.ABI_VERSION)
+        self.assertEqual(gemlet.available_kernels()[0], "ref")
+        self.assertEqual(gemlet.parse_byte_size("1.5K"), 1536)
+        self.assertEqual(gemlet.parse_byte_size("lots"), 0)
+
+    def test_model_info_and_memory(self):
+        info = self.engine.info
+        self.assertEqual(info.architecture, "gemma3")
+        self.assertEqual(info.n_vocab, 8192)
+        self.assertGreater(info.n_layers, 0)
+        self.assertGreater(info.file_bytes, info.tensor_bytes)
+        self.assertGreater(self.engine.measure_memory()["rss_bytes"], 0)
+        self.assertGreater(self.engine.decode_kv_bytes_at(gemlet.KvType.F16, 100),
+                           self.engine.decode_kv_bytes_at(gemlet.KvType.Q4_0, 100))
+        self.engine.prepare_weights(2)
+
+    def test_generate_streams_and_complete_reuses_the_prefix(self):
+        with self.engine.session(n_ctx=512) as s:
+            pieces = []
+            reply = s.generate(self.prompt, lambda kind, text: pieces.append(text), **greedy(max_tokens=12))
+            self.assertEqual("".join(pieces), reply.text)
+            self.assertEqual(reply.stats.generated_tokens, len(reply.tokens))
+            self.assertEqual(s.tokens[:len(self.prompt)], self.prompt)
+            self.assertEqual(s.n_ctx, 512)
+            again = s.complete(self.prompt, **greedy(max_tokens=12))
+            self.assertEqual(again.tokens, reply.tokens)  # greedy: the same answer from the cached prompt
+            self.assertGreater(again.stats.cached_tokens, 0)
+            plan = s.memory_plan()
+            self.assertEqual(plan.n_ctx, 512)
+            self.assertIn("memory plan", plan.text)
+            self.assertEqual(s.memory().kv_cache_bytes, plan.kv_cache_bytes)
+            s.reset()
+            stopped = s.generate(self.prompt, lambda kind, text: False, **greedy(max_tokens=12))
+            self.assertTrue(stopped.cancelled)
+            with self.assertRaises(gemlet.GemletError) as cm:
+                s.generate(self.prompt, top_p=0.0)
+            self.assertEqual(cm.exception.code, gemlet.Status.INVALID_ARGUMENT)
+
+    def test_budget_fitting(self):
+        cost = self.engine.plan_session(n_ctx=4096)
+        self.assertEqual(cost.total_bytes, cost.kv_bytes + cost.activation_bytes + cost.packed_in_memory_bytes +
+                         cost.baseline_bytes)
+        n_ctx, kv, note, floor = self.engine.fit_to_budget(cost.total_bytes * 4, n_ctx=4096)
+        self.assertEqual((n_ctx, kv, note), (4096, gemlet.KvType.F16, ""))
+        n_ctx, kv, note, _ = self.engine.fit_to_budget(cost.total_bytes - cost.kv_bytes * 3 // 8, n_ctx=4096)
+        self.assertEqual(n_ctx, 2048)
+        self.assertIn("n_ctx 4096 -> 2048", note)
+        with self.assertRaises(gemlet.GemletError) as cm:
+            self.engine.fit_to_budget(1 << 20)
+        self.assertEqual(cm.exception.code, gemlet.Status.INVALID_ARGUMENT)
+        self.assertGreater(floor, 0)
+        self.assertEqual(gemlet.fit_file_to_budget(MODEL, 1 << 40, n_ctx=1024)[0], 1024)
+
+    def test_chat_template_and_messages_in_and_out(self):
+        messages = [gemlet.Message("user", "Hi"), {"role": "assistant", "content": "Hello."}]
+        text = self.engine.apply_chat_template(messages)
+        self.assertIn("Hi", text)
+        self.assertEqual(self.engine.tokenize_chat(messages), self.engine.tokenize(text, parse_special=True))
+        with self.engine.conversation(n_ctx=512) as chat:
+            chat.set_messages(messages)
+            self.assertEqual([(m.role, m.content) for m in chat.history], [("user", "Hi"), ("assistant", "Hello.")])
+            self.assertEqual(chat.messages, [("user", "Hi"), ("assistant", "Hello.")])
+            chat.send("Thanks", **greedy(max_tokens=4))
+            self.assertEqual(len(chat.history), 4)
+            with self.assertRaises(gemlet.GemletError):
+                chat.set_messages([("system", "no")])
+            self.assertEqual(chat.summary, "")
+            chat.set_summarize_dropped(True)
+            self.assertEqual(chat.n_ctx, 512)
+            self.assertGreater(chat.memory().kv_cache_bytes, 0)
+
+    def test_batch_decoder_matches_complete(self):
+        prompts = [self.prompt, self.engine.tokenize_chat([("user", POEM)])]
+        want = []
+        for p in prompts:
+            with self.engine.session(n_ctx=512) as s:
+                want.append(s.complete(p, **greedy(max_tokens=10)).tokens)
+        sessions = [self.engine.session(n_ctx=512) for _ in range(3)]
+        with gemlet.BatchDecoder(self.engine, max_requests=3) as batch:
+            ids = [batch.submit(sessions[i], prompts[i], **greedy(max_tokens=10)) for i in range(2)]
+            long_id = batch.submit(sessions[2], prompts[0], **greedy(max_tokens=400))
+            done, steps = {}, 0
+            while len(done) < 3 and steps < 1000:
+                steps += 1
+                if steps == 3:
+                    threading.Thread(target=batch.cancel, args=(long_id,)).start()
+                done.update(batch.step())
+            self.assertEqual([done[i].tokens for i in ids], want)
+            self.assertTrue(done[long_id].cancelled)
+            self.assertEqual(batch.running, 0)
+        for s in sessions:
+            s.close()

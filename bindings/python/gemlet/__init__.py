@@ -11,7 +11,9 @@ The library is found through GEMLET_LIBRARY, else beside this package, else the 
 
 from ._api import (ChunkKind, Conversation, Engine, GemletError, KvType, MemoryLevel, Reply, Session, Stats,
                    Status, StopReason, ThermalState, set_log_callback, version)
-from ._ffi import library_path
+from ._extra import (BatchDecoder, GenerationReply, MemoryPlan, MemoryStats, Message, ModelInfo, SessionCost, ToolCall,
+                     abi_version, available_kernels, default_memory_budget, fit_file_to_budget, parse_byte_size)
+from ._ffi import ABI_VERSION, library_path
 
 
 def load(path, n_threads=0, **kwargs):
@@ -19,5 +21,8 @@ def load(path, n_threads=0, **kwargs):
     return Engine.load(path, n_threads=n_threads, **kwargs)
 
 
-__all__ = ["ChunkKind", "Conversation", "Engine", "GemletError", "KvType", "MemoryLevel", "Reply", "Session",
-           "Stats", "Status", "StopReason", "ThermalState", "library_path", "load", "set_log_callback", "version"]
+__all__ = ["ABI_VERSION", "BatchDecoder", "ChunkKind", "Conversation", "Engine", "GemletError", "GenerationReply",
+           "KvType", "MemoryLevel", "MemoryPlan", "MemoryStats", "Message", "ModelInfo", "Reply", "Session",
+           "SessionCost", "Stats", "Status", "StopReason", "ThermalState", "ToolCall", "abi_version",
+           "available_kernels", "default_memory_budget", "fit_file_to_budget", "library_path", "load",
+           "parse_byte_size", "set_log_callback", "version"]

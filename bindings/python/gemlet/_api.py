@@ -266,6 +266,77 @@ class Engine(_Handle):
     def architecture(self):
         return _ffi.lib().gemlet_engine_architecture(self._handle()).decode()
 
+    @property
+    def info(self):
+        """What the model is: a ModelInfo (architecture, name, n_layers, file_type, ...)."""
+        c = _ffi.lib().gemlet_model_info_default()
+        _check(_ffi.lib().gemlet_engine_info(self._handle(), ctypes.byref(c)))
+        return _extra.ModelInfo._from_c(c)
+
+    def measure_memory(self):
+        """What the process holds now (a dict of gemlet_memory_usage's fields, in bytes)."""
+        c = _ffi.lib().gemlet_memory_usage_default()
+        _check(_ffi.lib().gemlet_engine_measure_memory(self._handle(), ctypes.byref(c)))
+        return {name: getattr(c, name) for name, _ in c._fields_[1:]}
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        """The model's chat format applied to messages (Message, dicts or (role, content) pairs)."""
+        array, n, _keep = _extra.messages_array(messages)
+        out = ctypes.c_void_p()
+        status = _ffi.lib().gemlet_engine_apply_chat_template(self._handle(), array, n, add_generation_prompt,
+                                                              ctypes.byref(out))
+        text = _extra._take_string(out)
+        _check(status)
+        return text
+
+    def tokenize_chat(self, messages, add_generation_prompt=True, thinking=False, tools=None, tool_choice=None):
+        """The chat prompt as tokens, BOS first, ready for Session.complete."""
+        lib = _ffi.lib()
+        array, n, _keep = _extra.messages_array(messages)
+        o = lib.gemlet_chat_options_default()
+        o.add_generation_prompt, o.thinking = add_generation_prompt, thinking
+        if tools is not None:
+            o.tools = _utf8(tools, "tools")
+        if tool_choice is not None:
+            o.tool_choice = _utf8(tool_choice, "tool_choice")
+        count = ctypes.c_size_t()
+        status = lib.gemlet_engine_tokenize_chat(self._handle(), array, n, ctypes.byref(o), None, 0, ctypes.byref(count))
+        if status != Status.BUFFER_TOO_SMALL:
+            _check(status)
+        buf = (ctypes.c_int32 * max(1, count.value))()
+        _check(lib.gemlet_engine_tokenize_chat(self._handle(), array, n, ctypes.byref(o), buf, count.value,
+                                               ctypes.byref(count)))
+        return list(buf[:count.value])
+
+    def plan_session(self, n_ctx=None, kv_type=None):
+        """What a session with these options would cost: a SessionCost."""
+        o = _extra._session_options_c(n_ctx, kv_type)
+        c = _ffi.lib().gemlet_session_cost_default()
+        _check(_ffi.lib().gemlet_plan_session(self._handle(), ctypes.byref(o), ctypes.byref(c)))
+        return _extra.SessionCost(**_extra._fields(_extra.SessionCost, c))
+
+    def fit_to_budget(self, budget_bytes, n_ctx=None, kv_type=None):
+        """The session options that fit budget_bytes: (n_ctx, KvType, note, floor_bytes); GemletError
+        (INVALID_ARGUMENT) when even the floor does not fit."""
+        wanted = _extra._session_options_c(n_ctx, kv_type)
+        fitted = _ffi.lib().gemlet_session_options_default()
+        note, floor = ctypes.c_void_p(), ctypes.c_uint64()
+        status = _ffi.lib().gemlet_fit_to_budget(self._handle(), int(budget_bytes), ctypes.byref(wanted),
+                                                 ctypes.byref(fitted), ctypes.byref(note), ctypes.byref(floor))
+        return _extra.fit_result(status, fitted, note, floor)
+
+    def decode_kv_bytes_at(self, kv_type, pos):
+        return _ffi.lib().gemlet_engine_decode_kv_bytes_at(self._handle(), int(KvType(kv_type)), pos)
+
+    def prepare_weights(self, n_threads=1):
+        """Packs the weights for the kernels now (else on first use); stop_prepare_weights() from
+        another thread ends it early."""
+        _check(_ffi.lib().gemlet_engine_prepare_weights(self._handle(), n_threads))
+
+    def stop_prepare_weights(self):
+        if self._h:
+            _ffi.lib().gemlet_engine_stop_prepare_weights(self._h)
+
     def tokenize(self, text, add_special=True, parse_special=False):
         """Text to token ids; add_special adds <bos>, parse_special reads "<start_of_turn>" and the
         like as the special tokens they name."""
@@ -431,6 +502,54 @@ class Session(_OneCallAtATime):
     @property
     def n_past(self):
         return _ffi.lib().gemlet_session_n_past(self._handle())
+
+    @property
+    def n_ctx(self):
+        return _ffi.lib().gemlet_session_n_ctx(self._handle())
+
+    @property
+    def tokens(self):
+        """The tokens the cache holds."""
+        n = ctypes.c_size_t()
+        ptr = _ffi.lib().gemlet_session_tokens(self._handle(), ctypes.byref(n))
+        return list(ptr[:n.value]) if n.value else []
+
+    def memory(self):
+        return _memory(self, "gemlet_session_memory")
+
+    def memory_plan(self):
+        return _memory_plan(self, "gemlet_session_memory_plan")
+
+    def generate(self, prompt, on_text=None, **options):
+        """Evaluates `prompt` (token ids after the cache's) and generates: a GenerationReply.
+        on_text(kind, text) streams the pieces; returning False, or cancel(), stops the answer (not an
+        error: reply.cancelled). Options as Conversation.send's, plus response_format, tool_choice,
+        max_draft and logit_bias ({token: bias})."""
+        return self._generation("gemlet_session_generate", prompt, on_text, options)
+
+    def complete(self, prompt, on_text=None, **options):
+        """As generate() for a fresh session, keeping the longest prefix of `prompt` the cache holds
+        (stats.cached_tokens)."""
+        return self._generation("gemlet_session_complete", prompt, on_text, options)
+
+    def _generation(self, fn, prompt, on_text, options):
+        g, _keep = _extra.generate_options(**options)
+        ids = (ctypes.c_int32 * max(1, len(prompt)))(*prompt)
+        failure = []
+        thunk = _extra.stream_thunk(on_text, failure)
+        reply = ctypes.c_void_p()
+        self._enter()
+        try:
+            status = getattr(_ffi.lib(), fn)(self._handle(), ids, len(prompt), ctypes.byref(g), thunk, None,
+                                             ctypes.byref(reply))
+            result = _extra._reply_from_c(reply) if reply.value else None
+            if failure:
+                raise failure[0]
+            if status != Status.CANCELLED or result is None:
+                _check(status)
+        finally:
+            self._leave()
+        return result
 
 
 
@@ -603,6 +722,45 @@ class Conversation(_OneCallAtATime):
     def n_past(self):
         return _ffi.lib().gemlet_conversation_n_past(self._handle())
 
+    @property
+    def n_ctx(self):
+        return _ffi.lib().gemlet_conversation_n_ctx(self._handle())
+
+    @property
+    def history(self):
+        """The user and assistant turns so far as Message objects, tool calls included."""
+        lib = _ffi.lib()
+        out = []
+        for i in range(lib.gemlet_conversation_n_messages(self._handle())):
+            m = lib.gemlet_message_default()
+            _check(lib.gemlet_conversation_message_at(self._h, i, ctypes.byref(m)))
+            out.append(_extra.Message._from_c(m))
+        return out
+
+    def set_messages(self, messages):
+        """Replaces the turns (Message, dicts or (role, content) pairs; user and assistant only),
+        evaluated on the next send."""
+        array, n, _keep = _extra.messages_array(messages)
+        _check(_ffi.lib().gemlet_conversation_set_messages(self._handle(), array, n))
+
+    @property
+    def summary(self):
+        """The summary of dropped turns the conversation carries ("" when none)."""
+        out = ctypes.c_void_p()
+        status = _ffi.lib().gemlet_conversation_summary(self._handle(), ctypes.byref(out))
+        text = _extra._take_string(out)
+        _check(status)
+        return text
+
+    def set_summarize_dropped(self, on):
+        _check(_ffi.lib().gemlet_conversation_set_summarize_dropped(self._handle(), bool(on)))
+
+    def memory(self):
+        return _memory(self, "gemlet_conversation_memory")
+
+    def memory_plan(self):
+        return _memory_plan(self, "gemlet_conversation_memory_plan")
+
     def save(self, path):
         _check(_ffi.lib().gemlet_conversation_save(self._handle(), _utf8(str(path), "path")))
 
@@ -615,3 +773,18 @@ class Conversation(_OneCallAtATime):
 
     def restore_state(self, path):
         _check(_ffi.lib().gemlet_conversation_restore_state(self._handle(), _utf8(str(path), "path")))
+
+
+def _memory(obj, fn):
+    c = _ffi.lib().gemlet_memory_stats_default()
+    _check(getattr(_ffi.lib(), fn)(obj._handle(), ctypes.byref(c)))
+    return _extra.MemoryStats(**_extra._fields(_extra.MemoryStats, c))
+
+
+def _memory_plan(obj, fn):
+    c = _ffi.lib().gemlet_memory_plan_default()
+    _check(getattr(_ffi.lib(), fn)(obj._handle(), ctypes.byref(c)))
+    return _extra.MemoryPlan._from_c(c)
+
+
+from . import _extra  # noqa: E402 - it builds on the classes above

@@ -21,6 +21,11 @@ c_int32 = ctypes.c_int32
 c_uint64 = ctypes.c_uint64
 # C enums are int-sized on every ABI gemlet builds for.
 c_enum = ctypes.c_int
+c_int64 = ctypes.c_int64
+
+# The GEMLET_ABI_VERSION of the gemlet.h these declarations follow: a library of another ABI is
+# refused at load (its structs or functions would not be these).
+ABI_VERSION = 1
 
 PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
@@ -73,6 +78,12 @@ class GenerateOptions(ctypes.Structure):
         ("seed", c_uint64),
         ("stop", ctypes.POINTER(c_char_p)),
         ("n_stop", c_size_t),
+        ("response_format", c_char_p),
+        ("tool_choice", c_char_p),
+        ("max_draft", c_int),
+        ("logit_bias_tokens", ctypes.POINTER(c_int32)),
+        ("logit_bias_values", ctypes.POINTER(c_float)),
+        ("n_logit_bias", c_size_t),
     ]
 
 
@@ -95,6 +106,11 @@ class Stats(ctypes.Structure):
         ("summary_tokens", c_int),
         ("pressure_actions", c_int),
         ("pressure_released_bytes", c_uint64),
+        ("kv_cache_resident_bytes", c_uint64),
+        ("draft_steps", c_int),
+        ("drafted_tokens", c_int),
+        ("accepted_tokens", c_int),
+        ("throttled_steps", c_int),
     ]
 
 
@@ -110,17 +126,111 @@ class ConversationOptions(ctypes.Structure):
     ]
 
 
+class ModelInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("architecture", c_char_p),
+        ("name", c_char_p),
+        ("chat_format", c_char_p),
+        ("n_vocab", c_int),
+        ("n_ctx_train", c_int),
+        ("n_layers", c_int),
+        ("d_model", c_int),
+        ("n_parameters", c_uint64),
+        ("file_bytes", c_uint64),
+        ("tensor_bytes", c_uint64),
+        ("file_type", c_char_p),
+        ("decode_weight_bytes", c_uint64),
+        ("load_seconds", c_double),
+        ("map_seconds", c_double),
+        ("packed_cache", c_char_p),
+        ("packed_cache_seconds", c_double),
+    ]
+
+
+class MemoryUsage(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t)] + [(n, c_uint64) for n in (
+        "rss_bytes", "peak_rss_bytes", "anon_bytes", "model_file_resident_bytes", "on_demand_resident_bytes",
+        "packed_weight_bytes", "packed_mapped_bytes", "tokenizer_bytes")]
+
+
+class MemoryStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("kv_cache_bytes", c_uint64),
+        ("kv_cache_resident_bytes", c_uint64),
+        ("activation_bytes", c_uint64),
+        ("pressure_actions", c_int),
+        ("pressure_released_bytes", c_uint64),
+    ]
+
+
+class MemoryPlan(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t)] + [(n, c_uint64) for n in (
+        "file_bytes", "weights_resident_bytes", "weights_on_demand_bytes", "kv_cache_bytes", "activation_bytes")] + [
+        ("n_ctx", c_int),
+        ("text", c_char_p),
+    ]
+
+
+class SessionCost(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t)] + [(n, c_uint64) for n in (
+        "kv_bytes", "activation_bytes", "packed_in_memory_bytes", "baseline_bytes", "total_bytes")]
+
+
+class ToolCall(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("arguments", c_char_p), ("id", c_char_p)]
+
+
+class Message(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("role", c_char_p),
+        ("content", c_char_p),
+        ("tool_calls", ctypes.POINTER(ToolCall)),
+        ("n_tool_calls", c_size_t),
+        ("reasoning", c_char_p),
+        ("tool_call_id", c_char_p),
+        ("name", c_char_p),
+    ]
+
+
+class ChatOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("add_generation_prompt", c_bool),
+        ("thinking", c_bool),
+        ("tools", c_char_p),
+        ("tool_choice", c_char_p),
+    ]
+
+
+class BatchOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("max_requests", c_int), ("prefill_chunk", c_int)]
+
+
 STRUCTS = {
     "gemlet_engine_options": EngineOptions,
     "gemlet_session_options": SessionOptions,
     "gemlet_generate_options": GenerateOptions,
     "gemlet_stats": Stats,
     "gemlet_conversation_options": ConversationOptions,
+    "gemlet_model_info": ModelInfo,
+    "gemlet_memory_usage": MemoryUsage,
+    "gemlet_memory_stats": MemoryStats,
+    "gemlet_memory_plan": MemoryPlan,
+    "gemlet_session_cost": SessionCost,
+    "gemlet_tool_call": ToolCall,
+    "gemlet_message": Message,
+    "gemlet_chat_options": ChatOptions,
+    "gemlet_batch_options": BatchOptions,
 }
 
 _P = c_void_p  # every handle is opaque
 _PP = ctypes.POINTER(c_void_p)
 _I32P = ctypes.POINTER(c_int32)
+_SIZEP = ctypes.POINTER(c_size_t)
+_STRP = ctypes.POINTER(c_void_p)  # a char* the caller frees with gemlet_string_free
 
 # name: (restype, argtypes)
 _PROTOTYPES = {
@@ -178,6 +288,69 @@ _PROTOTYPES = {
     "gemlet_conversation_load": (c_enum, [_P, c_char_p]),
     "gemlet_conversation_save_state": (c_enum, [_P, c_char_p]),
     "gemlet_conversation_restore_state": (c_enum, [_P, c_char_p]),
+    # What gemlet.h added for parity with the C++ API.
+    "gemlet_abi_version": (c_int, []),
+    "gemlet_stop_reason_name": (c_char_p, [c_enum]),
+    "gemlet_kv_type_name": (c_char_p, [c_enum]),
+    "gemlet_parse_byte_size": (c_uint64, [c_char_p]),
+    "gemlet_default_memory_budget": (c_uint64, []),
+    "gemlet_n_available_kernels": (c_size_t, []),
+    "gemlet_available_kernel": (c_char_p, [c_size_t]),
+    "gemlet_generate_options_validate": (c_enum, [ctypes.POINTER(GenerateOptions)]),
+    "gemlet_model_info_default": (ModelInfo, []),
+    "gemlet_engine_info": (c_enum, [_P, ctypes.POINTER(ModelInfo)]),
+    "gemlet_engine_bos_token": (c_int32, [_P]),
+    "gemlet_engine_token_text": (c_enum, [_P, c_int32, _STRP]),
+    "gemlet_engine_prepare_weights": (c_enum, [_P, c_int]),
+    "gemlet_engine_stop_prepare_weights": (None, [_P]),
+    "gemlet_memory_usage_default": (MemoryUsage, []),
+    "gemlet_engine_measure_memory": (c_enum, [_P, ctypes.POINTER(MemoryUsage)]),
+    "gemlet_engine_decode_kv_bytes_at": (c_uint64, [_P, c_enum, c_int64]),
+    "gemlet_engine_apply_chat_template": (c_enum, [_P, ctypes.POINTER(Message), c_size_t, c_bool, _STRP]),
+    "gemlet_chat_options_default": (ChatOptions, []),
+    "gemlet_engine_tokenize_chat": (c_enum, [_P, ctypes.POINTER(Message), c_size_t, ctypes.POINTER(ChatOptions), _I32P,
+                                             c_size_t, _SIZEP]),
+    "gemlet_engine_check_response_format": (c_enum, [_P, ctypes.POINTER(GenerateOptions), c_int]),
+    "gemlet_session_n_ctx": (c_int, [_P]),
+    "gemlet_session_tokens": (_I32P, [_P, _SIZEP]),
+    "gemlet_memory_stats_default": (MemoryStats, []),
+    "gemlet_memory_plan_default": (MemoryPlan, []),
+    "gemlet_session_memory": (c_enum, [_P, ctypes.POINTER(MemoryStats)]),
+    "gemlet_session_memory_plan": (c_enum, [_P, ctypes.POINTER(MemoryPlan)]),
+    "gemlet_session_generate": (c_enum, [_P, _I32P, c_size_t, ctypes.POINTER(GenerateOptions), STREAM_FN, c_void_p, _PP]),
+    "gemlet_session_complete": (c_enum, [_P, _I32P, c_size_t, ctypes.POINTER(GenerateOptions), STREAM_FN, c_void_p, _PP]),
+    "gemlet_reply_free": (None, [_P]),
+    "gemlet_reply_text": (c_char_p, [_P]),
+    "gemlet_reply_thinking": (c_char_p, [_P]),
+    "gemlet_reply_tokens": (_I32P, [_P, _SIZEP]),
+    "gemlet_reply_n_tool_calls": (c_size_t, [_P]),
+    "gemlet_reply_tool_call": (ctypes.POINTER(ToolCall), [_P, c_size_t]),
+    "gemlet_reply_stats": (c_enum, [_P, ctypes.POINTER(Stats)]),
+    "gemlet_session_cost_default": (SessionCost, []),
+    "gemlet_plan_session": (c_enum, [_P, ctypes.POINTER(SessionOptions), ctypes.POINTER(SessionCost)]),
+    "gemlet_fit_to_budget": (c_enum, [_P, c_uint64, ctypes.POINTER(SessionOptions), ctypes.POINTER(SessionOptions), _STRP,
+                                      ctypes.POINTER(c_uint64)]),
+    "gemlet_fit_file_to_budget": (c_enum, [c_char_p, ctypes.POINTER(EngineOptions), c_uint64,
+                                           ctypes.POINTER(SessionOptions), ctypes.POINTER(SessionOptions), _STRP,
+                                           ctypes.POINTER(c_uint64)]),
+    "gemlet_message_default": (Message, []),
+    "gemlet_conversation_message_at": (c_enum, [_P, c_size_t, ctypes.POINTER(Message)]),
+    "gemlet_conversation_set_messages": (c_enum, [_P, ctypes.POINTER(Message), c_size_t]),
+    "gemlet_conversation_set_summarize_dropped": (c_enum, [_P, c_bool]),
+    "gemlet_conversation_summary": (c_enum, [_P, _STRP]),
+    "gemlet_conversation_n_ctx": (c_int, [_P]),
+    "gemlet_conversation_memory": (c_enum, [_P, ctypes.POINTER(MemoryStats)]),
+    "gemlet_conversation_memory_plan": (c_enum, [_P, ctypes.POINTER(MemoryPlan)]),
+    "gemlet_batch_options_default": (BatchOptions, []),
+    "gemlet_batch_decoder_create": (c_enum, [_P, ctypes.POINTER(BatchOptions), _PP]),
+    "gemlet_batch_decoder_free": (None, [_P]),
+    "gemlet_batch_decoder_submit": (c_enum, [_P, _P, _I32P, c_size_t, ctypes.POINTER(GenerateOptions), STREAM_FN,
+                                             c_void_p, ctypes.POINTER(c_int)]),
+    "gemlet_batch_decoder_step": (c_enum, [_P, _SIZEP]),
+    "gemlet_batch_decoder_finished": (c_enum, [_P, c_size_t, ctypes.POINTER(c_int), _PP]),
+    "gemlet_batch_decoder_cancel": (None, [_P, c_int]),
+    "gemlet_batch_decoder_running": (c_int, [_P]),
+    "gemlet_batch_decoder_last_step_tokens": (c_int, [_P]),
 }
 
 
@@ -236,6 +409,12 @@ def _load():
             if explicit:
                 break
             continue
+        # The ABI first: a library of another one may lack these functions or lay its structs out
+        # otherwise, and setting prototypes on it would only hide that.
+        abi = getattr(handle, "gemlet_abi_version", None)
+        found = abi() if abi is not None else 0  # a library from before the ABI check
+        if found != ABI_VERSION:
+            raise OSError(f"{path}: libgemlet ABI {found}, these bindings need ABI {ABI_VERSION}")
         for name, (restype, argtypes) in _PROTOTYPES.items():
             fn = getattr(handle, name)
             fn.restype = restype
