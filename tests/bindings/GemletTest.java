@@ -5,6 +5,7 @@ import ai.gemlet.Conversation;
 import ai.gemlet.Engine;
 import ai.gemlet.Gemlet;
 import ai.gemlet.GemletException;
+import ai.gemlet.Session;
 import ai.gemlet.StopReason;
 import java.util.ArrayList;
 import java.util.List;
@@ -121,6 +122,42 @@ public final class GemletTest {
 
         chat.reset();
         check(chat.generate("请背诵《静夜思》。", 40, 0.0f, null).equals(reply), "the same answer after reset");
+      }
+
+      // What the C API added for parity with the C++ one.
+      check(Gemlet.abiVersion() == Gemlet.ABI_VERSION, "ABI " + Gemlet.abiVersion());
+      check(engine.infoText()[0].equals("gemma3"), "info architecture " + engine.infoText()[0]);
+      check(engine.infoNumbers()[0] == 8192 && engine.infoNumbers()[2] > 0, "info numbers");
+      String[] note = new String[1];
+      int[] fit = engine.fitToBudget(1L << 40, 512, Gemlet.KV_F16, note);
+      check(fit[0] == 512 && fit[1] == Gemlet.KV_F16 && note[0].isEmpty(), "a budget that fits: " + fit[0] + " " + note[0]);
+      try {
+        engine.fitToBudget(1L << 20, 512, Gemlet.KV_F16, null);
+        check(false, "1 MiB fits");
+      } catch (GemletException e) {
+        check(e.code == GemletException.INVALID_ARGUMENT, "budget code " + e.code);
+      }
+      try (Session session = engine.newSession(512)) {
+        int[] prompt = engine.tokenize("Who are you?", true);
+        List<String> pieces = new ArrayList<>();
+        String generated = session.generate(prompt, 12, 0.0f, false, piece -> pieces.add(piece));
+        check(String.join("", pieces).equals(generated), "session pieces join to the text");
+        check(session.lastTokens().length > 0 && session.nPast() > prompt.length, "session tokens");
+        String again = session.generate(prompt, 12, 0.0f, true, null);
+        check(again.equals(generated), "complete from the cached prompt: " + again);
+        check(session.memoryPlan()[3] == session.memoryStats()[0], "plan's KV bytes are the session's");
+        check(session.memoryPlanText().contains("memory plan"), "plan text " + session.memoryPlanText());
+      }
+      try (Conversation chat = engine.newConversation(null, 512)) {
+        chat.setMessages(new String[][] {{"user", "Hi"}, {"assistant", "Hello."}});
+        String[][] turns = chat.messages();
+        check(turns.length == 2 && turns[1][0].equals("assistant") && turns[1][1].equals("Hello."), "messages in and out");
+        try {
+          chat.setMessages(new String[][] {{"system", "no"}});
+          check(false, "a system turn set");
+        } catch (GemletException e) {
+          check(e.code == GemletException.INVALID_ARGUMENT, "set messages code " + e.code);
+        }
       }
 
       // Platform signals.

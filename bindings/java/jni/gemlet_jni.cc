@@ -273,4 +273,179 @@ JNIEXPORT void JNICALL Java_ai_gemlet_Gemlet_conversationReset(JNIEnv*, jclass, 
   gemlet_conversation_reset(Handle<gemlet_conversation>(conversation));
 }
 
+// ---- what the C API added for parity with the C++ one ----
+
+JNIEXPORT jint JNICALL Java_ai_gemlet_Gemlet_abiVersion(JNIEnv*, jclass) { return gemlet_abi_version(); }
+
+namespace {
+jobjectArray StringArray(JNIEnv* env, const std::vector<std::string>& items) {
+  jclass string_class = env->FindClass("java/lang/String");
+  if (string_class == nullptr) return nullptr;
+  jobjectArray out = env->NewObjectArray(static_cast<jsize>(items.size()), string_class, nullptr);
+  env->DeleteLocalRef(string_class);
+  for (size_t i = 0; out != nullptr && i < items.size(); ++i) {
+    jstring s = ToJava(env, items[i].data(), items[i].size());
+    if (s == nullptr) return nullptr;
+    env->SetObjectArrayElement(out, static_cast<jsize>(i), s);
+    env->DeleteLocalRef(s);
+  }
+  return out;
+}
+
+jlongArray LongArray(JNIEnv* env, const std::vector<jlong>& items) {
+  jlongArray out = env->NewLongArray(static_cast<jsize>(items.size()));
+  if (out != nullptr) env->SetLongArrayRegion(out, 0, static_cast<jsize>(items.size()), items.data());
+  return out;
+}
+}  // namespace
+
+JNIEXPORT jobjectArray JNICALL Java_ai_gemlet_Gemlet_engineInfoText(JNIEnv* env, jclass, jlong engine) {
+  gemlet_model_info info = gemlet_model_info_default();
+  if (Throw(env, gemlet_engine_info(Handle<gemlet_engine>(engine), &info))) return nullptr;
+  return StringArray(env, {info.architecture, info.name, info.chat_format, info.file_type});
+}
+
+JNIEXPORT jlongArray JNICALL Java_ai_gemlet_Gemlet_engineInfoNumbers(JNIEnv* env, jclass, jlong engine) {
+  gemlet_model_info info = gemlet_model_info_default();
+  if (Throw(env, gemlet_engine_info(Handle<gemlet_engine>(engine), &info))) return nullptr;
+  return LongArray(env, {info.n_vocab, info.n_ctx_train, info.n_layers, info.d_model});
+}
+
+JNIEXPORT jintArray JNICALL Java_ai_gemlet_Gemlet_fitToBudget(JNIEnv* env, jclass, jlong engine, jlong budget,
+                                                              jint n_ctx, jint kv_type, jobjectArray note) {
+  gemlet_session_options wanted = gemlet_session_options_default();
+  wanted.n_ctx = n_ctx;
+  wanted.kv_type = static_cast<gemlet_kv_type>(kv_type);
+  gemlet_session_options fitted = gemlet_session_options_default();
+  char* text = nullptr;
+  if (Throw(env, gemlet_fit_to_budget(Handle<gemlet_engine>(engine), static_cast<uint64_t>(budget), &wanted, &fitted,
+                                      &text, nullptr))) {
+    return nullptr;
+  }
+  jstring why = ToJava(env, text);
+  gemlet_string_free(text);
+  if (why == nullptr) return nullptr;
+  if (note != nullptr && env->GetArrayLength(note) > 0) env->SetObjectArrayElement(note, 0, why);
+  env->DeleteLocalRef(why);
+  const jint out[2] = {fitted.n_ctx, static_cast<jint>(fitted.kv_type)};
+  jintArray result = env->NewIntArray(2);
+  if (result != nullptr) env->SetIntArrayRegion(result, 0, 2, out);
+  return result;
+}
+
+JNIEXPORT jlong JNICALL Java_ai_gemlet_Gemlet_sessionCreate(JNIEnv* env, jclass, jlong engine, jint n_ctx) {
+  gemlet_session_options o = gemlet_session_options_default();
+  o.n_ctx = n_ctx;
+  gemlet_session* s = nullptr;
+  if (Throw(env, gemlet_session_create(Handle<gemlet_engine>(engine), &o, &s))) return 0;
+  return ToLong(s);
+}
+
+JNIEXPORT void JNICALL Java_ai_gemlet_Gemlet_sessionFree(JNIEnv*, jclass, jlong session) {
+  gemlet_session_free(Handle<gemlet_session>(session));
+}
+
+JNIEXPORT void JNICALL Java_ai_gemlet_Gemlet_sessionCancel(JNIEnv*, jclass, jlong session) {
+  gemlet_session_cancel(Handle<gemlet_session>(session));
+}
+
+JNIEXPORT jint JNICALL Java_ai_gemlet_Gemlet_sessionNPast(JNIEnv*, jclass, jlong session) {
+  return gemlet_session_n_past(Handle<gemlet_session>(session));
+}
+
+JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_sessionGenerate(JNIEnv* env, jclass, jlong session, jintArray prompt,
+                                                                 jint max_tokens, jfloat temperature, jboolean complete,
+                                                                 jobject callback, jintArray stop, jobjectArray tokens) {
+  const jsize n = env->GetArrayLength(prompt);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  if (n > 0) env->GetIntArrayRegion(prompt, 0, n, reinterpret_cast<jint*>(ids.data()));
+  gemlet_generate_options g = gemlet_generate_options_default();
+  g.max_tokens = max_tokens;
+  g.temperature = temperature;
+  Stream stream{env, callback};
+  gemlet_reply* reply = nullptr;
+  const auto run = complete ? gemlet_session_complete : gemlet_session_generate;
+  const gemlet_status status =
+      run(Handle<gemlet_session>(session), ids.data(), ids.size(), &g, callback ? OnChunk : nullptr, &stream, &reply);
+  if (stream.threw) {  // the callback's exception is pending; no JNI call may come before it
+    gemlet_reply_free(reply);
+    return nullptr;
+  }
+  if (reply == nullptr) {  // a failure, or a cancel before the answer began
+    if (status != GEMLET_CANCELLED) {
+      Throw(env, status);
+      return nullptr;
+    }
+    const jint cancelled = GEMLET_STOP_CANCELLED;
+    env->SetIntArrayRegion(stop, 0, 1, &cancelled);
+    env->SetObjectArrayElement(tokens, 0, env->NewIntArray(0));
+    return ToJava(env, "");
+  }
+  gemlet_stats stats = gemlet_stats_default();
+  gemlet_reply_stats(reply, &stats);
+  const jint stop_reason = static_cast<jint>(stats.stop);
+  env->SetIntArrayRegion(stop, 0, 1, &stop_reason);
+  size_t n_out = 0;
+  const int32_t* out = gemlet_reply_tokens(reply, &n_out);
+  jintArray out_ids = env->NewIntArray(static_cast<jsize>(n_out));
+  if (out_ids != nullptr && n_out > 0) {
+    env->SetIntArrayRegion(out_ids, 0, static_cast<jsize>(n_out), reinterpret_cast<const jint*>(out));
+  }
+  env->SetObjectArrayElement(tokens, 0, out_ids);
+  jstring text = ToJava(env, gemlet_reply_text(reply));
+  gemlet_reply_free(reply);
+  return text;
+}
+
+JNIEXPORT jlongArray JNICALL Java_ai_gemlet_Gemlet_sessionMemoryPlan(JNIEnv* env, jclass, jlong session) {
+  gemlet_memory_plan p = gemlet_memory_plan_default();
+  if (Throw(env, gemlet_session_memory_plan(Handle<gemlet_session>(session), &p))) return nullptr;
+  return LongArray(env, {static_cast<jlong>(p.file_bytes), static_cast<jlong>(p.weights_resident_bytes),
+                         static_cast<jlong>(p.weights_on_demand_bytes), static_cast<jlong>(p.kv_cache_bytes),
+                         static_cast<jlong>(p.activation_bytes)});
+}
+
+JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_sessionMemoryPlanText(JNIEnv* env, jclass, jlong session) {
+  gemlet_memory_plan p = gemlet_memory_plan_default();
+  if (Throw(env, gemlet_session_memory_plan(Handle<gemlet_session>(session), &p))) return nullptr;
+  return ToJava(env, p.text);
+}
+
+JNIEXPORT jlongArray JNICALL Java_ai_gemlet_Gemlet_sessionMemoryStats(JNIEnv* env, jclass, jlong session) {
+  gemlet_memory_stats m = gemlet_memory_stats_default();
+  if (Throw(env, gemlet_session_memory(Handle<gemlet_session>(session), &m))) return nullptr;
+  return LongArray(env, {static_cast<jlong>(m.kv_cache_bytes), static_cast<jlong>(m.kv_cache_resident_bytes),
+                         static_cast<jlong>(m.activation_bytes)});
+}
+
+JNIEXPORT jobjectArray JNICALL Java_ai_gemlet_Gemlet_conversationMessages(JNIEnv* env, jclass, jlong conversation) {
+  auto* c = Handle<gemlet_conversation>(conversation);
+  std::vector<std::string> flat;
+  const size_t n = gemlet_conversation_n_messages(c);
+  for (size_t i = 0; i < n; ++i) {
+    gemlet_message m = gemlet_message_default();
+    if (Throw(env, gemlet_conversation_message_at(c, i, &m))) return nullptr;
+    flat.emplace_back(m.role);
+    flat.emplace_back(m.content);
+  }
+  return StringArray(env, flat);
+}
+
+JNIEXPORT void JNICALL Java_ai_gemlet_Gemlet_conversationSetMessages(JNIEnv* env, jclass, jlong conversation,
+                                                                      jobjectArray roles_and_contents) {
+  const jsize n = env->GetArrayLength(roles_and_contents);
+  std::vector<std::string> text(static_cast<size_t>(n));
+  for (jsize i = 0; i < n; ++i) {
+    auto s = static_cast<jstring>(env->GetObjectArrayElement(roles_and_contents, i));
+    text[static_cast<size_t>(i)] = ToUtf8(env, s);
+    env->DeleteLocalRef(s);
+  }
+  std::vector<gemlet_message> messages(static_cast<size_t>(n / 2), gemlet_message_default());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    messages[i].role = text[2 * i].c_str();
+    messages[i].content = text[2 * i + 1].c_str();
+  }
+  Throw(env, gemlet_conversation_set_messages(Handle<gemlet_conversation>(conversation), messages.data(), messages.size()));
+}
+
 }  // extern "C"

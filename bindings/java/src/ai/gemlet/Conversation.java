@@ -42,6 +42,24 @@ public final class Conversation implements AutoCloseable {
     }
   }
 
+  /** The user and assistant turns so far: {role, content} pairs. */
+  public synchronized String[][] messages() {
+    String[] flat = Gemlet.conversationMessages(handle());
+    String[][] out = new String[flat.length / 2][];
+    for (int i = 0; i < out.length; i++) out[i] = new String[] {flat[2 * i], flat[2 * i + 1]};
+    return out;
+  }
+
+  /** Replaces the turns ({role, content} pairs, user and assistant), evaluated on the next generate(). */
+  public synchronized void setMessages(String[][] messages) {
+    String[] flat = new String[messages.length * 2];
+    for (int i = 0; i < messages.length; i++) {
+      flat[2 * i] = Objects.requireNonNull(messages[i][0], "role");
+      flat[2 * i + 1] = Objects.requireNonNull(messages[i][1], "content");
+    }
+    Gemlet.conversationSetMessages(handle(), flat);
+  }
+
   /** Forgets the messages, keeps the system message. */
   public synchronized void reset() {
     Gemlet.conversationReset(handle());

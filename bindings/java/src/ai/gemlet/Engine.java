@@ -20,6 +20,28 @@ public final class Engine implements AutoCloseable {
     return new Conversation(Gemlet.conversationCreate(handle(), system, nCtx));
   }
 
+  public Session newSession(int nCtx) {
+    return new Session(Gemlet.sessionCreate(handle(), nCtx));
+  }
+
+  /** {architecture, name, chat format, file type}. */
+  public String[] infoText() {
+    return Gemlet.engineInfoText(handle());
+  }
+
+  /** {n_vocab, n_ctx_train, n_layers, d_model}. */
+  public long[] infoNumbers() {
+    return Gemlet.engineInfoNumbers(handle());
+  }
+
+  /**
+   * The session options that fit budgetBytes: {nCtx, Gemlet.KV_*}; note[0] (if note is not null)
+   * says what was changed. Throws GemletException (INVALID_ARGUMENT) when even the floor does not fit.
+   */
+  public int[] fitToBudget(long budgetBytes, int nCtx, int kvType, String[] note) {
+    return Gemlet.fitToBudget(handle(), budgetBytes, nCtx, kvType, note);
+  }
+
   public int nVocab() {
     return Gemlet.engineNVocab(handle());
   }

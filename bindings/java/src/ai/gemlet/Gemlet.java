@@ -6,8 +6,15 @@ package ai.gemlet;
  * and Conversation. Handles are the C API's pointers held as longs.
  */
 public final class Gemlet {
+  /** The gemlet.h ABI these classes were written for (GEMLET_ABI_VERSION). */
+  public static final int ABI_VERSION = 1;
+
   static {
     System.loadLibrary("gemlet_jni");
+    // A libgemlet of another ABI (swapped under the app) would misread the glue's structs: refuse it.
+    if (abiVersion() != ABI_VERSION) {
+      throw new UnsatisfiedLinkError("libgemlet ABI " + abiVersion() + ", ai.gemlet needs " + ABI_VERSION);
+    }
   }
 
   private Gemlet() {}
@@ -25,6 +32,33 @@ public final class Gemlet {
 
   /** The library's version, "0.1.0". */
   public static native String version();
+  /** The library's ABI (gemlet_abi_version). */
+  public static native int abiVersion();
+
+  // KV cache types (gemlet_kv_type).
+  public static final int KV_F16 = 0;
+  public static final int KV_F32 = 1;
+  public static final int KV_Q8_0 = 2;
+  public static final int KV_Q4_0 = 3;
+
+  // {architecture, name, chat format, file type} and {n_vocab, n_ctx_train, n_layers, d_model}.
+  static native String[] engineInfoText(long engine);
+  static native long[] engineInfoNumbers(long engine);
+  // {n_ctx, kv type}; note[0] receives what was changed. Throws when even the floor does not fit.
+  static native int[] fitToBudget(long engine, long budget, int nCtx, int kvType, String[] note);
+  static native long sessionCreate(long engine, int nCtx);
+  static native void sessionFree(long session);
+  static native void sessionCancel(long session);
+  static native int sessionNPast(long session);
+  // Returns the text; stop[0] the gemlet_stop_reason, tokens[0] the generated ids.
+  static native String sessionGenerate(long session, int[] prompt, int maxTokens, float temperature, boolean complete,
+                                       TokenCallback callback, int[] stop, int[][] tokens);
+  static native long[] sessionMemoryPlan(long session);
+  static native String sessionMemoryPlanText(long session);
+  static native long[] sessionMemoryStats(long session);
+  // The turns as {role, content, role, content, ...}, and back.
+  static native String[] conversationMessages(long conversation);
+  static native void conversationSetMessages(long conversation, String[] rolesAndContents);
 
   static native long engineLoad(String path, int nThreads);
   static native void engineFree(long engine);
