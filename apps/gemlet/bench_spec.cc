@@ -16,7 +16,6 @@
 #include <fstream>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -93,11 +92,11 @@ struct SpecFlags {
 };
 
 void AddSpecFlags(CLI::App& app, SpecFlags* f) {
-  app.add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  AddModelFileFlag(app, f->model_path);
   app.add_option("--spec", f->spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
       ->capture_default_str();
   app.add_option("--draft-model", f->draft_model, "the draft model for --spec draft (the same vocabulary)");
-  app.add_option("--draft", f->draft, "tokens drafted at most per step in the workload")->check(CLI::Range(1, 7))->capture_default_str();
+  AddDraftFlag(app, f->draft, "tokens drafted at most per step in the workload");
   app.add_option("--task", f->task, "run every workload message through this preset (default: each line's own task)")
       ->check(CLI::IsMember(TaskNames()));
   app.add_option("--workload", f->workload_path,
@@ -108,7 +107,7 @@ void AddSpecFlags(CLI::App& app, SpecFlags* f) {
   app.add_option("--depth", f->depth, "tokens in the context before the timed verifications")->check(Positive())->capture_default_str();
   app.add_option("-n,--n-gen", f->max_tokens, "tokens per answer at most in the workload (0 skips it)")->check(NonNegative())
       ->capture_default_str();
-  app.add_option("-t,--threads", f->threads, "threads (default: all cores)")->check(NonNegative());
+  AddThreadsFlag(app, f->threads);
   app.add_option("-r,--repetitions", f->reps, "timed repetitions of each verification")->check(Positive())->capture_default_str();
 }
 
@@ -254,7 +253,7 @@ int RunSpecBench(int argc, char** argv) {
   f.ks.erase(std::remove(f.ks.begin(), f.ks.end(), 0), f.ks.end());
   std::sort(f.ks.begin(), f.ks.end());
   f.ks.erase(std::unique(f.ks.begin(), f.ks.end()), f.ks.end());
-  if (f.threads == 0) f.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  f.threads = ThreadsOrAllCores(f.threads);
   Result<std::vector<WorkItem>> workload = LoadWorkload(f);
   if (!workload.ok()) return Fail(workload.message());
 

@@ -1,4 +1,4 @@
-// Shared option handling and output for run and chat, over the public API.
+// Shared option handling and output for run, chat, serve and the tasks, over the public API.
 #include "cli_common.h"
 
 #include <unistd.h>
@@ -19,18 +19,16 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   app.add_option("-m,--model", o->model_path, "GGUF model file or NAME[:VERSION] from the model store (default: "
                  "$GEMLET_MODEL, else the bundled demo model)");
   AddStoreFlag(app, &o->store_dir);
-  app.add_option("-t,--threads", o->threads, "threads (default: all cores)")->check(NonNegative());
-  app.add_option("-c,--ctx", o->ctx, "context size in tokens")->check(Positive());
-  app.add_option("-b,--batch", o->batch, "prompt tokens per forward chunk")->check(Positive());
-  app.add_option("--kv-type", o->kv_type, "KV cache storage: f16, q8_0 (half the memory), q4_0 (28%) or f32")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  AddThreadsFlag(app, o->threads);
+  AddContextFlag(app, o->ctx);
+  AddBatchFlag(app, o->batch);
+  AddKvTypeFlag(app, o->kv_type);
   AddKernelFlags(app, o->kernels);
   AddCacheFlags(app, o->cache_dir, o->no_cache);
   AddThermalFlags(app, o->thermal);
-  app.add_option("--mem-budget", o->mem_budget,
-                 "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
-                 "memory): a smaller context or a q8_0 or q4_0 KV cache is chosen to fit, or the run is refused")
-      ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
+  AddMemBudgetFlag(app, o->mem_budget,
+                   "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
+                   "memory): a smaller context or a q8_0 or q4_0 KV cache is chosen to fit, or the run is refused");
   app.add_option("--pressure-file", o->pressure_file,
                  "where memory pressure is read before each chat turn (Linux PSI; 'off': not read). Under pressure "
                  "the chat gives back scratch, then its oldest turns, then KV precision (q8_0, then q4_0)")
@@ -38,42 +36,6 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       ->check([](const std::string& v) {
         return v == "off" || ::access(v.c_str(), R_OK) == 0 ? std::string() : "cannot read '" + v + "' (give a PSI file or 'off')";
       });
-}
-
-void AddThermalFlags(CLI::App& app, ThermalOptions& t) {
-  app.add_option("--thermal-limit", t.limit_c, "skin temperature in C to stay under: above it, fewer threads, paced "
-                 "tokens, shorter prompt chunks (default 42)")->check(CLI::Range(20.0, 100.0));
-  app.add_option("--thermal-zone", t.zone, "the thermal zone to read, by type or thermal_zoneN (default: the first "
-                 "skin, case or battery zone; none: no thermal governor)");
-  app.add_option("--thermal-root", t.sysfs_root, "where the thermal zones are")->group("");
-  app.add_flag("!--no-thermal", t.enabled, "no thermal governor");
-}
-
-void AddCacheFlags(CLI::App& app, std::string& dir, bool& off) {
-  app.add_option("--cache-dir", dir, "where the weights packed for the kernels are kept between runs (default: "
-                 "$XDG_CACHE_HOME/gemlet, else ~/.cache/gemlet)");
-  app.add_flag("--no-cache", off, "pack the weights in memory, keep no cache file");
-}
-
-std::string CacheDir(const std::string& flag_dir, bool off) {
-  if (off) return std::string();
-  if (!flag_dir.empty()) return flag_dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') return std::string(xdg) + "/gemlet";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') return std::string(home) + "/.cache/gemlet";
-  return std::string();
-}
-
-void AddKernelFlags(CLI::App& app, KernelOptions& k) {
-  std::string names = "auto";
-  for (const std::string& n : AvailableKernels()) names += ", " + n;
-  app.add_option("--kernels", k.kernels, "kernels: " + names + " (auto: the best this CPU runs; ref: the scalar "
-                 "reference)");
-  app.add_flag("!--no-pack", k.pack_weights, "read weights as stored instead of repacking them for the kernels");
-  app.add_option("--prefetch", k.prefetch_bytes,
-                 "bytes decode prefetches ahead of the weight rows (0: off; -1, the default: this CPU's choice)")
-      ->check(CLI::Range(KernelOptions::kPrefetchAuto, 1 << 20));
-  app.add_flag("!--no-vnni-gemm", k.vnni_gemm, "prefill with the per-row tiles instead of the VNNI panel GEMM");
-  app.add_flag("!--no-spin", k.spin_wait, "threads sleep between the loops of a step instead of polling");
 }
 
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
@@ -97,7 +59,7 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
                  "speculative decoding: none, lookup (draft from earlier text) or draft (a draft model's); the output "
                  "is the same")
       ->check(CLI::IsMember({"none", "lookup", "draft"}))->default_str(g->default_spec);
-  app.add_option("--draft", g->draft, "tokens drafted at most per step")->check(CLI::Range(1, 7))->capture_default_str();
+  AddDraftFlag(app, g->draft);
   app.add_option("--draft-model", g->draft_model,
                  "a smaller model of the same vocabulary that drafts (means --spec draft): a file or NAME[:VERSION]");
 }
@@ -159,7 +121,7 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
   m.session.n_ctx = o.ctx;
   m.session.n_threads = o.threads;
   m.session.max_batch = o.batch;
-  ParseKvCacheType(o.kv_type, &m.session.kv_cache_type);  // checked by --kv-type's member list
+  m.session.kv_cache_type = KvTypeOf(o.kv_type);
   // The memory budget: the session's dirty memory (what a phone counts) must fit it. Checked from
   // the file before loading (a model that cannot fit costs nothing), then planned on the loaded
   // engine, which knows the tokenizer's and packed weights' real cost.

@@ -1,5 +1,5 @@
-// Options and helpers shared by the generating subcommands (run, chat), over the public API: model
-// lookup, sampling and session flags, printing streamed text and stats, terminal detection.
+// Options and helpers shared by the generating subcommands (run, chat, serve, the tasks), over the
+// public API: model lookup, sampling and session flags, printing streamed text and stats, terminal detection.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flags.h"
 #include "gemlet/gemlet.hpp"
 
 namespace gemlet::cli {
@@ -17,9 +18,9 @@ struct ModelOptions {
   std::string model_path;  // a file, or NAME[:VERSION] in the store
   std::string store_dir;   // --store: "" the default store
   int threads = 0;
-  int ctx = 4096;
+  int ctx = kDefaultContext;
   int batch = 512;
-  std::string kv_type = "f16";
+  std::string kv_type = kDefaultKvType;
   KernelOptions kernels;
   std::string cache_dir;  // empty: DefaultCacheDir()
   bool no_cache = false;
@@ -42,19 +43,9 @@ struct GenerationFlags {
   std::string draft_model;    // --draft-model FILE (--spec draft)
 };
 
+// The model and engine flags of run, chat, serve and the tasks (flags.h's shared ones among them).
 void AddModelOptions(CLI::App& app, ModelOptions* o);
-// --thermal-limit C, --thermal-zone NAME, --no-thermal, and --thermal-root DIR (hidden: for tests).
-void AddThermalFlags(CLI::App& app, ThermalOptions& t);
-// --kernels, --no-pack, --prefetch, --no-vnni-gemm, --no-spin: the engine's KernelOptions (A/B
-// measurements, checks against the reference kernels). Check them with Validate() after parsing.
-void AddKernelFlags(CLI::App& app, KernelOptions& k);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
-
-// --cache-dir DIR and --no-cache: where the packed-weight cache lives (EngineOptions::cache_dir).
-void AddCacheFlags(CLI::App& app, std::string& dir, bool& off);
-// The folder for files gemlet can rebuild: $XDG_CACHE_HOME/gemlet, else ~/.cache/gemlet ("" if
-// neither is known); flag_dir when given, "" when off.
-std::string CacheDir(const std::string& flag_dir, bool off);
 
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model. A path that exists stays a
 // path; otherwise NAME[:VERSION] is looked up in the model store (store_dir, "" the default one).

@@ -113,7 +113,7 @@ std::string ProbeName(const tools::BandwidthProbe& p) {
 
 // The flags of the ppN/tgN benchmark.
 struct BenchFlags {
-  std::string model_path, kv_type_name = "f16", mem_budget, cache_dir;
+  std::string model_path, kv_type_name = kDefaultKvType, mem_budget, cache_dir;
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
   int reps = 5, batch = 512, ttft_prompt = 200, bandwidth_mib = 1024;
   bool json = false, no_cache = false;
@@ -121,7 +121,7 @@ struct BenchFlags {
 };
 
 void AddBenchFlags(CLI::App& app, BenchFlags* f) {
-  app.add_option("-m,--model", f->model_path, "GGUF model file")->required();
+  AddModelFileFlag(app, f->model_path);
   app.add_option("-p,--n-prompt", f->prompts, "prompt lengths (comma separated; 0 skips)")
       ->delimiter(',')->check(NonNegative());
   app.add_option("-n,--n-gen", f->gens, "generation lengths (comma separated; 0 skips)")
@@ -129,20 +129,17 @@ void AddBenchFlags(CLI::App& app, BenchFlags* f) {
   app.add_option("-d,--n-depth", f->depths, "tokens already in the context before each test (comma separated; "
                  "as llama-bench: attention at long context)")
       ->delimiter(',')->check(NonNegative());
-  app.add_option("-t,--threads", f->threads_list, "thread counts (comma separated; default: all cores)")
-      ->delimiter(',')->check(Positive());
+  AddThreadsFlag(app, f->threads_list);
   app.add_option("-r,--repetitions", f->reps, "repetitions of each test")->check(Positive());
-  app.add_option("-b,--batch", f->batch, "prompt tokens per forward chunk")->check(Positive());
+  AddBatchFlag(app, f->batch);
   app.add_option("--ttft-prompt", f->ttft_prompt, "chat prompt length for the time to first token (0 skips)")
       ->check(NonNegative());
-  app.add_option("--kv-type", f->kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  AddKvTypeFlag(app, f->kv_type_name);
   AddKernelFlags(app, f->kernel_options);
   AddCacheFlags(app, f->cache_dir, f->no_cache);
-  app.add_option("--mem-budget", f->mem_budget,
-                 "measure under this much dirty memory (300M, 2G): the prompt chunk and KV type are chosen to fit "
-                 "it as run and chat choose them, at the context the tests need")
-      ->check([](const std::string& v) { return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 300M or 2G"; });
+  AddMemBudgetFlag(app, f->mem_budget,
+                   "measure under this much dirty memory (300M, 2G): the prompt chunk and KV type are chosen to fit "
+                   "it as run and chat choose them, at the context the tests need");
   app.add_flag("--json", f->json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
@@ -202,7 +199,7 @@ Status LoadForBench(const BenchFlags& f, BenchRun* run) {
   run->load_cpu_ms = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-6;
   if (!loaded.ok()) return loaded.status();
   run->engine = loaded.value();
-  ParseKvCacheType(f.kv_type_name, &run->kv_type);  // checked by --kv-type's member list
+  run->kv_type = KvTypeOf(f.kv_type_name);
   return Status::Ok();
 }
 
@@ -467,7 +464,7 @@ int RunBench(int argc, char** argv) {
   AddBenchFlags(app, &f);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(f.kernel_options); !err.empty()) return UsageError(err);
-  if (f.threads_list.empty()) f.threads_list = {static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))};
+  if (f.threads_list.empty()) f.threads_list = {ThreadsOrAllCores(0)};
   const int max_prompt = f.prompts.empty() ? 0 : *std::max_element(f.prompts.begin(), f.prompts.end());
   const int max_gen = f.gens.empty() ? 0 : *std::max_element(f.gens.begin(), f.gens.end());
   if (f.depths.empty()) f.depths = {0};

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "flags.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
@@ -24,20 +25,19 @@ int RunEval(int argc, char** argv) {
   std::string model, text_path, ref;
   int ctx = 512, threads = 0, chunks = 0;
   bool json = false, all = false;
-  app.add_option("-m,--model", model, "the GGUF model to evaluate")->required()->check(CLI::ExistingFile);
+  AddModelFileFlag(app, model, "the GGUF model to evaluate")->check(CLI::ExistingFile);
   app.add_option("--text", text_path, "a UTF-8 text file")->required()->check(CLI::ExistingFile);
   app.add_option("--ref", ref, "reference model (e.g. the F16 original) to compare next-token distributions with")
       ->check(CLI::ExistingFile);
-  app.add_option("-c,--ctx", ctx, "tokens per window (default 512)")->check(CLI::Range(2, 1 << 20));
+  AddContextFlag(app, ctx)->description("tokens per window (default 512)")->check(CLI::Range(2, 1 << 20));
   app.add_option("--chunks", chunks, "evaluate at most this many windows (default: all)")->check(NonNegative());
-  std::string kv_type = "f16", ref_kv_type = "f16";
-  app.add_option("--kv-type", kv_type, "the model's KV cache: f16, q8_0, q4_0 or f32 (with --ref the same file: what "
-                 "a cheaper cache costs)")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
-  app.add_option("--ref-kv-type", ref_kv_type, "the reference's KV cache (default f16)")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  std::string kv_type = kDefaultKvType, ref_kv_type = kDefaultKvType;
+  AddKvTypeFlag(app, kv_type, "the model's KV cache: f16, q8_0, q4_0 or f32 (with --ref the same file: what a "
+                "cheaper cache costs)");
+  AddKvTypeFlag(app, ref_kv_type, "the reference's KV cache (default f16)", "--ref-kv-type");
   app.add_flag("--all", all, "score every token of a window after its BOS, not only the second half");
   app.add_flag("--json", json, "print one JSON object instead of text");
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
+  AddThreadsFlag(app, threads);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   std::ifstream in(text_path, std::ios::binary);

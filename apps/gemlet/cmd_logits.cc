@@ -52,18 +52,18 @@ int ArgMax(const float* row, int n) {
 int RunLogits(int argc, char** argv) {
   CLI::App app{"Write the logits of a forward pass as raw little-endian float32, row-major [rows, n_vocab]"};
   app.name("gemlet logits");
-  std::string model_path, tokens_text, out_path, kv_type_name = "f32";
+  std::string model_path, tokens_text, out_path;
+  std::string kv_type_name = "f32";  // the logits are compared with f32 references: no rounding in the cache
   int decode = 0, threads = 0, ctx = 0, batch = 512;
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  AddModelFileFlag(app, model_path);
   app.add_option("--tokens", tokens_text, "token ids, comma separated (e.g. 2,17,9)")->required();
   app.add_option("--out", out_path, "output file for the logits")->required();
   app.add_option("--decode", decode, "prefill the tokens, then greedily decode N tokens and write their N rows")
       ->check(NonNegative());
-  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(NonNegative());
-  app.add_option("-c,--ctx", ctx, "context size in tokens (default: prompt + decode)")->check(NonNegative());
-  app.add_option("-b,--batch", batch, "tokens per forward chunk")->check(Positive());
-  app.add_option("--kv-type", kv_type_name, "KV cache storage: f32, f16, q8_0 or q4_0")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+  AddThreadsFlag(app, threads);
+  AddContextFlag(app, ctx, "prompt + decode");
+  AddBatchFlag(app, batch);
+  AddKvTypeFlag(app, kv_type_name);
   EngineOptions engine_options;
   AddKernelFlags(app, engine_options.kernels);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
@@ -78,10 +78,10 @@ int RunLogits(int argc, char** argv) {
   const int n_vocab = engine.value()->info().n_vocab;
 
   SessionOptions options;
-  options.n_ctx = ctx > 0 ? ctx : static_cast<int>(tokens.size()) + decode;
+  options.n_ctx = ContextOrFit(ctx, static_cast<int>(tokens.size()) + decode);
   options.n_threads = threads;
   options.max_batch = batch;
-  ParseKvCacheType(kv_type_name, &options.kv_cache_type);  // checked by --kv-type's member list
+  options.kv_cache_type = KvTypeOf(kv_type_name);
   auto session = Session::Create(engine.value(), options);
   if (!session.ok()) return Fail(session.message());
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "command.h"
+#include "flags.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
@@ -54,7 +55,7 @@ int RunQuantize(int argc, char** argv) {
   app.add_option("input", options.input_path, "the GGUF model to quantize")->required()->check(CLI::ExistingFile);
   app.add_option("output", options.output_path, "the GGUF file to write")->required();
   app.add_option("type", options.type, types_help)->required();
-  app.add_option("-t,--threads", options.n_threads, "threads (default: all cores)")->check(NonNegative());
+  AddThreadsFlag(app, options.n_threads);
   app.add_flag("--pure", options.pure, "no mix: every quantizable tensor gets the base type (row-length fallbacks still apply)");
   app.add_flag("--allow-requantize", options.allow_requantize, "accept already-quantized tensors in the input");
   app.add_option("--token-embedding-type", options.token_embedding_type,

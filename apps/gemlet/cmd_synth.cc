@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command.h"
+#include "flags.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet::cli {
@@ -47,7 +48,7 @@ int RunSynth(int argc, char** argv) {
                  "ggml-vocab-gemma-4.gguf for gemma4 presets)");
   app.add_option("--seed", options.seed, "random seed (the same seed gives the same weights at any thread count)");
   app.add_option("--layers", options.n_layers, "keep only the first N layers (KV-shared layers scale along)")->check(Positive());
-  app.add_option("-t,--threads", options.n_threads, "threads (default: all cores)")->check(NonNegative());
+  AddThreadsFlag(app, options.n_threads);
   app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (!script.empty()) return WriteScripted(script, options);

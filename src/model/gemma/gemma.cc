@@ -1,7 +1,7 @@
 // Gemma 1 (general.architecture "gemma"): pre-norm decoder with GeGLU, MQA (2B) or MHA (7B),
 // one RoPE base, no soft-capping. HF: GemmaForCausalLM.
-#include "model/decoder_blocks.h"
 #include "model/families.h"
+#include "model/family_parts.h"
 
 namespace gemlet {
 namespace {
@@ -63,9 +63,7 @@ class Gemma final : public Model {
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadGemma(std::shared_ptr<const GgufFile> gguf) {
-  auto model = std::make_unique<Gemma>(std::move(gguf));
-  RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
+  return LoadFamily<Gemma>(std::move(gguf));
 }
 
 }  // namespace gemlet

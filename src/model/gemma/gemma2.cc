@@ -1,7 +1,7 @@
 // Gemma 2 (general.architecture "gemma2"): sandwich norms around attention and MLP, alternating
 // sliding-window / global layers, attention and final logit soft-capping. HF: Gemma2ForCausalLM.
-#include "model/decoder_blocks.h"
 #include "model/families.h"
+#include "model/family_parts.h"
 
 namespace gemlet {
 namespace {
@@ -23,35 +23,26 @@ class Gemma2 final : public Model {
     ASSIGN_OR_RETURN(config_.attn_softcap, f.GetF32Or(arch + ".attn_logit_softcapping", 50.0f));
     ASSIGN_OR_RETURN(config_.final_softcap, f.GetF32Or(arch + ".final_logit_softcapping", 30.0f));
 
-    WeightBinder w(f, packed_.get());
-    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
-    layers_.resize(config_.n_layers);
     // Norm weights arrive as (1 + w) from llama.cpp's converter.
-    for (int i = 0; i < config_.n_layers; ++i) {
-      RETURN_IF_ERROR(BindSandwichLayer(w, config_, i, /*qk_norm=*/false, &layers_[i]));
-    }
-    return Status::Ok();
+    return BindSandwichStack(WeightBinder(f, packed_.get()), config_, /*qk_norm=*/false, &stack_);
   }
 
  protected:
   void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(head_.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], step, ws, ctx);
-    if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
+    EmbedTokens(stack_.head.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, stack_.layers[i], step, ws, ctx);
+    if (!ws.StopRequested()) OutputLogits(c, stack_.head, step, ws, ctx);
   }
 
  private:
-  OutputHead head_;
-  std::vector<SandwichLayer> layers_;
+  SandwichStack stack_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadGemma2(std::shared_ptr<const GgufFile> gguf) {
-  auto model = std::make_unique<Gemma2>(std::move(gguf));
-  RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
+  return LoadFamily<Gemma2>(std::move(gguf));
 }
 
 }  // namespace gemlet

@@ -1,8 +1,8 @@
 // Gemma 3 (general.architecture "gemma3"): Gemma 2's sandwich norms plus per-head QK-norm, 5 local :
 // 1 global layers with separate RoPE bases (1e4 local, 1e6 global), linear RoPE scaling on global
 // layers only (4B/12B/27B), no attention soft-cap. HF: Gemma3ForCausalLM (gemma3_text).
-#include "model/decoder_blocks.h"
 #include "model/families.h"
+#include "model/family_parts.h"
 
 namespace gemlet {
 namespace {
@@ -24,35 +24,26 @@ class Gemma3 final : public Model {
     ASSIGN_OR_RETURN(config_.attn_softcap, f.GetF32Or(arch + ".attn_logit_softcapping", 0.0f));
     ASSIGN_OR_RETURN(config_.final_softcap, f.GetF32Or(arch + ".final_logit_softcapping", 0.0f));
 
-    WeightBinder w(f, packed_.get());
-    RETURN_IF_ERROR(BindOutputHead(w, config_, &head_));
-    layers_.resize(config_.n_layers);
     // Norm weights, QK-norm included, arrive as (1 + w) from llama.cpp's converter.
-    for (int i = 0; i < config_.n_layers; ++i) {
-      RETURN_IF_ERROR(BindSandwichLayer(w, config_, i, /*qk_norm=*/true, &layers_[i]));
-    }
-    return Status::Ok();
+    return BindSandwichStack(WeightBinder(f, packed_.get()), config_, /*qk_norm=*/true, &stack_);
   }
 
  protected:
   void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override {
     const ModelConfig& c = config_;
-    EmbedTokens(head_.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
-    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, layers_[i], step, ws, ctx);
-    if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);
+    EmbedTokens(stack_.head.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
+    for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, stack_.layers[i], step, ws, ctx);
+    if (!ws.StopRequested()) OutputLogits(c, stack_.head, step, ws, ctx);
   }
 
  private:
-  OutputHead head_;
-  std::vector<SandwichLayer> layers_;
+  SandwichStack stack_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadGemma3(std::shared_ptr<const GgufFile> gguf) {
-  auto model = std::make_unique<Gemma3>(std::move(gguf));
-  RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
+  return LoadFamily<Gemma3>(std::move(gguf));
 }
 
 }  // namespace gemlet

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/decoder_blocks.h"
 #include "model/families.h"
+#include "model/family_parts.h"
 
 namespace gemlet {
 namespace {
@@ -102,10 +102,7 @@ class Gemma3n final : public Model {
     for (int i = 0; i < config_.n_layers; ++i) {
       Layer& l = layers_[i];
       const LayerConfig& lc = config_.layers[i];
-      ASSIGN_OR_RETURN(l.attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
+      RETURN_IF_ERROR(BindSandwichNorms(w, i, d, &l));
       RETURN_IF_ERROR(BindNormedAttention(w, config_, i, /*allow_k_eq_v=*/false, &l.attn));
       RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
       l.sparsity_std_mul = sparsity[i];
@@ -135,8 +132,7 @@ class Gemma3n final : public Model {
   void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override;
 
  private:
-  struct Layer {
-    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [d_model]
+  struct Layer : SandwichNorms {
     AttentionWeights attn;  // k/v empty: KV shared from an earlier layer
     MlpWeights mlp;
     float sparsity_std_mul = -INFINITY;  // finite: Gaussian top-k on the gate (HF: _gaussian_topk)
@@ -355,9 +351,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadGemma3n(std::shared_ptr<const GgufFile> gguf) {
-  auto model = std::make_unique<Gemma3n>(std::move(gguf));
-  RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
+  return LoadFamily<Gemma3n>(std::move(gguf));
 }
 
 }  // namespace gemlet

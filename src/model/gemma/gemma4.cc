@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/decoder_blocks.h"
 #include "model/families.h"
+#include "model/family_parts.h"
 
 namespace gemlet {
 namespace {
@@ -116,10 +116,7 @@ class Gemma4 final : public Model {
     for (int i = 0; i < config_.n_layers; ++i) {
       Layer& l = layers_[i];
       const LayerConfig& lc = config_.layers[i];
-      ASSIGN_OR_RETURN(l.attn_norm, w.Vector(LayerTensor(i, "attn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_attn_norm, w.Vector(LayerTensor(i, "post_attention_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.ffn_norm, w.Vector(LayerTensor(i, "ffn_norm.weight"), d));
-      ASSIGN_OR_RETURN(l.post_ffn_norm, w.Vector(LayerTensor(i, "post_ffw_norm.weight"), d));
+      RETURN_IF_ERROR(BindSandwichNorms(w, i, d, &l));
       RETURN_IF_ERROR(BindNormedAttention(w, config_, i, /*allow_k_eq_v=*/true, &l.attn));
       RETURN_IF_ERROR(BindMlp(w, config_, i, &l.mlp));
       if (w.Has(LayerTensor(i, "layer_output_scale.weight"))) {
@@ -167,8 +164,7 @@ class Gemma4 final : public Model {
     ExpertMatrices gate_up, down;         // per expert [2*ffn, d] and [d, ffn]
     std::vector<float> pre_norm, post_norm_dense, post_norm_moe;
   };
-  struct Layer {
-    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+  struct Layer : SandwichNorms {
     AttentionWeights attn;  // v empty: K=V; k empty: KV shared from an earlier layer
     MlpWeights mlp;
     MoeWeights moe;
@@ -318,9 +314,7 @@ void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx)
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadGemma4(std::shared_ptr<const GgufFile> gguf) {
-  auto model = std::make_unique<Gemma4>(std::move(gguf));
-  RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
+  return LoadFamily<Gemma4>(std::move(gguf));
 }
 
 }  // namespace gemlet
