@@ -23,6 +23,15 @@ const char* KvTypeName(KvType type) {
   }
 }
 
+DType KvDType(KvType type) {
+  switch (type) {
+    case KvType::kF16: return DType::kF16;
+    case KvType::kQ8_0: return DType::kQ8_0;
+    case KvType::kQ4_0: return DType::kQ4_0;
+    default: return DType::kF32;
+  }
+}
+
 bool ParseKvType(const std::string& name, KvType* out) {
   if (name == "f32") *out = KvType::kF32;
   else if (name == "f16") *out = KvType::kF16;
@@ -180,7 +189,7 @@ void RowToFloat(KvType type, const void* row, int64_t n, float* out) {
     const uint16_t* h = static_cast<const uint16_t*>(row);
     for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(h[i]);
   } else {
-    DequantizeRow(type == KvType::kQ4_0 ? DType::kQ4_0 : DType::kQ8_0, static_cast<const uint8_t*>(row), out, n);
+    DequantizeRow(KvDType(type), static_cast<const uint8_t*>(row), out, n);
   }
 }
 void FloatToRow(KvType type, const float* in, int64_t n, void* row) {
@@ -308,6 +317,21 @@ void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
   const Layer& l = layers_[layer];
   const size_t slot = static_cast<size_t>(pos % l.capacity);
   return storage_.get() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
+}
+
+KvView KvCache::View(int layer) const {
+  const Layer& l = layers_[layer];
+  KvView view;
+  view.type = KvDType(type_);
+  view.k = storage_.get() + l.k_offset;
+  view.v = storage_.get() + l.v_offset;
+  view.k_row_bytes = l.k_row_bytes;
+  view.v_row_bytes = l.v_row_bytes;
+  view.capacity = l.capacity;
+  view.n_kv_heads = l.spec.n_kv_heads;
+  view.head_dim_k = l.spec.head_dim_k;
+  view.head_dim_v = l.spec.head_dim_v;
+  return view;
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(KvType type) const {
