@@ -1,7 +1,7 @@
 // Attend (kernels/attention): grouped-query attention over a KV view and the batch's own keys,
 // against a double-precision evaluation of the same formula. Decode steps at long context split
 // their keys into ranges and merge the ranges' softmaxes; these cases reach that path, ring
-// buffers that wrap, soft-capping, and the f16, Q8_0 and Q4_0 rows.
+// buffers that wrap, soft-capping, the f16, Q8_0 and Q4_0 rows, and rows attended as decode steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -198,6 +198,23 @@ TEST_P(AttentionTest, PromptBlocksMatchTokensAttendedAloneBitForBit) {
       ASSERT_EQ(std::memcmp(&blocks[i], &alone[i], sizeof(float)), 0) << "value " << i << ": " << blocks[i] << " vs " << alone[i];
     }
   }
+}
+
+// Speculative verification: the batch's rows already in the view (a ring with room for them), each
+// row attended as a one-token step at its position, the same for any thread count. The earlier rows
+// of the batch are then read as the cache stores them, so the reference holds for the caches that
+// store them exactly (f32, and f16 for these f16-exact values).
+TEST_P(AttentionTest, RowsAsDecodeMatchReference) {
+  const AttentionCase& c = GetParam();
+  AttentionFixture f(c);
+  const std::vector<float> one = f.Attend(1, 0, /*rows_as_decode=*/true);
+  const std::vector<float> two = f.Attend(2, 0, /*rows_as_decode=*/true);
+  ASSERT_EQ(two.size(), one.size());
+  EXPECT_EQ(std::memcmp(two.data(), one.data(), one.size() * sizeof(float)), 0);
+  if (c.kv_type == DType::kQ8_0 || c.kv_type == DType::kQ4_0) return;  // the batch's rows are rounded in the view
+  const std::vector<double> ref = f.Reference();
+  ASSERT_EQ(one.size(), ref.size());
+  EXPECT_LT(WorstError(one, ref), 2e-5);
 }
 
 const AttentionCase kCases[] = {
