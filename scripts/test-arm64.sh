@@ -4,7 +4,7 @@
 # (NEON; NEON_DOTPROD and NEON_I8MM, the packed weights on sdot and smmla, on an emulated CPU with
 # both, on one with dotprod only and on one with neither: each table runs where it is offered, and
 # needs no more than it is offered for), a whole model on packed weights, one model golden test (Gemma 4 E2B-like, llama.cpp's GGUF, against HF's logits), and
-# attention over the KV cache (f32/f16/q8_0 rows, split decode steps) on the NEON kernels, the C
+# the attention kernel over a KV view (f32/f16/q8_0/q4_0 rows, split decode steps) on the NEON kernels, the C
 # API's tests, and libgemlet.so's page alignment.
 # The scalar tables (ref, and Highway's SCALAR target, which runs the reference matmul) are the
 # same code the x86 build tests, and slow under emulation, so they are filtered out.
@@ -17,7 +17,7 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DGEMLET_BUILD_APPS=OFF -DGEMLET_BUILD_TESTS=ON > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
-  model_golden_test attention_test packed_model_test c_api_test gemlet_shared
+  kernels_attention_test model_golden_test packed_model_test c_api_test gemlet_shared
 status=0
 run() {
   echo "== qemu-aarch64 ${*#$out/}"
@@ -42,7 +42,7 @@ fi
 run "$out/tests/model/packed_model_test" --gtest_brief=1
 run "$out/tests/kernels/kernels_thread_pool_test" --gtest_brief=1
 run "$out/tests/model/model_golden_test" --gtest_filter='*/gemma4_e2b_like_llamacpp_gguf' --gtest_brief=1
-run "$out/tests/model/attention_test" --gtest_brief=1
+run "$out/tests/kernels/kernels_attention_test" --gtest_brief=1
 # The C API on the demo model (a Chinese answer streamed in whole characters, cancel from another
 # thread), and libgemlet.so's segments aligned to 16 KiB pages as Android 15+ and iOS load them.
 GEMLET_TEST_TIME_SCALE=100 run "$out/tests/api/c_api_test" --gtest_brief=1  # emulated: far slower

@@ -1,5 +1,6 @@
 // Building blocks shared by the Gemma family files: weight binding with shape checks, and the
-// attention / MLP / output sub-layers expressed over the kernel functions.
+// attention / MLP / output sub-layers wired over the kernel functions (attention itself is the
+// kernel of kernels/attention.h, over the KvCache's view of a layer).
 #pragma once
 
 #include <string>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "gguf/gguf_reader.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -97,23 +99,6 @@ void NormHeads(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, c
 // Rotates n rows of n_heads heads, row t at position pos0 + t.
 void RopeRows(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, const std::vector<float>& inv_freq,
               int64_t pos0);
-
-// Scaled dot-product attention of n new queries against the cached past of `cache_layer` and the
-// batch's own new keys/values (k_new, v_new), causal and window-limited. out: [n, n_heads*head_dim_v].
-struct AttendArgs {
-  const LayerConfig* layer;
-  int cache_layer;
-  int window;             // 0: global
-  const float* q;         // [n, n_heads * head_dim], roped
-  const float* k_new;     // [n, n_kv_heads * head_dim], roped
-  const float* v_new;     // [n, n_kv_heads * head_dim_v]
-  int n;
-  int64_t pos0;
-  float scale;
-  float softcap;          // 0: none
-  float* out;
-};
-void Attend(const AttendArgs& args, const KvCache& cache, Workspace& ws, KernelContext& ctx);
 
 // Writes the batch's K/V rows into the cache (only those a ring of this capacity keeps).
 void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0);

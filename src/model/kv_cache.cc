@@ -312,6 +312,21 @@ void* KvCache::RowPtr(int layer, int64_t pos, bool value) {
   return storage_.get() + (value ? l.v_offset + slot * l.v_row_bytes : l.k_offset + slot * l.k_row_bytes);
 }
 
+KvView KvCache::View(int layer) const {
+  const Layer& l = layers_[layer];
+  KvView view;
+  view.type = type_;
+  view.k = storage_.get() + l.k_offset;
+  view.v = storage_.get() + l.v_offset;
+  view.k_row_bytes = l.k_row_bytes;
+  view.v_row_bytes = l.v_row_bytes;
+  view.capacity = l.capacity;
+  view.n_kv_heads = l.spec.n_kv_heads;
+  view.head_dim_k = l.spec.head_dim_k;
+  view.head_dim_v = l.spec.head_dim_v;
+  return view;
+}
+
 Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(DType type) const {
   std::vector<KvLayerSpec> specs;
   for (const Layer& l : layers_) specs.push_back(l.spec);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/attention.h"
 #include "tensor/dtype.h"
 
 namespace gemlet {
@@ -138,6 +139,9 @@ class KvCache {
   void* ValueRow(int layer, int64_t pos) { return RowPtr(layer, pos, true); }
   const void* KeyRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, false); }
   const void* ValueRow(int layer, int64_t pos) const { return const_cast<KvCache*>(this)->RowPtr(layer, pos, true); }
+  // Layer `layer`'s keys and values as the attention kernel reads them (kernels/attention.h); valid
+  // until the cache is freed. A KV-shared layer holds nothing: ask for its source layer's view.
+  KvView View(int layer) const;
   // Stores a float row (converted to the cache type).
   void Store(int layer, int64_t pos, const float* k, const float* v);
   // The key row at pos as floats (n_kv_heads * head_dim_k of them): what Store kept, in its rounding.

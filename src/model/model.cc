@@ -30,28 +30,15 @@ int ModelConfig::MaxKvWidth() const {
 }
 
 namespace {
-// The attention scratch of a workspace (floats), for its constructor and PlanBytes alike: per
-// thread the score rows of a block's tokens and query heads of one KV head, and the block's
-// gathered query and output rows (blocks of 2 tokens or more only); the decode split's parts and
-// log-sum-exps.
-struct AttentionScratch {
-  size_t scores_per_thread = 0, block_rows_per_thread = 0, split_parts = 0, split_lse = 0;
-};
-AttentionScratch AttentionScratchOf(const ModelConfig& c, int batch, int n_ctx) {
+// The attention kernel's scratch for this model's layers (for the constructor and PlanBytes alike).
+AttentionScratchSizes AttentionScratchOf(const ModelConfig& c, int batch, int n_ctx) {
   int max_group = 1, max_head_dim = 1, max_head_dim_v = 1;
   for (const LayerConfig& l : c.layers) {
     max_group = std::max(max_group, l.n_heads / l.n_kv_heads);
     max_head_dim = std::max(max_head_dim, l.head_dim);
     max_head_dim_v = std::max(max_head_dim_v, l.head_dim_v);
   }
-  const int block = Workspace::AttnQueryBlock(batch);
-  const size_t rows = static_cast<size_t>(block) * max_group;
-  AttentionScratch a;
-  a.scores_per_thread = rows * static_cast<size_t>(n_ctx + batch);
-  if (block > 1) a.block_rows_per_thread = rows * static_cast<size_t>(max_head_dim + max_head_dim_v);
-  a.split_parts = static_cast<size_t>(Workspace::kMaxAttnSplitItems) * max_group * max_head_dim_v;
-  a.split_lse = static_cast<size_t>(Workspace::kMaxAttnSplitItems) * max_group;
-  return a;
+  return PlanAttentionScratch(max_group, max_head_dim, max_head_dim_v, batch, n_ctx);
 }
 }  // namespace
 
@@ -68,9 +55,9 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   v.resize(b * c.MaxKvWidth());
   gate.resize(b * c.MaxFfnDim());
   up.resize(b * c.MaxFfnDim());
-  const AttentionScratch a = AttentionScratchOf(c, batch, n_ctx);
+  const AttentionScratchSizes a = AttentionScratchOf(c, batch, n_ctx);
   const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
-  scores_stride = n_ctx + batch;
+  scores_stride = a.scores_stride;
   scores_per_thread = a.scores_per_thread;
   scores.resize(threads * scores_per_thread);
   block_rows_per_thread = a.block_rows_per_thread;
@@ -88,6 +75,19 @@ Workspace::Workspace(const ModelConfig& c, int batch, int n_ctx, int n_threads, 
   }
 }
 
+AttentionScratch Workspace::AttnScratch() {
+  AttentionScratch s;
+  s.max_batch = max_batch;
+  s.scores = scores.data();
+  s.scores_stride = scores_stride;
+  s.scores_per_thread = scores_per_thread;
+  s.block_rows = block_rows.data();
+  s.block_rows_per_thread = block_rows_per_thread;
+  s.split_parts = attn_parts.data();
+  s.split_lse = attn_lse.data();
+  return s;
+}
+
 const std::vector<float>& Model::KeyRope(int layer) const {
   std::call_once(key_rope_once_, [this] {
     for (const LayerConfig& l : config_.layers) key_rope_.push_back(RopeInvFreq(l));
@@ -97,7 +97,7 @@ const std::vector<float>& Model::KeyRope(int layer) const {
 
 size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_threads, size_t extra_floats) {
   const size_t b = static_cast<size_t>(batch);
-  const AttentionScratch a = AttentionScratchOf(c, batch, n_ctx);
+  const AttentionScratchSizes a = AttentionScratchOf(c, batch, n_ctx);
   const size_t threads = static_cast<size_t>(std::max(n_threads, 1));
   size_t floats = 3 * b * c.d_model + 2 * b * c.MaxQueryWidth() + 2 * b * c.MaxKvWidth() + 2 * b * c.MaxFfnDim();
   floats += threads * (a.scores_per_thread + a.block_rows_per_thread) + a.split_parts + a.split_lse;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/attention.h"
 #include "kernels/kernel_context.h"
 #include "gguf/gguf_reader.h"
 #include "kernels/packed_weights.h"
@@ -91,24 +92,21 @@ struct Workspace {
   ActivationBuffer attn;                 // [B, max query width]
   ActivationBuffer gate;                 // [B, max ffn]
   ActivationBuffer up;                   // [B, max ffn]
-  // A prompt step attends in blocks of up to kAttnQueryBlock tokens: the query heads of one KV
-  // head for all the block's tokens read each key and value row once between them (see Attend).
-  static constexpr int kAttnQueryBlock = 4;
-  // Tokens per attention block for a workspace of `max_batch` rows.
-  static int AttnQueryBlock(int max_batch) { return std::clamp(max_batch, 1, kAttnQueryBlock); }
-  // Attention scores: per thread, one row of n_ctx + B for each query head of a KV group and token
-  // of a block.
+  // The attention kernel's scratch (kernels/attention.h, sized by PlanAttentionScratch), kept here
+  // so that a session's memory counts it. Scores: per thread, one row of n_ctx + B for each query
+  // head of a KV group and token of a prompt block.
   ActivationBuffer scores;               // [n_threads, block tokens * max heads per KV head, n_ctx + B]
   int scores_stride;           // floats per row
   size_t scores_per_thread;    // floats per thread
   // A block's queries and outputs gathered into rows (token, head); only when blocks have 2 tokens or more.
   ActivationBuffer block_rows;           // [n_threads, block tokens * max heads per KV head, max head_dim + max head_dim_v]
   size_t block_rows_per_thread = 0;      // floats per thread
-  // Decode attention split by key ranges (see Attend): each range's outputs for the query heads of
-  // its KV head, normalised within the range, and their log-sum-exps, merged once all are done.
-  static constexpr int kMaxAttnSplitItems = 16;
+  // Decode attention split by key ranges: each range's outputs for the query heads of its KV head,
+  // normalised within the range, and their log-sum-exps, merged once all are done.
   ActivationBuffer attn_parts;           // [kMaxAttnSplitItems, max heads per KV head, max head_dim_v]
   ActivationBuffer attn_lse;             // [kMaxAttnSplitItems, max heads per KV head]
+  // The buffers above as the attention kernel takes them.
+  AttentionScratch AttnScratch();
 
   // KV sharing (Gemma 3n/4): a layer whose K/V later layers reuse keeps its batch K/V here until the
   // end of the chunk, so that committing to a ring buffer cannot evict keys the sharers still need.

@@ -42,6 +42,31 @@ TEST(KvCacheTest, SlidingLayerIsARing) {
   EXPECT_EQ(static_cast<const float*>(cache.KeyRow(0, 2))[0], 6.0f);
 }
 
+// The attention kernel reads a layer through KvCache::View: the same rows KeyRow/ValueRow address,
+// a ring's slots included, in the cache's type as a DType.
+TEST(KvCacheTest, ViewAddressesTheCachedRows) {
+  const std::vector<KvLayerSpec> layers = {{2, 32, 64, 0, -1}, {1, 32, 32, 4, -1}, {1, 32, 32, 4, 1}};
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    auto made = KvCache::Create(layers, 20, type, /*ring_spare=*/2);
+    ASSERT_TRUE(made.ok()) << made.message();
+    const KvCache& cache = *made.value();
+    for (int layer = 0; layer < 2; ++layer) {
+      const KvView view = cache.View(layer);
+      EXPECT_EQ(view.type, type);  // the cache's element type is a DType, as the view's
+      EXPECT_EQ(view.capacity, cache.capacity(layer));
+      EXPECT_EQ(view.n_kv_heads, layers[layer].n_kv_heads);
+      EXPECT_EQ(view.head_dim_k, layers[layer].head_dim_k);
+      EXPECT_EQ(view.head_dim_v, layers[layer].head_dim_v);
+      EXPECT_EQ(view.k_row_bytes, cache.KeyRowBytes(layer));
+      EXPECT_EQ(view.v_row_bytes, cache.ValueRowBytes(layer));
+      for (int pos = 0; pos < 20; ++pos) {  // the ring (capacity 6) wraps three times
+        EXPECT_EQ(view.KeyRow(pos), cache.KeyRow(layer, pos)) << KvTypeName(type) << " layer " << layer << " pos " << pos;
+        EXPECT_EQ(view.ValueRow(pos), cache.ValueRow(layer, pos)) << KvTypeName(type) << " layer " << layer << " pos " << pos;
+      }
+    }
+  }
+}
+
 TEST(KvCacheTest, F16StorageRoundsToHalf) {
   auto made = KvCache::Create({{1, 2, 2, 0, -1}}, 4, DType::kF16);
   ASSERT_TRUE(made.ok());
