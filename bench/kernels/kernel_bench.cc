@@ -145,9 +145,9 @@ std::vector<const KernelTable*> Tables(const Options& o) {
 }
 
 void BenchMatMul(const Options& o, bool gemm) {
-  KernelTuning tuning;
-  if (o.prefetch >= 0) tuning.prefetch_bytes = static_cast<size_t>(o.prefetch);
-  KernelContext ctx(o.threads, nullptr, tuning);
+  KernelOptions kernel_options;
+  if (o.prefetch >= 0) kernel_options.prefetch_bytes = o.prefetch;
+  KernelContext ctx(o.threads, nullptr, kernel_options);
   if (gemm) {
     std::printf("\nGEMM (prefill), %d tokens, %d threads: GFLOP/s (2 n_in n_out tokens / time), weights in cache\n",
                 o.tokens, o.threads);

@@ -65,6 +65,13 @@ GEMLET_API const char* gemlet_status_name(gemlet_status status);
 typedef void (*gemlet_log_fn)(int level, const char* message, void* user_data);
 GEMLET_API void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data);
 
+/* The process's memory footprint in bytes as the host reads it (iOS: task_vm_info's
+ * phys_footprint; Android: its own reading): budget planning and memory reports count it as the
+ * process's dirty memory. Process-wide; called from any thread. NULL restores the default
+ * (/proc/self/status's RssAnon on Linux). */
+typedef uint64_t (*gemlet_footprint_fn)(void* user_data);
+GEMLET_API void gemlet_set_footprint_callback(gemlet_footprint_fn callback, void* user_data);
+
 /* The process's memory now, cheaply (for sampling a peak); 0 where the platform does not say. */
 typedef struct gemlet_process_memory {
   size_t struct_size;

@@ -41,6 +41,12 @@ GEMLET_CXX_API ProcessMemory MeasureProcessMemory();
 // 3 error. Process-wide; nullptr restores the default (warnings and errors to stderr).
 using LogCallback = std::function<void(int level, std::string_view message)>;
 GEMLET_CXX_API void SetLogCallback(LogCallback callback);
+// The process's memory footprint as the host reads it (iOS: task_vm_info's phys_footprint; Android:
+// its own reading), in bytes: budget planning (PlanSession, FitToBudget) and MeasureMemory count it
+// as the process's dirty memory. Process-wide, may be called from any thread; nullptr restores the
+// default (/proc/self/status's RssAnon on Linux).
+using FootprintCallback = std::function<uint64_t()>;
+GEMLET_CXX_API void SetFootprintCallback(FootprintCallback callback);
 
 GEMLET_CXX_API const char* KvCacheTypeName(KvCacheType type);  // "f16", "f32", "q8_0", "q4_0"
 // false when the name is none of those.

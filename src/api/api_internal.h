@@ -25,11 +25,10 @@ struct Engine::Impl {
   ModelInfo info;
   std::atomic<int> thread_limit{0};
 
-  // The kernels sessions run (SetKernelOptions): the options as given, and resolved.
+  // The kernels sessions run (SetKernelOptions): the options, and the table they name.
   struct Kernels {
     KernelOptions options;
     const KernelTable* table = nullptr;
-    KernelTuning tuning;
   };
   mutable std::mutex kernels_mutex;
   Kernels kernels;
@@ -45,7 +44,7 @@ struct Engine::Impl {
     session.SetThermal(thermal_monitor);  // throttles below that while the device is hot
     session.ResetThermalStats();
     const Kernels k = CurrentKernels();
-    session.SetKernels(*k.table, k.tuning);
+    session.SetKernels(*k.table, k.options);
   }
 
   // Every live conversation (they add and remove themselves): OnBackground saves those with a
@@ -103,7 +102,7 @@ Status CheckSessionOptions(const SessionOptions& o);
 SessionOptions WithEngineThreads(SessionOptions o, int engine_threads);
 // A runtime session on `engine` with its current kernels.
 Result<std::unique_ptr<runtime::Session>> CreateRuntimeSession(const Engine& engine, const SessionOptions& o);
-// The kernels and tuning these options name (validated: Validate(KernelOptions) first).
+// The kernels these options name (validated: Validate(KernelOptions) first).
 Engine::Impl::Kernels ResolveKernels(const KernelOptions& o);
 // Sends a message to the app's log callback (SetLogCallback), else warnings and errors to stderr.
 void Log(int level, const std::string& message);

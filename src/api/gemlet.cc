@@ -86,6 +86,8 @@ LogCallback& LogTarget() {
 }
 }  // namespace
 
+void SetFootprintCallback(FootprintCallback callback) { runtime::SetFootprintReader(std::move(callback)); }
+
 void SetLogCallback(LogCallback callback) {
   std::lock_guard<std::mutex> lock(LogMutex());
   LogTarget() = std::move(callback);
@@ -105,11 +107,6 @@ Engine::Impl::Kernels ResolveKernels(const KernelOptions& o) {
   Engine::Impl::Kernels k;
   k.options = o;
   k.table = KernelsNamed(o.kernels);
-  k.tuning.pack_weights = o.pack_weights;
-  k.tuning.prefetch_bytes = o.prefetch_bytes == KernelOptions::kPrefetchAuto ? DefaultDecodePrefetchBytes()
-                                                                            : static_cast<size_t>(o.prefetch_bytes);
-  k.tuning.vnni_gemm = o.vnni_gemm;
-  k.tuning.spin_wait = o.spin_wait;
   return k;
 }
 }  // namespace api
@@ -217,7 +214,7 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
   // The packed-weight cache: mapped read-only, the packed weights are clean file pages (what a phone
   // does not count against the app), and a second start packs nothing.
   const Engine::Impl::Kernels& k = impl->kernels;
-  if (!o.cache_dir.empty() && k.tuning.pack_weights && k.table->packed_layout(DType::kQ4_0) != nullptr) {
+  if (!o.cache_dir.empty() && k.options.pack_weights && k.table->packed_layout(DType::kQ4_0) != nullptr) {
     const auto t0 = std::chrono::steady_clock::now();
     const int threads = runtime::ResolveThreads(o.n_threads);
     auto used = impl->runtime->UsePackedCache(o.cache_dir, *k.table, threads);
@@ -292,7 +289,7 @@ bool Engine::IsEndOfGeneration(int32_t token) const { return impl_->runtime->IsE
 
 void Engine::PrepareWeights(const std::atomic<bool>* stop, int n_threads) const {
   const Impl::Kernels k = impl_->CurrentKernels();
-  KernelContext ctx(std::max(1, n_threads), k.table, k.tuning);
+  KernelContext ctx(std::max(1, n_threads), k.table, k.options);
   impl_->runtime->model().PrepareWeights(ctx, stop);
 }
 

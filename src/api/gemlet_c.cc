@@ -121,6 +121,14 @@ void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data) {
   });
 }
 
+void gemlet_set_footprint_callback(gemlet_footprint_fn callback, void* user_data) {
+  if (callback == nullptr) {
+    gemlet::SetFootprintCallback(nullptr);
+    return;
+  }
+  gemlet::SetFootprintCallback([callback, user_data]() -> uint64_t { return callback(user_data); });
+}
+
 void gemlet_string_free(char* text) { delete[] text; }
 
 // ---- names of the enums: the C++ API's, for the values C knows ----

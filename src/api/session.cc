@@ -31,7 +31,7 @@ SessionOptions WithEngineThreads(SessionOptions o, int engine_threads) {
 Result<std::unique_ptr<runtime::Session>> CreateRuntimeSession(const Engine& engine, const SessionOptions& o) {
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
   return runtime::Session::Create(engine.impl().runtime, WithEngineThreads(o, engine.options().n_threads), k.table,
-                                  k.tuning);
+                                  k.options);
 }
 
 Status CheckSessionOptions(const SessionOptions& o) {
@@ -159,7 +159,7 @@ SessionCost PlanSession(const Engine& engine, const SessionOptions& options) {
   const runtime::Engine& rt = *engine.impl().runtime;
   const Engine::Impl::Kernels k = engine.impl().CurrentKernels();
   SessionCost c = runtime::SessionCostOn(rt.model(), WithEngineThreads(options, engine.options().n_threads),
-                                         runtime::PackedInMemoryBytes(rt.model(), *k.table, k.tuning));
+                                         runtime::PackedInMemoryBytes(rt.model(), *k.table, k.options));
   c.baseline_bytes = runtime::AnonBytes();
   // What is packed in memory already is part of the baseline: count it once.
   c.baseline_bytes -= std::min<uint64_t>(c.baseline_bytes, rt.model().packed_store().PackedBytesInMemory());
@@ -189,7 +189,7 @@ Result<SessionOptions> FitFileToBudget(const std::string& path, const EngineOpti
       runtime::AnonBytes() + runtime::kTokenizerBytesPerPiece * static_cast<uint64_t>(model->config().n_vocab);
   const Engine::Impl::Kernels k = api::ResolveKernels(engine_options.kernels);
   // With a cache folder the packed weights are written to a file and mapped: clean pages.
-  const uint64_t packed = engine_options.cache_dir.empty() ? runtime::PackedInMemoryBytes(*model, *k.table, k.tuning) : 0;
+  const uint64_t packed = engine_options.cache_dir.empty() ? runtime::PackedInMemoryBytes(*model, *k.table, k.options) : 0;
   auto cost = [&](const SessionOptions& o) {
     SessionCost c = runtime::SessionCostOn(*model, WithEngineThreads(o, engine_options.n_threads), packed);
     c.baseline_bytes = baseline;

@@ -31,22 +31,29 @@ void KernelScratch::Release() {
   }
 }
 
-KernelContext::KernelContext(int n_threads, const KernelTable* kernels, const KernelTuning& tuning)
+namespace {
+KernelOptions WithPrefetchResolved(KernelOptions o) {
+  if (o.prefetch_bytes == KernelOptions::kPrefetchAuto) o.prefetch_bytes = static_cast<int>(DefaultDecodePrefetchBytes());
+  return o;
+}
+}  // namespace
+
+KernelContext::KernelContext(int n_threads, const KernelTable* kernels, const KernelOptions& options)
     : kernels_(kernels != nullptr ? kernels : &BestKernels()),
-      tuning_(tuning),
-      pool_(std::make_unique<ThreadPool>(n_threads, tuning.spin_wait)),
+      options_(WithPrefetchResolved(options)),
+      pool_(std::make_unique<ThreadPool>(n_threads, options.spin_wait)),
       scratch_(std::make_unique<KernelScratch>(n_threads)) {}
 
-void KernelContext::SetKernels(const KernelTable& kernels, const KernelTuning& tuning) {
+void KernelContext::SetKernels(const KernelTable& kernels, const KernelOptions& options) {
   kernels_ = &kernels;
-  tuning_ = tuning;
-  pool_->SetSpin(tuning.spin_wait);
+  options_ = WithPrefetchResolved(options);
+  pool_->SetSpin(options.spin_wait);
 }
 
 void KernelContext::SetThreads(int n) {
   n = std::max(1, n);
   if (n == pool_->size()) return;
-  pool_ = std::make_unique<ThreadPool>(n, tuning_.spin_wait);
+  pool_ = std::make_unique<ThreadPool>(n, options_.spin_wait);
   scratch_->EnsureThreads(n);
 }
 

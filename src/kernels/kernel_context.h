@@ -13,25 +13,19 @@
 
 #include "base/thread_pool.h"
 
+#include "gemlet/types.hpp"
+
 namespace gemlet {
 
 struct KernelTable;
 
-// How far ahead decode prefetches weights on this CPU (KernelTuning's default, and the engine's
-// when its options leave it to the CPU): 0 on AMD, 2048 elsewhere (kernels.cc).
+// How far ahead decode prefetches weights on this CPU (KernelOptions::kPrefetchAuto resolved):
+// 0 on AMD, 2048 elsewhere (kernels.cc).
 size_t DefaultDecodePrefetchBytes();
 
-// Knobs of the fast paths (each measured in bench/RESULTS.md); the defaults are what runs fastest.
-struct KernelTuning {
-  // How far ahead of the rows being computed decode prefetches weights, in bytes (0: off).
-  size_t prefetch_bytes = DefaultDecodePrefetchBytes();
-  // Repack weights on first use into the layout the kernels stream fastest (off: read as stored).
-  bool pack_weights = true;
-  // Prefill through the VNNI panel GEMM where the table has it (off: the per-row tiles).
-  bool vnni_gemm = true;
-  // Pool threads poll briefly for the next loop of a step before they sleep.
-  bool spin_wait = true;
-};
+// The knobs of the fast paths are the public KernelOptions (gemlet/types.hpp; each measured in
+// bench/RESULTS.md). A context runs the table it is given: the options' kernels name is the caller's
+// to resolve (KernelsNamed).
 
 // Grow-only buffers, one set per pool thread: a kernel asks for thread t's buffer `slot` of at
 // least n elements and gets memory that stays valid until the next request for that slot. Nothing
@@ -96,22 +90,24 @@ class KernelScratch {
 class KernelContext {
  public:
   // kernels: null for the best table this CPU runs (BestKernels()).
-  explicit KernelContext(int n_threads, const KernelTable* kernels = nullptr, const KernelTuning& tuning = {});
+  explicit KernelContext(int n_threads, const KernelTable* kernels = nullptr, const KernelOptions& options = {});
 
   ThreadPool& pool() { return *pool_; }
   int n_threads() const { return pool_->size(); }
   const KernelTable& kernels() const { return *kernels_; }
-  const KernelTuning& tuning() const { return tuning_; }
+  // The options in force, prefetch_bytes resolved (never kPrefetchAuto).
+  const KernelOptions& options() const { return options_; }
+  size_t prefetch_bytes() const { return static_cast<size_t>(options_.prefetch_bytes); }
   KernelScratch& scratch() { return *scratch_; }
 
   // Between evaluations only (never while a kernel runs on this context).
-  void SetKernels(const KernelTable& kernels, const KernelTuning& tuning);
+  void SetKernels(const KernelTable& kernels, const KernelOptions& options);
   // Runs later work on n threads; the scratch keeps the buffers it has (grown for the most threads).
   void SetThreads(int n);
 
  private:
   const KernelTable* kernels_;
-  KernelTuning tuning_;
+  KernelOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KernelScratch> scratch_;
 };

@@ -867,13 +867,13 @@ template <bool kI8mm>
 void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
   bool done = false;
-  if (w.packed != nullptr && ctx.tuning().pack_weights) {
+  if (w.packed != nullptr && ctx.options().pack_weights) {
     WithPackedType(w.type, [&](auto type) {
       using T = decltype(type);
       const uint8_t* data = w.packed->Get(w, LayoutOf<T>(), ctx.pool());
       if (data == nullptr) return;
       done = true;
-      if (n_tokens <= kMaxGemvTokens || !ctx.tuning().vnni_gemm) RunGemv<T>(w, data, x, n_tokens, y, ctx);
+      if (n_tokens <= kMaxGemvTokens || !ctx.options().vnni_gemm) RunGemv<T>(w, data, x, n_tokens, y, ctx);
       else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
       else GemmDot<T>(w, data, x, n_tokens, y, ctx);
     });
@@ -882,7 +882,7 @@ void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 
 void PrepareMatMulPacked(const WeightMatrix& w, KernelContext& ctx) {
-  if (w.packed == nullptr || !ctx.tuning().pack_weights) return;
+  if (w.packed == nullptr || !ctx.options().pack_weights) return;
   WithPackedType(w.type, [&](auto type) { w.packed->Get(w, LayoutOf<decltype(type)>(), ctx.pool()); });
 }
 

@@ -179,7 +179,7 @@ const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, K
 // ---------------------------------------------------------------------------------------------
 // Drivers. act[t * act_stride] is token t's activation row (floats, or its quantized blocks).
 
-// How far ahead of the rows being computed decode prefetches (bytes, KernelTuning::prefetch_bytes).
+// How far ahead of the rows being computed decode prefetches (bytes, KernelOptions::prefetch_bytes).
 // Decode streams weights that are not in any cache, and on its own one core keeps too few DRAM
 // reads in flight while it also decodes blocks: prefetching 2 KiB ahead took gemma3-1b Q4_0 decode
 // from 6.1-7.3 to 8.1-8.4 t/s (bench/RESULTS.md).
@@ -191,7 +191,7 @@ constexpr int kGemvRows = 4;
 template <class K>
 void Gemv(const WeightMatrix& w, const typename K::Act* act, float* y, KernelContext& ctx) {
   ctx.pool().ParallelFor(static_cast<size_t>(w.n_out), [&](size_t begin, size_t end, int) {
-    const size_t ahead = ctx.tuning().prefetch_bytes;
+    const size_t ahead = ctx.prefetch_bytes();
     const uint8_t* rows[kGemvRows];
     size_t o = begin;
     for (; o + kGemvRows <= end; o += kGemvRows) {
@@ -287,7 +287,7 @@ bool WithPackedType(DType type, Fn&& fn) {
 template <class T>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
                KernelContext& ctx) {
-  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {
+  if (n_tokens > kMaxGemvTokens && ctx.options().vnni_gemm) {
     packed::Gemm<T>(w, data, x, n_tokens, y, ctx);
     return;
   }
@@ -326,7 +326,7 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
         vnni::QuantizeActRow<1>(xt + t * w.n_in, n_blocks, T::kZeroPoint, a.q, a.d, a.sum, a.zero);
       }
     }
-    packed::Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx.tuning().prefetch_bytes, ctx);
+    packed::Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx.prefetch_bytes(), ctx);
   }
 }
 
@@ -349,8 +349,8 @@ bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
-  if (w.packed != nullptr && ctx.tuning().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
-  if (n_tokens > kMaxGemvTokens && ctx.tuning().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+  if (w.packed != nullptr && ctx.options().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
+  if (n_tokens > kMaxGemvTokens && ctx.options().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
     switch (w.type) {
       case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, ctx);
       case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, ctx);
@@ -399,7 +399,7 @@ const PackedLayout* PackedLayoutSimd(DType type) {
 
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (w.packed == nullptr || !ctx.tuning().pack_weights) return;
+  if (w.packed == nullptr || !ctx.options().pack_weights) return;
   WithPackedType(w.type, [&](auto type) { w.packed->Get(w, packed::LayoutOf<decltype(type)>(), ctx.pool()); });
 #else
   (void)w;

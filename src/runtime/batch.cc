@@ -12,7 +12,7 @@ BatchOptions BatchOptions::Like(const Session& session, int max_rows) {
   o.n_ctx = session.n_ctx();
   o.n_threads = session.n_threads();
   o.kernels = &session.kernels();
-  o.tuning = session.tuning();
+  o.kernel_options = session.kernel_options();
   return o;
 }
 
@@ -39,7 +39,7 @@ Result<std::unique_ptr<BatchWorkspace>> BatchWorkspace::Create(std::shared_ptr<c
   std::unique_ptr<BatchWorkspace> ws(new BatchWorkspace());
   ws->workspace_ = std::make_unique<Workspace>(model.config(), o.max_rows, o.n_ctx, o.n_threads,
                                                model.ExtraScratchFloats(o.max_rows));
-  ws->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.tuning);
+  ws->ctx_ = std::make_unique<KernelContext>(o.n_threads, o.kernels, o.kernel_options);
   ws->chunks_.resize(static_cast<size_t>(o.max_rows));
   ws->engine_ = std::move(engine);
   return ws;

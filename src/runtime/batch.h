@@ -21,9 +21,9 @@ struct BatchOptions {
   int n_ctx = 0;       // the longest context of the sessions it serves (0: as SessionOptions resolves it)
   int n_threads = 0;   // 0: all hardware threads
   const KernelTable* kernels = nullptr;  // null: BestKernels()
-  KernelTuning tuning{};
+  KernelOptions kernel_options{};
 
-  // A session's threads, kernels, tuning and context, with room for max_rows tokens per step.
+  // A session's threads, kernels and their options and context, with room for max_rows tokens per step.
   static BatchOptions Like(const Session& session, int max_rows);
 };
 

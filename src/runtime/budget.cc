@@ -14,8 +14,8 @@
 
 namespace gemlet::runtime {
 
-uint64_t PackedInMemoryBytes(const Model& model, const KernelTable& kernels, const KernelTuning& tuning) {
-  if (!tuning.pack_weights) return 0;
+uint64_t PackedInMemoryBytes(const Model& model, const KernelTable& kernels, const KernelOptions& options) {
+  if (!options.pack_weights) return 0;
   uint64_t bytes = 0;
   for (const WeightMatrix& w : model.packed_store().matrices()) {
     const PackedLayout* layout = kernels.packed_layout(w.type);

@@ -20,7 +20,7 @@ inline constexpr uint64_t kTokenizerBytesPerPiece = 170;
 
 // Weights the kernels will pack into anonymous memory: the packable matrices nothing has packed or
 // mapped yet (none when packing is off), and those packed in memory already.
-uint64_t PackedInMemoryBytes(const Model& model, const KernelTable& kernels, const KernelTuning& tuning);
+uint64_t PackedInMemoryBytes(const Model& model, const KernelTable& kernels, const KernelOptions& options);
 
 // A session's cost on a model, all but the baseline (the caller's: the process as it is).
 SessionCost SessionCostOn(const Model& model, const SessionOptions& options, uint64_t packed_in_memory);

@@ -272,7 +272,7 @@ Status ChatSession::Summarize(const GenerationControls& controls) {
   so.max_batch = std::min(512, so.n_ctx);
   so.rollback_tokens = 0;
   ASSIGN_OR_RETURN(std::unique_ptr<Session> writer,
-                   Session::Create(session_->shared_engine(), so, &session_->kernels(), session_->tuning()));
+                   Session::Create(session_->shared_engine(), so, &session_->kernels(), session_->kernel_options()));
   writer->SetStopFlag(controls.cancel);
   SamplingOptions greedy;
   greedy.temperature = 0;  // a summary is reproducible: the same dropped turns, the same words

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "gemlet/types.hpp"
@@ -59,8 +60,13 @@ MemoryPlan SessionMemoryPlan(const Session& session);
 // Resident bytes of this process (VmRSS) and its peak (VmHWM), from /proc/self/status; 0 if unknown.
 size_t CurrentRssBytes();
 size_t PeakRssBytes();
-// Anonymous resident bytes (the "Anonymous" line of /proc/self/smaps_rollup); 0 if unknown.
+// The process's dirty memory, what a phone counts against the app: the host's reading when it set
+// one (SetFootprintReader: iOS's phys_footprint, Android's own), else the anonymous resident bytes
+// (RssAnon of /proc/self/status, or smaps_rollup's "Anonymous"); 0 if unknown.
 size_t AnonBytes();
+// Process-wide: where AnonBytes reads from (empty: /proc). Thread-safe; the reader may be called
+// from any thread.
+void SetFootprintReader(std::function<uint64_t()> reader);
 // Bytes of [begin, begin + size) that are present in this process's page tables (from
 // /proc/self/pagemap), i.e. what those pages add to RSS. The page cache alone does not count.
 size_t ResidentBytesInRange(const void* begin, size_t size);

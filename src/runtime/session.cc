@@ -146,13 +146,13 @@ size_t Session::PlanKvBytes(const Model& model, const SessionOptions& options) {
 }
 
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options,
-                                                 const KernelTable* kernels, const KernelTuning& tuning) {
+                                                 const KernelTable* kernels, const KernelOptions& kernel_options) {
   const SessionOptions o = Resolve(*engine, options);
   std::unique_ptr<Session> s(new Session());
   ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, KvDType(o.kv_cache_type), o.rollback_tokens));
   s->workspace_ = std::make_unique<Workspace>(engine->config(), o.max_batch, o.n_ctx, o.n_threads,
                                                 engine->model().ExtraScratchFloats(o.max_batch));
-  s->ctx_ = std::make_unique<KernelContext>(o.n_threads, kernels, tuning);
+  s->ctx_ = std::make_unique<KernelContext>(o.n_threads, kernels, kernel_options);
   s->max_threads_ = o.n_threads;
   s->base_threads_ = o.n_threads;
   s->ring_spare_ = o.rollback_tokens;

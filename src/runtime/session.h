@@ -84,7 +84,7 @@ class Session {
 
   // kernels: null for BestKernels(); the facade sets the engine's before every call (SetKernels).
   static Result<std::unique_ptr<Session>> Create(std::shared_ptr<const Engine> engine, const SessionOptions& options,
-                                                 const KernelTable* kernels = nullptr, const KernelTuning& tuning = {});
+                                                 const KernelTable* kernels = nullptr, const KernelOptions& kernel_options = {});
   // The KV bytes a session with these options will allocate (report before creating). They need
   // the model only (its layers), not an engine: a planner may ask before the tokenizer is built.
   static size_t PlanKvBytes(const Model& model, const SessionOptions& options);
@@ -155,9 +155,9 @@ class Session {
   const GenerationStats::Thermal& thermal_stats() const { return thermal_stats_; }
   void ResetThermalStats() { thermal_stats_ = {}; }
   // Runs later evaluations with these kernels, tuned so. Not during an evaluation.
-  void SetKernels(const KernelTable& kernels, const KernelTuning& tuning) { ctx_->SetKernels(kernels, tuning); }
+  void SetKernels(const KernelTable& kernels, const KernelOptions& options) { ctx_->SetKernels(kernels, options); }
   const KernelTable& kernels() const { return ctx_->kernels(); }
-  const KernelTuning& tuning() const { return ctx_->tuning(); }
+  const KernelOptions& kernel_options() const { return ctx_->options(); }
   // Under memory pressure, between evaluations: frees the kernels' scratch (regrown by the next
   // call) and gives back the KV pages past n_past. Returns the bytes given back.
   size_t ReleaseIdleMemory();

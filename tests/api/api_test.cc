@@ -226,6 +226,27 @@ TEST(ApiMemory, TheTokenizerIsCountedOnItsOwn) {
 // The memory budget: a session's planned dirty memory is what it allocates (its workspace, KV cache
 // reservation), and FitToBudget picks the largest context and KV precision that fit, or refuses
 // with the floor.
+// A host that reads its own footprint (iOS phys_footprint): plans and measurements count its
+// reading, and nullptr goes back to /proc.
+TEST(ApiBudget, TheHostsFootprintReadingIsTheBaseline) {
+  auto engine = DemoEngine();
+  SessionOptions so;
+  so.n_ctx = 512;
+  so.n_threads = 2;
+  constexpr uint64_t kFootprint = uint64_t{3} << 30;  // far from what this test process holds
+  SetFootprintCallback([] { return kFootprint; });
+  EXPECT_EQ(MeasureProcessMemory().anon_bytes, kFootprint);
+  EXPECT_EQ(engine->MeasureMemory().anon_bytes, kFootprint);
+  const SessionCost planned = PlanSession(*engine, so);
+  EXPECT_LE(planned.baseline_bytes, kFootprint);
+  EXPECT_GT(planned.baseline_bytes, kFootprint - (uint64_t{64} << 20));  // less what is packed already
+  // A budget below the host's footprint fits nothing.
+  EXPECT_FALSE(FitToBudget(*engine, kFootprint - 1, so).ok());
+  SetFootprintCallback(nullptr);
+  EXPECT_LT(MeasureProcessMemory().anon_bytes, kFootprint);
+  EXPECT_LT(PlanSession(*engine, so).baseline_bytes, kFootprint);
+}
+
 TEST(ApiBudget, PlansWhatASessionCostsAndFitsItToABudget) {
   // A plan's baseline is the process's anonymous memory when asked. A sanitizer's allocator (ASan
   // keeps up to 256 MiB of freed memory in quarantine) moves it between two plans by more than this

@@ -53,6 +53,20 @@ gemlet_generate_options Greedy(int max_tokens) {
   return g;
 }
 
+TEST(CApi, TheHostsFootprintCallbackIsTheProcessMemory) {
+  static uint64_t footprint = uint64_t{5} << 30;
+  gemlet_set_footprint_callback([](void* user) { return *static_cast<uint64_t*>(user); }, &footprint);
+  gemlet_process_memory m = gemlet_process_memory_default();
+  ASSERT_EQ(gemlet_measure_process_memory(&m), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(m.anon_bytes, footprint);
+  footprint = uint64_t{6} << 30;  // read at each call
+  ASSERT_EQ(gemlet_measure_process_memory(&m), GEMLET_OK);
+  EXPECT_EQ(m.anon_bytes, footprint);
+  gemlet_set_footprint_callback(nullptr, nullptr);
+  ASSERT_EQ(gemlet_measure_process_memory(&m), GEMLET_OK);
+  EXPECT_LT(m.anon_bytes, uint64_t{5} << 30);
+}
+
 TEST(CApi, VersionAndStatusNames) {
   EXPECT_STREQ(gemlet_version(), "0.1.0");
   EXPECT_STREQ(gemlet_status_name(GEMLET_CANCELLED), "cancelled");

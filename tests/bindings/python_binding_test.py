@@ -118,6 +118,16 @@ class EngineTest(unittest.TestCase):
         self.assertEqual(self.engine.detokenize(self.engine.tokenize(long_text, add_special=False)), long_text)
         self.assertEqual(self.engine.detokenize([]), "")
 
+    def test_the_hosts_footprint_is_the_process_memory(self):
+        e = gemlet.load(MODEL)
+        footprint = 3 << 30
+        gemlet.set_footprint_callback(lambda: footprint)
+        try:
+            self.assertEqual(e.measure_memory()["anon_bytes"], footprint)
+        finally:
+            gemlet.set_footprint_callback(None)
+        self.assertLess(e.measure_memory()["anon_bytes"], footprint)
+
     def test_platform_signals(self):
         e = gemlet.load(MODEL)
         self.assertEqual(e.thermal_state, gemlet.ThermalState.NOMINAL)

@@ -541,7 +541,9 @@ TEST(KernelChoice, DecodePrefetchFollowsTheCpuVendor) {
   if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo (not x86 Linux)";
   EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
   EXPECT_EQ(DefaultDecodePrefetchBytes(), vendor == "AuthenticAMD" ? 0u : 2048u) << vendor;
-  EXPECT_EQ(KernelTuning{}.prefetch_bytes, DefaultDecodePrefetchBytes());
+  // The options' "auto" resolves to this CPU's choice in a context; a number is kept.
+  EXPECT_EQ(KernelContext(1).prefetch_bytes(), DefaultDecodePrefetchBytes());
+  EXPECT_EQ(KernelContext(1, nullptr, KernelOptions{.prefetch_bytes = 4096}).prefetch_bytes(), 4096u);
 }
 
 }  // namespace

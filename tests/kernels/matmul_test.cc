@@ -144,7 +144,7 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
   const DType type = std::get<1>(GetParam());
   // Three threads with the default tuning; one thread with prefetching and the VNNI GEMM off (the
   // per-row tiles): every path stays within the bounds.
-  KernelContext one(1, k, KernelTuning{.prefetch_bytes = 0, .pack_weights = true, .vnni_gemm = false}), three(3, k);
+  KernelContext one(1, k, KernelOptions{.pack_weights = true, .prefetch_bytes = 0, .vnni_gemm = false}), three(3, k);
   uint32_t seed = 1;
   for (int64_t n_in : RowLengths(type)) {
     for (int64_t n_out : {1, 7, 33}) {
@@ -229,7 +229,7 @@ TEST_P(MatMulTest, FewTokensAgreeBitForBitWithOneAtATime) {
   for (bool packed : {false, true}) {
     if (packed && !packs) continue;
     for (bool vnni_gemm : {true, false}) {
-      KernelContext ctx(3, k, KernelTuning{.prefetch_bytes = 2048, .pack_weights = true, .vnni_gemm = vnni_gemm});
+      KernelContext ctx(3, k, KernelOptions{.pack_weights = true, .prefetch_bytes = 2048, .vnni_gemm = vnni_gemm});
       PackedWeights slot(nullptr);
       WeightMatrix w = m.view();
       if (packed) w.packed = &slot;

@@ -29,9 +29,9 @@ std::vector<float> AllLogits(const std::string& path, const std::vector<int32_t>
   SessionOptions o;
   o.n_ctx = 64;
   o.n_threads = 2;
-  KernelTuning tuning;
-  tuning.pack_weights = pack;
-  auto session = Session::Create(engine.value(), o, &kernels, tuning);
+  KernelOptions kernel_options;
+  kernel_options.pack_weights = pack;
+  auto session = Session::Create(engine.value(), o, &kernels, kernel_options);
   EXPECT_TRUE(session.ok()) << session.message();
   const size_t vocab = static_cast<size_t>(engine.value()->model().config().n_vocab);
   std::vector<float> logits(tokens.size() * vocab);

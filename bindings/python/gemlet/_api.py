@@ -132,6 +132,33 @@ def set_log_callback(callback):
     _log_callback = fn
 
 
+_footprint_callback = None  # keeps the ctypes thunk alive while the library may call it
+
+
+def set_footprint_callback(callback):
+    """callback() returns the process's memory footprint in bytes as the host reads it (budget
+    planning and memory reports count it as the process's dirty memory); None restores the
+    default (/proc on Linux)."""
+    global _footprint_callback
+    lib = _ffi.lib()
+    if callback is None:
+        lib.gemlet_set_footprint_callback(_ffi.FOOTPRINT_FN(), None)
+        _footprint_callback = None
+        return
+
+    def thunk(_user):
+        try:
+            return int(callback())
+        except Exception:  # noqa: BLE001 - an exception must not unwind into C
+            return 0
+
+    fn = _ffi.FOOTPRINT_FN(thunk)
+    if _footprint_callback is None:
+        atexit.register(set_footprint_callback, None)
+    lib.gemlet_set_footprint_callback(fn, None)
+    _footprint_callback = fn
+
+
 @dataclasses.dataclass
 class Stats:
     """One turn's figures (gemlet_stats)."""

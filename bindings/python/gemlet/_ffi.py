@@ -29,6 +29,7 @@ ABI_VERSION = 1
 
 PROGRESS_FN = ctypes.CFUNCTYPE(c_bool, c_float, c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+FOOTPRINT_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, c_void_p)
 # The text arrives as a pointer plus a length, not c_char_p: ctypes would stop a c_char_p at the
 # first NUL and copy it twice.
 STREAM_FN = ctypes.CFUNCTYPE(c_bool, c_enum, c_void_p, c_size_t, c_void_p)
@@ -238,6 +239,7 @@ _PROTOTYPES = {
     "gemlet_last_error": (c_char_p, []),
     "gemlet_status_name": (c_char_p, [c_enum]),
     "gemlet_set_log_callback": (None, [LOG_FN, c_void_p]),
+    "gemlet_set_footprint_callback": (None, [FOOTPRINT_FN, c_void_p]),
     "gemlet_engine_options_default": (EngineOptions, []),
     "gemlet_engine_load": (c_enum, [c_char_p, ctypes.POINTER(EngineOptions), _PP]),
     "gemlet_engine_free": (None, [_P]),
