@@ -289,8 +289,9 @@ typedef struct gemlet_session_options {
   int n_threads;    /* 0: the engine's */
   int max_batch;    /* prompt tokens per forward chunk (512) */
   gemlet_kv_type kv_type;
-  /* Not growable: gemlet_conversation_options holds one by value. Sessions keep the C++ API's
-   * default rollback room (16 tokens gemlet_session_truncate takes back without re-evaluating). */
+  /* Not growable: gemlet_conversation_options holds one by value. What it lacks (rollback room,
+   * a draft model, prompt progress) is gemlet_session_extra_options', for gemlet_session_create2
+   * and gemlet_conversation_create2. */
 } gemlet_session_options;
 
 GEMLET_API gemlet_session_options gemlet_session_options_default(void);
@@ -302,6 +303,28 @@ GEMLET_API bool gemlet_parse_kv_type(const char* name, gemlet_kv_type* out);
 GEMLET_API uint64_t gemlet_engine_decode_kv_bytes_at(const gemlet_engine* engine, gemlet_kv_type type, int64_t pos);
 GEMLET_API gemlet_status gemlet_session_create(gemlet_engine* engine, const gemlet_session_options* options,
                                                gemlet_session** out);
+/* The session options gemlet_session_options cannot hold (it is embedded by value, so it cannot
+ * grow): growable by struct_size like the other option structs. Take it from
+ * gemlet_session_extra_options_default(). */
+/* Called after each chunk of a long prompt with the prompt tokens evaluated so far and their total,
+ * on the evaluating thread. To stop, call gemlet_session_cancel / gemlet_conversation_cancel (from
+ * this callback too): the call then returns GEMLET_CANCELLED. */
+typedef void (*gemlet_prompt_progress_fn)(int done, int total, void* user_data);
+typedef struct gemlet_session_extra_options {
+  size_t struct_size;
+  int rollback_tokens;        /* tokens gemlet_session_truncate takes back without evaluating again (16) */
+  /* Speculative decoding with a draft model: a smaller model of the same vocabulary (another one is
+   * GEMLET_INVALID_ARGUMENT) whose greedy continuation generate options' max_draft verifies instead
+   * of prompt lookup; the tokens are those decoding without it gives. The session keeps its own
+   * reference: the caller may free its handle after the create. NULL: prompt lookup. */
+  gemlet_engine* draft_model;
+  gemlet_prompt_progress_fn progress;  /* NULL: none */
+  void* progress_user_data;
+} gemlet_session_extra_options;
+GEMLET_API gemlet_session_extra_options gemlet_session_extra_options_default(void);
+/* gemlet_session_create with the extra options too (NULL: their defaults). */
+GEMLET_API gemlet_status gemlet_session_create2(gemlet_engine* engine, const gemlet_session_options* options,
+                                                const gemlet_session_extra_options* extra, gemlet_session** out);
 GEMLET_API void gemlet_session_free(gemlet_session* session);
 /* Evaluates tokens after those cached; `logits` (NULL: none) receives the last position's n_vocab
  * values. GEMLET_CANCELLED after gemlet_session_cancel() from another thread; what finished stays. */
@@ -413,6 +436,12 @@ typedef struct gemlet_generate_options {
   const int32_t* logit_bias_tokens;
   const float* logit_bias_values;
   size_t n_logit_bias;
+  /* OpenAI's logprobs and top_logprobs: with logprobs, the reply's gemlet_reply_logprob gives each
+   * generated token's log-probability under the model (before penalties, temperature and
+   * truncation) and its top_logprobs (0 to 20) most likely alternatives. Off by default (and in a
+   * zeroed struct): computing them costs a pass over the vocabulary per token. */
+  bool logprobs;
+  int top_logprobs;
 } gemlet_generate_options;
 GEMLET_API gemlet_generate_options gemlet_generate_options_default(void);
 /* GEMLET_OK when the options are valid, else GEMLET_INVALID_ARGUMENT naming what is wrong ("top-p
@@ -489,6 +518,18 @@ GEMLET_API const int32_t* gemlet_reply_tokens(const gemlet_reply* reply, size_t*
 GEMLET_API size_t gemlet_reply_n_tool_calls(const gemlet_reply* reply);
 GEMLET_API const gemlet_tool_call* gemlet_reply_tool_call(const gemlet_reply* reply, size_t index);  /* NULL past the end */
 GEMLET_API gemlet_status gemlet_reply_stats(const gemlet_reply* reply, gemlet_stats* stats);
+/* A token and its log-probability (natural log). Fixed layout (it is passed in arrays). */
+typedef struct gemlet_token_logprob {
+  int32_t token;
+  float logprob;
+} gemlet_token_logprob;
+/* With gemlet_generate_options.logprobs: one entry per generated token (0 without). */
+GEMLET_API size_t gemlet_reply_n_logprobs(const gemlet_reply* reply);
+/* Generated token `index`: *chosen (NULL: not wanted) the token sampled and its log-probability;
+ * *top (NULL: not wanted) the top_logprobs most likely tokens, most likely first, *n_top of them,
+ * valid until the reply is freed. GEMLET_INVALID_ARGUMENT past the end. */
+GEMLET_API gemlet_status gemlet_reply_logprob(const gemlet_reply* reply, size_t index, gemlet_token_logprob* chosen,
+                                              const gemlet_token_logprob** top, size_t* n_top);
 
 /* Evaluates `prompt` (tokens after the cache's), then samples up to max_tokens tokens, streaming their
  * text to callback (NULL: none); stops at the model's end of turn. *reply (NULL: not wanted) receives
@@ -562,6 +603,10 @@ typedef struct gemlet_conversation_options {
 GEMLET_API gemlet_conversation_options gemlet_conversation_options_default(void);
 GEMLET_API gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_conversation_options* options,
                                                     gemlet_conversation** out);
+/* gemlet_conversation_create with the session's extra options too (NULL: their defaults). */
+GEMLET_API gemlet_status gemlet_conversation_create2(gemlet_engine* engine, const gemlet_conversation_options* options,
+                                                     const gemlet_session_extra_options* extra,
+                                                     gemlet_conversation** out);
 GEMLET_API void gemlet_conversation_free(gemlet_conversation* conversation);
 /* Sends a user message and streams the answer to `callback` (NULL: none). `stats` (NULL: none;
  * set its struct_size) receives the turn's figures. A cancel or a callback's false returns

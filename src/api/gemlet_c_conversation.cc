@@ -16,6 +16,11 @@ gemlet_conversation_options gemlet_conversation_options_default(void) {
 
 gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_conversation_options* options,
                                          gemlet_conversation** out) {
+  return gemlet_conversation_create2(engine, options, nullptr, out);
+}
+
+gemlet_status gemlet_conversation_create2(gemlet_engine* engine, const gemlet_conversation_options* options,
+                                          const gemlet_session_extra_options* extra, gemlet_conversation** out) {
   return Guard([&] {
     if (out == nullptr) return NullHandle("out");
     *out = nullptr;
@@ -24,8 +29,11 @@ gemlet_status gemlet_conversation_create(gemlet_engine* engine, const gemlet_con
     if (!ReadOptions(options, &o)) return BadStruct("gemlet_conversation_options");
     gemlet_session_options so = gemlet_session_options_default();
     if (!ReadOptions(&o.session, &so)) return BadStruct("gemlet_conversation_options.session");
+    gemlet_session_extra_options x = gemlet_session_extra_options_default();
+    if (!ReadOptions(extra, &x)) return BadStruct("gemlet_session_extra_options");
     gemlet::ConversationOptions co;
     co.session = ToSessionOptions(so);
+    ApplySessionExtraOptions(x, &co.session);
     if (o.system) co.system = o.system;
     co.thinking = o.thinking;
     co.summarize_dropped = o.summarize_dropped;

@@ -74,7 +74,8 @@ gemlet_kv_type FromKvCacheType(KvCacheType t) {
 }
 
 // gemlet_session_options cannot grow (gemlet_conversation_options holds one by value): the fields
-// it lacks (rollback_tokens, progress, draft_model) keep the C++ defaults.
+// it lacks (rollback_tokens, progress, draft_model) come from gemlet_session_extra_options
+// (ApplySessionExtraOptions), else keep the C++ defaults.
 SessionOptions ToSessionOptions(const gemlet_session_options& o) {
   SessionOptions s;
   s.n_ctx = o.n_ctx;
@@ -92,6 +93,24 @@ gemlet_session_options FromSessionOptions(const SessionOptions& s) {
   o.max_batch = s.max_batch;
   o.kv_type = FromKvCacheType(s.kv_cache_type);
   return o;
+}
+
+void ApplySessionExtraOptions(const gemlet_session_extra_options& o, SessionOptions* s) {
+  s->rollback_tokens = o.rollback_tokens;
+  if (o.progress) {
+    const gemlet_prompt_progress_fn fn = o.progress;
+    void* user = o.progress_user_data;
+    s->progress = [fn, user](int done, int total) { fn(done, total, user); };
+  }
+  // The shared engine, not the handle: the session outlives a draft handle the caller frees.
+  if (o.draft_model) s->draft_model = o.draft_model->engine;
+}
+
+gemlet_session_extra_options FromSessionExtraOptions(const SessionOptions& s) {
+  gemlet_session_extra_options o{};
+  o.struct_size = sizeof(o);
+  o.rollback_tokens = s.rollback_tokens;
+  return o;  // a default has no draft model and no progress callback: they cannot come back as C handles
 }
 
 bool ToGenerateOptions(const gemlet_generate_options& o, GenerateOptions* g) {
@@ -119,6 +138,12 @@ bool ToGenerateOptions(const gemlet_generate_options& o, GenerateOptions* g) {
   for (size_t i = 0; i < o.n_logit_bias; ++i) {
     g->sampling.logit_bias.emplace_back(o.logit_bias_tokens[i], o.logit_bias_values[i]);
   }
+  // The C++ API caps the alternatives at the vocabulary only; the C API holds apps to the documented
+  // 20 (OpenAI's limit too), so a typo cannot make every token sort the whole vocabulary.
+  if (o.logprobs && (o.top_logprobs < 0 || o.top_logprobs > 20)) {
+    return Fail(GEMLET_INVALID_ARGUMENT, "top_logprobs must be in [0, 20]"), false;
+  }
+  g->top_logprobs = o.logprobs ? o.top_logprobs : -1;
   return true;
 }
 
@@ -248,6 +273,8 @@ gemlet_thermal_status FromThermalStatus(const ThermalStatus& t) {
 gemlet_tool_call FromToolCall(const ToolCall& t) {
   return gemlet_tool_call{t.name.c_str(), t.arguments.c_str(), t.id.c_str()};
 }
+
+gemlet_token_logprob FromTokenLogprob(const TokenLogprob& t) { return gemlet_token_logprob{t.token, t.logprob}; }
 
 gemlet_message FromMessage(const Message& m, const std::vector<gemlet_tool_call>& calls) {
   gemlet_message c = gemlet_message_default();

@@ -40,6 +40,8 @@ struct gemlet_conversation {
 struct gemlet_reply {
   gemlet::Reply reply;
   std::vector<gemlet_tool_call> tool_calls;  // C views of reply.tool_calls
+  // C copies of each reply.logprobs[i].top (gemlet_reply_logprob hands out pointers into them).
+  std::vector<std::vector<gemlet_token_logprob>> top_logprobs = {};
 };
 struct gemlet_tokenizer {
   std::unique_ptr<gemlet::TextTokenizer> tokenizer;
@@ -116,6 +118,9 @@ KvCacheType ToKvCacheType(gemlet_kv_type t);
 gemlet_kv_type FromKvCacheType(KvCacheType t);
 SessionOptions ToSessionOptions(const gemlet_session_options& o);
 gemlet_session_options FromSessionOptions(const SessionOptions& s);
+// The fields gemlet_session_extra_options holds, over those ToSessionOptions set.
+void ApplySessionExtraOptions(const gemlet_session_extra_options& o, SessionOptions* s);
+gemlet_session_extra_options FromSessionExtraOptions(const SessionOptions& s);
 // false when the arrays it points to are inconsistent (a NULL string, a NULL array with a count).
 bool ToGenerateOptions(const gemlet_generate_options& o, GenerateOptions* g);
 gemlet_stats FromGenerationStats(const GenerationStats& s);
@@ -127,6 +132,7 @@ gemlet_session_cost FromSessionCost(const SessionCost& c);
 gemlet_process_memory FromProcessMemory(const ProcessMemory& p);
 gemlet_thermal_status FromThermalStatus(const ThermalStatus& t);
 gemlet_tool_call FromToolCall(const ToolCall& t);  // pointers into t
+gemlet_token_logprob FromTokenLogprob(const TokenLogprob& t);
 // `calls` are FromToolCall's views of m.tool_calls; the result points into m and calls.
 gemlet_message FromMessage(const Message& m, const std::vector<gemlet_tool_call>& calls);
 // n messages of the caller's struct_size (that of messages[0]); false (with the last error set)

@@ -35,15 +35,28 @@ extern "C" {
 
 gemlet_session_options gemlet_session_options_default(void) { return FromSessionOptions(gemlet::SessionOptions()); }
 
+gemlet_session_extra_options gemlet_session_extra_options_default(void) {
+  return FromSessionExtraOptions(gemlet::SessionOptions());
+}
+
 gemlet_status gemlet_session_create(gemlet_engine* engine, const gemlet_session_options* options,
                                     gemlet_session** out) {
+  return gemlet_session_create2(engine, options, nullptr, out);
+}
+
+gemlet_status gemlet_session_create2(gemlet_engine* engine, const gemlet_session_options* options,
+                                     const gemlet_session_extra_options* extra, gemlet_session** out) {
   return Guard([&] {
     if (out == nullptr) return NullHandle("out");
     *out = nullptr;
     if (engine == nullptr) return NullHandle("engine");
     gemlet_session_options o = gemlet_session_options_default();
     if (!ReadOptions(options, &o)) return BadStruct("gemlet_session_options");
-    auto s = gemlet::Session::Create(engine->engine, ToSessionOptions(o));
+    gemlet_session_extra_options x = gemlet_session_extra_options_default();
+    if (!ReadOptions(extra, &x)) return BadStruct("gemlet_session_extra_options");
+    gemlet::SessionOptions so = ToSessionOptions(o);
+    ApplySessionExtraOptions(x, &so);
+    auto s = gemlet::Session::Create(engine->engine, so);
     if (!s.ok()) return Report(s.status());
     *out = new gemlet_session{std::move(s).value(), engine->engine};
     return GEMLET_OK;
@@ -218,6 +231,24 @@ const gemlet_tool_call* gemlet_reply_tool_call(const gemlet_reply* reply, size_t
 gemlet_status gemlet_reply_stats(const gemlet_reply* reply, gemlet_stats* stats) {
   if (reply == nullptr) return NullHandle("reply");
   return WriteOut(FromGenerationStats(reply->reply.stats), stats) ? GEMLET_OK : NullHandle("stats");
+}
+
+size_t gemlet_reply_n_logprobs(const gemlet_reply* reply) { return reply ? reply->reply.logprobs.size() : 0; }
+
+gemlet_status gemlet_reply_logprob(const gemlet_reply* reply, size_t index, gemlet_token_logprob* chosen,
+                                   const gemlet_token_logprob** top, size_t* n_top) {
+  if (top) *top = nullptr;
+  if (n_top) *n_top = 0;
+  if (reply == nullptr) return NullHandle("reply");
+  if (index >= reply->reply.logprobs.size()) {
+    return Fail(GEMLET_INVALID_ARGUMENT, "logprob " + std::to_string(index) + " of " +
+                                             std::to_string(reply->reply.logprobs.size()));
+  }
+  if (chosen) *chosen = FromTokenLogprob(reply->reply.logprobs[index].chosen);
+  const std::vector<gemlet_token_logprob>& t = reply->top_logprobs[index];
+  if (top) *top = t.empty() ? nullptr : t.data();
+  if (n_top) *n_top = t.size();
+  return GEMLET_OK;
 }
 
 // ---- batch decoder ----

@@ -60,6 +60,21 @@ int main(void) {
   FIELD(gemlet_generate_options, logit_bias_tokens, ", ");
   FIELD(gemlet_generate_options, logit_bias_values, ", ");
   FIELD(gemlet_generate_options, n_logit_bias, ", ");
+  FIELD(gemlet_generate_options, logprobs, ", ");
+  FIELD(gemlet_generate_options, top_logprobs, ", ");
+  printf("}}");
+
+  Open("gemlet_session_extra_options", sizeof(gemlet_session_extra_options));
+  FIELD(gemlet_session_extra_options, struct_size, "");
+  FIELD(gemlet_session_extra_options, rollback_tokens, ", ");
+  FIELD(gemlet_session_extra_options, draft_model, ", ");
+  FIELD(gemlet_session_extra_options, progress, ", ");
+  FIELD(gemlet_session_extra_options, progress_user_data, ", ");
+  printf("}}");
+
+  Open("gemlet_token_logprob", sizeof(gemlet_token_logprob));
+  FIELD(gemlet_token_logprob, token, "");
+  FIELD(gemlet_token_logprob, logprob, ", ");
   printf("}}");
 
   Open("gemlet_stats", sizeof(gemlet_stats));
