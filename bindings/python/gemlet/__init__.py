@@ -11,8 +11,10 @@ The library is found through GEMLET_LIBRARY, else beside this package, else the 
 
 from ._api import (ChunkKind, Conversation, Engine, GemletError, KvType, MemoryLevel, Reply, Session, Stats,
                    Status, StopReason, ThermalState, set_log_callback, set_footprint_callback, version)
-from ._extra import (BatchDecoder, GenerationReply, MemoryPlan, MemoryStats, Message, ModelInfo, SessionCost, ToolCall,
-                     abi_version, available_kernels, default_memory_budget, fit_file_to_budget, parse_byte_size)
+from ._extra import (BatchDecoder, GenerationReply, MemoryPlan, MemoryStats, Message, ModelInfo, SessionCost,
+                     TokenLogprob, TokenLogprobs, ToolCall, abi_version, available_kernels, default_memory_budget,
+                     fit_file_to_budget, parse_byte_size)
+from ._tokenizer import Tokenizer
 from ._ffi import ABI_VERSION, library_path
 
 
@@ -23,6 +25,7 @@ def load(path, n_threads=0, **kwargs):
 
 __all__ = ["ABI_VERSION", "BatchDecoder", "ChunkKind", "Conversation", "Engine", "GemletError", "GenerationReply",
            "KvType", "MemoryLevel", "MemoryPlan", "MemoryStats", "Message", "ModelInfo", "Reply", "Session",
-           "SessionCost", "Stats", "Status", "StopReason", "ThermalState", "ToolCall", "abi_version",
-           "available_kernels", "default_memory_budget", "fit_file_to_budget", "library_path", "load",
-           "parse_byte_size", "set_footprint_callback", "set_log_callback", "version"]
+           "SessionCost", "Stats", "Status", "StopReason", "ThermalState", "TokenLogprob", "TokenLogprobs",
+           "Tokenizer", "ToolCall", "abi_version", "available_kernels", "default_memory_budget",
+           "fit_file_to_budget", "library_path", "load", "parse_byte_size", "set_footprint_callback",
+           "set_log_callback", "version"]

@@ -436,13 +436,15 @@ class Engine(_Handle):
     # ---- what runs on it ----
 
     def conversation(self, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, thinking=False,
-                     summarize_dropped=False, summary_max_tokens=None, state_path=None):
+                     summarize_dropped=False, summary_max_tokens=None, state_path=None, **extra):
+        """extra: Session's rollback_tokens, draft_model and progress."""
         return Conversation(self, system=system, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch,
                             kv_type=kv_type, thinking=thinking, summarize_dropped=summarize_dropped,
-                            summary_max_tokens=summary_max_tokens, state_path=state_path)
+                            summary_max_tokens=summary_max_tokens, state_path=state_path, **extra)
 
-    def session(self, n_ctx=None, n_threads=None, max_batch=None, kv_type=None):
-        return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type)
+    def session(self, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, **extra):
+        """extra: rollback_tokens, draft_model (an Engine) and progress(done, total), as Session's."""
+        return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type, **extra)
 
 
 class _OneCallAtATime(_Handle):
@@ -469,6 +471,13 @@ class _OneCallAtATime(_Handle):
             if self._h:
                 getattr(_ffi.lib(), self._cancel)(self._h)
 
+    _progress_failure = None  # what the prompt progress callback raised during the current call
+
+    def _raise_progress_failure(self):
+        failure, self._progress_failure = self._progress_failure, None
+        if failure is not None:
+            raise failure
+
     def _enter(self):
         if not self._busy.acquire(blocking=False):
             raise RuntimeError(f"the {type(self).__name__.lower()} is already running a call on another thread")
@@ -480,14 +489,20 @@ class _OneCallAtATime(_Handle):
 class Session(_OneCallAtATime):
     """Tokens in, logits out, one KV cache."""
 
-    def __init__(self, engine, n_ctx=None, n_threads=None, max_batch=None, kv_type=None):
+    def __init__(self, engine, n_ctx=None, n_threads=None, max_batch=None, kv_type=None, rollback_tokens=None,
+                 draft_model=None, progress=None):
+        """rollback_tokens: what truncate() takes back without evaluating again (16); draft_model: an
+        Engine of the same vocabulary whose greedy drafts generation's max_draft verifies (no token
+        changes); progress(done, total): after each chunk of a long prompt (False cancels)."""
         super().__init__()
         lib = _ffi.lib()
         self._h = None
         self._n_vocab = engine.n_vocab
         o = _session_options(n_ctx, n_threads, max_batch, kv_type)
+        extra, self._progress = _extra.session_extra_options(self, rollback_tokens, draft_model, progress)
         out = ctypes.c_void_p()
-        _check(lib.gemlet_session_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
+        _check(lib.gemlet_session_create2(engine._handle(), ctypes.byref(o), ctypes.byref(extra) if extra else None,
+                                          ctypes.byref(out)))
         self._h = out
 
     _free = "gemlet_session_free"
@@ -500,7 +515,9 @@ class Session(_OneCallAtATime):
         out = (ctypes.c_float * self._n_vocab)() if logits else None
         self._enter()
         try:
-            _check(_ffi.lib().gemlet_session_evaluate(self._handle(), ids, len(tokens), out))
+            status = _ffi.lib().gemlet_session_evaluate(self._handle(), ids, len(tokens), out)
+            self._raise_progress_failure()
+            _check(status)
         finally:
             self._leave()
         return out
@@ -533,6 +550,11 @@ class Session(_OneCallAtATime):
     @property
     def n_ctx(self):
         return _ffi.lib().gemlet_session_n_ctx(self._handle())
+
+    @property
+    def rollback_room(self):
+        """Tokens truncate() takes back without evaluating anything again."""
+        return _ffi.lib().gemlet_session_rollback_room(self._handle())
 
     @property
     def tokens(self):
@@ -572,6 +594,7 @@ class Session(_OneCallAtATime):
             result = _extra._reply_from_c(reply) if reply.value else None
             if failure:
                 raise failure[0]
+            self._raise_progress_failure()
             if status != Status.CANCELLED or result is None:
                 _check(status)
         finally:
@@ -588,7 +611,8 @@ class Conversation(_OneCallAtATime):
     from any thread."""
 
     def __init__(self, engine, system=None, n_ctx=None, n_threads=None, max_batch=None, kv_type=None,
-                 thinking=False, summarize_dropped=False, summary_max_tokens=None, state_path=None):
+                 thinking=False, summarize_dropped=False, summary_max_tokens=None, state_path=None,
+                 rollback_tokens=None, draft_model=None, progress=None):
         super().__init__()
         lib = _ffi.lib()
         self._h = None
@@ -605,8 +629,10 @@ class Conversation(_OneCallAtATime):
             o.summary_max_tokens = int(summary_max_tokens)
         if state_path is not None:
             o.state_path = _utf8(os.fspath(state_path), "state_path")
+        extra, self._progress = _extra.session_extra_options(self, rollback_tokens, draft_model, progress)
         out = ctypes.c_void_p()
-        _check(lib.gemlet_conversation_create(engine._handle(), ctypes.byref(o), ctypes.byref(out)))
+        _check(lib.gemlet_conversation_create2(engine._handle(), ctypes.byref(o),
+                                               ctypes.byref(extra) if extra else None, ctypes.byref(out)))
         self._h = out
         self.last_stats = None
 
@@ -661,6 +687,7 @@ class Conversation(_OneCallAtATime):
                                                   None, ctypes.byref(stats))
             if failure:
                 raise failure[0]
+            self._raise_progress_failure()
             if status == Status.CANCELLED:
                 # A cancel during the prompt's evaluation returns before the stats are written.
                 stats.stop = StopReason.CANCELLED

@@ -138,13 +138,29 @@ class Message:
 
 
 @dataclasses.dataclass
+class TokenLogprob:
+    token: int
+    logprob: float  # natural log
+
+
+@dataclasses.dataclass
+class TokenLogprobs:
+    """One generated token's log-probability and the most likely alternatives (most likely first)."""
+    token: int
+    logprob: float
+    top: list = dataclasses.field(default_factory=list)  # TokenLogprob
+
+
+@dataclasses.dataclass
 class GenerationReply:
-    """A session's or a batch request's result: text, generated ids, thought, tool calls, stats."""
+    """A session's or a batch request's result: text, generated ids, thought, tool calls, stats;
+    with logprobs=True (or top_logprobs=N), a TokenLogprobs per generated token."""
     text: str
     tokens: list
     stats: Stats
     thinking: str = ""
     tool_calls: list = dataclasses.field(default_factory=list)
+    logprobs: list = dataclasses.field(default_factory=list)
 
     @property
     def cancelled(self):
@@ -168,18 +184,31 @@ def _reply_from_c(handle):
         stats = _ffi.Stats(struct_size=ctypes.sizeof(_ffi.Stats))
         _check(lib.gemlet_reply_stats(handle, ctypes.byref(stats)))
         return GenerationReply(_text(lib.gemlet_reply_text(handle)), tokens, Stats._from_c(stats),
-                               _text(lib.gemlet_reply_thinking(handle)), calls)
+                               _text(lib.gemlet_reply_thinking(handle)), calls, _logprobs_from_c(handle))
     finally:
         lib.gemlet_reply_free(handle)
+
+
+def _logprobs_from_c(handle):
+    lib = _ffi.lib()
+    out = []
+    chosen, top, n_top = _ffi.TokenLogprob(), ctypes.POINTER(_ffi.TokenLogprob)(), ctypes.c_size_t()
+    for i in range(lib.gemlet_reply_n_logprobs(handle)):
+        _check(lib.gemlet_reply_logprob(handle, i, ctypes.byref(chosen), ctypes.byref(top), ctypes.byref(n_top)))
+        out.append(TokenLogprobs(chosen.token, chosen.logprob,
+                                 [TokenLogprob(top[k].token, top[k].logprob) for k in range(n_top.value)]))
+    return out
 
 
 _SAMPLING = ("max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n",
              "presence_penalty", "frequency_penalty", "seed", "max_draft")
 
 
-def generate_options(stop=None, response_format=None, tool_choice=None, logit_bias=None, **kw):
+def generate_options(stop=None, response_format=None, tool_choice=None, logit_bias=None, logprobs=False,
+                     top_logprobs=None, **kw):
     """A gemlet_generate_options from keyword options (None keeps the library's default), and the
-    ctypes objects its pointers refer to, which must live as long as it is used."""
+    ctypes objects its pointers refer to, which must live as long as it is used. logprobs=True, or
+    top_logprobs=N (0 to 20 alternatives, which implies it), fills the reply's logprobs."""
     unknown = set(kw) - set(_SAMPLING)
     if unknown:
         raise TypeError(f"unknown generation option(s): {', '.join(sorted(unknown))}")
@@ -194,6 +223,8 @@ def generate_options(stop=None, response_format=None, tool_choice=None, logit_bi
         g.stop = ctypes.cast(stops, ctypes.POINTER(ctypes.c_char_p))
         g.n_stop = len(stop)
         keep.append(stops)
+    if logprobs or top_logprobs is not None:
+        g.logprobs, g.top_logprobs = True, int(top_logprobs or 0)
     if response_format is not None:
         g.response_format = _utf8(response_format, "response_format")
     if tool_choice is not None:
@@ -345,3 +376,30 @@ class BatchDecoder(_Handle):
     @property
     def last_step_tokens(self):
         return _ffi.lib().gemlet_batch_decoder_last_step_tokens(self._handle())
+
+
+def session_extra_options(owner, rollback_tokens=None, draft_model=None, progress=None):
+    """The gemlet_session_extra_options for a Session or Conversation being created (None when every
+    option keeps its default, for gemlet_*_create), and the progress thunk, which the owner keeps:
+    the library calls it during the owner's calls. progress(done, total) returning False, or
+    raising, cancels the call in progress; the exception is raised again by that call."""
+    if rollback_tokens is None and draft_model is None and progress is None:
+        return None, None
+    o = _ffi.lib().gemlet_session_extra_options_default()
+    if rollback_tokens is not None:
+        o.rollback_tokens = int(rollback_tokens)
+    if draft_model is not None:
+        o.draft_model = draft_model._handle().value  # the library keeps its own reference to the draft
+    thunk = None
+    if progress is not None:
+        def on_progress(done, total, _user):
+            try:
+                go = progress(done, total) is not False
+            except BaseException as e:  # noqa: BLE001 - an exception must not unwind into C
+                owner._progress_failure = e
+                go = False
+            if not go:
+                owner.cancel()  # thread-safe, and allowed from the evaluating thread
+        thunk = _ffi.PROMPT_PROGRESS_FN(on_progress)
+        o.progress = thunk
+    return o, thunk

@@ -33,6 +33,7 @@ FOOTPRINT_FN = ctypes.CFUNCTYPE(ctypes.c_uint64, c_void_p)
 # The text arrives as a pointer plus a length, not c_char_p: ctypes would stop a c_char_p at the
 # first NUL and copy it twice.
 STREAM_FN = ctypes.CFUNCTYPE(c_bool, c_enum, c_void_p, c_size_t, c_void_p)
+PROMPT_PROGRESS_FN = ctypes.CFUNCTYPE(None, c_int, c_int, c_void_p)
 
 
 class EngineOptions(ctypes.Structure):
@@ -85,7 +86,23 @@ class GenerateOptions(ctypes.Structure):
         ("logit_bias_tokens", ctypes.POINTER(c_int32)),
         ("logit_bias_values", ctypes.POINTER(c_float)),
         ("n_logit_bias", c_size_t),
+        ("logprobs", c_bool),
+        ("top_logprobs", c_int),
     ]
+
+
+class SessionExtraOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("rollback_tokens", c_int),
+        ("draft_model", c_void_p),
+        ("progress", PROMPT_PROGRESS_FN),
+        ("progress_user_data", c_void_p),
+    ]
+
+
+class TokenLogprob(ctypes.Structure):
+    _fields_ = [("token", c_int32), ("logprob", c_float)]
 
 
 class Stats(ctypes.Structure):
@@ -214,6 +231,8 @@ STRUCTS = {
     "gemlet_engine_options": EngineOptions,
     "gemlet_session_options": SessionOptions,
     "gemlet_generate_options": GenerateOptions,
+    "gemlet_session_extra_options": SessionExtraOptions,
+    "gemlet_token_logprob": TokenLogprob,
     "gemlet_stats": Stats,
     "gemlet_conversation_options": ConversationOptions,
     "gemlet_model_info": ModelInfo,
@@ -353,6 +372,21 @@ _PROTOTYPES = {
     "gemlet_batch_decoder_cancel": (None, [_P, c_int]),
     "gemlet_batch_decoder_running": (c_int, [_P]),
     "gemlet_batch_decoder_last_step_tokens": (c_int, [_P]),
+    # Log-probabilities, the session options gemlet_session_options cannot hold, the tokenizer alone.
+    "gemlet_reply_n_logprobs": (c_size_t, [_P]),
+    "gemlet_reply_logprob": (c_enum, [_P, c_size_t, ctypes.POINTER(TokenLogprob),
+                                      ctypes.POINTER(ctypes.POINTER(TokenLogprob)), _SIZEP]),
+    "gemlet_session_extra_options_default": (SessionExtraOptions, []),
+    "gemlet_session_create2": (c_enum, [_P, ctypes.POINTER(SessionOptions), ctypes.POINTER(SessionExtraOptions), _PP]),
+    "gemlet_conversation_create2": (c_enum, [_P, ctypes.POINTER(ConversationOptions),
+                                             ctypes.POINTER(SessionExtraOptions), _PP]),
+    "gemlet_session_rollback_room": (c_int, [_P]),
+    "gemlet_tokenizer_open": (c_enum, [c_char_p, _PP]),
+    "gemlet_tokenizer_free": (None, [_P]),
+    "gemlet_tokenizer_encode": (c_enum, [_P, c_char_p, c_size_t, c_bool, c_bool, _I32P, c_size_t, _SIZEP]),
+    "gemlet_tokenizer_decode": (c_enum, [_P, _I32P, c_size_t, _STRP]),
+    "gemlet_tokenizer_piece": (c_enum, [_P, c_int32, _STRP]),
+    "gemlet_tokenizer_vocab_size": (c_int, [_P]),
 }
 
 
