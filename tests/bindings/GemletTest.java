@@ -1,12 +1,14 @@
 // The Java binding (bindings/java) on the demo model: load, the Chinese answer streamed through a
 // TokenCallback in whole characters, a stop by the callback's false, cancel from another thread,
 // errors as GemletException; exits non-zero on any failure (ctest: java_binding_test).
+import ai.gemlet.BatchDecoder;
 import ai.gemlet.Conversation;
 import ai.gemlet.Engine;
 import ai.gemlet.Gemlet;
 import ai.gemlet.GemletException;
 import ai.gemlet.Session;
 import ai.gemlet.StopReason;
+import ai.gemlet.Tokenizer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -158,6 +160,77 @@ public final class GemletTest {
         } catch (GemletException e) {
           check(e.code == GemletException.INVALID_ARGUMENT, "set messages code " + e.code);
         }
+      }
+
+      // Log-probabilities: greedy takes the most likely token, whose value is the chosen one's.
+      try (Session session = engine.newSession(512)) {
+        int[] prompt = engine.tokenizeChat(new String[][] {{"user", "Who are you?"}}, true, false);
+        session.generate(prompt, 8, 0.0f, false, 3, null);
+        int[] chosen = session.lastTokens();
+        float[] lp = session.lastLogprobs();
+        int[][] topIds = session.lastTopTokens();
+        float[][] topLp = session.lastTopLogprobs();
+        check(chosen.length > 0 && lp.length == chosen.length && topIds.length == chosen.length, "one logprob per token");
+        for (int i = 0; i < chosen.length; i++) {
+          check(topIds[i].length == 3 && topIds[i][0] == chosen[i], "top tokens of " + i);
+          check(topLp[i][0] == lp[i] && lp[i] <= 0 && topLp[i][1] >= topLp[i][2], "top logprobs of " + i);
+        }
+        session.generate(prompt, 4, 0.0f, true, null);
+        check(session.lastLogprobs().length == 0, "no logprobs unless asked");
+      }
+
+      // The chat format, and the tokenizer without a model (the same vocabulary as the engine's).
+      String[][] chatMessages = {{"user", "Hi"}, {"assistant", "Hello."}};
+      String chatText = engine.applyChatTemplate(chatMessages, true);
+      check(chatText.contains("Hi") && chatText.contains("Hello."), "chat template: " + chatText);
+      try (Tokenizer tok = Tokenizer.open(model)) {
+        check(tok.vocabSize() == engine.nVocab(), "tokenizer vocabulary " + tok.vocabSize());
+        final String mixed = "😀 床前明月光 hello";
+        check(java.util.Arrays.equals(tok.encode(mixed, true, false), engine.tokenize(mixed, true)), "tokenizer ids");
+        check(tok.decode(tok.encode(mixed, false, false)).equals(mixed), "tokenizer round trip");
+        check(!tok.piece(tok.encode("hello", false, false)[0]).isEmpty() && tok.piece(1 << 30).isEmpty(), "pieces");
+        check(java.util.Arrays.equals(engine.tokenizeChat(chatMessages, true, false), tok.encode(chatText, true, true)),
+              "tokenizeChat is the template's text tokenized");
+      }
+      try {
+        Tokenizer.open("/nonexistent/tokenizer.json");
+        check(false, "a missing tokenizer opens");
+      } catch (GemletException e) {
+        check(e.getMessage().contains("/nonexistent/tokenizer.json"), "missing tokenizer message: " + e.getMessage());
+      }
+
+      // The batch decoder: each request's answer is Session.generate's (complete) on its own.
+      int[][] prompts = {engine.tokenizeChat(new String[][] {{"user", "Who are you?"}}, true, false),
+                         engine.tokenizeChat(new String[][] {{"user", "请背诵《静夜思》。"}}, true, false)};
+      String[] want = new String[2];
+      for (int i = 0; i < 2; i++) {
+        try (Session s = engine.newSession(512)) {
+          want[i] = s.generate(prompts[i], 10, 0.0f, true, null);
+        }
+      }
+      Session[] sessions = {engine.newSession(512), engine.newSession(512), engine.newSession(512), engine.newSession(512)};
+      try (BatchDecoder batch = new BatchDecoder(engine, 4, 0)) {
+        List<String> streamed = new ArrayList<>();
+        int a = batch.submit(sessions[0], prompts[0], 10, 0.0f, piece -> streamed.add(piece));
+        int b = batch.submit(sessions[1], prompts[1], 10, 0.0f, null);
+        int longOne = batch.submit(sessions[2], prompts[0], 400, 0.0f, null);
+        int thrower = batch.submit(sessions[3], prompts[1], 10, 0.0f, piece -> {
+          throw new IllegalStateException("from a batch callback");
+        });
+        java.util.Map<Integer, BatchDecoder.Finished> done = new java.util.HashMap<>();
+        for (int step = 0; done.size() < 4 && step < 1000; step++) {
+          if (step == 3) batch.cancel(longOne);
+          for (BatchDecoder.Finished f : batch.step()) done.put(f.id, f);
+        }
+        check(done.size() == 4, "finished requests " + done.size());
+        check(want[0].equals(done.get(a).text) && String.join("", streamed).equals(want[0]), "batch answer a");
+        check(want[1].equals(done.get(b).text) && done.get(b).error == null, "batch answer b");
+        check(done.get(longOne).stop == StopReason.CANCELLED, "batch cancel " + done.get(longOne).stop);
+        RuntimeException e = done.get(thrower).error;
+        check(e instanceof IllegalStateException && e.getMessage().equals("from a batch callback"), "batch callback exception " + e);
+        check(batch.running() == 0, "batch running " + batch.running());
+      } finally {
+        for (Session s : sessions) s.close();
       }
 
       // Platform signals.

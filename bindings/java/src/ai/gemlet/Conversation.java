@@ -52,12 +52,7 @@ public final class Conversation implements AutoCloseable {
 
   /** Replaces the turns ({role, content} pairs, user and assistant), evaluated on the next generate(). */
   public synchronized void setMessages(String[][] messages) {
-    String[] flat = new String[messages.length * 2];
-    for (int i = 0; i < messages.length; i++) {
-      flat[2 * i] = Objects.requireNonNull(messages[i][0], "role");
-      flat[2 * i + 1] = Objects.requireNonNull(messages[i][1], "content");
-    }
-    Gemlet.conversationSetMessages(handle(), flat);
+    Gemlet.conversationSetMessages(handle(), Engine.flatten(messages));
   }
 
   /** Forgets the messages, keeps the system message. */

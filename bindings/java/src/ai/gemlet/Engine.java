@@ -42,6 +42,25 @@ public final class Engine implements AutoCloseable {
     return Gemlet.fitToBudget(handle(), budgetBytes, nCtx, kvType, note);
   }
 
+  /** The model's chat format applied to {role, content} messages, as text with its markup (no BOS). */
+  public String applyChatTemplate(String[][] messages, boolean addGenerationPrompt) {
+    return Gemlet.applyChatTemplate(handle(), flatten(messages), addGenerationPrompt);
+  }
+
+  /** The same prompt as tokens, BOS first, ready for Session.generate(..., complete = true, ...). */
+  public int[] tokenizeChat(String[][] messages, boolean addGenerationPrompt, boolean thinking) {
+    return Gemlet.tokenizeChat(handle(), flatten(messages), addGenerationPrompt, thinking);
+  }
+
+  static String[] flatten(String[][] messages) {
+    String[] flat = new String[messages.length * 2];
+    for (int i = 0; i < messages.length; i++) {
+      flat[2 * i] = Objects.requireNonNull(messages[i][0], "role");
+      flat[2 * i + 1] = Objects.requireNonNull(messages[i][1], "content");
+    }
+    return flat;
+  }
+
   public int nVocab() {
     return Gemlet.engineNVocab(handle());
   }
@@ -87,7 +106,7 @@ public final class Engine implements AutoCloseable {
     }
   }
 
-  private synchronized long handle() {
+  synchronized long handle() {
     if (handle == 0) throw new IllegalStateException("the engine is closed");
     return handle;
   }

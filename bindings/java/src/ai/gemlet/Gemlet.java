@@ -50,9 +50,33 @@ public final class Gemlet {
   static native void sessionFree(long session);
   static native void sessionCancel(long session);
   static native int sessionNPast(long session);
-  // Returns the text; stop[0] the gemlet_stop_reason, tokens[0] the generated ids.
+  // Returns the text; stop[0] the gemlet_stop_reason, tokens[0] the generated ids. topLogprobs >= 0:
+  // logprobs[0] the chosen tokens' log-probabilities, logprobs[1] and tokens[1] their topLogprobs
+  // alternatives each, flat (NaN and -1 where a token has fewer).
   static native String sessionGenerate(long session, int[] prompt, int maxTokens, float temperature, boolean complete,
-                                       TokenCallback callback, int[] stop, int[][] tokens);
+                                       int topLogprobs, TokenCallback callback, int[] stop, int[][] tokens,
+                                       float[][] logprobs);
+  // Messages cross as {role, content, role, content, ...}.
+  static native String applyChatTemplate(long engine, String[] rolesAndContents, boolean addGenerationPrompt);
+  static native int[] tokenizeChat(long engine, String[] rolesAndContents, boolean addGenerationPrompt,
+                                   boolean thinking);
+  static native long tokenizerOpen(String path);
+  static native void tokenizerFree(long tokenizer);
+  static native int[] tokenizerEncode(long tokenizer, String text, boolean addSpecial, boolean parseSpecial);
+  static native String tokenizerDecode(long tokenizer, int[] tokens);
+  static native String tokenizerPiece(long tokenizer, int token);
+  static native int tokenizerVocabSize(long tokenizer);
+  // The batch decoder; 0 for maxRequests or prefillChunk: the default.
+  static native long batchCreate(long engine, int maxRequests, int prefillChunk);
+  static native void batchFree(long batch);
+  static native int batchSubmit(long batch, long session, int[] prompt, int maxTokens, float temperature,
+                                TokenCallback callback);
+  // How many requests finished; batchFinished(i) reads each: idAndStop {id, stop reason},
+  // tokens[0] the ids, the text returned (or the request's error thrown, its id written first).
+  static native int batchStep(long batch);
+  static native String batchFinished(long batch, int index, int[] idAndStop, int[][] tokens);
+  static native void batchCancel(long batch, int id);
+  static native int batchRunning(long batch);
   static native long[] sessionMemoryPlan(long session);
   static native String sessionMemoryPlanText(long session);
   static native long[] sessionMemoryStats(long session);

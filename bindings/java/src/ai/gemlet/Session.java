@@ -1,6 +1,7 @@
 // Tokens in, tokens out (gemlet_session): generation on the app's own prompts, one KV cache.
 package ai.gemlet;
 
+import java.util.Arrays;
 import java.util.Objects;
 
 /** One generate() at a time (a second thread waits); cancel() from any thread. */
@@ -9,6 +10,9 @@ public final class Session implements AutoCloseable {
   private long handle;
   private int[] lastTokens = new int[0];
   private StopReason lastStop = StopReason.END_OF_TURN;
+  private float[] lastLogprobs = new float[0];
+  private int[][] lastTopTokens = new int[0][];
+  private float[][] lastTopLogprobs = new float[0][];
 
   Session(long handle) {
     this.handle = handle;
@@ -21,13 +25,50 @@ public final class Session implements AutoCloseable {
    */
   public synchronized String generate(int[] prompt, int maxTokens, float temperature, boolean complete,
                                       TokenCallback callback) {
+    return generate(prompt, maxTokens, temperature, complete, -1, callback);
+  }
+
+  /**
+   * The same, with log-probabilities when topLogprobs >= 0 (0 to 20 alternatives per token):
+   * lastLogprobs(), lastTopTokens() and lastTopLogprobs() then give them.
+   */
+  public synchronized String generate(int[] prompt, int maxTokens, float temperature, boolean complete,
+                                      int topLogprobs, TokenCallback callback) {
     Objects.requireNonNull(prompt, "prompt");
     int[] stop = new int[1];
-    int[][] tokens = new int[1][];
-    String text = Gemlet.sessionGenerate(handle(), prompt, maxTokens, temperature, complete, callback, stop, tokens);
+    int[][] tokens = new int[2][];
+    float[][] logprobs = new float[2][];
+    String text = Gemlet.sessionGenerate(handle(), prompt, maxTokens, temperature, complete, topLogprobs, callback,
+                                         stop, tokens, logprobs);
     lastStop = StopReason.values()[stop[0]];
     lastTokens = tokens[0];
+    int n = logprobs[0] == null ? 0 : logprobs[0].length;
+    int k = Math.max(topLogprobs, 0);
+    lastLogprobs = logprobs[0] == null ? new float[0] : logprobs[0];
+    lastTopTokens = new int[n][];
+    lastTopLogprobs = new float[n][];
+    for (int i = 0; i < n; i++) {
+      int have = 0;
+      while (have < k && tokens[1][i * k + have] >= 0) have++;
+      lastTopTokens[i] = Arrays.copyOfRange(tokens[1], i * k, i * k + have);
+      lastTopLogprobs[i] = Arrays.copyOfRange(logprobs[1], i * k, i * k + have);
+    }
     return text;
+  }
+
+  /** The last generate()'s log-probability (natural log) of each generated token; empty without them. */
+  public synchronized float[] lastLogprobs() {
+    return lastLogprobs.clone();
+  }
+
+  /** Per generated token, the most likely tokens, most likely first. */
+  public synchronized int[][] lastTopTokens() {
+    return lastTopTokens.clone();
+  }
+
+  /** Their log-probabilities, as lastTopTokens(). */
+  public synchronized float[][] lastTopLogprobs() {
+    return lastTopLogprobs.clone();
   }
 
   public synchronized int[] lastTokens() {
@@ -76,7 +117,7 @@ public final class Session implements AutoCloseable {
     }
   }
 
-  private long handle() {
+  long handle() {
     synchronized (life) {
       if (handle == 0) throw new IllegalStateException("the session is closed");
       return handle;
