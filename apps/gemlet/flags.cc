@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
 
 #include "command.h"
 
@@ -22,9 +21,7 @@ CLI::Option* AddThreadsFlag(CLI::App& app, std::vector<int>& threads) {
       ->delimiter(',')->check(Positive());
 }
 
-int ThreadsOrAllCores(int threads) {
-  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
+int ThreadsOrAllCores(int threads) { return ResolveThreadCount(threads); }
 
 CLI::Option* AddContextFlag(CLI::App& app, int& ctx, const std::string& fit) {
   if (fit.empty()) return app.add_option("-c,--ctx", ctx, "context size in tokens")->check(Positive());

@@ -72,6 +72,10 @@ GEMLET_API void gemlet_set_log_callback(gemlet_log_fn callback, void* user_data)
 typedef uint64_t (*gemlet_footprint_fn)(void* user_data);
 GEMLET_API void gemlet_set_footprint_callback(gemlet_footprint_fn callback, void* user_data);
 
+/* The threads a request for n_threads gets: n_threads when > 0, else every hardware thread (the
+ * meaning of 0 in every options struct). */
+GEMLET_API int gemlet_resolve_thread_count(int n_threads);
+
 /* The process's memory now, cheaply (for sampling a peak); 0 where the platform does not say. */
 typedef struct gemlet_process_memory {
   size_t struct_size;

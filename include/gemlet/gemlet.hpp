@@ -48,6 +48,9 @@ GEMLET_CXX_API void SetLogCallback(LogCallback callback);
 using FootprintCallback = std::function<uint64_t()>;
 GEMLET_CXX_API void SetFootprintCallback(FootprintCallback callback);
 
+// The threads a request for n_threads gets: n_threads when > 0, else every hardware thread (the
+// meaning of 0 in every options struct).
+GEMLET_CXX_API int ResolveThreadCount(int n_threads);
 GEMLET_CXX_API const char* KvCacheTypeName(KvCacheType type);  // "f16", "f32", "q8_0", "q4_0"
 // false when the name is none of those.
 GEMLET_CXX_API bool ParseKvCacheType(std::string_view name, KvCacheType* out);

@@ -371,6 +371,8 @@ void Engine::SetThermalState(ThermalState state) {
 }
 ThermalState Engine::thermal_state() const { return impl_->thermal.load(); }
 
+int ResolveThreadCount(int n_threads) { return runtime::ResolveThreads(n_threads); }
+
 const char* KvCacheTypeName(KvCacheType type) { return KvTypeName(runtime::KvDType(type)); }
 
 bool ParseKvCacheType(std::string_view name, KvCacheType* out) {

@@ -133,6 +133,8 @@ void gemlet_set_footprint_callback(gemlet_footprint_fn callback, void* user_data
   gemlet::SetFootprintCallback([callback, user_data]() -> uint64_t { return callback(user_data); });
 }
 
+int gemlet_resolve_thread_count(int n_threads) { return gemlet::ResolveThreadCount(n_threads); }
+
 void gemlet_string_free(char* text) { delete[] text; }
 
 // ---- names of the enums: the C++ API's, for the values C knows ----

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -65,6 +66,12 @@ TEST(CApi, TheHostsFootprintCallbackIsTheProcessMemory) {
   gemlet_set_footprint_callback(nullptr, nullptr);
   ASSERT_EQ(gemlet_measure_process_memory(&m), GEMLET_OK);
   EXPECT_LT(m.anon_bytes, uint64_t{5} << 30);
+}
+
+TEST(CApi, ZeroThreadsMeansEveryHardwareThread) {
+  EXPECT_EQ(gemlet_resolve_thread_count(3), 3);
+  EXPECT_EQ(gemlet_resolve_thread_count(0), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(gemlet_resolve_thread_count(-2), gemlet_resolve_thread_count(0));
 }
 
 TEST(CApi, VersionAndStatusNames) {
