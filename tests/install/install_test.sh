@@ -22,7 +22,7 @@ echo "== cmake --install $build --prefix $prefix"
 quiet cmake --install "$build" --prefix "$prefix"
 export PKG_CONFIG_PATH=$prefix/$lib/pkgconfig
 libdir=$(pkg-config --variable=libdir gemlet) || fail "pkg-config finds no gemlet.pc in $PKG_CONFIG_PATH"
-for f in include/gemlet/gemlet.h include/gemlet/gemlet.hpp include/gemlet/status.hpp include/gemlet/export.h \
+for f in include/gemlet/gemlet.h include/gemlet/gemlet.hpp include/gemlet/types.hpp include/gemlet/status.hpp include/gemlet/export.h \
          $lib/libgemlet.so $lib/libgemlet.so.0 $lib/libgemlet.a $lib/cmake/gemlet/gemletConfig.cmake \
          $lib/cmake/gemlet/gemletConfigVersion.cmake $lib/pkgconfig/gemlet.pc bin/gemlet; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
@@ -39,7 +39,7 @@ echo "== libgemlet.so exports the public API only"
 # the API's types make (typeinfo, vtables, and at -O1 the std:: helpers that stay out of line) are
 # allowed; anything else is an internal symbol.
 nm -D --defined-only -C "$libdir/libgemlet.so" | sed -E 's/^[0-9a-f]+ [A-Za-z] //' > "$tmp/exports"
-leaked=$(grep -Ev '^gemlet_[a-z0-9_]+$|^gemlet::(Engine|Session|Conversation|TextTokenizer|MemoryUsage|BatchDecoder)::|^gemlet::(Version|ThermalStateName|MemoryPressureName|SetLogCallback|StopReasonName|Validate|AvailableKernels|MeasureProcessMemory|MemoryActionName|KvCacheTypeName|ParseKvCacheType|FitToBudget|FitFileToBudget|PlanSession|ParseByteSize|DefaultMemoryBudget|TaskNames|TaskSummary|TaskMessages|CleanTaskOutput|FinishTaskOutput|DetectLanguageTag|RunTask)(\[abi:cxx11\])?\(|^gemlet::delta::[A-Za-z0-9]+(\[abi:cxx11\])?\(|^((typeinfo|typeinfo name|vtable) for )?std::|^(void|bool|int|char|long|unsigned( int| long)?) std::' "$tmp/exports" || true)
+leaked=$(grep -Ev '^gemlet_[a-z0-9_]+$|^gemlet::(Engine|Session|Conversation|TextTokenizer|MemoryUsage|BatchDecoder)::|^gemlet::(Version|ThermalStateName|MemoryPressureName|SetLogCallback|SetFootprintCallback|ResolveThreadCount|StopReasonName|Validate|AvailableKernels|MeasureProcessMemory|MemoryActionName|KvCacheTypeName|ParseKvCacheType|FitToBudget|FitFileToBudget|PlanSession|ParseByteSize|DefaultMemoryBudget|TaskNames|TaskSummary|TaskMessages|CleanTaskOutput|FinishTaskOutput|DetectLanguageTag|RunTask)(\[abi:cxx11\])?\(|^gemlet::delta::[A-Za-z0-9]+(\[abi:cxx11\])?\(|^((typeinfo|typeinfo name|vtable) for )?std::|^(void|bool|int|char|long|unsigned( int| long)?) std::' "$tmp/exports" || true)
 leaked+=$(grep -E '^gemlet::[A-Za-z]+::Impl::' "$tmp/exports" || true)
 [ -z "$leaked" ] || fail "libgemlet.so exports internal symbols:"$'\n'"$leaked"
 echo "$(grep -c '^gemlet_' "$tmp/exports") C functions, $(grep -c '^gemlet::' "$tmp/exports") C++ API symbols, $(grep -vc '^gemlet' "$tmp/exports") std:: instances"
