@@ -620,6 +620,14 @@ GEMLET_API gemlet_status gemlet_conversation_send(gemlet_conversation* conversat
                                                   void* user_data, gemlet_stats* stats);
 /* The last answer's text (no thinking); valid until the next call on the conversation. */
 GEMLET_API const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation);
+/* With gemlet_generate_options.logprobs: the last send's log-probabilities, one entry per generated
+ * token (0 without, and after a failed send), read as gemlet_reply_n_logprobs / gemlet_reply_logprob
+ * read a reply's; *top is valid until the next call on the conversation. A cancelled send keeps
+ * those of the answer so far. */
+GEMLET_API size_t gemlet_conversation_last_n_logprobs(const gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_last_logprob(const gemlet_conversation* conversation, size_t index,
+                                                          gemlet_token_logprob* chosen,
+                                                          const gemlet_token_logprob** top, size_t* n_top);
 /* Thread-safe: stops the running send, in the prompt's evaluation too. */
 GEMLET_API void gemlet_conversation_cancel(gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_set_system(gemlet_conversation* conversation, const char* system);

@@ -84,10 +84,7 @@ StreamCallback ToStreamCallback(gemlet_stream_fn fn, void* user_data) {
 gemlet_reply* NewReply(Reply reply) {
   auto* r = new gemlet_reply{std::move(reply), {}};
   for (const ToolCall& t : r->reply.tool_calls) r->tool_calls.push_back(FromToolCall(t));
-  for (const TokenLogprobs& l : r->reply.logprobs) {
-    std::vector<gemlet_token_logprob>& top = r->top_logprobs.emplace_back();
-    for (const TokenLogprob& t : l.top) top.push_back(FromTokenLogprob(t));
-  }
+  r->top_logprobs = FromTopLogprobs(r->reply.logprobs);
   return r;
 }
 

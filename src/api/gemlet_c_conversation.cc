@@ -60,9 +60,13 @@ gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const 
     gemlet::GenerateOptions g;
     if (!ToGenerateOptions(o, &g)) return GEMLET_INVALID_ARGUMENT;
     conversation->last_reply.clear();
+    conversation->last_logprobs.clear();
+    conversation->last_top_logprobs.clear();
     auto reply = conversation->conversation->Send(user_text, g, ToStreamCallback(callback, user_data));
     if (!reply.ok()) return Report(reply.status());
     conversation->last_reply = reply->text;
+    conversation->last_top_logprobs = FromTopLogprobs(reply->logprobs);
+    conversation->last_logprobs = std::move(reply->logprobs);
     if (stats) WriteOut(FromGenerationStats(reply->stats), stats);
     if (reply->stats.stop == gemlet::StopReason::kCancelled) return Fail(GEMLET_CANCELLED, "cancelled");
     return GEMLET_OK;
@@ -71,6 +75,19 @@ gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const 
 
 const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation) {
   return conversation ? conversation->last_reply.c_str() : "";
+}
+
+size_t gemlet_conversation_last_n_logprobs(const gemlet_conversation* conversation) {
+  return conversation ? conversation->last_logprobs.size() : 0;
+}
+
+gemlet_status gemlet_conversation_last_logprob(const gemlet_conversation* conversation, size_t index,
+                                               gemlet_token_logprob* chosen, const gemlet_token_logprob** top,
+                                               size_t* n_top) {
+  if (top) *top = nullptr;
+  if (n_top) *n_top = 0;
+  if (conversation == nullptr) return NullHandle("conversation");
+  return ReadLogprob(conversation->last_logprobs, conversation->last_top_logprobs, index, chosen, top, n_top);
 }
 
 void gemlet_conversation_cancel(gemlet_conversation* conversation) {

@@ -276,6 +276,30 @@ gemlet_tool_call FromToolCall(const ToolCall& t) {
 
 gemlet_token_logprob FromTokenLogprob(const TokenLogprob& t) { return gemlet_token_logprob{t.token, t.logprob}; }
 
+std::vector<std::vector<gemlet_token_logprob>> FromTopLogprobs(const std::vector<TokenLogprobs>& logprobs) {
+  std::vector<std::vector<gemlet_token_logprob>> out;
+  out.reserve(logprobs.size());
+  for (const TokenLogprobs& l : logprobs) {
+    std::vector<gemlet_token_logprob>& top = out.emplace_back();
+    for (const TokenLogprob& t : l.top) top.push_back(FromTokenLogprob(t));
+  }
+  return out;
+}
+
+gemlet_status ReadLogprob(const std::vector<TokenLogprobs>& logprobs,
+                          const std::vector<std::vector<gemlet_token_logprob>>& top_copies, size_t index,
+                          gemlet_token_logprob* chosen, const gemlet_token_logprob** top, size_t* n_top) {
+  if (index >= logprobs.size()) {
+    return Fail(GEMLET_INVALID_ARGUMENT,
+                "logprob " + std::to_string(index) + " of " + std::to_string(logprobs.size()));
+  }
+  if (chosen) *chosen = FromTokenLogprob(logprobs[index].chosen);
+  const std::vector<gemlet_token_logprob>& t = top_copies[index];
+  if (top) *top = t.empty() ? nullptr : t.data();
+  if (n_top) *n_top = t.size();
+  return GEMLET_OK;
+}
+
 gemlet_message FromMessage(const Message& m, const std::vector<gemlet_tool_call>& calls) {
   gemlet_message c = gemlet_message_default();
   c.role = m.role.c_str();

@@ -36,6 +36,10 @@ struct gemlet_conversation {
   std::vector<gemlet::Message> messages = {};
   std::vector<std::vector<gemlet_tool_call>> tool_calls = {};
   std::string plan_text = {};
+  // The last send's Reply::logprobs and the C copies of each entry's alternatives, which
+  // gemlet_conversation_last_logprob hands out pointers into (as gemlet_reply's below).
+  std::vector<gemlet::TokenLogprobs> last_logprobs = {};
+  std::vector<std::vector<gemlet_token_logprob>> last_top_logprobs = {};
 };
 struct gemlet_reply {
   gemlet::Reply reply;
@@ -133,6 +137,13 @@ gemlet_process_memory FromProcessMemory(const ProcessMemory& p);
 gemlet_thermal_status FromThermalStatus(const ThermalStatus& t);
 gemlet_tool_call FromToolCall(const ToolCall& t);  // pointers into t
 gemlet_token_logprob FromTokenLogprob(const TokenLogprob& t);
+// Each entry's alternatives as C arrays, the storage the logprob accessors point into.
+std::vector<std::vector<gemlet_token_logprob>> FromTopLogprobs(const std::vector<TokenLogprobs>& logprobs);
+// gemlet_reply_logprob and gemlet_conversation_last_logprob: entry `index` of logprobs (top the
+// C copies FromTopLogprobs made of them); `what` names the owner in the out-of-range message.
+gemlet_status ReadLogprob(const std::vector<TokenLogprobs>& logprobs,
+                          const std::vector<std::vector<gemlet_token_logprob>>& top_copies, size_t index,
+                          gemlet_token_logprob* chosen, const gemlet_token_logprob** top, size_t* n_top);
 // `calls` are FromToolCall's views of m.tool_calls; the result points into m and calls.
 gemlet_message FromMessage(const Message& m, const std::vector<gemlet_tool_call>& calls);
 // n messages of the caller's struct_size (that of messages[0]); false (with the last error set)

@@ -240,15 +240,7 @@ gemlet_status gemlet_reply_logprob(const gemlet_reply* reply, size_t index, geml
   if (top) *top = nullptr;
   if (n_top) *n_top = 0;
   if (reply == nullptr) return NullHandle("reply");
-  if (index >= reply->reply.logprobs.size()) {
-    return Fail(GEMLET_INVALID_ARGUMENT, "logprob " + std::to_string(index) + " of " +
-                                             std::to_string(reply->reply.logprobs.size()));
-  }
-  if (chosen) *chosen = FromTokenLogprob(reply->reply.logprobs[index].chosen);
-  const std::vector<gemlet_token_logprob>& t = reply->top_logprobs[index];
-  if (top) *top = t.empty() ? nullptr : t.data();
-  if (n_top) *n_top = t.size();
-  return GEMLET_OK;
+  return ReadLogprob(reply->reply.logprobs, reply->top_logprobs, index, chosen, top, n_top);
 }
 
 // ---- batch decoder ----

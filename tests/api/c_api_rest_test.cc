@@ -1,6 +1,6 @@
 // The C API's last parity additions (c_api_test.cc holds the rest), each checked against the C++
 // API on the demo model: log-probabilities in replies (gemlet_generate_options.logprobs,
-// gemlet_reply_logprob), and the session options gemlet_session_options cannot hold
+// gemlet_reply_logprob, and a conversation's gemlet_conversation_last_logprob), and the session options gemlet_session_options cannot hold
 // (gemlet_session_extra_options: rollback room, a draft model, prompt progress) through
 // gemlet_session_create2 and gemlet_conversation_create2.
 #include "gemlet/gemlet.h"
@@ -251,6 +251,66 @@ TEST(CApiRest, RollbackTokensAreHonoured) {
   gemlet_session_free(a);
   gemlet_session_free(b);
   gemlet_session_free(o);
+}
+
+// A conversation's last send keeps its logprobs (gemlet_conversation_last_logprob): those of the
+// C++ Conversation::Send of the same greedy turn, entry by entry; none when not asked for.
+TEST(CApiRest, ConversationLogprobsAreTheCppOnes) {
+  Engine engine;
+  const std::shared_ptr<gemlet::Engine> cxx = gemlet::test::DemoEngine();
+  gemlet::ConversationOptions cco;
+  cco.session.n_ctx = 256;
+  auto cc = gemlet::Conversation::Create(cxx, cco);
+  ASSERT_TRUE(cc.ok());
+  gemlet::GenerateOptions want_options = gemlet::test::Greedy(10);
+  want_options.top_logprobs = 3;
+  auto want = (*cc)->Send("Who are you?", want_options);
+  ASSERT_TRUE(want.ok()) << want.message();
+  ASSERT_FALSE(want->logprobs.empty());
+
+  gemlet_conversation_options co = gemlet_conversation_options_default();
+  co.session.n_ctx = 256;
+  gemlet_conversation* chat = nullptr;
+  ASSERT_EQ(gemlet_conversation_create(engine.e, &co, &chat), GEMLET_OK) << gemlet_last_error();
+  EXPECT_EQ(gemlet_conversation_last_n_logprobs(chat), 0u);  // nothing sent yet
+  gemlet_generate_options g = Greedy(10);
+  g.logprobs = true;
+  g.top_logprobs = 3;
+  ASSERT_EQ(gemlet_conversation_send(chat, "Who are you?", &g, nullptr, nullptr, nullptr), GEMLET_OK)
+      << gemlet_last_error();
+  EXPECT_EQ(std::string(gemlet_conversation_last_reply(chat)), want->text);
+  ASSERT_EQ(gemlet_conversation_last_n_logprobs(chat), want->logprobs.size());
+  for (size_t i = 0; i < want->logprobs.size(); ++i) {
+    const gemlet::TokenLogprobs& w = want->logprobs[i];
+    gemlet_token_logprob chosen{-1, 0};
+    const gemlet_token_logprob* top = nullptr;
+    size_t n_top = 0;
+    ASSERT_EQ(gemlet_conversation_last_logprob(chat, i, &chosen, &top, &n_top), GEMLET_OK);
+    EXPECT_EQ(chosen.token, w.chosen.token);
+    EXPECT_EQ(chosen.logprob, w.chosen.logprob);  // the same computation: the same bits
+    ASSERT_EQ(n_top, w.top.size());
+    ASSERT_EQ(n_top, 3u);
+    for (size_t k = 0; k < n_top; ++k) {
+      EXPECT_EQ(top[k].token, w.top[k].token);
+      EXPECT_EQ(top[k].logprob, w.top[k].logprob);
+    }
+  }
+  gemlet_token_logprob past{};
+  const gemlet_token_logprob* top = reinterpret_cast<const gemlet_token_logprob*>(0x1);
+  size_t n_top = 7;
+  EXPECT_EQ(gemlet_conversation_last_logprob(chat, want->logprobs.size(), &past, &top, &n_top),
+            GEMLET_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gemlet_last_error()).find("logprob"), std::string::npos);
+  EXPECT_EQ(top, nullptr);  // cleared, as gemlet_reply_logprob does
+  EXPECT_EQ(n_top, 0u);
+  EXPECT_EQ(gemlet_conversation_last_logprob(nullptr, 0, &past, nullptr, nullptr), GEMLET_INVALID_ARGUMENT);
+  EXPECT_EQ(gemlet_conversation_last_n_logprobs(nullptr), 0u);
+
+  // The next send without logprobs forgets the last ones rather than leaving them to be misread.
+  const gemlet_generate_options off = Greedy(4);
+  ASSERT_EQ(gemlet_conversation_send(chat, "And then?", &off, nullptr, nullptr, nullptr), GEMLET_OK);
+  EXPECT_EQ(gemlet_conversation_last_n_logprobs(chat), 0u);
+  gemlet_conversation_free(chat);
 }
 
 // A draft model changes no token: greedy generation with it is generation without it, in a session

@@ -67,6 +67,23 @@ class RestTest(unittest.TestCase):
                 s.generate(self.prompt, top_logprobs=21)
             self.assertEqual(cm.exception.code, gemlet.Status.INVALID_ARGUMENT)
 
+    def test_conversation_replies_carry_logprobs(self):
+        # A conversation's turn is the chat prompt generated in a fresh session: the same tokens and
+        # log-probabilities (stream() passes the options through send()).
+        with self.engine.session(n_ctx=512) as s:
+            want = s.generate(self.prompt, top_logprobs=2, **greedy(max_tokens=8))
+        with self.engine.conversation(n_ctx=512) as chat:
+            got = chat.send("Who are you?", top_logprobs=2, **greedy(max_tokens=8))
+            self.assertEqual(len(got.logprobs), got.stats.generated_tokens)
+            self.assertEqual([(lp.token, lp.logprob) for lp in got.logprobs],
+                             [(lp.token, lp.logprob) for lp in want.logprobs])
+            self.assertEqual([[t.token for t in lp.top] for lp in got.logprobs],
+                             [[t.token for t in lp.top] for lp in want.logprobs])
+            self.assertEqual(chat.send("And then?", **greedy(max_tokens=4)).logprobs, [])  # not asked for
+            with self.assertRaises(gemlet.GemletError) as cm:
+                chat.send("hi", top_logprobs=21)
+            self.assertEqual(cm.exception.code, gemlet.Status.INVALID_ARGUMENT)
+
     def test_batch_replies_carry_logprobs(self):
         with self.engine.session(n_ctx=512) as s:
             want = s.complete(self.prompt, top_logprobs=2, **greedy(max_tokens=6))

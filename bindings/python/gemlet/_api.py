@@ -187,9 +187,11 @@ class Stats:
 
 @dataclasses.dataclass
 class Reply:
-    """An answer: its text (without thinking) and the turn's stats."""
+    """An answer: its text (without thinking) and the turn's stats; with send(logprobs=True) (or
+    top_logprobs=N), a TokenLogprobs per generated token."""
     text: str
     stats: Stats
+    logprobs: list = dataclasses.field(default_factory=list)
 
     @property
     def cancelled(self):
@@ -641,11 +643,12 @@ class Conversation(_OneCallAtATime):
 
     def send(self, text, on_text=None, *, max_tokens=None, temperature=None, top_k=None, top_p=None, min_p=None,
              repeat_penalty=None, repeat_last_n=None, presence_penalty=None, frequency_penalty=None, seed=None,
-             stop=None):
+             stop=None, logprobs=False, top_logprobs=None):
         """Sends a user message and returns the Reply. on_text(kind, text) receives each streamed
         piece (whole UTF-8 characters, as str); returning False from it stops the answer. Options
         left None keep the library's defaults (temperature 0 is greedy). A stop by on_text or by
-        cancel() is not an error: the Reply's stats.stop is StopReason.CANCELLED."""
+        cancel() is not an error: the Reply's stats.stop is StopReason.CANCELLED. logprobs=True, or
+        top_logprobs=N (0 to 20 alternatives, which implies it), fills the Reply's logprobs."""
         lib = _ffi.lib()
         g = lib.gemlet_generate_options_default()
         for name, value in (("max_tokens", max_tokens), ("temperature", temperature), ("top_k", top_k),
@@ -654,6 +657,8 @@ class Conversation(_OneCallAtATime):
                             ("frequency_penalty", frequency_penalty), ("seed", seed)):
             if value is not None:
                 setattr(g, name, value)
+        if logprobs or top_logprobs is not None:
+            g.logprobs, g.top_logprobs = True, int(top_logprobs or 0)
         if stop:
             if isinstance(stop, str):
                 stop = [stop]
@@ -693,7 +698,9 @@ class Conversation(_OneCallAtATime):
                 stats.stop = StopReason.CANCELLED
             else:
                 _check(status)
-            reply = Reply(lib.gemlet_conversation_last_reply(self._h).decode("utf-8"), Stats._from_c(stats))
+            reply = Reply(lib.gemlet_conversation_last_reply(self._h).decode("utf-8"), Stats._from_c(stats),
+                          _extra._logprobs_from_c(self._h, "gemlet_conversation_last_n_logprobs",
+                                                  "gemlet_conversation_last_logprob"))
         finally:
             self._leave()
         self.last_stats = reply.stats

@@ -189,12 +189,14 @@ def _reply_from_c(handle):
         lib.gemlet_reply_free(handle)
 
 
-def _logprobs_from_c(handle):
+def _logprobs_from_c(handle, count="gemlet_reply_n_logprobs", entry="gemlet_reply_logprob"):
+    """TokenLogprobs from a reply, or (with the gemlet_conversation_last_* pair) a conversation's last send."""
     lib = _ffi.lib()
+    n_entries, read = getattr(lib, count), getattr(lib, entry)
     out = []
     chosen, top, n_top = _ffi.TokenLogprob(), ctypes.POINTER(_ffi.TokenLogprob)(), ctypes.c_size_t()
-    for i in range(lib.gemlet_reply_n_logprobs(handle)):
-        _check(lib.gemlet_reply_logprob(handle, i, ctypes.byref(chosen), ctypes.byref(top), ctypes.byref(n_top)))
+    for i in range(n_entries(handle)):
+        _check(read(handle, i, ctypes.byref(chosen), ctypes.byref(top), ctypes.byref(n_top)))
         out.append(TokenLogprobs(chosen.token, chosen.logprob,
                                  [TokenLogprob(top[k].token, top[k].logprob) for k in range(n_top.value)]))
     return out
