@@ -7,6 +7,7 @@ import ai.gemlet.Engine;
 import ai.gemlet.Gemlet;
 import ai.gemlet.GemletException;
 import ai.gemlet.Session;
+import ai.gemlet.SessionOptions;
 import ai.gemlet.StopReason;
 import ai.gemlet.Tokenizer;
 import java.util.ArrayList;
@@ -231,6 +232,75 @@ public final class GemletTest {
         check(batch.running() == 0, "batch running " + batch.running());
       } finally {
         for (Session s : sessions) s.close();
+      }
+
+      // Session extras (SessionOptions): a draft model changes no greedy token; rollback room follows
+      // rollbackTokens; prompt progress is reported chunk by chunk, and its false or exception cancels.
+      int[] poem = engine.tokenizeChat(new String[][] {{"user", "请背诵《静夜思》。"}}, true, false);
+      String plainText;
+      int[] plainTokens;
+      try (Session plain = engine.newSession(512)) {
+        plainText = plain.generate(poem, 40, 0.0f, false, null);
+        plainTokens = plain.lastTokens();
+      }
+      Session drafted;
+      try (Engine draft = Engine.load(model, 2)) {  // the session keeps its own reference to it
+        drafted = engine.newSession(new SessionOptions().nCtx(512).draftModel(draft));
+      }
+      try (Session s = drafted) {
+        String draftedText = s.generate(poem, 40, 0.0f, false, -1, 4, null);
+        check(java.util.Arrays.equals(s.lastTokens(), plainTokens), "draft tokens differ from plain");
+        check(draftedText.equals(plainText), "draft text " + draftedText);
+        int[] d = s.lastDraftStats();
+        check(d[0] > 0 && d[1] > 0 && d[2] > 0, "draft stats " + java.util.Arrays.toString(d));
+      }
+      try (Session small = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(4));
+           Session big = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(64));
+           Session none = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(0))) {
+        check(small.rollbackRoom() >= 4 && big.rollbackRoom() >= 64, "rollback room " + small.rollbackRoom()
+              + " " + big.rollbackRoom());
+        check(small.rollbackRoom() < big.rollbackRoom(), "rollback room does not follow rollbackTokens");
+        check(none.rollbackRoom() <= small.rollbackRoom(), "rollback room 0: " + none.rollbackRoom());
+      }
+      try {
+        engine.newSession(new SessionOptions().rollbackTokens(-1)).close();
+        check(false, "rollbackTokens -1 accepted");
+      } catch (GemletException e) {
+        check(e.code == GemletException.INVALID_ARGUMENT && e.getMessage().contains("rollback_tokens"),
+              "rollbackTokens -1: " + e.code + " " + e.getMessage());
+      }
+      int[] moon = engine.tokenizeChat(
+          new String[][] {{"user", "Tell me about the moon, the sea and the stars at night."}}, true, false);
+      List<int[]> calls = new ArrayList<>();
+      try (Session s = engine.newSession(new SessionOptions().nCtx(256).maxBatch(8).progress((done, total) -> {
+             calls.add(new int[] {done, total});
+             return true;
+           }))) {
+        s.generate(moon, 2, 0.0f, false, null);
+        check(calls.size() > 2, "progress calls " + calls.size());
+        boolean increasing = true;
+        for (int i = 1; i < calls.size(); i++) increasing &= calls.get(i)[0] > calls.get(i - 1)[0];
+        check(increasing, "progress done counts do not increase");
+        int[] last = calls.get(calls.size() - 1);
+        check(last[0] == moon.length && last[1] == moon.length, "last progress " + last[0] + "/" + last[1]);
+      }
+      calls.clear();
+      try (Conversation c = engine.newConversation(null, new SessionOptions().nCtx(256).maxBatch(8)
+               .progress((done, total) -> calls.add(new int[] {done, total}) && done < 16))) {
+        c.generate("Tell me about the moon, the sea and the stars at night.", 8, 0.0f, null);
+        check(c.lastStopReason() == StopReason.CANCELLED, "progress false: " + c.lastStopReason());
+        check(!calls.isEmpty() && calls.get(calls.size() - 1)[0] >= 16, "progress calls before the stop");
+      }
+      try (Session s = engine.newSession(new SessionOptions().nCtx(256).maxBatch(8).progress((done, total) -> {
+             throw new IllegalStateException("from progress");
+           }))) {
+        try {
+          s.generate(moon, 2, 0.0f, false, null);
+          check(false, "the progress exception was lost");
+        } catch (IllegalStateException e) {
+          check(e.getMessage().equals("from progress"), "progress exception " + e);
+        }
+        check(s.nPast() < moon.length, "the prompt went on after the exception: " + s.nPast());
       }
 
       // Platform signals.

@@ -1,6 +1,7 @@
 // JNI glue of the Java binding: ai.gemlet.Gemlet's native methods over the C API (gemlet.h).
 #include <jni.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -350,7 +351,8 @@ JNIEXPORT jint JNICALL Java_ai_gemlet_Gemlet_sessionNPast(JNIEnv*, jclass, jlong
 
 JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_sessionGenerate(JNIEnv* env, jclass, jlong session, jintArray prompt,
                                                                  jint max_tokens, jfloat temperature, jboolean complete,
-                                                                 jint top_logprobs, jobject callback, jintArray stop,
+                                                                 jint top_logprobs, jint max_draft, jobject callback,
+                                                                 jintArray stop,
                                                                  jobjectArray tokens, jobjectArray logprobs) {
   const jsize n = env->GetArrayLength(prompt);
   std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -360,6 +362,7 @@ JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_sessionGenerate(JNIEnv* env, jcl
   g.temperature = temperature;
   g.logprobs = top_logprobs >= 0;
   g.top_logprobs = top_logprobs >= 0 ? top_logprobs : 0;
+  g.max_draft = max_draft;
   Stream stream{env, callback};
   gemlet_reply* reply = nullptr;
   const auto run = complete ? gemlet_session_complete : gemlet_session_generate;
@@ -381,8 +384,10 @@ JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_sessionGenerate(JNIEnv* env, jcl
   }
   gemlet_stats stats = gemlet_stats_default();
   gemlet_reply_stats(reply, &stats);
-  const jint stop_reason = static_cast<jint>(stats.stop);
-  env->SetIntArrayRegion(stop, 0, 1, &stop_reason);
+  // stop: {stop reason, draft steps, drafted tokens, accepted tokens}, what Session.lastDraftStats() shows.
+  const jint figures[] = {static_cast<jint>(stats.stop), stats.draft_steps, stats.drafted_tokens,
+                          stats.accepted_tokens};
+  env->SetIntArrayRegion(stop, 0, std::min<jsize>(env->GetArrayLength(stop), 4), figures);
   size_t n_out = 0;
   const int32_t* out = gemlet_reply_tokens(reply, &n_out);
   jintArray out_ids = env->NewIntArray(static_cast<jsize>(n_out));

@@ -12,10 +12,16 @@ public final class Conversation implements AutoCloseable {
   // for the answer it is stopping, nor reach a handle close() freed.
   private final Object life = new Object();
   private long handle;
+  private long progress;  // the prompt progress callback's native holder (0: none), freed after the conversation
   private StopReason lastStop = StopReason.END_OF_TURN;
 
   Conversation(long handle) {
+    this(handle, 0);
+  }
+
+  Conversation(long handle, long progress) {
     this.handle = handle;
+    this.progress = progress;
   }
 
   /**
@@ -27,6 +33,7 @@ public final class Conversation implements AutoCloseable {
     Objects.requireNonNull(userText, "userText");
     int[] stop = new int[1];
     String reply = Gemlet.conversationSend(handle(), userText, maxTokens, temperature, callback, stop);
+    if (progress != 0) Gemlet.progressRethrow(progress);
     lastStop = StopReason.values()[stop[0]];
     return reply;
   }
@@ -68,6 +75,8 @@ public final class Conversation implements AutoCloseable {
         if (handle != 0) {
           Gemlet.conversationFree(handle);
           handle = 0;
+          if (progress != 0) Gemlet.progressFree(progress);  // the conversation no longer calls it
+          progress = 0;
         }
       }
     }

@@ -24,6 +24,29 @@ public final class Engine implements AutoCloseable {
     return new Session(Gemlet.sessionCreate(handle(), nCtx));
   }
 
+  /** A session with rollback room, a draft model or prompt progress (SessionOptions). */
+  public Session newSession(SessionOptions options) {
+    Objects.requireNonNull(options, "options");
+    long[] holder = new long[1];
+    long session = Gemlet.sessionCreate2(handle(), options.nCtx, options.maxBatch, options.setRollback,
+                                         options.rollbackTokens, draftHandle(options), options.progress, holder);
+    return new Session(session, holder[0]);
+  }
+
+  /** A conversation over such a session; system null: no system message. */
+  public Conversation newConversation(String system, SessionOptions options) {
+    Objects.requireNonNull(options, "options");
+    long[] holder = new long[1];
+    long conversation = Gemlet.conversationCreate2(handle(), system, options.nCtx, options.maxBatch,
+                                                   options.setRollback, options.rollbackTokens,
+                                                   draftHandle(options), options.progress, holder);
+    return new Conversation(conversation, holder[0]);
+  }
+
+  private static long draftHandle(SessionOptions options) {
+    return options.draftModel == null ? 0 : options.draftModel.handle();
+  }
+
   /** {architecture, name, chat format, file type}. */
   public String[] infoText() {
     return Gemlet.engineInfoText(handle());

@@ -54,8 +54,19 @@ public final class Gemlet {
   // logprobs[0] the chosen tokens' log-probabilities, logprobs[1] and tokens[1] their topLogprobs
   // alternatives each, flat (NaN and -1 where a token has fewer).
   static native String sessionGenerate(long session, int[] prompt, int maxTokens, float temperature, boolean complete,
-                                       int topLogprobs, TokenCallback callback, int[] stop, int[][] tokens,
-                                       float[][] logprobs);
+                                       int topLogprobs, int maxDraft, TokenCallback callback, int[] stop,
+                                       int[][] tokens, float[][] logprobs);
+  // The session extras (gemlet_jni_extra.cc): creation with a SessionOptions, whose progress
+  // callback needs a native holder (progress[0]) that lives as long as the session or conversation.
+  static native long sessionCreate2(long engine, int nCtx, int maxBatch, boolean setRollback, int rollbackTokens,
+                                    long draftEngine, PromptProgress progress, long[] holder);
+  static native long conversationCreate2(long engine, String system, int nCtx, int maxBatch, boolean setRollback,
+                                         int rollbackTokens, long draftEngine, PromptProgress progress,
+                                         long[] holder);
+  static native void progressFree(long holder);
+  // Throws what the progress callback threw during the last call (it cancelled that call); no-op else.
+  static native void progressRethrow(long holder);
+  static native int sessionRollbackRoom(long session);
   // Messages cross as {role, content, role, content, ...}.
   static native String applyChatTemplate(long engine, String[] rolesAndContents, boolean addGenerationPrompt);
   static native int[] tokenizeChat(long engine, String[] rolesAndContents, boolean addGenerationPrompt,

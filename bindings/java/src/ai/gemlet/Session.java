@@ -8,6 +8,8 @@ import java.util.Objects;
 public final class Session implements AutoCloseable {
   private final Object life = new Object();  // as Conversation's: cancel() must not wait for generate()
   private long handle;
+  private long progress;  // the prompt progress callback's native holder (0: none), freed after the session
+  private int[] lastDraft = new int[3];
   private int[] lastTokens = new int[0];
   private StopReason lastStop = StopReason.END_OF_TURN;
   private float[] lastLogprobs = new float[0];
@@ -15,7 +17,12 @@ public final class Session implements AutoCloseable {
   private float[][] lastTopLogprobs = new float[0][];
 
   Session(long handle) {
+    this(handle, 0);
+  }
+
+  Session(long handle, long progress) {
     this.handle = handle;
+    this.progress = progress;
   }
 
   /**
@@ -34,13 +41,24 @@ public final class Session implements AutoCloseable {
    */
   public synchronized String generate(int[] prompt, int maxTokens, float temperature, boolean complete,
                                       int topLogprobs, TokenCallback callback) {
+    return generate(prompt, maxTokens, temperature, complete, topLogprobs, 0, callback);
+  }
+
+  /**
+   * The same, drafting maxDraft tokens per step (0: off) with SessionOptions.draftModel, else by
+   * prompt lookup; the tokens are those without it, and lastDraftStats() says how the drafts fared.
+   */
+  public synchronized String generate(int[] prompt, int maxTokens, float temperature, boolean complete,
+                                      int topLogprobs, int maxDraft, TokenCallback callback) {
     Objects.requireNonNull(prompt, "prompt");
-    int[] stop = new int[1];
+    int[] stop = new int[4];
     int[][] tokens = new int[2][];
     float[][] logprobs = new float[2][];
-    String text = Gemlet.sessionGenerate(handle(), prompt, maxTokens, temperature, complete, topLogprobs, callback,
-                                         stop, tokens, logprobs);
+    String text = Gemlet.sessionGenerate(handle(), prompt, maxTokens, temperature, complete, topLogprobs, maxDraft,
+                                         callback, stop, tokens, logprobs);
+    if (progress != 0) Gemlet.progressRethrow(progress);
     lastStop = StopReason.values()[stop[0]];
+    lastDraft = new int[] {stop[1], stop[2], stop[3]};
     lastTokens = tokens[0];
     int n = logprobs[0] == null ? 0 : logprobs[0].length;
     int k = Math.max(topLogprobs, 0);
@@ -69,6 +87,16 @@ public final class Session implements AutoCloseable {
   /** Their log-probabilities, as lastTopTokens(). */
   public synchronized float[][] lastTopLogprobs() {
     return lastTopLogprobs.clone();
+  }
+
+  /** The last generate()'s {verification steps, tokens drafted, tokens accepted}. */
+  public synchronized int[] lastDraftStats() {
+    return lastDraft.clone();
+  }
+
+  /** Tokens the cache can take back without evaluating again (SessionOptions.rollbackTokens). */
+  public synchronized int rollbackRoom() {
+    return Gemlet.sessionRollbackRoom(handle());
   }
 
   public synchronized int[] lastTokens() {
@@ -112,6 +140,8 @@ public final class Session implements AutoCloseable {
         if (handle != 0) {
           Gemlet.sessionFree(handle);
           handle = 0;
+          if (progress != 0) Gemlet.progressFree(progress);  // the session no longer calls it
+          progress = 0;
         }
       }
     }

@@ -1,0 +1,12 @@
+// The prompt progress callback of SessionOptions.progress: how far a long prompt's evaluation is.
+package ai.gemlet;
+
+/**
+ * Called after each chunk of a prompt (SessionOptions.maxBatch tokens) on the thread that called
+ * generate(), with the prompt tokens evaluated so far and their total. Return false to cancel the
+ * call (its stop reason is then CANCELLED); an exception cancels it too and is thrown from it.
+ */
+@FunctionalInterface
+public interface PromptProgress {
+  boolean onProgress(int done, int total);
+}
