@@ -326,10 +326,7 @@ Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messa
   if (messages.empty()) return Status::Error(StatusCode::kInvalidArgument, "the conversation is empty");
   const std::vector<Message> chat(messages.begin(), messages.end());
   runtime::ChatRenderOptions o;
-  o.add_generation_prompt = options.add_generation_prompt;
-  o.enable_thinking = options.thinking;
-  o.tools = options.tools;
-  ASSIGN_OR_RETURN(o.tool_choice, runtime::ParseToolChoice(options.tool_choice));
+  static_cast<ChatOptions&>(o) = options;
   return runtime::EncodeChat(*impl_->runtime, chat, o);
 }
 

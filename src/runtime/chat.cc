@@ -66,7 +66,7 @@ Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& me
   }
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
-  o.enable_thinking = thinking_;
+  o.thinking = thinking_;
   // No system message and every earlier turn dropped: what comes before the new turn is BOS alone.
   return EncodeChat(session_->engine(), all, o);
 }

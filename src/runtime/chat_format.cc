@@ -56,14 +56,14 @@ bool UsesTools(const std::vector<Message>& messages) {
 // Whether the declarations are rendered: tool_choice "none" hides them; "required" and a named
 // function render as "auto" (the template cannot say more) after a check that they can be met.
 Result<bool> DeclareTools(const ChatRenderOptions& o) {
-  if (o.tool_choice.mode == ToolChoice::kNone) return false;
+  ASSIGN_OR_RETURN(const ToolChoice choice, ParseToolChoice(o.tool_choice));
+  if (choice.mode == ToolChoice::kNone) return false;
   ASSIGN_OR_RETURN(std::vector<std::string> names, DeclaredToolNames(o.tools));
-  if (o.tool_choice.mode == ToolChoice::kRequired && names.empty()) {
+  if (choice.mode == ToolChoice::kRequired && names.empty()) {
     return Status::Error("tool_choice \"required\" needs tools");
   }
-  if (o.tool_choice.mode == ToolChoice::kFunction &&
-      std::find(names.begin(), names.end(), o.tool_choice.function) == names.end()) {
-    return Status::Error("tool_choice names '" + o.tool_choice.function + "', which is not among the tools");
+  if (choice.mode == ToolChoice::kFunction && std::find(names.begin(), names.end(), choice.function) == names.end()) {
+    return Status::Error("tool_choice names '" + choice.function + "', which is not among the tools");
   }
   return !names.empty();  // an empty list declares nothing, as the template's `if tools` reads it
 }
@@ -99,9 +99,9 @@ Result<size_t> RenderGemma4System(const std::vector<Message>& messages, const Ch
                                   bool interleaved, SegmentWriter* out) {
   if (o.add_bos) out->Markup("<bos>");
   const bool has_system = IsSystemRole(messages[0].role);
-  if (!o.enable_thinking && !tools && !has_system) return 0;
+  if (!o.thinking && !tools && !has_system) return 0;
   out->Markup("<|turn>system\n");
-  if (o.enable_thinking) out->Markup("<|think|>\n");
+  if (o.thinking) out->Markup("<|think|>\n");
   if (has_system) out->Content(TrimUnicodeWhitespace(messages[0].content));
   if (tools) RETURN_IF_ERROR(WriteGemma4ToolDeclarations(o.tools, interleaved, out));
   out->Markup("<turn|>\n");
@@ -181,7 +181,7 @@ Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<Message>& messag
   if (o.add_generation_prompt && last == Last::kOther) {
     out.Markup("<|turn>model\n");
     // Without thinking, the template opens and closes an empty thought channel for the model.
-    if (!o.enable_thinking) out.Markup("<|channel>thought\n<channel|>");
+    if (!o.thinking) out.Markup("<|channel>thought\n<channel|>");
   }
   return out.Take();
 }
@@ -208,7 +208,7 @@ Result<std::vector<ChatSegment>> RenderGemma4Interleaved(const std::vector<Messa
   }
   if (o.add_generation_prompt) {
     out.Markup("<|turn>model\n");
-    if (!o.enable_thinking) out.Markup("<|channel>thought\n<channel|>");
+    if (!o.thinking) out.Markup("<|channel>thought\n<channel|>");
   }
   return out.Take();
 }

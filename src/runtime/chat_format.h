@@ -34,15 +34,11 @@ struct ToolChoice {
   std::string function;  // kFunction: its name
 };
 
-struct ChatRenderOptions {
-  bool add_generation_prompt = true;  // end with the opening of the model's turn
-  bool enable_thinking = false;       // Gemma 4: ask the model to think first (<|think|>)
-  bool add_bos = true;                // write "<bos>" text first (off when the tokenizer adds BOS)
-  // Gemma 4: the request's tools, a JSON array of OpenAI declarations
-  // [{"type":"function","function":{"name","description","parameters":{JSON Schema}}}]; empty text,
-  // null or [] declare none.
-  std::string tools = {};
-  ToolChoice tool_choice = {};
+// What rendering takes: the public ChatOptions as they are (the generation prompt, thinking, the
+// request's tools and tool_choice as JSON text: ParseToolChoice reads it, an error for a bad one),
+// and whether "<bos>" is written as text (off when the tokenizer adds BOS as a token).
+struct ChatRenderOptions : ChatOptions {
+  bool add_bos = true;
 };
 
 // Picks the style from the GGUF's tokenizer.chat_template when it is one we recognise, else from

@@ -52,7 +52,9 @@ std::string GreedyAnswer(const std::shared_ptr<const runtime::Engine>& engine, c
 }
 
 std::vector<int32_t> ChatPrompt(const std::shared_ptr<const runtime::Engine>& engine, const std::vector<Message>& messages) {
-  auto rendered = RenderChat(engine->chat_style(), messages, ChatRenderOptions{true, false, false});
+  ChatRenderOptions o;  // with the generation prompt; BOS comes from the tokenizer below
+  o.add_bos = false;
+  auto rendered = RenderChat(engine->chat_style(), messages, o);
   EXPECT_TRUE(rendered.ok());
   EncodeOptions e;
   e.add_bos = true;

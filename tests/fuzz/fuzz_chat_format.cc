@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kind & 0x10) m.reasoning = std::string(line.substr(0, line.size() / 2));
     messages.push_back(std::move(m));
   }
-  options.enable_thinking = size % 2 == 1;
+  options.thinking = size % 2 == 1;
   for (ChatStyle style : {ChatStyle::kGemma, ChatStyle::kGemma4, ChatStyle::kGemma4Interleaved}) {
     auto segments = RenderChatSegments(style, messages, options);
     if (!segments.ok()) {

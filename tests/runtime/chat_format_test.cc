@@ -60,12 +60,12 @@ TEST(ChatFormatTest, MatchesOfficialTemplates) {
     const ChatStyle style = StyleOf(tname);
     ChatRenderOptions o;
     o.add_generation_prompt = c["add_generation_prompt"];
-    o.enable_thinking = c["enable_thinking"];
+    o.thinking = c["enable_thinking"];
     if (c.contains("tools") && !c["tools"].is_null()) o.tools = c["tools"].dump();
     const std::vector<Message> messages = Messages(c["messages"]);
     auto rendered = RenderChat(style, messages, o);
     const std::string label = tname + "/" + c["conversation"].get<std::string>() +
-                              (o.add_generation_prompt ? "/gen" : "") + (o.enable_thinking ? "/think" : "");
+                              (o.add_generation_prompt ? "/gen" : "") + (o.thinking ? "/think" : "");
     if (c["error"].is_null()) {
       ASSERT_TRUE(rendered.ok()) << label << ": " << rendered.message();
       EXPECT_EQ(rendered.value(), c["expected"].get<std::string>()) << label;
@@ -144,7 +144,7 @@ TEST(ChatFormatTest, ToolsNeedGemma4) {
   result.tool_call_id = "call_1";
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma, {{"user", "Hi"}, result}, {}).ok());
   // tool_choice "none" renders no tools, so Gemma 1-3 can take the request.
-  o.tool_choice.mode = ToolChoice::kNone;
+  o.tool_choice = R"("none")";
   EXPECT_TRUE(RenderChat(ChatStyle::kGemma, {{"user", "Hi"}}, o).ok());
 }
 
@@ -155,22 +155,22 @@ TEST(ChatFormatTest, ToolChoice) {
   ASSERT_TRUE(auto_prompt.ok()) << auto_prompt.message();
   EXPECT_NE(auto_prompt->find("<|tool>declaration:get_weather{"), std::string::npos);
   // "none": no declarations at all (the template cannot tell the model not to call).
-  o.tool_choice.mode = ToolChoice::kNone;
+  o.tool_choice = R"("none")";
   const auto none = RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none.value(), RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, {}).value());
   // "required" and a named function render as "auto"; they must name tools that exist.
-  o.tool_choice.mode = ToolChoice::kRequired;
+  o.tool_choice = R"("required")";
   EXPECT_EQ(RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o).value(), auto_prompt.value());
-  o.tool_choice = {ToolChoice::kFunction, "get_weather"};
+  o.tool_choice = R"({"type":"function","function":{"name":"get_weather"}})";
   EXPECT_EQ(RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o).value(), auto_prompt.value());
-  o.tool_choice = {ToolChoice::kFunction, "get_time"};
+  o.tool_choice = R"({"type":"function","function":{"name":"get_time"}})";
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o).ok());
   o.tools.clear();
-  o.tool_choice.mode = ToolChoice::kRequired;
+  o.tool_choice = R"("required")";
   EXPECT_FALSE(RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o).ok());
   // An empty list declares nothing: no system turn for it, as the template's `if tools`.
-  o.tool_choice.mode = ToolChoice::kAuto;
+  o.tool_choice = R"("auto")";
   for (const char* empty : {"", "null", "[]", " [ ] "}) {
     o.tools = empty;
     EXPECT_EQ(RenderChat(ChatStyle::kGemma4, {{"user", "Hi"}}, o).value(),
