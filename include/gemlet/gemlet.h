@@ -311,7 +311,7 @@ GEMLET_API gemlet_status gemlet_session_create(gemlet_engine* engine, const geml
  * grow): growable by struct_size like the other option structs. Take it from
  * gemlet_session_extra_options_default(). */
 /* Called after each chunk of a long prompt with the prompt tokens evaluated so far and their total,
- * on the evaluating thread. To stop, call gemlet_session_cancel / gemlet_conversation_cancel (from
+ * on the evaluating thread (every evaluation reports: a decoded token as 1 of 1). To stop, call gemlet_session_cancel / gemlet_conversation_cancel (from
  * this callback too): the call then returns GEMLET_CANCELLED. */
 typedef void (*gemlet_prompt_progress_fn)(int done, int total, void* user_data);
 typedef struct gemlet_session_extra_options {

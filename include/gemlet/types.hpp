@@ -200,7 +200,8 @@ struct SessionOptions {
   // Tokens Truncate takes back without evaluating anything again (sliding-window layers keep this
   // many positions beyond their window): regenerating an answer, speculative decoding.
   int rollback_tokens = 16;
-  // Called after each chunk of a long prompt with (tokens done, total), on the evaluating thread.
+  // Called after each chunk of a long prompt with (tokens done, total), on the evaluating thread
+  // (every evaluation reports: a decoded token as (1, 1)).
   std::function<void(int done, int total)> progress{};
   // Speculative decoding with a draft model: a smaller model of the same vocabulary (Create
   // refuses another, kInvalidArgument) whose greedy continuation GenerateOptions::max_draft

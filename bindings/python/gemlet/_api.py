@@ -495,7 +495,8 @@ class Session(_OneCallAtATime):
                  draft_model=None, progress=None):
         """rollback_tokens: what truncate() takes back without evaluating again (16); draft_model: an
         Engine of the same vocabulary whose greedy drafts generation's max_draft verifies (no token
-        changes); progress(done, total): after each chunk of a long prompt (False cancels)."""
+        changes); progress(done, total): after each chunk of a long prompt, and each decoded token as
+        (1, 1) (False cancels)."""
         super().__init__()
         lib = _ffi.lib()
         self._h = None
