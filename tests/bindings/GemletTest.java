@@ -254,6 +254,21 @@ public final class GemletTest {
         int[] d = s.lastDraftStats();
         check(d[0] > 0 && d[1] > 0 && d[2] > 0, "draft stats " + java.util.Arrays.toString(d));
       }
+      // A conversation with a draft model drafts too (maxDraft), and its answer is the plain one.
+      String plainAnswer;
+      try (Conversation plain = engine.newConversation(null, 512)) {
+        plainAnswer = plain.generate("请背诵《静夜思》。", 40, 0.0f, null);
+      }
+      Conversation draftedChat;
+      try (Engine draft = Engine.load(model, 2)) {
+        draftedChat = engine.newConversation(null, new SessionOptions().nCtx(512).draftModel(draft));
+      }
+      try (Conversation c = draftedChat) {
+        String answer = c.generate("请背诵《静夜思》。", 40, 0.0f, 4, null);
+        check(answer.equals(plainAnswer), "drafted conversation answer " + answer);
+        int[] d = c.lastDraftStats();
+        check(d[0] > 0 && d[1] > 0 && d[2] > 0, "conversation draft stats " + java.util.Arrays.toString(d));
+      }
       try (Session small = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(4));
            Session big = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(64));
            Session none = engine.newSession(new SessionOptions().nCtx(256).rollbackTokens(0))) {

@@ -234,13 +234,14 @@ JNIEXPORT void JNICALL Java_ai_gemlet_Gemlet_conversationFree(JNIEnv*, jclass, j
 }
 
 JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_conversationSend(JNIEnv* env, jclass, jlong conversation, jstring text,
-                                                                  jint max_tokens, jfloat temperature,
-                                                                  jobject callback, jintArray stop) {
+                                                                  jint max_tokens, jfloat temperature, jint max_draft,
+                                                                  jobject callback, jintArray stats_out) {
   auto* c = Handle<gemlet_conversation>(conversation);
   const std::string t = ToUtf8(env, text);
   gemlet_generate_options g = gemlet_generate_options_default();
   g.max_tokens = max_tokens;
   g.temperature = temperature;
+  g.max_draft = max_draft;
   Stream stream{env, callback};
   gemlet_stats stats{};
   stats.struct_size = sizeof(stats);
@@ -252,8 +253,8 @@ JNIEXPORT jstring JNICALL Java_ai_gemlet_Gemlet_conversationSend(JNIEnv* env, jc
   } else if (Throw(env, status)) {
     return nullptr;
   }
-  const jint stop_reason = static_cast<jint>(stats.stop);
-  env->SetIntArrayRegion(stop, 0, 1, &stop_reason);
+  const jint out[4] = {static_cast<jint>(stats.stop), stats.draft_steps, stats.drafted_tokens, stats.accepted_tokens};
+  env->SetIntArrayRegion(stats_out, 0, 4, out);
   return ToJava(env, gemlet_conversation_last_reply(c));
 }
 

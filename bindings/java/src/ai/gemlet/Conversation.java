@@ -14,6 +14,7 @@ public final class Conversation implements AutoCloseable {
   private long handle;
   private long progress;  // the prompt progress callback's native holder (0: none), freed after the conversation
   private StopReason lastStop = StopReason.END_OF_TURN;
+  private int[] lastDraft = new int[3];
 
   Conversation(long handle) {
     this(handle, 0);
@@ -30,12 +31,28 @@ public final class Conversation implements AutoCloseable {
    * then says CANCELLED). temperature 0 is greedy; maxTokens <= 0 runs until the context is full.
    */
   public synchronized String generate(String userText, int maxTokens, float temperature, TokenCallback callback) {
+    return generate(userText, maxTokens, temperature, 0, callback);
+  }
+
+  /**
+   * The same with speculative decoding: up to maxDraft tokens drafted per step (by the conversation's
+   * draft model, SessionOptions.draftModel, else by prompt lookup) and verified at once; the answer is
+   * the one without drafts, and lastDraftStats() says how they fared.
+   */
+  public synchronized String generate(String userText, int maxTokens, float temperature, int maxDraft,
+                                      TokenCallback callback) {
     Objects.requireNonNull(userText, "userText");
-    int[] stop = new int[1];
-    String reply = Gemlet.conversationSend(handle(), userText, maxTokens, temperature, callback, stop);
+    int[] stats = new int[4];
+    String reply = Gemlet.conversationSend(handle(), userText, maxTokens, temperature, maxDraft, callback, stats);
     if (progress != 0) Gemlet.progressRethrow(progress);
-    lastStop = StopReason.values()[stop[0]];
+    lastStop = StopReason.values()[stats[0]];
+    lastDraft = new int[] {stats[1], stats[2], stats[3]};
     return reply;
+  }
+
+  /** The last generate()'s {verification steps, tokens drafted, tokens accepted}. */
+  public synchronized int[] lastDraftStats() {
+    return lastDraft.clone();
   }
 
   public synchronized StopReason lastStopReason() {

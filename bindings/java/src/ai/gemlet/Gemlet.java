@@ -108,9 +108,10 @@ public final class Gemlet {
 
   static native long conversationCreate(long engine, String system, int nCtx);
   static native void conversationFree(long conversation);
-  // Returns the answer (as far as it got); stop[0] receives the gemlet_stop_reason.
+  // Returns the answer (as far as it got); stats receives {gemlet_stop_reason, verification steps,
+  // tokens drafted, tokens accepted}. maxDraft: speculative decoding's drafts per step (0: off).
   static native String conversationSend(long conversation, String text, int maxTokens, float temperature,
-                                        TokenCallback callback, int[] stop);
+                                        int maxDraft, TokenCallback callback, int[] stats);
   static native void conversationCancel(long conversation);
   static native void conversationReset(long conversation);
 }
