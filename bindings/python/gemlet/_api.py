@@ -101,6 +101,23 @@ def _utf8(text, what):
     return data
 
 
+def _encode(fn, handle, text, add_special, parse_special):
+    """Token ids of `text` from a C encode call (gemlet_tokenize, gemlet_tokenizer_encode): the text
+    goes with its length (a NUL inside is fine), into a buffer that grows when the call reports a
+    larger count."""
+    data = text.encode("utf-8")
+    n = ctypes.c_size_t()
+    capacity = len(data) + 8  # a first guess that fits most texts
+    while True:
+        buf = (ctypes.c_int32 * capacity)()
+        status = fn(handle, data, len(data), add_special, parse_special, buf, capacity, ctypes.byref(n))
+        if status == Status.BUFFER_TOO_SMALL and n.value > capacity:
+            capacity = n.value
+            continue
+        _check(status)
+        return list(buf[:n.value])
+
+
 def version():
     return _ffi.lib().gemlet_version().decode()
 
@@ -369,20 +386,7 @@ class Engine(_Handle):
     def tokenize(self, text, add_special=True, parse_special=False):
         """Text to token ids; add_special adds <bos>, parse_special reads "<start_of_turn>" and the
         like as the special tokens they name."""
-        lib = _ffi.lib()
-        data = text.encode("utf-8")  # passed with its length: a NUL inside is fine here
-        n = ctypes.c_size_t()
-        # A first guess that fits most texts; the call reports the full count when it does not.
-        capacity = len(data) + 8
-        while True:
-            buf = (ctypes.c_int32 * capacity)()
-            status = lib.gemlet_tokenize(self._handle(), data, len(data), add_special, parse_special, buf,
-                                         capacity, ctypes.byref(n))
-            if status == Status.BUFFER_TOO_SMALL and n.value > capacity:
-                capacity = n.value
-                continue
-            _check(status)
-            return list(buf[:n.value])
+        return _encode(_ffi.lib().gemlet_tokenize, self._handle(), text, add_special, parse_special)
 
     def detokenize(self, tokens):
         lib = _ffi.lib()

@@ -6,7 +6,7 @@ import ctypes
 import os
 
 from . import _ffi
-from ._api import Status, _check, _Handle, _utf8
+from ._api import _check, _encode, _Handle, _utf8
 from ._extra import _take_string
 
 
@@ -32,19 +32,7 @@ class Tokenizer(_Handle):
     def encode(self, text, add_special=False, parse_special=False):
         """Text to ids; add_special adds BOS (and EOS) as the model's tokenizer does, parse_special
         reads "<start_of_turn>" and the like as their control tokens."""
-        lib = _ffi.lib()
-        data = text.encode("utf-8")  # passed with its length: a NUL inside is fine here
-        n = ctypes.c_size_t()
-        capacity = len(data) + 8  # most texts fit; the call reports the full count when not
-        while True:
-            buf = (ctypes.c_int32 * capacity)()
-            status = lib.gemlet_tokenizer_encode(self._handle(), data, len(data), add_special, parse_special, buf,
-                                                 capacity, ctypes.byref(n))
-            if status == Status.BUFFER_TOO_SMALL and n.value > capacity:
-                capacity = n.value
-                continue
-            _check(status)
-            return list(buf[:n.value])
+        return _encode(_ffi.lib().gemlet_tokenizer_encode, self._handle(), text, add_special, parse_special)
 
     def decode(self, tokens):
         ids = (ctypes.c_int32 * max(1, len(tokens)))(*tokens)
