@@ -18,9 +18,11 @@ AttentionScratchSizes PlanAttentionScratch(int max_group, int max_head_dim, int 
   AttentionScratchSizes s;
   s.scores_stride = n_ctx + max_batch;
   s.scores_per_thread = rows * static_cast<size_t>(n_ctx + max_batch);
-  if (block > 1) s.block_rows_per_thread = rows * static_cast<size_t>(max_head_dim + max_head_dim_v);
-  s.split_parts = static_cast<size_t>(kMaxAttnSplitItems) * max_group * max_head_dim_v;
-  s.split_lse = static_cast<size_t>(kMaxAttnSplitItems) * max_group;
+  // Gathered queries (blocks of 2 tokens or more), outputs, one range's parts, range weights.
+  const size_t query_floats = block > 1 ? static_cast<size_t>(max_head_dim) : 0;
+  s.block_rows_per_thread = rows * (query_floats + 2 * static_cast<size_t>(max_head_dim_v) + kMaxAttnRanges);
+  s.split_parts = static_cast<size_t>(kMaxRangeSplitItems) * kMaxAttnRanges * max_group * max_head_dim_v;
+  s.split_lse = static_cast<size_t>(kMaxRangeSplitItems) * kMaxAttnRanges * max_group;
   return s;
 }
 
@@ -36,10 +38,19 @@ void ForEachCacheRun(int64_t begin, int64_t end, int capacity, Fn&& fn) {
   }
 }
 
-// A decode step splits each KV head's keys into ranges of this many: a range's fixed costs (a
-// softmax per head, its share of the merge) stay small beside its rows, and the split depends on
-// the context only, not on the thread count, so neither do the results.
-constexpr int64_t kKeysPerSplit = 256;
+// The keys of token t: positions [lo, hi), cut into ranges of `range` keys aligned to multiples of it.
+struct RowKeys {
+  int64_t lo, hi, range;
+  int64_t first() const { return lo / range; }  // the first range's index
+  int64_t last() const { return (hi - 1) / range; }
+  int64_t begin(int64_t r) const { return std::max(lo, r * range); }  // range r's keys of this row
+  int64_t end(int64_t r) const { return std::min(hi, (r + 1) * range); }
+};
+RowKeys KeysOf(const AttendArgs& a, int t) {
+  const int64_t pos = a.pos0 + t;
+  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
+  return {lo, pos + 1, AttnRangeKeys(pos + 1 - lo)};
+}
 
 // Scores of n_q query rows (q_stride apart) against the keys at positions [k_begin, k_end) of KV
 // head kv_head: those before the batch come from the view (in runs), the rest from the batch.
@@ -125,37 +136,94 @@ void AttendKeyRange(const KernelTable& kernels, const AttendArgs& a, const KvVie
   SumValues(kernels, a, kv, scores, stride, heads, kv_head, k_begin, k_end, out, hdv);
 }
 
-// Tokens [t0, t1) of a prompt step (at most AttnQueryBlock) and the query heads of KV head kv_head:
-// their queries gathered into rows (token, head), scored against the keys that any of them sees,
-// each row's own keys turned into probabilities and the others' set to 0, so one pass over the keys
-// and values serves the whole block. A score is summed in the same order whatever the tile
-// (DotRows), and a weight of 0 adds nothing to a value sum taken in key order: every output is bit
-// for bit what AttendKeyRange gives the token alone.
-void AttendQueryBlock(const KernelTable& kernels, const AttendArgs& a, const KvView& kv, int t0, int t1, int kv_head,
-                      float* scores, size_t stride, float* rows) {
-  const int hd = kv.head_dim_k, hdv = kv.head_dim_v, group = a.n_heads / kv.n_kv_heads;
-  const int n_rows = (t1 - t0) * group;
-  float* q_rows = rows;                                         // [n_rows, hd]
-  float* out_rows = rows + static_cast<size_t>(n_rows) * hd;  // [n_rows, hdv]
-  for (int t = t0; t < t1; ++t) {
-    const float* q = a.q + (static_cast<size_t>(t) * a.n_heads + static_cast<size_t>(kv_head) * group) * hd;
-    std::copy(q, q + static_cast<size_t>(group) * hd, q_rows + static_cast<size_t>(t - t0) * group * hd);
+// The weights that merge a row's ranges (log-sum-exps lse[0..n), -inf for a range without keys):
+// range s holds values normalised by its own sum exp(lse_s), and the whole softmax weighs it by
+// exp(lse_s) / sum_r exp(lse_r). Every path merges with these, in range order.
+void MergeWeights(const float* lse, int n, float* weights) {
+  float max_lse = -std::numeric_limits<float>::infinity();
+  for (int s = 0; s < n; ++s) max_lse = std::max(max_lse, lse[s]);
+  float total = 0;
+  for (int s = 0; s < n; ++s) total += std::exp(lse[s] - max_lse);
+  for (int s = 0; s < n; ++s) weights[s] = std::exp(lse[s] - max_lse) / total;
+}
+
+// out (zeroed here) = sum over ranges s of weights[s] * part(s), in range order; part(s) fills a
+// buffer with range s's values.
+template <class PartFn>
+void MergeParts(const KernelTable& kernels, const float* weights, int n, int hdv, float* out, PartFn&& part) {
+  std::fill(out, out + hdv, 0.0f);
+  for (int s = 0; s < n; ++s) {
+    if (weights[s] > 0) kernels.Axpy(weights[s], part(s), out, hdv);
   }
-  auto first_key = [&](int t) { return a.window > 0 ? std::max<int64_t>(0, a.pos0 + t - a.window + 1) : int64_t{0}; };
-  const int64_t k_begin = first_key(t0), k_end = a.pos0 + t1;
-  const int64_t n_keys = k_end - k_begin;
-  ScoreKeys(kernels, a, kv, q_rows, hd, n_rows, kv_head, k_begin, k_end, scores, stride);
-  for (int t = t0; t < t1; ++t) {
-    const int64_t lo = first_key(t) - k_begin, hi = a.pos0 + t + 1 - k_begin;  // this token's keys
-    for (int r = 0; r < group; ++r) {
-      float* s = scores + static_cast<size_t>((t - t0) * group + r) * stride;
-      std::fill(s, s + lo, 0.0f);
-      ScoresToProbabilities(kernels, a, s + lo, hi - lo);
-      std::fill(s + hi, s + n_keys, 0.0f);
+}
+
+// Tokens [t0, t1) (at most AttnQueryBlock) and the query heads of KV head kv_head, one pass over
+// their keys: queries gathered into rows (token, head) and scored against the keys that any of them
+// sees; each row's keys turned into probabilities range by range and the others' set to 0; the
+// values summed range by range for all rows at once. A score is summed in the same order whatever
+// the tile (DotRows), a weight of 0 adds nothing to a value sum taken in key order, and the ranges
+// merge as a decode step merges them: every output is bit for bit that of the token alone. Tokens
+// whose ranges differ in size (a block across a doubling) go one at a time.
+void AttendBlock(const KernelTable& kernels, const AttendArgs& a, const KvView& kv, int t0, int t1, int kv_head,
+                 float* scores, size_t stride, float* rows) {
+  for (int t = t0 + 1; t < t1; ++t) {
+    if (KeysOf(a, t).range != KeysOf(a, t0).range) {
+      for (int u = t0; u < t1; ++u) AttendBlock(kernels, a, kv, u, u + 1, kv_head, scores, stride, rows);
+      return;
     }
   }
-  std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
-  SumValues(kernels, a, kv, scores, stride, n_rows, kv_head, k_begin, k_end, out_rows, hdv);
+  const int hd = kv.head_dim_k, hdv = kv.head_dim_v, group = a.n_heads / kv.n_kv_heads;
+  const int n_rows = (t1 - t0) * group;
+  const float* q = a.q + (static_cast<size_t>(t0) * a.n_heads + static_cast<size_t>(kv_head) * group) * hd;
+  if (t1 - t0 > 1) {  // the heads of one KV head are contiguous within a token, not across tokens
+    float* q_rows = rows;
+    for (int t = t0; t < t1; ++t) {
+      const float* qt = a.q + (static_cast<size_t>(t) * a.n_heads + static_cast<size_t>(kv_head) * group) * hd;
+      std::copy(qt, qt + static_cast<size_t>(group) * hd, q_rows + static_cast<size_t>(t - t0) * group * hd);
+    }
+    q = q_rows;
+    rows += static_cast<size_t>(n_rows) * hd;
+  }
+  float* out_rows = rows;                                          // [n_rows, hdv]
+  float* part_rows = out_rows + static_cast<size_t>(n_rows) * hdv;  // [n_rows, hdv]
+  float* weights = part_rows + static_cast<size_t>(n_rows) * hdv;   // [n_rows, kMaxAttnRanges]
+  const RowKeys first = KeysOf(a, t0);
+  const int64_t k_begin = first.lo, k_end = a.pos0 + t1, n_keys = k_end - k_begin;
+  const int64_t range = first.range, r0 = k_begin / range;
+  const int n_ranges = static_cast<int>((k_end - 1) / range - r0 + 1);
+  ScoreKeys(kernels, a, kv, q, hd, n_rows, kv_head, k_begin, k_end, scores, stride);
+  for (int t = t0; t < t1; ++t) {
+    const RowKeys keys = KeysOf(a, t);
+    for (int r = 0; r < group; ++r) {
+      const int row = (t - t0) * group + r;
+      float* s = scores + static_cast<size_t>(row) * stride - k_begin;  // indexed by position
+      std::fill(s + k_begin, s + keys.lo, 0.0f);
+      std::fill(s + keys.hi, s + k_end, 0.0f);
+      float lse[kMaxAttnRanges];
+      for (int i = 0; i < n_ranges; ++i) {
+        const int64_t b = keys.begin(r0 + i), e = keys.end(r0 + i);
+        lse[i] = b < e ? ScoresToProbabilities(kernels, a, s + b, e - b) : -std::numeric_limits<float>::infinity();
+      }
+      MergeWeights(lse, n_ranges, weights + static_cast<size_t>(row) * kMaxAttnRanges);
+    }
+  }
+  (void)n_keys;
+  if (n_ranges == 1) {
+    std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
+    SumValues(kernels, a, kv, scores, stride, n_rows, kv_head, k_begin, k_end, out_rows, hdv);
+  } else {
+    std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
+    for (int i = 0; i < n_ranges; ++i) {
+      const int64_t b = std::max(k_begin, (r0 + i) * range), e = std::min(k_end, (r0 + i + 1) * range);
+      std::fill(part_rows, part_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
+      SumValues(kernels, a, kv, scores + (b - k_begin), stride, n_rows, kv_head, b, e, part_rows, hdv);
+      for (int row = 0; row < n_rows; ++row) {
+        const float w = weights[static_cast<size_t>(row) * kMaxAttnRanges + i];
+        const size_t offset = static_cast<size_t>(row) * hdv;
+        if (w > 0) kernels.Axpy(w, part_rows + offset, out_rows + offset, hdv);
+      }
+    }
+  }
   for (int t = t0; t < t1; ++t) {
     const float* o = out_rows + static_cast<size_t>(t - t0) * group * hdv;
     std::copy(o, o + static_cast<size_t>(group) * hdv,
@@ -163,90 +231,72 @@ void AttendQueryBlock(const KernelTable& kernels, const AttendArgs& a, const KvV
   }
 }
 
-// Range s of a head holds softmax-weighted values normalised by its own sum exp(lse_s): the whole
-// softmax weighs it by exp(lse_s) / sum over ranges of exp(lse_r).
-void MergeKeyRanges(const KernelTable& kernels, const AttendArgs& a, const KvView& kv, const AttentionScratch& scratch,
-                    size_t token_items, size_t splits) {
+// A step of few (token, KV head) pairs: each pair's key ranges are items of their own, shared
+// between the threads, then merged in range order with the weights AttendBlock uses.
+void AttendSplitRanges(const AttendArgs& a, const KvView& kv, const AttentionScratch& scratch, KernelContext& ctx,
+                       int max_ranges) {
   const int group = a.n_heads / kv.n_kv_heads, hdv = kv.head_dim_v;
+  const size_t stride = static_cast<size_t>(scratch.scores_stride);
+  const size_t token_items = static_cast<size_t>(a.n) * kv.n_kv_heads, items = token_items * max_ranges;
+  ctx.pool().ParallelForDynamic(items, 1, [&](size_t begin, size_t end, int thread) {
+    float* scores = scratch.scores + static_cast<size_t>(thread) * scratch.scores_per_thread;
+    for (size_t item = begin; item < end; ++item) {
+      const size_t token_item = item / max_ranges;
+      const int t = static_cast<int>(token_item / kv.n_kv_heads), kv_head = static_cast<int>(token_item % kv.n_kv_heads);
+      const RowKeys keys = KeysOf(a, t);
+      const int64_t r = keys.first() + static_cast<int64_t>(item % max_ranges);
+      float* lse = scratch.split_lse + item * group;
+      if (r > keys.last()) {  // this token has fewer ranges than the step's longest row
+        std::fill(lse, lse + group, -std::numeric_limits<float>::infinity());
+        continue;
+      }
+      AttendKeyRange(ctx.kernels(), a, kv, t, kv_head, keys.begin(r), keys.end(r), scores, stride,
+                     scratch.split_parts + item * group * hdv, lse);
+    }
+  });
   for (size_t token_item = 0; token_item < token_items; ++token_item) {
     const int t = static_cast<int>(token_item / kv.n_kv_heads), kv_head = static_cast<int>(token_item % kv.n_kv_heads);
-    const size_t first = token_item * splits;
+    const size_t first = token_item * max_ranges;
     for (int r = 0; r < group; ++r) {
-      float max_lse = -std::numeric_limits<float>::infinity();
-      for (size_t s = 0; s < splits; ++s) max_lse = std::max(max_lse, scratch.split_lse[(first + s) * group + r]);
-      float total = 0;
-      for (size_t s = 0; s < splits; ++s) total += std::exp(scratch.split_lse[(first + s) * group + r] - max_lse);
+      float lse[kMaxAttnRanges], weights[kMaxAttnRanges];
+      for (int s = 0; s < max_ranges; ++s) lse[s] = scratch.split_lse[(first + s) * group + r];
+      MergeWeights(lse, max_ranges, weights);
       float* out = a.out + (static_cast<size_t>(t) * a.n_heads + static_cast<size_t>(kv_head) * group + r) * hdv;
-      std::fill(out, out + hdv, 0.0f);
-      for (size_t s = 0; s < splits; ++s) {
-        const float weight = std::exp(scratch.split_lse[(first + s) * group + r] - max_lse) / total;
-        if (weight > 0) kernels.Axpy(weight, scratch.split_parts + ((first + s) * group + r) * hdv, out, hdv);
-      }
+      MergeParts(ctx.kernels(), weights, max_ranges, hdv, out,
+                 [&](int s) { return scratch.split_parts + ((first + s) * group + r) * hdv; });
     }
   }
 }
 }  // namespace
 
 void Attend(const AttendArgs& a, const KvView& kv, const AttentionScratch& scratch, KernelContext& ctx) {
-  const int group = a.n_heads / kv.n_kv_heads, hdv = kv.head_dim_v;
   const size_t stride = static_cast<size_t>(scratch.scores_stride);
-  // An item is one token's query heads of one KV head, over all its keys or a range of them: the
-  // heads read each key and value row once between them. A decode step has too few (token, KV head)
-  // pairs to keep the threads busy, so it splits their keys into ranges and merges the ranges'
-  // softmaxes by their log-sum-exps afterwards; each row is still read once.
+  // An item is a block of tokens' query heads of one KV head: the heads read each key and value row
+  // once between them. A step with too few items to keep the threads busy (a decode step) makes
+  // items of each one's key ranges instead. Either way the results are the same bits.
   const size_t token_items = static_cast<size_t>(a.n) * kv.n_kv_heads;
-  const int64_t last_pos = a.pos0 + a.n - 1;
-  const int64_t most_keys = a.window > 0 ? std::min<int64_t>(last_pos + 1, a.window) : last_pos + 1;
-  const size_t max_items = kMaxAttnSplitItems;
-  size_t splits = 1;
-  if (token_items < max_items) {
-    splits = std::clamp<size_t>(static_cast<size_t>((most_keys + kKeysPerSplit - 1) / kKeysPerSplit), 1,
-                                max_items / token_items);
+  int max_ranges = 1;
+  for (int t = 0; t < a.n; ++t) {
+    const RowKeys keys = KeysOf(a, t);
+    max_ranges = std::max(max_ranges, static_cast<int>(keys.last() - keys.first() + 1));
   }
-  const int block = AttnQueryBlock(scratch.max_batch);
-  if (splits == 1 && a.n > 1 && block > 1) {
-    // A prompt step: items are blocks of tokens of one KV head, later ones (more keys) first.
-    const size_t n_blocks = static_cast<size_t>((a.n + block - 1) / block), items = n_blocks * kv.n_kv_heads;
-    ctx.pool().ParallelForDynamic(items, 1, [&](size_t begin, size_t end, int thread) {
-      float* scores = scratch.scores + static_cast<size_t>(thread) * scratch.scores_per_thread;
-      float* rows = scratch.block_rows + static_cast<size_t>(thread) * scratch.block_rows_per_thread;
-      for (size_t item = begin; item < end; ++item) {
-        const size_t b = n_blocks - 1 - item / kv.n_kv_heads;
-        const int t0 = static_cast<int>(b) * block, t1 = std::min(a.n, t0 + block);
-        AttendQueryBlock(ctx.kernels(), a, kv, t0, t1, static_cast<int>(item % kv.n_kv_heads), scores, stride, rows);
-      }
-    });
+  if (max_ranges > 1 && token_items <= static_cast<size_t>(kMaxRangeSplitItems) &&
+      token_items < static_cast<size_t>(ctx.n_threads())) {
+    AttendSplitRanges(a, kv, scratch, ctx, max_ranges);
     return;
   }
-  // Later queries attend to more keys (causal): chunks are handed out in turn, not split evenly.
-  const size_t items = token_items * splits;
-  const size_t grain = std::max<size_t>(1, items / (static_cast<size_t>(ctx.n_threads()) * 16));
-  ctx.pool().ParallelForDynamic(items, grain, [&](size_t begin, size_t end, int thread) {
+  const int block = AttnQueryBlock(scratch.max_batch);
+  // Later blocks (more keys) first: the pool hands items out in turn.
+  const size_t n_blocks = static_cast<size_t>((a.n + block - 1) / block), items = n_blocks * kv.n_kv_heads;
+  ctx.pool().ParallelForDynamic(items, 1, [&](size_t begin, size_t end, int thread) {
     float* scores = scratch.scores + static_cast<size_t>(thread) * scratch.scores_per_thread;
+    float* rows = scratch.block_rows + static_cast<size_t>(thread) * scratch.block_rows_per_thread;
     for (size_t item = begin; item < end; ++item) {
-      const size_t token_item = item / splits, split = item % splits;
-      const int t = static_cast<int>(token_item / kv.n_kv_heads), kv_head = static_cast<int>(token_item % kv.n_kv_heads);
-      const int64_t pos = a.pos0 + t;
-      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-      if (splits == 1) {
-        float* out = a.out + (static_cast<size_t>(t) * a.n_heads + static_cast<size_t>(kv_head) * group) * hdv;
-        AttendKeyRange(ctx.kernels(), a, kv, t, kv_head, lo, pos + 1, scores, stride, out, nullptr);
-        continue;
-      }
-      const int64_t per_split = (pos + 1 - lo + static_cast<int64_t>(splits) - 1) / static_cast<int64_t>(splits);
-      const int64_t k_begin = std::min(pos + 1, lo + static_cast<int64_t>(split) * per_split);
-      const int64_t k_end = std::min(pos + 1, k_begin + per_split);
-      float* lse = scratch.split_lse + item * group;
-      if (k_begin == k_end) {  // an earlier token of the batch, with fewer keys than ranges
-        std::fill(lse, lse + group, -std::numeric_limits<float>::infinity());
-        continue;
-      }
-      AttendKeyRange(ctx.kernels(), a, kv, t, kv_head, k_begin, k_end, scores, stride,
-                     scratch.split_parts + item * group * hdv, lse);
+      const size_t b = n_blocks - 1 - item / kv.n_kv_heads;
+      const int t0 = static_cast<int>(b) * block, t1 = std::min(a.n, t0 + block);
+      AttendBlock(ctx.kernels(), a, kv, t0, t1, static_cast<int>(item % kv.n_kv_heads), scores, stride, rows);
     }
   });
-  if (splits == 1) return;
-  MergeKeyRanges(ctx.kernels(), a, kv, scratch, token_items, splits);
 }
 
 void AttendRowsAsDecode(const AttendArgs& a, const KvView& kv, const AttentionScratch& scratch, KernelContext& ctx) {

@@ -41,7 +41,9 @@ struct AttendArgs {
   int n_heads;            // query heads
   int window;             // keys a query sees, itself included; 0: all before it (global)
   const float* q;         // [n, n_heads * head_dim_k], roped
-  const float* k_new;     // [n, n_kv_heads * head_dim_k], roped: the keys of positions pos0..pos0+n-1
+  // The keys of positions pos0..pos0+n-1 (roped) and their values, rounded as the view's type stores
+  // them (KvCache::RoundRows): then a token's output does not depend on how the batch was cut.
+  const float* k_new;     // [n, n_kv_heads * head_dim_k]
   const float* v_new;     // [n, n_kv_heads * head_dim_v]
   int n;
   int64_t pos0;           // the first new position; the view holds the ones the queries see before it
@@ -55,16 +57,31 @@ struct AttendArgs {
 constexpr int kAttnQueryBlock = 4;
 // Tokens per block for batches of up to max_batch rows.
 inline int AttnQueryBlock(int max_batch) { return std::clamp(max_batch, 1, kAttnQueryBlock); }
-// A decode step splits its keys into ranges, at most this many (token, KV head, range) items at once.
-constexpr int kMaxAttnSplitItems = 16;
+
+// Every row takes its softmax over ranges of its keys and merges them by their log-sum-exps: ranges
+// of 256 keys (doubled until a row has at most 16), aligned to absolute positions. They depend on
+// the row's own position and window alone, so a token's output is the same bits whether it is
+// attended alone (a decode step, whose ranges the threads share), in a prompt block or beside other
+// sequences (docs/determinism.md). A block of tokens spans one range more than a row at most.
+constexpr int64_t kMinAttnRangeKeys = 256;
+constexpr int kMaxAttnRangesPerRow = 16;
+constexpr int kMaxAttnRanges = kMaxAttnRangesPerRow + 2;
+// The keys per range of a row that sees n_keys keys.
+inline int64_t AttnRangeKeys(int64_t n_keys) {
+  int64_t keys = kMinAttnRangeKeys;
+  while ((n_keys + keys - 1) / keys > kMaxAttnRangesPerRow) keys *= 2;
+  return keys;
+}
+// Steps of at most this many (token, KV head) pairs share each pair's key ranges between threads.
+constexpr int kMaxRangeSplitItems = 2;
 
 // Floats of scratch Attend needs for batches of up to max_batch rows against up to n_ctx positions,
 // for layers of at most max_group query heads per KV head and head sizes up to max_head_dim(_v).
 struct AttentionScratchSizes {
   int scores_stride = 0;             // floats per score row: n_ctx + max_batch
   size_t scores_per_thread = 0;      // one score row per query head of a group and token of a block
-  size_t block_rows_per_thread = 0;  // a block's gathered query and output rows (blocks of 2 tokens or more)
-  size_t split_parts = 0;            // a split decode's per-range outputs
+  size_t block_rows_per_thread = 0;  // a block's gathered query rows, outputs, range parts and weights
+  size_t split_parts = 0;            // a split decode step's per-range outputs
   size_t split_lse = 0;              // ... and their log-sum-exps
 };
 AttentionScratchSizes PlanAttentionScratch(int max_group, int max_head_dim, int max_head_dim_v, int max_batch,
@@ -80,8 +97,8 @@ struct AttentionScratch {
   size_t scores_per_thread = 0;
   float* block_rows = nullptr;     // [n_threads, block_rows_per_thread]
   size_t block_rows_per_thread = 0;
-  float* split_parts = nullptr;    // [kMaxAttnSplitItems, max group, max head_dim_v]
-  float* split_lse = nullptr;      // [kMaxAttnSplitItems, max group]
+  float* split_parts = nullptr;    // [kMaxRangeSplitItems * kMaxAttnRanges, max group, max head_dim_v]
+  float* split_lse = nullptr;      // [kMaxRangeSplitItems * kMaxAttnRanges, max group]
 };
 
 void Attend(const AttendArgs& args, const KvView& kv, const AttentionScratch& scratch, KernelContext& ctx);

@@ -68,7 +68,26 @@ struct Acts {
   float* d = nullptr;       // [token][n_blocks], or [token][n_blocks / 8] for K-quant weights
   float* sum = nullptr;     // [token][n_blocks * G]
   int32_t* zero = nullptr;  // [token][n_blocks * G]
+  // Types with super-block scales and a min (packed Q4_K): per super-block 4 pairs of 32-value sums of
+  // x_q, two 16-bit values each (slices 2p and 2p + 1), as the decode GEMV takes them.
+  int32_t* pair_sums = nullptr;  // [token][n_blocks / 8 * 4]
 };
+
+// Whether weights D scale each super-block's sum once, as their decode GEMV does (kSuperBlockScales:
+// packed Q4_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
+template <class D>
+constexpr bool SuperBlockScales() {
+  if constexpr (requires { D::kSuperBlockScales; }) return D::kSuperBlockScales;
+  return false;
+}
+
+// pair_sums (see Acts) of one token's n_blocks 32-value blocks from their integer sums.
+inline void PairSums(const int32_t* block_sums, int64_t n_blocks, int32_t* pair_sums) {
+  for (int64_t j = 0; j < n_blocks; j += 2) {
+    const auto lo = static_cast<uint16_t>(block_sums[j]), hi = static_cast<uint16_t>(block_sums[j + 1]);
+    pair_sums[j / 2] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+  }
+}
 
 // One token's row of n_blocks * 32 floats, one activation scale per kBlocksPerScale blocks: 1, or 8
 // for K-quant weights (one per 256 values, as QuantizeRowK gives their decode GEMV; d then holds
@@ -327,6 +346,12 @@ HWY_INLINE void PanelTile(const Panel& p, int64_t n_blocks, const Acts& a, int64
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * kPanelRows, acc[t]);
 }
 
+template <class D, int T>
+HWY_INLINE void Tile(const Panel& p, int64_t n_blocks, const Acts& a, int64_t t0, float* out) {
+  if constexpr (SuperBlockScales<D>()) D::template Tile<T>(p, n_blocks, a, t0, out);
+  else PanelTile<D, T>(p, n_blocks, a, t0, out);
+}
+
 // fill(row0, rows, panel) decodes rows [row0, row0 + rows) into the panel, kGroups scale groups per
 // 32-value block; D gives kGroups, kZeroPoint and kHasMin.
 template <class D, class Fill>
@@ -342,12 +367,22 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
   acts.d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_scales));
   acts.sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * G));
   acts.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_tokens * n_blocks * G));
+  constexpr bool kPairSums = SuperBlockScales<D>() && D::kHasMin;
+  if constexpr (kPairSums) {
+    acts.pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(n_tokens * n_blocks / 2));
+  }
   ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       int8_t* q = acts.q + t * n_blocks * 32;
       float* sum = acts.sum + t * n_blocks * G;
       int32_t* zero = acts.zero + t * n_blocks * G;
       QuantizeActRow<G, kBlocksPerScale>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
+      if constexpr (kPairSums) {
+        // A min's term is an integer: the blocks' sums of x_q, exact in the float sums (|sum| < 2^13).
+        int32_t* block_sums = zero;  // Q4_K has no zero point: its slots are free for the integer sums
+        for (int64_t j = 0; j < n_blocks; ++j) block_sums[j] = static_cast<int32_t>(sum[j]);
+        PairSums(block_sums, n_blocks, acts.pair_sums + t * n_blocks / 2);
+      }
     }
   });
   const int64_t n_panels = (w.n_out + kPanelRows - 1) / kPanelRows;
@@ -372,10 +407,10 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
         const int64_t left = n_tokens - t0;
         const int nt = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
         switch (nt) {
-          case 8: PanelTile<D, 8>(p, n_blocks, acts, t0, out); break;
-          case 4: PanelTile<D, 4>(p, n_blocks, acts, t0, out); break;
-          case 2: PanelTile<D, 2>(p, n_blocks, acts, t0, out); break;
-          default: PanelTile<D, 1>(p, n_blocks, acts, t0, out); break;
+          case 8: Tile<D, 8>(p, n_blocks, acts, t0, out); break;
+          case 4: Tile<D, 4>(p, n_blocks, acts, t0, out); break;
+          case 2: Tile<D, 2>(p, n_blocks, acts, t0, out); break;
+          default: Tile<D, 1>(p, n_blocks, acts, t0, out); break;
         }
         for (int t = 0; t < nt; ++t) {
           _mm512_mask_storeu_ps(y + (t0 + t) * w.n_out + row0, valid, _mm512_load_ps(out + t * kPanelRows));

@@ -350,7 +350,9 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if HWY_TARGET == HWY_AVX3_DL
   if (w.packed != nullptr && ctx.options().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
-  if (n_tokens > kMaxGemvTokens && ctx.options().vnni_gemm) {  // prefill: the VNNI panel GEMM (gemm_vnni-inl.h)
+  // Prefill: the VNNI panel GEMM (gemm_vnni-inl.h). On rows as stored it rounds otherwise than the
+  // decode kernels (per-row tiles that sum across lanes), so only where batch invariance is off.
+  if (n_tokens > kMaxGemvTokens && ctx.options().vnni_gemm && !ctx.options().batch_invariant) {
     switch (w.type) {
       case DType::kQ4_0: return vnni::Gemm<vnni::DQ4_0>(w, x, n_tokens, y, ctx);
       case DType::kQ4_1: return vnni::Gemm<vnni::DQ4_1>(w, x, n_tokens, y, ctx);

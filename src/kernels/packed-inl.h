@@ -206,8 +206,21 @@ struct Q8_0 : Packed32<Q8_0> {
   static void FillBlock(const uint8_t* g, uint8_t* q) { std::memcpy(q, g + 32, 512); }
 };
 
-// The K types' decode runs against activations quantized per 256 values (BlockQ8_K), so a
-// super-block's slices accumulate in integers, scaled by their 6-bit (Q4_K) or 8-bit (Q6_K) scales.
+// The K types' decode runs against activations quantized per 256 values (BlockQ8_K): the integer
+// sums of a super-block's slices (Q4_K: 32 values) or groups (Q6_K: 16) meet their 6-bit or 8-bit
+// scales in float, one FMA each in a fixed order, and the super-block's sum meets d * d_x once.
+// (A product of a sum and its scale is exact in float, |sum * scale| < 2^23, but their total may
+// round.) The GEMM's tiles below take the same operations in the same order, so that prefill and
+// decode agree bit for bit (docs/determinism.md).
+//
+// part + sum * (16 unsigned 6-bit scales at sc), one lane per row.
+HWY_INLINE __m512 FoldSlice(__m512i sum, const uint8_t* sc, __m512 part) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(Load16(sc))), part);
+}
+// part + sum * (16 signed 8-bit scales at sc).
+HWY_INLINE __m512 FoldGroup(__m512i sum, const uint8_t* sc, __m512 part) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(sc))), part);
+}
 struct ActK {
   const BlockQ8_K* blocks = nullptr;
   const int32_t* pair_sums = nullptr;  // [super-block][4]: two int16 slice sums (Q4_K's mins)
@@ -246,7 +259,7 @@ struct Q4_K {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kQs);
       const int8_t* x = a.blocks[i].qs;
-      __m512i scaled = _mm512_setzero_si512();
+      __m512 scaled = _mm512_setzero_ps();
       for (int c = 0; c < 4; ++c) {
         // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
         __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
@@ -258,10 +271,8 @@ struct Q4_K {
           lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
           hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
         }
-        const __m512i sc_lo = _mm512_cvtepu8_epi32(Load16(g + kScales + 32 * c));
-        const __m512i sc_hi = _mm512_cvtepu8_epi32(Load16(g + kScales + 32 * c + 16));
-        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_add_epi32(lo[0], lo[1]), sc_lo));
-        scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), sc_hi));
+        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
+        scaled = FoldSlice(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), g + kScales + 32 * c + 16, scaled);
       }
       __m512i mins = _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) {
@@ -269,15 +280,19 @@ struct Q4_K {
         mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
       }
       const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_mul_ps(Halves(g), dx), acc);
+      acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), dx), acc);
       acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
     }
     return acc;
   }
+  // The GEMM's panel (kSuperBlockScales): the slices' bytes as vnni::Panel lays them out, the
+  // 6-bit scales as floats in p.scale, and per super-block i at p.offset + kSuper * i the rows' d,
+  // dmin and the 4 vectors of 16-bit min pairs Dot reads.
+  static constexpr bool kSuperBlockScales = true;
+  static constexpr int kSuper = 96;  // floats: d[16], dmin[16], 4 x 64 bytes of mins
   static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
     const __m512i low = Splat(0x0F);
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      const __m512 d = Halves(g), dmin = Halves(g + 32);
       for (int c = 0; c < 4; ++c) {
         for (int m = 0; m < 8; ++m) {
           const __m512i v = Load(g + kQs + 512 * c + 64 * m);
@@ -286,13 +301,58 @@ struct Q4_K {
         }
       }
       for (int s = 0; s < 8; ++s) {
-        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s)));
-        _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_mul_ps(d, sc));
-        alignas(64) float mins[kRows];
-        for (int r = 0; r < kRows; ++r) mins[r] = g[kMins + 32 * (s / 2) + 2 * r + s % 2];
-        _mm512_storeu_ps(p.offset + kRows * (8 * i + s), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), _mm512_load_ps(mins)));
+        const __m512i sc = _mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s));
+        _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_cvtepi32_ps(sc));
+      }
+      float* super = p.offset + kSuper * i;
+      _mm512_storeu_ps(super, Halves(g));
+      _mm512_storeu_ps(super + 16, Halves(g + 32));
+      for (int q = 0; q < 4; ++q) {
+        _mm512_storeu_si512(super + 32 + 16 * q, _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * q)));
       }
     }
+  }
+  // NT tokens against a panel from Fill: per token the integer sums and float operations of Dot, in
+  // its order, so that a token's results are those of decoding it alone, bit for bit.
+  template <int NT>
+  static HWY_INLINE void Tile(const vnni::Panel& p, int64_t n_blocks, const vnni::Acts& a, int64_t t0, float* out) {
+    const int64_t n_super = n_blocks / 8;
+    const int8_t* xq[NT];
+    const int32_t* xp[NT];
+    const float* xd[NT];
+    for (int t = 0; t < NT; ++t) {
+      xq[t] = a.q + (t0 + t) * n_blocks * 32;
+      xp[t] = a.pair_sums + (t0 + t) * n_super * 4;
+      xd[t] = a.d + (t0 + t) * n_super;
+    }
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_super; ++i) {
+      __m512 scaled[NT];
+      for (int t = 0; t < NT; ++t) scaled[t] = _mm512_setzero_ps();
+      for (int64_t j = 8 * i; j < 8 * i + 8; ++j) {
+        __m512i isum[NT];
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; ++k) {
+          const __m512i w = Load(p.q + 512 * j + 64 * k);
+          for (int t = 0; t < NT; ++t) isum[t] = vnni::DpbusdBroadcast(isum[t], w, xq[t] + 32 * j + 4 * k);
+        }
+        const __m512 sc = _mm512_loadu_ps(p.scale + kRows * j);
+        for (int t = 0; t < NT; ++t) scaled[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, scaled[t]);
+      }
+      const float* super = p.offset + kSuper * i;
+      const __m512 d = _mm512_loadu_ps(super), dmin = _mm512_loadu_ps(super + 16);
+      for (int t = 0; t < NT; ++t) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int q = 0; q < 4; ++q) {
+          mins = DpwssdBroadcast(mins, _mm512_loadu_si512(super + 32 + 16 * q), xp[t] + 4 * i + q);
+        }
+        const __m512 dx = _mm512_set1_ps(xd[t][i]);
+        acc[t] = _mm512_fmadd_ps(scaled[t], _mm512_mul_ps(d, dx), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dx), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
   }
 };
 
@@ -337,32 +397,34 @@ struct Q6_K {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kQ);
       const BlockQ8_K& xb = a.blocks[i];
-      __m512i scaled = _mm512_setzero_si512();
+      __m512 scaled = _mm512_setzero_ps();
       for (int h = 0; h < 2; ++h) {
         const uint8_t* half = g + kQ + 1536 * h;
-        for (int mh = 0; mh < 2; ++mh) {  // vectors 4mh..4mh+3: group 8h + 2j + mh for out[j]
-          __m512i sums[4];
-          for (int j = 0; j < 4; ++j) sums[j] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
+        __m512i sums[4][2];  // group 8h + 2j + mh: vectors 4mh..4mh+3 of out[j]
+        for (int mh = 0; mh < 2; ++mh) {
+          for (int j = 0; j < 4; ++j) sums[j][mh] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
             if (ahead) Prefetch(half + kTripleBytes * m + ahead, kTripleBytes);
             __m512i v[4];
             Values(half, m, v);
-            for (int j = 0; j < 4; ++j) sums[j] = vnni::DpbusdBroadcast(sums[j], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
-          }
-          for (int j = 0; j < 4; ++j) {
-            const int grp = 8 * h + 2 * j + mh;
-            const __m512i sc = _mm512_cvtepi8_epi32(Load16(g + kScales + kRows * grp));
-            scaled = _mm512_add_epi32(scaled, _mm512_mullo_epi32(sums[j], sc));
+            for (int j = 0; j < 4; ++j) {
+              sums[j][mh] = vnni::DpbusdBroadcast(sums[j][mh], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
+            }
           }
         }
+        for (int grp = 0; grp < 8; ++grp) {
+          scaled = FoldGroup(sums[grp / 2][grp % 2], g + kScales + kRows * (8 * h + grp), scaled);
+        }
       }
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_mul_ps(Halves(g), _mm512_set1_ps(xb.d)), acc);
+      acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), _mm512_set1_ps(xb.d)), acc);
     }
     return acc;
   }
+  // The GEMM's panel (kSuperBlockScales): values as vnni::Panel lays them out, the 8-bit group
+  // scales as floats in p.scale, each super-block's d at p.offset + 16 i.
+  static constexpr bool kSuperBlockScales = true;
   static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      const __m512 d = Halves(g);
       for (int h = 0; h < 2; ++h) {
         const uint8_t* half = g + kQ + 1536 * h;
         for (int m = 0; m < 8; ++m) {
@@ -373,10 +435,50 @@ struct Q6_K {
         }
       }
       for (int grp = 0; grp < 16; ++grp) {  // group grp of 16 = block grp / 2, scale group grp % 2
-        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(Load16(g + kScales + kRows * grp)));
-        _mm512_storeu_ps(p.scale + kRows * (16 * i + grp), _mm512_mul_ps(d, sc));
+        const __m512i sc = _mm512_cvtepi8_epi32(Load16(g + kScales + kRows * grp));
+        _mm512_storeu_ps(p.scale + kRows * (16 * i + grp), _mm512_cvtepi32_ps(sc));
+      }
+      _mm512_storeu_ps(p.offset + kRows * i, Halves(g));
+    }
+  }
+  // NT tokens against a panel from Fill: per token Dot's integer sums and float operations, in its
+  // order (the 16 groups of a super-block in turn).
+  template <int NT>
+  static HWY_INLINE void Tile(const vnni::Panel& p, int64_t n_blocks, const vnni::Acts& a, int64_t t0, float* out) {
+    const int64_t n_super = n_blocks / 8;
+    const int8_t* xq[NT];
+    const int32_t* xz[NT];
+    const float* xd[NT];
+    for (int t = 0; t < NT; ++t) {
+      xq[t] = a.q + (t0 + t) * n_blocks * 32;
+      xz[t] = a.zero + (t0 + t) * n_blocks * 2;
+      xd[t] = a.d + (t0 + t) * n_super;
+    }
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_super; ++i) {
+      __m512 scaled[NT];
+      for (int t = 0; t < NT; ++t) scaled[t] = _mm512_setzero_ps();
+      for (int64_t j = 8 * i; j < 8 * i + 8; ++j) {
+        const uint8_t* wq = p.q + 512 * j;
+        for (int half = 0; half < 2; ++half) {  // group 2j + half: values 16 half.. of block j
+          __m512i isum[NT];
+          for (int t = 0; t < NT; ++t) isum[t] = _mm512_set1_epi32(xz[t][2 * j + half]);
+          for (int k = 4 * half; k < 4 * half + 4; ++k) {
+            const __m512i w = Load(wq + 64 * k);
+            for (int t = 0; t < NT; ++t) isum[t] = vnni::DpbusdBroadcast(isum[t], w, xq[t] + 32 * j + 4 * k);
+          }
+          const __m512 sc = _mm512_loadu_ps(p.scale + kRows * (2 * j + half));
+          for (int t = 0; t < NT; ++t) scaled[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, scaled[t]);
+        }
+      }
+      const __m512 d = _mm512_loadu_ps(p.offset + kRows * i);
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dx = _mm512_set1_ps(xd[t][i]);
+        acc[t] = _mm512_fmadd_ps(scaled[t], _mm512_mul_ps(d, dx), acc[t]);
       }
     }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
   }
 };
 

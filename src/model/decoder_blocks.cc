@@ -311,9 +311,10 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
   for (const SequenceRows& seq : step.seqs) {
     float* q = ws.q.data() + seq.row0 * q_width;
     float* k = ws.k.data() + seq.row0 * k_width;
-    const float* v = ws.v.data() + seq.row0 * v_width;
+    float* v = ws.v.data() + seq.row0 * v_width;
     RopeRows(ctx, q, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
     RopeRows(ctx, k, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
+    seq.cache->RoundRows(i, k, v, seq.n);  // attended as the cache will hold them
     const AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
                        c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
     if (ws.rows_as_decode) {
@@ -433,6 +434,8 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     NormHeads(ctx, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
     for (const SequenceRows& seq : step.seqs) {
       RopeRows(ctx, ws.k.data() + seq.row0 * k_width, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
+      // Attended (and held for the sharers) as the cache will hold them.
+      seq.cache->RoundRows(i, ws.k.data() + seq.row0 * k_width, ws.v.data() + seq.row0 * v_width, seq.n);
     }
   }
   // A layer whose K/V later layers share keeps them until the end of the step (CommitHeldKv).

@@ -353,6 +353,20 @@ Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(DType type) const {
   return out;
 }
 
+void KvCache::RoundRows(int layer, float* k, float* v, int n) const {
+  if (type_ == DType::kF32) return;
+  const KvLayerSpec& spec = layers_[layer].spec;
+  const int64_t kn = static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_k;
+  const int64_t vn = static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_v;
+  std::vector<uint8_t> row(std::max(RowBytes(type_, kn), RowBytes(type_, vn)));
+  for (int t = 0; t < n; ++t) {
+    FloatToRow(type_, k + t * kn, kn, row.data());
+    RowToFloat(type_, row.data(), kn, k + t * kn);
+    FloatToRow(type_, v + t * vn, vn, row.data());
+    RowToFloat(type_, row.data(), vn, v + t * vn);
+  }
+}
+
 void KvCache::Store(int layer, int64_t pos, const float* k, const float* v) {
   const Layer& l = layers_[layer];
   FloatToRow(type_, k, static_cast<int64_t>(l.spec.n_kv_heads) * l.spec.head_dim_k, KeyRow(layer, pos));

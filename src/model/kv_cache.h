@@ -144,6 +144,11 @@ class KvCache {
   KvView View(int layer) const;
   // Stores a float row (converted to the cache type).
   void Store(int layer, int64_t pos, const float* k, const float* v);
+  // Rounds n rows of keys and values of layer `layer` in place to what Store keeps of them (and
+  // storing a rounded row keeps it as it is). A prompt chunk attends to its own rows rounded so, as
+  // decoding reads them from the cache: a token's logits then do not depend on where the chunks
+  // fall (docs/determinism.md). Nothing to do for an f32 cache.
+  void RoundRows(int layer, float* k, float* v, int n) const;
   // The key row at pos as floats (n_kv_heads * head_dim_k of them): what Store kept, in its rounding.
   void LoadKey(int layer, int64_t pos, float* k) const;
 

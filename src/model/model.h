@@ -98,13 +98,14 @@ struct Workspace {
   ActivationBuffer scores;               // [n_threads, block tokens * max heads per KV head, n_ctx + B]
   int scores_stride;           // floats per row
   size_t scores_per_thread;    // floats per thread
-  // A block's queries and outputs gathered into rows (token, head); only when blocks have 2 tokens or more.
-  ActivationBuffer block_rows;           // [n_threads, block tokens * max heads per KV head, max head_dim + max head_dim_v]
+  // A block's queries (blocks of 2 tokens or more), outputs, one key range's parts and the ranges'
+  // weights, in rows (token, head).
+  ActivationBuffer block_rows;           // [n_threads, block_rows_per_thread]
   size_t block_rows_per_thread = 0;      // floats per thread
   // Decode attention split by key ranges: each range's outputs for the query heads of its KV head,
   // normalised within the range, and their log-sum-exps, merged once all are done.
-  ActivationBuffer attn_parts;           // [kMaxAttnSplitItems, max heads per KV head, max head_dim_v]
-  ActivationBuffer attn_lse;             // [kMaxAttnSplitItems, max heads per KV head]
+  ActivationBuffer attn_parts;           // [kMaxRangeSplitItems * kMaxAttnRanges, max heads per KV head, max head_dim_v]
+  ActivationBuffer attn_lse;             // [kMaxRangeSplitItems * kMaxAttnRanges, max heads per KV head]
   // The buffers above as the attention kernel takes them.
   AttentionScratch AttnScratch();
 

@@ -148,7 +148,65 @@ class AttentionFixture {
     return out;
   }
 
+  // The case's n tokens in chunks of these sizes, as a model runs them: each chunk attends over a
+  // view holding the positions before it (a ring only its last `capacity`) and brings its own keys
+  // and values rounded as the cache will store them (KvCache::RoundRows).
+  std::vector<float> AttendInChunks(int n_threads, const std::vector<int>& chunks) const {
+    const int capacity = c_.window > 0 ? std::min(c_.window, n_ctx_) : n_ctx_;
+    const size_t kw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim, vw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim_v;
+    KvView view;
+    view.type = c_.kv_type;
+    view.k_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(kw));
+    view.v_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(vw));
+    view.capacity = capacity;
+    view.n_kv_heads = c_.n_kv_heads;
+    view.head_dim_k = c_.head_dim;
+    view.head_dim_v = c_.head_dim_v;
+    std::vector<uint8_t> k_rows(view.k_row_bytes * capacity), v_rows(view.v_row_bytes * capacity);
+    view.k = k_rows.data();
+    view.v = v_rows.data();
+    auto store = [&](int pos) {
+      const size_t slot = static_cast<size_t>(pos % capacity);
+      QuantizeRow(c_.kv_type, &keys_[pos * kw], k_rows.data() + slot * view.k_row_bytes, static_cast<int64_t>(kw));
+      QuantizeRow(c_.kv_type, &values_[pos * vw], v_rows.data() + slot * view.v_row_bytes, static_cast<int64_t>(vw));
+    };
+    for (int pos = 0; pos < c_.n_past; ++pos) store(pos);
+    const int max_batch = *std::max_element(chunks.begin(), chunks.end());
+    const AttentionScratchSizes sizes =
+        PlanAttentionScratch(c_.n_heads / c_.n_kv_heads, c_.head_dim, c_.head_dim_v, max_batch, n_ctx_);
+    const size_t threads = static_cast<size_t>(n_threads);
+    std::vector<float> scores(threads * sizes.scores_per_thread), block_rows(threads * sizes.block_rows_per_thread);
+    std::vector<float> parts(sizes.split_parts), lse(sizes.split_lse);
+    AttentionScratch scratch{max_batch, scores.data(), sizes.scores_stride, sizes.scores_per_thread,
+                             block_rows.data(), sizes.block_rows_per_thread, parts.data(), lse.data()};
+    KernelContext ctx(n_threads);
+    const size_t q_width = static_cast<size_t>(c_.n_heads) * c_.head_dim, a_width = static_cast<size_t>(c_.n_heads) * c_.head_dim_v;
+    std::vector<float> out(static_cast<size_t>(c_.n) * a_width, -1.0f);
+    int t0 = 0;
+    for (int chunk : chunks) {
+      const int pos0 = c_.n_past + t0;
+      std::vector<float> k(keys_.begin() + pos0 * kw, keys_.begin() + (pos0 + chunk) * kw);
+      std::vector<float> v(values_.begin() + pos0 * vw, values_.begin() + (pos0 + chunk) * vw);
+      RoundRows(&k, kw);
+      RoundRows(&v, vw);
+      const AttendArgs a{c_.n_heads, c_.window, &queries_[t0 * q_width], k.data(), v.data(), chunk, pos0, scale_,
+                         c_.softcap, &out[t0 * a_width]};
+      gemlet::Attend(a, view, scratch, ctx);
+      for (int pos = pos0; pos < pos0 + chunk; ++pos) store(pos);
+      t0 += chunk;
+    }
+    return out;
+  }
+
  private:
+  void RoundRows(std::vector<float>* rows, size_t width) const {
+    std::vector<uint8_t> stored(RowBytes(c_.kv_type, static_cast<int64_t>(width)));
+    for (size_t r = 0; r < rows->size() / width; ++r) {
+      QuantizeRow(c_.kv_type, rows->data() + r * width, stored.data(), static_cast<int64_t>(width));
+      DequantizeRow(c_.kv_type, stored.data(), rows->data() + r * width, static_cast<int64_t>(width));
+    }
+  }
+
   AttentionCase c_;
   int n_ctx_ = 0;
   std::vector<float> keys_, values_, queries_;  // keys_/values_: every position, cached and new
@@ -175,8 +233,8 @@ TEST_P(AttentionTest, MatchesDoublePrecisionReference) {
   }
 }
 
-// The work is divided the same way whatever the thread count (the key ranges of a decode step
-// depend on the context only), so the results are identical, not just close.
+// The key ranges depend on the positions only, and every path merges them in the same order, so
+// the results are identical whatever the thread count, not just close.
 TEST_P(AttentionTest, ResultDoesNotDependOnThreadCount) {
   AttentionFixture f(GetParam());
   const std::vector<float> one = f.Attend(1);
@@ -196,6 +254,36 @@ TEST_P(AttentionTest, PromptBlocksMatchTokensAttendedAloneBitForBit) {
     ASSERT_EQ(blocks.size(), alone.size());
     for (size_t i = 0; i < alone.size(); ++i) {
       ASSERT_EQ(std::memcmp(&blocks[i], &alone[i], sizeof(float)), 0) << "value " << i << ": " << blocks[i] << " vs " << alone[i];
+    }
+  }
+}
+
+// A token's output is a function of its own position and the keys and values it sees: the same
+// bits whether the tokens come one at a time (decode steps, whose key ranges the threads share), in
+// one prompt chunk or in chunks of any sizes, on any number of threads (docs/determinism.md).
+TEST_P(AttentionTest, EveryChunkingGivesTheSameBits) {
+  const AttentionCase& c = GetParam();
+  AttentionFixture f(c);
+  const std::vector<float> alone = f.AttendInChunks(1, std::vector<int>(c.n, 1));
+  std::mt19937 rng(7 + c.n);
+  std::vector<std::vector<int>> chunkings = {{c.n}};
+  for (int draw = 0; draw < 3; ++draw) {
+    std::vector<int> chunks;
+    for (int left = c.n; left > 0;) {
+      const int size = std::min(left, 1 + static_cast<int>(rng() % 9));
+      chunks.push_back(size);
+      left -= size;
+    }
+    chunkings.push_back(chunks);
+  }
+  for (const std::vector<int>& chunks : chunkings) {
+    for (int threads : {1, 2, 3}) {
+      const std::vector<float> out = f.AttendInChunks(threads, chunks);
+      ASSERT_EQ(out.size(), alone.size());
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&out[i], &alone[i], sizeof(float)), 0)
+            << "value " << i << ": " << out[i] << " vs " << alone[i] << ", " << chunks.size() << " chunks, threads=" << threads;
+      }
     }
   }
 }
@@ -243,6 +331,10 @@ const AttentionCase kCases[] = {
     {"decode_q4_0_cache_long_context", 8, 1, 256, 256, 0, 0.0f, 1100, 1, DType::kQ4_0},
     {"decode_q4_0_cache_ring_softcap", 4, 2, 64, 32, 300, 50.0f, 1000, 1, DType::kQ4_0},
     {"prefill_q4_0_cache_after_past", 4, 2, 32, 64, 0, 0.0f, 50, 37, DType::kQ4_0},
+    // A prompt whose rows cross 4096 keys, where ranges double to 512 keys: a block's tokens may
+    // cut their keys differently; and a window that slides through the ranges of a long prompt.
+    {"prompt_across_range_doubling", 4, 1, 32, 32, 0, 0.0f, 4085, 24, DType::kF16},
+    {"prompt_sliding_window_long", 4, 2, 32, 32, 700, 0.0f, 1000, 30, DType::kQ8_0},
     // Short context: a single range, the first token alone.
     {"decode_short_context", 8, 1, 64, 64, 0, 0.0f, 5, 1, DType::kF32},
     {"first_token", 2, 1, 16, 16, 0, 0.0f, 0, 1, DType::kF32},

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "base/half.h"
@@ -64,6 +65,37 @@ TEST(KvCacheTest, ViewAddressesTheCachedRows) {
         EXPECT_EQ(view.ValueRow(pos), cache.ValueRow(layer, pos)) << KvTypeName(type) << " layer " << layer << " pos " << pos;
       }
     }
+  }
+}
+
+// A prompt chunk attends to its rows rounded by RoundRows before they are stored: the rounding must
+// be what Store keeps, and storing a rounded row must keep the same bytes as storing the original,
+// or the chunk would have attended to other values than decoding later reads.
+TEST(KvCacheTest, RoundRowsIsWhatStoreKeeps) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  const int n_kv_heads = 2, head_dim = 64, head_dim_v = 32, n = 40;
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    auto made = KvCache::Create({{n_kv_heads, head_dim, head_dim_v, 0, -1}}, 2 * n, type);
+    ASSERT_TRUE(made.ok());
+    KvCache& cache = *made.value();
+    std::vector<float> k(static_cast<size_t>(n) * n_kv_heads * head_dim), v(static_cast<size_t>(n) * n_kv_heads * head_dim_v);
+    for (float& x : k) x = normal(rng) * (rng() % 7 == 0 ? 30.0f : 1.0f);
+    for (float& x : v) x = normal(rng);
+    std::vector<float> k_round = k, v_round = v;
+    cache.RoundRows(0, k_round.data(), v_round.data(), n);
+    const size_t kw = static_cast<size_t>(n_kv_heads) * head_dim, vw = static_cast<size_t>(n_kv_heads) * head_dim_v;
+    std::vector<float> loaded(kw);
+    for (int t = 0; t < n; ++t) {
+      cache.Store(0, t, &k[t * kw], &v[t * vw]);           // the originals at t
+      cache.Store(0, n + t, &k_round[t * kw], &v_round[t * vw]);  // the rounded rows at n + t
+      EXPECT_EQ(std::memcmp(cache.KeyRow(0, t), cache.KeyRow(0, n + t), cache.KeyRowBytes(0)), 0) << DTypeName(type) << " t=" << t;
+      EXPECT_EQ(std::memcmp(cache.ValueRow(0, t), cache.ValueRow(0, n + t), cache.ValueRowBytes(0)), 0) << DTypeName(type);
+      cache.LoadKey(0, t, loaded.data());
+      EXPECT_EQ(std::memcmp(loaded.data(), &k_round[t * kw], kw * sizeof(float)), 0) << DTypeName(type) << " t=" << t;
+    }
+    if (type == DType::kF32) EXPECT_EQ(k_round, k);
+    else EXPECT_NE(k_round, k);
   }
 }
 
