@@ -64,6 +64,8 @@ void AddKernelFlags(CLI::App& app, KernelOptions& k) {
                  "bytes decode prefetches ahead of the weight rows (0: off; -1, the default: this CPU's choice)")
       ->check(CLI::Range(KernelOptions::kPrefetchAuto, 1 << 20));
   app.add_flag("!--no-vnni-gemm", k.vnni_gemm, "prefill with the per-row tiles instead of the VNNI panel GEMM");
+  app.add_flag("!--no-batch-invariant", k.batch_invariant, "allow faster prefill kernels whose rounding depends on "
+               "how many tokens share a step (greedy output may then change with -b, the cache, other requests)");
   app.add_flag("!--no-spin", k.spin_wait, "threads sleep between the loops of a step instead of polling");
 }
 

@@ -47,7 +47,7 @@ CLI::Option* AddMemBudgetFlag(CLI::App& app, std::string& budget, const std::str
 // --draft N (1 to 7): tokens drafted at most per speculative step.
 CLI::Option* AddDraftFlag(CLI::App& app, int& draft, const std::string& help = "tokens drafted at most per step");
 
-// --kernels, --no-pack, --prefetch, --no-vnni-gemm, --no-spin: the engine's KernelOptions (A/B
+// --kernels, --no-pack, --prefetch, --no-vnni-gemm, --no-batch-invariant, --no-spin: the engine's KernelOptions (A/B
 // measurements, checks against the reference kernels). Check them with Validate() after parsing.
 void AddKernelFlags(CLI::App& app, KernelOptions& k);
 // --thermal-limit C, --thermal-zone NAME, --no-thermal, and --thermal-root DIR (hidden: for tests).

@@ -102,6 +102,7 @@ typedef struct gemlet_kernel_options {
   int prefetch_bytes;    /* decode's weight prefetch distance: 0 (off) to 1 MiB, or -1: this CPU's choice */
   bool vnni_gemm;        /* prefill through the VNNI panel GEMM where the CPU has VNNI */
   bool spin_wait;        /* threads poll briefly between the loops of a step instead of sleeping */
+  bool batch_invariant;  /* a token's logits do not depend on the tokens sharing its step (default true) */
 } gemlet_kernel_options;
 GEMLET_API gemlet_kernel_options gemlet_kernel_options_default(void);
 /* GEMLET_OK when the options are valid, else GEMLET_INVALID_ARGUMENT with gemlet_last_error() saying

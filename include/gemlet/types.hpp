@@ -67,6 +67,9 @@ struct KernelOptions {
   int prefetch_bytes = kPrefetchAuto;
   bool vnni_gemm = true;      // prefill through the VNNI panel GEMM where the CPU has VNNI
   bool spin_wait = true;      // threads poll briefly between the loops of a step instead of sleeping
+  // A token's logits do not depend on the tokens that share its step (prompt chunk size, batched
+  // requests, a cached prefix): docs/determinism.md. Off allows faster kernels whose rounding does.
+  bool batch_invariant = true;
 };
 
 

@@ -38,6 +38,7 @@ KernelOptions ToKernelOptions(const gemlet_kernel_options& o) {
   k.prefetch_bytes = o.prefetch_bytes;
   k.vnni_gemm = o.vnni_gemm;
   k.spin_wait = o.spin_wait;
+  k.batch_invariant = o.batch_invariant;
   return k;
 }
 
@@ -49,6 +50,7 @@ gemlet_kernel_options FromKernelOptions(const KernelOptions& k) {
   o.prefetch_bytes = k.prefetch_bytes;
   o.vnni_gemm = k.vnni_gemm;
   o.spin_wait = k.spin_wait;
+  o.batch_invariant = k.batch_invariant;
   return o;
 }
 

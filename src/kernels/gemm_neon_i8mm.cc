@@ -47,6 +47,7 @@ PairActs PairTokens(const Acts32& a, int64_t n_tokens, int64_t n_blocks, int gro
           if (second) std::memcpy(out + 16 * k + 8, x1 + 8 * k, 8);
           else std::memset(out + 16 * k + 8, 0, 8);
         }
+        if (a.d == nullptr) continue;  // the K types' invariant form: values alone
         const float d0 = a.d[t0 * n_blocks + j], d1 = second ? a.d[t1 * n_blocks + j] : 0.0f;
         float* dd = d + (static_cast<int64_t>(p) * n_blocks + j) * 4;
         dd[0] = dd[2] = d0;
@@ -73,7 +74,30 @@ struct PairPanel {
   int8_t* q = nullptr;       // [2][n_blocks][4][4][16]
   float* scale = nullptr;    // [2][n_blocks * groups][16]
   float* offset = nullptr;
+  int32_t* iscale = nullptr;  // as scale, for a panel with Panel::iscale
 };
+
+inline float32x4x2_t ZipSelf(float32x4_t v) { return vzipq_f32(v, v); }
+inline int32x4x2_t ZipSelf(int32x4_t v) { return vzipq_s32(v, v); }
+inline float32x4_t Load32(const float* p) { return vld1q_f32(p); }
+inline int32x4_t Load32(const int32_t* p) { return vld1q_s32(p); }
+inline void Store32(float* p, float32x4_t v) { vst1q_f32(p, v); }
+inline void Store32(int32_t* p, int32x4_t v) { vst1q_s32(p, v); }
+
+// Per-row values [group][16 rows] -> [half][group][4 row pairs][r0 r0 r1 r1].
+template <class E>
+void ExpandPairs(const E* in, int64_t n_groups, E* to) {
+  for (int64_t i = 0; i < n_groups; ++i, in += kRows) {
+    for (int h = 0; h < 2; ++h) {
+      for (int s = 0; s < 2; ++s) {
+        const auto v = ZipSelf(Load32(in + 8 * h + 4 * s));
+        E* dst = to + (h * n_groups + i) * 16 + 8 * s;
+        Store32(dst, v.val[0]);
+        Store32(dst + 4, v.val[1]);
+      }
+    }
+  }
+}
 
 void RelayPanel(const Panel& p, int64_t n_blocks, int groups, bool has_min, const PairPanel& out) {
   for (int64_t j = 0; j < n_blocks; ++j) {
@@ -94,20 +118,12 @@ void RelayPanel(const Panel& p, int64_t n_blocks, int groups, bool has_min, cons
     }
   }
   const int64_t n_groups = n_blocks * groups;
-  auto expand = [&](const float* in, float* to) {
-    for (int64_t i = 0; i < n_groups; ++i, in += kRows) {
-      for (int h = 0; h < 2; ++h) {
-        for (int s = 0; s < 2; ++s) {
-          const float32x4_t v = vld1q_f32(in + 8 * h + 4 * s);
-          float* dst = to + (h * n_groups + i) * 16 + 8 * s;
-          vst1q_f32(dst, vzip1q_f32(v, v));
-          vst1q_f32(dst + 4, vzip2q_f32(v, v));
-        }
-      }
-    }
-  };
-  expand(p.scale, out.scale);
-  if (has_min) expand(p.offset, out.offset);
+  if (p.iscale != nullptr) {
+    ExpandPairs(p.iscale, n_groups, out.iscale);
+    return;
+  }
+  ExpandPairs(p.scale, n_groups, out.scale);
+  if (has_min) ExpandPairs(p.offset, n_groups, out.offset);
 }
 
 // The integer part of a tile of 4 row pairs x 2 token pairs over K 8-value steps (4: a 32-value
@@ -253,10 +269,75 @@ void Run(const PanelSource& w, const PairActs& a, int64_t n_tokens, float* y, Ke
   });
 }
 
+// The K types' invariant form (PanelSource::finish): rows 8h..8h+7 of the panel x the token
+// pairs at x0 and x1 -> sums[super-block][4 tokens][16 rows] at rows 8h..: each group's fresh sums
+// times the rows' integer scales, accumulated in integers over the super-block as the GEMV does.
+template <int G>
+void TileSuper(const PairPanel& panel, int64_t n_blocks, int h, const int8_t* x0, const int8_t* x1, int32_t* out) {
+  const int8_t* wq = panel.q + h * n_blocks * 256;
+  const int32_t* ws = panel.iscale + h * n_blocks * G * 16;
+  for (int64_t i = 0; i < n_blocks / 8; ++i, out += kSuperTileTokens * kRows) {
+    int32x4_t acc[4][2];
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = vdupq_n_s32(0);
+    for (int j = 0; j < 8 * G; ++j, ws += 16) {
+      int32x4_t sum[4][2];
+      SmmlaSteps<4 / G>(wq, x0, x1, sum);
+      const int32x4x4_t sc = vld1q_s32_x4(ws);
+      for (int r = 0; r < 4; ++r) {
+        for (int t = 0; t < 2; ++t) acc[r][t] = vmlaq_s32(acc[r][t], sum[r][t], sc.val[r]);
+      }
+    }
+    // Lanes [row 2r, token 2t], [2r, 2t + 1], [2r + 1, 2t], [2r + 1, 2t + 1] to rows per token.
+    for (int t = 0; t < 2; ++t) {
+      int32_t* even = out + 2 * t * kRows + 8 * h;
+      int32_t* odd = even + kRows;
+      vst1q_s32(even, vuzp1q_s32(acc[0][t], acc[1][t]));
+      vst1q_s32(even + 4, vuzp1q_s32(acc[2][t], acc[3][t]));
+      vst1q_s32(odd, vuzp2q_s32(acc[0][t], acc[1][t]));
+      vst1q_s32(odd + 4, vuzp2q_s32(acc[2][t], acc[3][t]));
+    }
+  }
+}
+
+// Tiles of 4 tokens (at the batch's end a missing pair repeats the last), both halves of a panel
+// into one tile's sums, then the source's finish.
+template <int G>
+void RunSuper(const PanelSource& w, const PairActs& a, int64_t n_tokens, KernelContext& ctx) {
+  const int64_t n_blocks = w.n_blocks, n_pairs = (n_tokens + 1) / 2;
+  static_assert(kSuperTileTokens == 4, "a tile is 2 token pairs");
+  KernelScratch& scratch = ctx.scratch();
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
+    const size_t n = static_cast<size_t>(n_blocks);
+    Panel p;
+    p.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, n * 512);
+    p.iscale = scratch.Get<int32_t>(thread, KernelScratch::kPanelScale, n * G * kRows);
+    PairPanel pairs;
+    pairs.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelPairQ, n * 512);
+    pairs.iscale = scratch.Get<int32_t>(thread, KernelScratch::kPanelPairScale, n * G * 2 * kRows);
+    int32_t* sums = scratch.Get<int32_t>(thread, KernelScratch::kPanelPairOffset, n / 8 * kSuperTileTokens * kRows);
+    for (size_t panel = begin; panel < end; ++panel) {
+      const int64_t row0 = static_cast<int64_t>(panel) * kRows;
+      w.fill(w.state, row0, p);
+      RelayPanel(p, n_blocks, G, false, pairs);
+      for (int64_t tp0 = 0; tp0 < n_pairs; tp0 += 2) {
+        const int8_t* x0 = a.q + tp0 * n_blocks * 64;
+        const int8_t* x1 = tp0 + 1 < n_pairs ? x0 + n_blocks * 64 : x0;
+        for (int h = 0; h < 2; ++h) TileSuper<G>(pairs, n_blocks, h, x0, x1, sums);
+        w.finish(w.state, row0, sums, 2 * tp0, static_cast<int>(std::min<int64_t>(kSuperTileTokens, n_tokens - 2 * tp0)));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void GemmI8mm(const PanelSource& w, const Acts32& acts, int64_t n_tokens, float* y, KernelContext& ctx) {
   const PairActs pairs = PairTokens(acts, n_tokens, w.n_blocks, w.groups, w.has_min, ctx);
+  if (w.finish != nullptr) {
+    if (w.groups == 2) RunSuper<2>(w, pairs, n_tokens, ctx);
+    else RunSuper<1>(w, pairs, n_tokens, ctx);
+    return;
+  }
   if (w.groups == 2) {
     if (w.has_min) Run<2, true>(w, pairs, n_tokens, y, ctx);
     else Run<2, false>(w, pairs, n_tokens, y, ctx);

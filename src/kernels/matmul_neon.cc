@@ -128,13 +128,24 @@ void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* 
     else for (int g = 0; g < 2; ++g) sum[2 * j + g] = d[j] * static_cast<float>(s16[g]);
   }
 }
-void QuantizeK(const float* x, int64_t n_blocks, BlockQ8_K* out) {
-  for (int64_t b = 0; b < n_blocks; ++b, x += kBlockK) {
-    const float amax = AbsMax(x, kBlockK);
-    out[b].d = ActScale(amax);
-    QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, out[b].qs, out[b].bsums);
-  }
+// 256 values as BlockQ8_K holds them: q, the sums of each 16 and (returned) d. One function for
+// the GEMV's blocks and the invariant GEMM's arrays, so both see the same activations.
+float QuantizeBlockK(const float* x, int8_t* q, int16_t* bsums) {
+  const float amax = AbsMax(x, kBlockK);
+  QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, q, bsums);
+  return ActScale(amax);
 }
+void QuantizeK(const float* x, int64_t n_blocks, BlockQ8_K* out) {
+  for (int64_t b = 0; b < n_blocks; ++b, x += kBlockK) out[b].d = QuantizeBlockK(x, out[b].qs, out[b].bsums);
+}
+
+// The K types' activations for the batch-invariant GEMM: BlockQ8_K's, with each token's values
+// contiguous (as Acts32's) for the panel tiles.
+struct ActsK {
+  const int8_t* q = nullptr;        // [token][n_in]
+  const float* d = nullptr;         // [token][super-block]
+  const int16_t* bsums = nullptr;   // [token][super-block][16]
+};
 
 // One token's activations for the GEMV.
 struct GemvAct {
@@ -346,25 +357,31 @@ struct Q4_K {
           scaled[s] = vmlaq_s32(scaled[s], hi[s], sc_hi.val[s]);
         }
       }
-      // The mins meet each 32-value slice's activation sum (two 16-value sums, pairwise).
-      const int16x8_t slice_sums = vpaddq_s16(vld1q_s16(xb.bsums), vld1q_s16(xb.bsums + 8));
-      int32x4_t mins[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
-      Unroll<8>([&](auto s) {
-        const uint8x16_t m8 = vld1q_u8(g + kMins + kRows * s);
-        const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m8)));
-        const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(m8));
-        mins[0] = vmlal_laneq_s16(mins[0], vget_low_s16(m_lo), slice_sums, s);
-        mins[1] = vmlal_high_laneq_s16(mins[1], m_lo, slice_sums, s);
-        mins[2] = vmlal_laneq_s16(mins[2], vget_low_s16(m_hi), slice_sums, s);
-        mins[3] = vmlal_high_laneq_s16(mins[3], m_hi, slice_sums, s);
-      });
-      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
-      for (int s = 0; s < 4; ++s) {
-        acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xb.d));
-        acc[s] = vfmsq_f32(acc[s], vcvtq_f32_s32(mins[s]), vmulq_n_f32(dmin.val[s], xb.d));
-      }
+      Finish(g, scaled, xb.bsums, xb.d, acc);
     }
     return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  // A super-block's float part from its integer sums with the slices' scales applied (scaled), for
+  // the GEMV and the invariant GEMM both: a token's result must not depend on which ran it.
+  static inline __attribute__((always_inline)) void Finish(const uint8_t* g, const int32x4_t scaled[4],
+                                                           const int16_t* bsums, float xd, float32x4_t acc[4]) {
+    // The mins meet each 32-value slice's activation sum (two 16-value sums, pairwise).
+    const int16x8_t slice_sums = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    int32x4_t mins[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    Unroll<8>([&](auto s) {
+      const uint8x16_t m8 = vld1q_u8(g + kMins + kRows * s);
+      const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m8)));
+      const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(m8));
+      mins[0] = vmlal_laneq_s16(mins[0], vget_low_s16(m_lo), slice_sums, s);
+      mins[1] = vmlal_high_laneq_s16(mins[1], m_lo, slice_sums, s);
+      mins[2] = vmlal_laneq_s16(mins[2], vget_low_s16(m_hi), slice_sums, s);
+      mins[3] = vmlal_high_laneq_s16(mins[3], m_hi, slice_sums, s);
+    });
+    const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
+    for (int s = 0; s < 4; ++s) {
+      acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xd));
+      acc[s] = vfmsq_f32(acc[s], vcvtq_f32_s32(mins[s]), vmulq_n_f32(dmin.val[s], xd));
+    }
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
@@ -378,6 +395,10 @@ struct Q4_K {
             vst1q_s8(hi + 64 * m + 16 * s, ShrU(v.val[s], 4));
           }
         }
+      }
+      if (p.iscale != nullptr) {
+        for (int s = 0; s < 8; ++s) vst1q_s32_x4(p.iscale + kRows * (8 * i + s), WidenU8(g + kScales + kRows * s));
+        continue;
       }
       const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
       for (int s = 0; s < 8; ++s) {
@@ -441,7 +462,6 @@ struct Q6_K {
     float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
     for (int64_t i = 0; i < n_blocks; ++i) {
       const BlockQ8_K& xb = a.k[i];
-      const float32x4x4_t d = Halves(g);
       const int8_t* seg = reinterpret_cast<const int8_t*>(g + 32);
       int32x4_t scaled[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
       for (int h = 0; h < 2; ++h) {
@@ -470,10 +490,23 @@ struct Q6_K {
           }
         }
       }
-      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_n_f32_s32(scaled[s], 2), vmulq_n_f32(d.val[s], xb.d));
+      Finish<2>(g, scaled, xb.bsums, xb.d, acc);
       g += kBlockBytes;
     }
     return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  // A super-block's float part (as Q4_K's Finish), from its sums with the scales applied, in units
+  // of 2^-kFracBits (the GEMV's values are 4 (q - 32), the panel's q - 32: the same float either way).
+  template <int kFracBits = 0>
+  static inline __attribute__((always_inline)) void Finish(const uint8_t* g, const int32x4_t scaled[4], const int16_t*,
+                                                           float xd, float32x4_t acc[4]) {
+    const float32x4x4_t d = Halves(g);
+    for (int s = 0; s < 4; ++s) {
+      float32x4_t sum;
+      if constexpr (kFracBits == 0) sum = vcvtq_f32_s32(scaled[s]);
+      else sum = vcvtq_n_f32_s32(scaled[s], kFracBits);
+      acc[s] = vfmaq_f32(acc[s], sum, vmulq_n_f32(d.val[s], xd));
+    }
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
@@ -486,8 +519,12 @@ struct Q6_K {
           for (int sp = 0; sp < 2; ++sp, seg += kSegmentBytes) {
             for (int j = 0; j < 4; ++j) {
               // Group 8h + 2j + mh: 32-value block 8i + 4h + j, its scale group mh.
-              float* scale = p.scale + kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
-              for (int r = 0; r < 8; ++r) scale[r] = drow[8 * sp + r] * static_cast<float>(static_cast<int8_t>(seg[8 * j + r]));
+              const size_t at = kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
+              for (int r = 0; r < 8; ++r) {
+                const int8_t sc = static_cast<int8_t>(seg[8 * j + r]);
+                if (p.iscale != nullptr) p.iscale[at + r] = sc;
+                else p.scale[at + r] = drow[8 * sp + r] * static_cast<float>(sc);
+              }
             }
             for (int mm = 0; mm < 4; ++mm) {
               const int8_t* step = reinterpret_cast<const int8_t*>(seg + 32 + 96 * mm);
@@ -712,6 +749,54 @@ void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0
     GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4"));
   }
 }
+
+// The K types' batch-invariant tile, the 3-token tile's integer part with the GEMV's arithmetic:
+// each group's fresh sums times the rows' integer scales (Panel::iscale, v27-v30 after the steps)
+// into integer accumulators v12-v23, which leave per 256-value super-block as they are, for
+// FinishTokens' float part. Per group 12 mla where the float form takes 12 scvtf, 12 fmul and
+// 12 fmla (and 12 more fmla for a min).
+#define GEMLET_SDOT3_MLA(S, SUM, ACC) "mla v" #ACC ".4s, v" #SUM ".4s, v" #S ".4s\n"
+#define GEMLET_SDOT3_APPLY_INT                                                                       \
+  "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
+  GEMLET_SDOT3_MLA(27, 0, 12) GEMLET_SDOT3_MLA(28, 1, 13) GEMLET_SDOT3_MLA(29, 2, 14)              \
+  GEMLET_SDOT3_MLA(30, 3, 15) GEMLET_SDOT3_MLA(27, 4, 16) GEMLET_SDOT3_MLA(28, 5, 17)              \
+  GEMLET_SDOT3_MLA(29, 6, 18) GEMLET_SDOT3_MLA(30, 7, 19) GEMLET_SDOT3_MLA(27, 8, 20)              \
+  GEMLET_SDOT3_MLA(28, 9, 21) GEMLET_SDOT3_MLA(29, 10, 22) GEMLET_SDOT3_MLA(30, 11, 23)
+#define GEMLET_SDOT3_SUPER_TILE(BLOCK)                                                               \
+  asm volatile(                                                                                    \
+      "1:\n movi v12.4s, #0\n movi v13.4s, #0\n movi v14.4s, #0\n movi v15.4s, #0\n"               \
+      "movi v16.4s, #0\n movi v17.4s, #0\n movi v18.4s, #0\n movi v19.4s, #0\n"                    \
+      "movi v20.4s, #0\n movi v21.4s, #0\n movi v22.4s, #0\n movi v23.4s, #0\n"                    \
+      "mov %[k], #8\n"                                                                             \
+      "2:\n" BLOCK                                                                                 \
+      "subs %[k], %[k], #1\n b.ne 2b\n"                                                            \
+      "st1 {v12.4s-v15.4s}, [%[out]], #64\n st1 {v16.4s-v19.4s}, [%[out]], #64\n"                  \
+      "st1 {v20.4s-v23.4s}, [%[out]], #64\n"                                                        \
+      "subs %[n], %[n], #1\n b.ne 1b\n"                                                            \
+      : [w] "+r"(w), [scale] "+r"(scale), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [n] "+r"(n), \
+        [k] "=&r"(k), [out] "+r"(out)                                                              \
+      :                                                                                            \
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",    \
+        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
+        "v27", "v28", "v29", "v30", "cc", "memory")
+// Rows 0-15 of the panel (iscale form) x the tokens at x[0..2] -> sums[super-block][3][16 rows];
+// n_super >= 1.
+template <int G>
+void DotPanelTileSuper3(const Panel& p, int64_t n_super, const int8_t* const x[3], int32_t* out) {
+  static_assert(G == 1 || G == 2);
+  const int8_t* w = p.q;
+  const int32_t* scale = p.iscale;
+  const int8_t *x0 = x[0], *x1 = x[1], *x2 = x[2];
+  int64_t n = n_super, k;
+  if constexpr (G == 2) {
+    GEMLET_SDOT3_SUPER_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY_INT GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY_INT);
+  } else {
+    GEMLET_SDOT3_SUPER_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY_INT);
+  }
+}
+#undef GEMLET_SDOT3_MLA
+#undef GEMLET_SDOT3_APPLY_INT
+#undef GEMLET_SDOT3_SUPER_TILE
 #undef GEMLET_SDOT3_STEP
 #undef GEMLET_SDOT3_STEPS
 #undef GEMLET_SDOT3_HALF
@@ -833,6 +918,97 @@ void GemmDot(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
 }
 static_assert(kDotTileTokens == 2 && kDotTile3Tokens == 3, "GemmDot's dispatch lists the tile sizes");
 
+// Every token's activations as the K types' GEMV quantizes them (QuantizeBlockK).
+ActsK QuantizeForGemmK(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
+  const int64_t n_super = n_in / kBlockK;
+  KernelScratch& scratch = ctx.scratch();
+  int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_in));
+  float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_super));
+  int16_t* bsums = scratch.Get<int16_t>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_super * 16));
+  ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      for (int64_t i = 0; i < n_super; ++i) {
+        const size_t b = t * n_super + i;
+        d[b] = QuantizeBlockK(x + t * n_in + i * kBlockK, q + t * n_in + i * kBlockK, bsums + 16 * b);
+      }
+    }
+  });
+  return {q, d, bsums};
+}
+
+// What the invariant GEMM's finishing needs of a call (PanelSource::state on i8mm).
+struct SuperCall {
+  const uint8_t* data = nullptr;  // the packed matrix
+  size_t group_bytes = 0;
+  int64_t n_super = 0, n_out = 0;
+  ActsK acts;
+  float* y = nullptr;
+};
+
+// Tokens t0..t0+nt-1 of the 16 rows row0..: sums[super-block][tile][16 rows] through the type's
+// Finish in super-block order, each token's float operations those of its GEMV.
+template <class T>
+void FinishTokens(const SuperCall& c, int64_t row0, const int32_t* sums, int tile, int64_t t0, int nt) {
+  const uint8_t* group = c.data + static_cast<size_t>(row0 / kRows) * c.group_bytes;
+  for (int t = 0; t < nt; ++t) {
+    const int64_t token = t0 + t;
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < c.n_super; ++i) {
+      const int32_t* s = sums + (i * tile + t) * kRows;
+      const int32x4_t scaled[4] = {vld1q_s32(s), vld1q_s32(s + 4), vld1q_s32(s + 8), vld1q_s32(s + 12)};
+      const int64_t b = token * c.n_super + i;
+      T::Finish(group + i * T::kBlockBytes, scaled, c.acts.bsums + 16 * b, c.acts.d[b], acc);
+    }
+    vst1q_f32_x4(c.y + token * c.n_out + row0, float32x4x4_t{{acc[0], acc[1], acc[2], acc[3]}});
+  }
+}
+
+template <class T>
+void FinishPanel(const void* state, int64_t row0, const int32_t* sums, int64_t t0, int nt) {
+  FinishTokens<T>(*static_cast<const SuperCall*>(state), row0, sums, kSuperTileTokens, t0, nt);
+}
+
+template <class T>
+SuperCall MakeSuperCall(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                        KernelContext& ctx) {
+  SuperCall c;
+  c.data = data;
+  c.n_super = w.n_in / kBlockK;
+  c.group_bytes = static_cast<size_t>(c.n_super) * T::kBlockBytes;
+  c.n_out = w.n_out;
+  c.acts = QuantizeForGemmK(x, n_tokens, w.n_in, ctx);
+  c.y = y;
+  return c;
+}
+
+// The K types' prefill on sdot with their GEMV's float operations (KernelOptions::batch_invariant):
+// integer sums scaled per group in integers over each 256-value super-block, then per token the
+// GEMV's Finish. Tiles of 3 tokens; at the batch's end the missing ones repeat the last token.
+template <class T>
+void GemmDotSuper(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                  KernelContext& ctx) {
+  const SuperCall c = MakeSuperCall<T>(w, data, x, n_tokens, y, ctx);
+  if (c.n_super == 0) return;
+  KernelScratch& scratch = ctx.scratch();
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
+    const size_t n_groups = static_cast<size_t>(w.n_in / 32) * T::kGroups;
+    Panel panel;
+    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(w.n_in / 32) * 512);
+    panel.iscale = scratch.Get<int32_t>(thread, KernelScratch::kPanelScale, n_groups * kRows);
+    int32_t* sums = scratch.Get<int32_t>(thread, KernelScratch::kPanelOffset, static_cast<size_t>(c.n_super) * kDotTile3Tokens * kRows);
+    for (size_t p = begin; p < end; ++p) {
+      T::Fill(data + p * c.group_bytes, c.n_super, panel);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTile3Tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kDotTile3Tokens, n_tokens - t0));
+        const int8_t* xs[kDotTile3Tokens];
+        for (int t = 0; t < kDotTile3Tokens; ++t) xs[t] = c.acts.q + (t0 + std::min(t, nt - 1)) * w.n_in;
+        DotPanelTileSuper3<T::kGroups>(panel, c.n_super, xs, sums);
+        FinishTokens<T>(c, static_cast<int64_t>(p) * kRows, sums, kDotTile3Tokens, t0, nt);
+      }
+    }
+  });
+}
+
 template <class T>
 void FillPanel(const void* state, int64_t row0, const Panel& panel) {
   const auto* s = static_cast<const std::pair<const WeightMatrix*, const uint8_t*>*>(state);
@@ -849,6 +1025,22 @@ void GemmSmmla(const WeightMatrix& w, const uint8_t* data, const float* x, int64
   GemmI8mm(source, acts, n_tokens, y, ctx);
 }
 
+template <class T>
+void FillPanelSuper(const void* state, int64_t row0, const Panel& panel) {
+  const auto* c = static_cast<const SuperCall*>(state);
+  T::Fill(c->data + static_cast<size_t>(row0 / kRows) * c->group_bytes, c->n_super, panel);
+}
+
+// GemmDotSuper's arithmetic on smmla.
+template <class T>
+void GemmSmmlaSuper(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                    KernelContext& ctx) {
+  const SuperCall c = MakeSuperCall<T>(w, data, x, n_tokens, y, ctx);
+  if (c.n_super == 0) return;
+  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, false, &c, &FillPanelSuper<T>, &FinishPanel<T>};
+  GemmI8mm(source, Acts32{c.acts.q, nullptr, nullptr}, n_tokens, y, ctx);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The tables: Highway's NEON table with a matmul that runs packed weights here.
 
@@ -863,6 +1055,22 @@ const KernelTable& NeonTable() {
   return *neon;
 }
 
+// The Q4_0/Q5_0/Q8_0 GEMMs do their GEMV's float operations as they are. The K types' other form
+// quantizes activations per 32 values, not per 256, and scales each group in floats: a token's
+// rounding then depends on whether it came alone (KernelOptions::batch_invariant off allows it).
+template <class T, bool kI8mm>
+void RunGemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if constexpr (T::kK) {
+    if (ctx.options().batch_invariant) {
+      if constexpr (kI8mm) GemmSmmlaSuper<T>(w, data, x, n_tokens, y, ctx);
+      else GemmDotSuper<T>(w, data, x, n_tokens, y, ctx);
+      return;
+    }
+  }
+  if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
+  else GemmDot<T>(w, data, x, n_tokens, y, ctx);
+}
+
 template <bool kI8mm>
 void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
@@ -874,8 +1082,7 @@ void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
       if (data == nullptr) return;
       done = true;
       if (n_tokens <= kMaxGemvTokens || !ctx.options().vnni_gemm) RunGemv<T>(w, data, x, n_tokens, y, ctx);
-      else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
-      else GemmDot<T>(w, data, x, n_tokens, y, ctx);
+      else RunGemm<T, kI8mm>(w, data, x, n_tokens, y, ctx);
     });
   }
   if (!done) NeonTable().matmul(w, x, n_tokens, y, ctx);  // rows as stored: the NEON row kernels

@@ -188,28 +188,39 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
 }
 
 // Prefill (GEMM over a batch of more tokens than a decode step's) and token-by-token decode (GEMV)
-// agree: bit for bit where both run the same per-row code (float weights, and every type on targets
-// without a separate GEMM), within the two results' bounds otherwise (the VNNI GEMM quantizes
-// activations per 32 values, not per 256).
+// agree bit for bit on every table and type, packed and as stored: a token's results are a function
+// of its own activations (KernelOptions::batch_invariant, the default; docs/determinism.md). With
+// it off, the faster kernels may round differently: within the two results' bounds.
 TEST_P(MatMulTest, BatchAgreesWithOneTokenAtATime) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  KernelContext ctx(2, k);
-  const int64_t n_in = IsFloat(type) ? 1000 : 2 * 256, n_out = 37, n_tokens = 11;
+  const int64_t n_in = IsFloat(type) ? 1000 : 2 * 256, n_out = 48;
   const Matrix m = MakeMatrix(type, n_in, n_out, 99);
-  const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 98);
-  std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
-  k->matmul(m.view(), x.data(), n_tokens, batch.data(), ctx);
-  const bool same_code = IsFloat(type) || std::string(k->name) != "AVX3_DL";
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    k->matmul(m.view(), &x[t * n_in], 1, single.data(), ctx);
-    for (int64_t o = 0; o < n_out; ++o) {
-      if (same_code) {
-        ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
-      } else {
-        ASSERT_NEAR(batch[t * n_out + o], single[o], 2 * Bound(m, &x[t * n_in], o, true))
-            << k->name << " " << DTypeName(type) << " t=" << t << " o=" << o;
+  const bool packs = k->packed_layout != nullptr && k->packed_layout(type) != nullptr;
+  for (bool invariant : {true, false}) {
+    for (bool packed : {false, true}) {
+      if (packed && !packs) continue;
+      KernelContext ctx(2, k, KernelOptions{.batch_invariant = invariant});
+      PackedWeights slot(nullptr);
+      WeightMatrix w = m.view();
+      if (packed) w.packed = &slot;
+      for (int64_t n_tokens : {9, 11, 16, 19, 33}) {
+        const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 98 + static_cast<uint32_t>(n_tokens));
+        std::vector<float> batch(static_cast<size_t>(n_tokens * n_out)), single(static_cast<size_t>(n_out));
+        k->matmul(w, x.data(), n_tokens, batch.data(), ctx);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          k->matmul(w, &x[t * n_in], 1, single.data(), ctx);
+          for (int64_t o = 0; o < n_out; ++o) {
+            if (invariant) {
+              ASSERT_EQ(batch[t * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " packed=" << packed
+                                                         << " n_tokens=" << n_tokens << " t=" << t << " o=" << o;
+            } else {
+              ASSERT_NEAR(batch[t * n_out + o], single[o], 2 * Bound(m, &x[t * n_in], o, true))
+                  << k->name << " " << DTypeName(type) << " packed=" << packed << " t=" << t << " o=" << o;
+            }
+          }
+        }
       }
     }
   }
