@@ -88,8 +88,8 @@ void CopyHalves(const uint8_t* src, size_t stride, uint8_t* dst) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Activations. GEMV: per 32 values (Q4_0, Q8_0) or BlockQ8_K per 256 (the K types), as the row
-// kernels quantize them; GEMM: per 32 values for every type (Acts32).
+// Activations, per 32 values (Q4_0, Q5_0, Q8_0) or per 256 (the K types: BlockQ8_K), as the row
+// kernels quantize them; the GEMMs quantize each token as the GEMV does (Acts32, ActsK).
 
 // Quantizes n values (a multiple of 16) with 1/d = id into q; returns the sum of q, and the sum of
 // each 16 values into sums16 when given.
@@ -113,19 +113,14 @@ float AbsMax(const float* x, int n) {
   return vmaxvq_f32(m);
 }
 
-// One row into 32-value blocks; sum (nullable) gets d * sum(q) per group of 32 / groups values,
-// zero (nullable) -zero_point * sum(q) per block.
-void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* d, float* sum, int32_t* zero = nullptr,
-                int zero_point = 0) {
+// One row into 32-value blocks; zero (nullable) gets -zero_point * sum(q) per block.
+void Quantize32(const float* x, int64_t n_blocks, int8_t* q, float* d, int32_t* zero = nullptr, int zero_point = 0) {
   for (int64_t j = 0; j < n_blocks; ++j, x += 32, q += 32) {
     const float amax = AbsMax(x, 32);
     d[j] = ActScale(amax);
     int16_t s16[2];
     QuantizeSpan(x, 32, amax > 0 ? 127.0f / amax : 0.0f, q, s16);
     if (zero != nullptr) zero[j] = -zero_point * (s16[0] + s16[1]);
-    if (sum == nullptr) continue;
-    if (groups == 1) sum[j] = d[j] * static_cast<float>(s16[0] + s16[1]);
-    else for (int g = 0; g < 2; ++g) sum[2 * j + g] = d[j] * static_cast<float>(s16[g]);
   }
 }
 // 256 values as BlockQ8_K holds them: q, the sums of each 16 and (returned) d. One function for
@@ -156,8 +151,9 @@ struct GemvAct {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Per type: kBlockValues, kBlockBytes (one block of 16 rows packed), kGroups and kHasMin (the
-// panel's), Pack(16 rows) -> group, Dot(group, token) -> 16 sums, Fill(group, panel).
+// Per type: kBlockValues, kBlockBytes (one block of 16 rows packed), kGroups (scale groups per 32
+// values in the panel), kK (256-value super-blocks), Pack(16 rows) -> group, Dot(group, token) ->
+// 16 sums, Fill(group, panel); the K types' Finish(super-block) is their float part.
 
 // Adds 4 weight registers' sdot with activation lane L of x to acc (rows 4s.. in register s).
 template <int L>
@@ -167,7 +163,7 @@ inline __attribute__((always_inline)) void Dot4(int32x4_t acc[4], const int8x16_
 
 struct Q4_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 288, kGroups = 1;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
       const uint8_t* b = rows + j * sizeof(BlockQ4_0);
@@ -211,7 +207,7 @@ struct Q4_0 {
 
 struct Q5_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 352, kGroups = 1, kZeroPoint = 16;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static constexpr int kBits = 32, kQs = 96;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
@@ -283,7 +279,7 @@ struct Q5_0 {
 
 struct Q8_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 544, kGroups = 1;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
       const uint8_t* b = rows + j * sizeof(BlockQ8_0);
@@ -315,7 +311,7 @@ struct Q8_0 {
 
 struct Q4_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 2368, kGroups = 1;
-  static constexpr bool kHasMin = true, kK = true;
+  static constexpr bool kK = true;
   static constexpr int kScales = 64, kMins = 192, kQs = 320;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
@@ -396,18 +392,7 @@ struct Q4_K {
           }
         }
       }
-      if (p.iscale != nullptr) {
-        for (int s = 0; s < 8; ++s) vst1q_s32_x4(p.iscale + kRows * (8 * i + s), WidenU8(g + kScales + kRows * s));
-        continue;
-      }
-      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
-      for (int s = 0; s < 8; ++s) {
-        const int32x4x4_t sc = WidenU8(g + kScales + kRows * s), mn = WidenU8(g + kMins + kRows * s);
-        for (int k = 0; k < 4; ++k) {
-          vst1q_f32(p.scale + kRows * (8 * i + s) + 4 * k, vmulq_f32(d.val[k], vcvtq_f32_s32(sc.val[k])));
-          vst1q_f32(p.offset + kRows * (8 * i + s) + 4 * k, vnegq_f32(vmulq_f32(dmin.val[k], vcvtq_f32_s32(mn.val[k]))));
-        }
-      }
+      for (int s = 0; s < 8; ++s) vst1q_s32_x4(p.iscale + kRows * (8 * i + s), WidenU8(g + kScales + kRows * s));
     }
   }
 };
@@ -420,7 +405,7 @@ struct Q4_K {
 // packing. That needs no mask and no zero point.
 struct Q6_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 3360, kGroups = 2;
-  static constexpr bool kHasMin = false, kK = true;
+  static constexpr bool kK = true;
   static constexpr int kSegmentBytes = 416;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
@@ -510,21 +495,14 @@ struct Q6_K {
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      const float32x4x4_t d = Halves(g);
-      float drow[kRows];
-      vst1q_f32_x4(drow, d);
       const uint8_t* seg = g + 32;
       for (int h = 0; h < 2; ++h) {
         for (int mh = 0; mh < 2; ++mh) {
           for (int sp = 0; sp < 2; ++sp, seg += kSegmentBytes) {
             for (int j = 0; j < 4; ++j) {
               // Group 8h + 2j + mh: 32-value block 8i + 4h + j, its scale group mh.
-              const size_t at = kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
-              for (int r = 0; r < 8; ++r) {
-                const int8_t sc = static_cast<int8_t>(seg[8 * j + r]);
-                if (p.iscale != nullptr) p.iscale[at + r] = sc;
-                else p.scale[at + r] = drow[8 * sp + r] * static_cast<float>(sc);
-              }
+              int32_t* scale = p.iscale + kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
+              for (int r = 0; r < 8; ++r) scale[r] = static_cast<int8_t>(seg[8 * j + r]);
             }
             for (int mm = 0; mm < 4; ++mm) {
               const int8_t* step = reinterpret_cast<const int8_t*>(seg + 32 + 96 * mm);
@@ -610,7 +588,7 @@ void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
       float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks * nt));
       int32_t* zero = ZeroPointOf<T>() != 0 ? scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * nt)) : nullptr;
       for (int t = 0; t < nt; ++t) {
-        Quantize32(xt + t * w.n_in, n_blocks, 1, q + t * n_blocks * 32, d + t * n_blocks, nullptr,
+        Quantize32(xt + t * w.n_in, n_blocks, q + t * n_blocks * 32, d + t * n_blocks,
                    zero != nullptr ? zero + t * n_blocks : nullptr, ZeroPointOf<T>());
         acts[t].q = q + t * n_blocks * 32;
         acts[t].d = d + t * n_blocks;
@@ -657,9 +635,9 @@ inline __attribute__((always_inline)) void SdotSteps4x2(const int8_t*& w, int8x1
 // Tiles of 3 tokens, wholly in assembly with every value in a fixed register: sums v0-v11 and
 // accumulators v12-v23 (token t, rows 4s..: register 4t + s), activations v24-v26, the panel's
 // 4 registers v27-v30. Per scale group: the 3 tokens' 16 activation bytes, 4 steps of one 64-byte
-// panel load and 12 sdot into fresh sums, then acc += float(sum) * (row scale * token scale), and
-// for the types with a min acc += row offset * token sum: the operations and their order of the
-// intrinsics in DotPanelTile, so every output is bit for bit what the 1- and 2-token tiles give.
+// panel load and 12 sdot into fresh sums, then acc += float(sum) * (row scale * token scale): the
+// operations and their order of the intrinsics in DotPanelTile and of the GEMV, so every output is
+// bit for bit what the 1- and 2-token tiles and decode give.
 // Q4_0's block: ~164 instructions for 3 x 16 x 32 multiply-adds (9.4 per instruction; the 2-token
 // tile as GCC compiles its intrinsics: 7.0).
 constexpr int kDotTile3Tokens = 3;
@@ -683,12 +661,11 @@ constexpr int kDotTile3Tokens = 3;
 #define GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_STEPS
 #define GEMLET_SDOT3_SCALE(T, S, SUM, ACC)                                                           \
   "fmul v31.4s, v" #S ".4s, v" #T ".s[0]\n fmla v" #ACC ".4s, v" #SUM ".4s, v31.4s\n"
-// One group's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
-// them) times the tokens' (v24-v26), loaded from D_ADVANCE ("], #4" moves on to the next block,
-// "]" keeps it for the block's second group).
-#define GEMLET_SDOT3_APPLY(D_ADVANCE)                                                                \
+// One block's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
+// them) times the tokens' (v24-v26).
+#define GEMLET_SDOT3_APPLY                                                                           \
   "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
-  "ldr s24, [%[d0]" D_ADVANCE "\n ldr s25, [%[d1]" D_ADVANCE "\n ldr s26, [%[d2]" D_ADVANCE "\n"   \
+  "ldr s24, [%[d0]], #4\n ldr s25, [%[d1]], #4\n ldr s26, [%[d2]], #4\n"                          \
   "scvtf v0.4s, v0.4s\n scvtf v1.4s, v1.4s\n scvtf v2.4s, v2.4s\n scvtf v3.4s, v3.4s\n"            \
   "scvtf v4.4s, v4.4s\n scvtf v5.4s, v5.4s\n scvtf v6.4s, v6.4s\n scvtf v7.4s, v7.4s\n"            \
   "scvtf v8.4s, v8.4s\n scvtf v9.4s, v9.4s\n scvtf v10.4s, v10.4s\n scvtf v11.4s, v11.4s\n"        \
@@ -698,15 +675,6 @@ constexpr int kDotTile3Tokens = 3;
   GEMLET_SDOT3_SCALE(25, 29, 6, 18) GEMLET_SDOT3_SCALE(25, 30, 7, 19)                             \
   GEMLET_SDOT3_SCALE(26, 27, 8, 20) GEMLET_SDOT3_SCALE(26, 28, 9, 21)                             \
   GEMLET_SDOT3_SCALE(26, 29, 10, 22) GEMLET_SDOT3_SCALE(26, 30, 11, 23)
-// The min's part: the rows' offsets (v0-v3: the sums are spent) times the tokens' sums (v4-v6).
-#define GEMLET_SDOT3_OFFSET(T, S, ACC) "fmla v" #ACC ".4s, v" #S ".4s, v" #T ".s[0]\n"
-#define GEMLET_SDOT3_APPLY_MIN                                                                       \
-  "ld1 {v0.4s-v3.4s}, [%[offset]], #64\n"                                                         \
-  "ldr s4, [%[s0]], #4\n ldr s5, [%[s1]], #4\n ldr s6, [%[s2]], #4\n"                              \
-  GEMLET_SDOT3_OFFSET(4, 0, 12) GEMLET_SDOT3_OFFSET(4, 1, 13) GEMLET_SDOT3_OFFSET(4, 2, 14)        \
-  GEMLET_SDOT3_OFFSET(4, 3, 15) GEMLET_SDOT3_OFFSET(5, 0, 16) GEMLET_SDOT3_OFFSET(5, 1, 17)        \
-  GEMLET_SDOT3_OFFSET(5, 2, 18) GEMLET_SDOT3_OFFSET(5, 3, 19) GEMLET_SDOT3_OFFSET(6, 0, 20)        \
-  GEMLET_SDOT3_OFFSET(6, 1, 21) GEMLET_SDOT3_OFFSET(6, 2, 22) GEMLET_SDOT3_OFFSET(6, 3, 23)
 #define GEMLET_SDOT3_TILE(BLOCK)                                                                     \
   asm volatile(                                                                                    \
       "movi v12.4s, #0\n movi v13.4s, #0\n movi v14.4s, #0\n movi v15.4s, #0\n"                    \
@@ -716,38 +684,24 @@ constexpr int kDotTile3Tokens = 3;
       "subs %[n], %[n], #1\n b.ne 1b\n"                                                            \
       "st1 {v12.4s-v15.4s}, [%[out]], #64\n st1 {v16.4s-v19.4s}, [%[out]], #64\n"                  \
       "st1 {v20.4s-v23.4s}, [%[out]]\n"                                                            \
-      : [w] "+r"(w), [scale] "+r"(scale), [offset] "+r"(offset), [x0] "+r"(x0), [x1] "+r"(x1),     \
-        [x2] "+r"(x2), [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [s0] "+r"(s0), [s1] "+r"(s1),  \
-        [s2] "+r"(s2), [n] "+r"(n), [out] "+r"(out)                                                \
+      : [w] "+r"(w), [scale] "+r"(scale), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2),             \
+        [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [n] "+r"(n), [out] "+r"(out)                   \
       :                                                                                            \
       : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",    \
         "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
         "v27", "v28", "v29", "v30", "v31", "cc", "memory")
-// Rows 0-15 of the panel x tokens t0..t0+2 -> out[3 tokens][16 rows]; n_blocks >= 1. G = 2 groups
-// per block (16 values each) have no min in the types that use them (Q6_K).
-template <int G, bool kMin>
+// Rows 0-15 of the panel x tokens t0..t0+2 -> out[3 tokens][16 rows]; n_blocks >= 1.
 void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
-  static_assert(G == 1 || (G == 2 && !kMin));
   const int8_t* w = p.q;
   const float* scale = p.scale;
-  const float* offset = p.offset;
   const int8_t* x0 = a.q + t0 * n_blocks * 32;
   const int8_t* x1 = x0 + n_blocks * 32;
   const int8_t* x2 = x1 + n_blocks * 32;
   const float* d0 = a.d + t0 * n_blocks;
   const float* d1 = d0 + n_blocks;
   const float* d2 = d1 + n_blocks;
-  const float* s0 = kMin ? a.sum + t0 * n_blocks * G : nullptr;  // read only where there is a min
-  const float* s1 = kMin ? s0 + n_blocks * G : nullptr;
-  const float* s2 = kMin ? s1 + n_blocks * G : nullptr;
   int64_t n = n_blocks;
-  if constexpr (G == 2) {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("]") GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("], #4"));
-  } else if constexpr (kMin) {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4") GEMLET_SDOT3_APPLY_MIN);
-  } else {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4"));
-  }
+  GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY);
 }
 
 // The K types' batch-invariant tile, the 3-token tile's integer part with the GEMV's arithmetic:
@@ -803,13 +757,11 @@ void DotPanelTileSuper3(const Panel& p, int64_t n_super, const int8_t* const x[3
 #undef GEMLET_SDOT3_HALF_MORE
 #undef GEMLET_SDOT3_SCALE
 #undef GEMLET_SDOT3_APPLY
-#undef GEMLET_SDOT3_OFFSET
-#undef GEMLET_SDOT3_APPLY_MIN
 #undef GEMLET_SDOT3_TILE
 
 // Rows 0-15 of the panel x tokens t0.. (NT of them) -> out[token][16 rows]: per 32-value block,
-// G groups of 8 / G steps, each group's integer sums scaled by the rows' scales and the token's.
-template <int G, bool kMin, int NT>
+// 8 steps, the integer sums scaled by the rows' scales and the token's.
+template <int NT>
 void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
   static_assert(NT == 1 || NT == 2);
   float32x4_t acc[NT][4];
@@ -823,94 +775,71 @@ void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0,
       x[t][0] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j);
       x[t][1] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j + 16);
     }
-    Unroll<G>([&](auto g) {
-      int32x4_t sum[NT][4];
-      for (int t = 0; t < NT; ++t) {
-        for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
-      }
-      if constexpr (NT == 2) {
-        // Group g's steps: x register g * (8 / G) / 4 on; a 32-value group takes both registers.
-        for (int h = 0; h < 2 / G; ++h) SdotSteps4x2(w, x[0][2 * g / G + h], x[1][2 * g / G + h], sum[0], sum[1]);
-      } else {
-        Unroll<8 / G>([&](auto kk) {
-          constexpr int k = g * (8 / G) + kk;
-          const int8x16x4_t v = vld1q_s8_x4(w + 64 * kk);
-          Dot4<k % 4>(sum[0], v.val, x[0][k / 4]);
-        });
-        w += 64 * (8 / G);
-      }
-      const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * (G * j + g));
-      for (int t = 0; t < NT; ++t) {
-        const float dx = a.d[(t0 + t) * n_blocks + j];
-        for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_f32(acc[t][s], vcvtq_f32_s32(sum[t][s]), vmulq_n_f32(scale.val[s], dx));
-      }
-      if constexpr (kMin) {
-        const float32x4x4_t offset = vld1q_f32_x4(p.offset + kRows * (G * j + g));
-        for (int t = 0; t < NT; ++t) {
-          const float sx = a.sum[((t0 + t) * n_blocks + j) * G + g];
-          for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_n_f32(acc[t][s], offset.val[s], sx);
-        }
-      }
-    });
+    int32x4_t sum[NT][4];
+    for (int t = 0; t < NT; ++t) {
+      for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
+    }
+    if constexpr (NT == 2) {
+      for (int h = 0; h < 2; ++h) SdotSteps4x2(w, x[0][h], x[1][h], sum[0], sum[1]);
+    } else {
+      Unroll<8>([&](auto k) {
+        const int8x16x4_t v = vld1q_s8_x4(w + 64 * k);
+        Dot4<k % 4>(sum[0], v.val, x[0][k / 4]);
+      });
+      w += 64 * 8;
+    }
+    const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * j);
+    for (int t = 0; t < NT; ++t) {
+      const float dx = a.d[(t0 + t) * n_blocks + j];
+      for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_f32(acc[t][s], vcvtq_f32_s32(sum[t][s]), vmulq_n_f32(scale.val[s], dx));
+    }
   }
   for (int t = 0; t < NT; ++t) {
     for (int s = 0; s < 4; ++s) vst1q_f32(out + kRows * t + 4 * s, acc[t][s]);
   }
 }
 
-struct PanelBuffers {
-  Panel panel;
-  void Reserve(KernelScratch& scratch, int thread, int64_t n_blocks, int groups) {
-    const size_t n = static_cast<size_t>(n_blocks);
-    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, n * 512);
-    panel.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, n * groups * kRows);
-    panel.offset = scratch.Get<float>(thread, KernelScratch::kPanelOffset, n * groups * kRows);
-  }
-};
-
-// Every token's activations per 32 values, with per-group sums where the type has a min.
-template <class T>
+// Every token's activations per 32 values, as the 32-value types' GEMV quantizes them.
 Acts32 QuantizeForGemm(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
   const int64_t n_blocks = n_in / 32;
   KernelScratch& scratch = ctx.scratch();
   int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
   float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_blocks));
-  float* sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * T::kGroups));
   ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      Quantize32(x + t * n_in, n_blocks, T::kGroups, q + t * n_blocks * 32, d + t * n_blocks,
-                 T::kHasMin ? sum + t * n_blocks * T::kGroups : nullptr);
-    }
+    for (size_t t = begin; t < end; ++t) Quantize32(x + t * n_in, n_blocks, q + t * n_blocks * 32, d + t * n_blocks);
   });
-  return {q, d, sum};
+  return {q, d};
 }
 
+// The 32-value types' prefill on sdot (Q4_0, Q5_0, Q8_0: one scale group per block, no min).
 template <class T>
 void GemmDot(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
-  const int64_t n_blocks = w.n_in / 32, n_type_blocks = w.n_in / T::kBlockValues;
-  const size_t group_bytes = static_cast<size_t>(n_type_blocks) * T::kBlockBytes;
+  static_assert(!T::kK && T::kGroups == 1);
+  const Acts32 acts = QuantizeForGemm(x, n_tokens, w.n_in, ctx);
+  const int64_t n_blocks = w.n_in / 32;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
   KernelScratch& scratch = ctx.scratch();
   ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
-    PanelBuffers buffers;
-    buffers.Reserve(scratch, thread, n_blocks, T::kGroups);
+    Panel panel;
+    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(n_blocks) * 512);
+    panel.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, static_cast<size_t>(n_blocks) * kRows);
     float out[kDotTile3Tokens * kRows];
-    for (size_t panel = begin; panel < end; ++panel) {
-      T::Fill(data + panel * group_bytes, n_type_blocks, buffers.panel);
+    for (size_t p = begin; p < end; ++p) {
+      T::Fill(data + p * group_bytes, n_blocks, panel);
       for (int64_t t0 = 0; t0 < n_tokens;) {
         const int64_t left = n_tokens - t0;
         int nt;
         if (left >= kDotTile3Tokens && n_blocks > 0) {
           nt = kDotTile3Tokens;
-          DotPanelTile3<T::kGroups, T::kHasMin>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile3(panel, n_blocks, acts, t0, out);
         } else if (left >= 2) {
           nt = 2;
-          DotPanelTile<T::kGroups, T::kHasMin, 2>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile<2>(panel, n_blocks, acts, t0, out);
         } else {
           nt = 1;
-          DotPanelTile<T::kGroups, T::kHasMin, 1>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile<1>(panel, n_blocks, acts, t0, out);
         }
-        for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + panel * kRows, out + kRows * t, sizeof(float) * kRows);
+        for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + p * kRows, out + kRows * t, sizeof(float) * kRows);
         t0 += nt;
       }
     }
@@ -981,9 +910,8 @@ SuperCall MakeSuperCall(const WeightMatrix& w, const uint8_t* data, const float*
   return c;
 }
 
-// The K types' prefill on sdot with their GEMV's float operations (KernelOptions::batch_invariant):
-// integer sums scaled per group in integers over each 256-value super-block, then per token the
-// GEMV's Finish. Tiles of 3 tokens; at the batch's end the missing ones repeat the last token.
+// The K types' prefill on sdot with their GEMV's float operations: integer sums scaled per group
+// in integers over each 256-value super-block, then per token the GEMV's Finish. Tiles of 3 tokens; at the batch's end the missing ones repeat the last token.
 template <class T>
 void GemmDotSuper(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
                   KernelContext& ctx) {
@@ -1017,11 +945,13 @@ void FillPanel(const void* state, int64_t row0, const Panel& panel) {
           n_type_blocks, panel);
 }
 
+// GemmDot's arithmetic on smmla.
 template <class T>
 void GemmSmmla(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
+  static_assert(!T::kK && T::kGroups == 1);
+  const Acts32 acts = QuantizeForGemm(x, n_tokens, w.n_in, ctx);
   const std::pair<const WeightMatrix*, const uint8_t*> state{&w, data};
-  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, T::kHasMin, &state, &FillPanel<T>};
+  PanelSource source{w.n_in / 32, w.n_out, 1, &state, &FillPanel<T>};
   GemmI8mm(source, acts, n_tokens, y, ctx);
 }
 
@@ -1037,8 +967,8 @@ void GemmSmmlaSuper(const WeightMatrix& w, const uint8_t* data, const float* x, 
                     KernelContext& ctx) {
   const SuperCall c = MakeSuperCall<T>(w, data, x, n_tokens, y, ctx);
   if (c.n_super == 0) return;
-  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, false, &c, &FillPanelSuper<T>, &FinishPanel<T>};
-  GemmI8mm(source, Acts32{c.acts.q, nullptr, nullptr}, n_tokens, y, ctx);
+  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, &c, &FillPanelSuper<T>, &FinishPanel<T>};
+  GemmI8mm(source, Acts32{c.acts.q, nullptr}, n_tokens, y, ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1055,19 +985,15 @@ const KernelTable& NeonTable() {
   return *neon;
 }
 
-// The Q4_0/Q5_0/Q8_0 GEMMs do their GEMV's float operations as they are. The K types' other form
-// quantizes activations per 32 values, not per 256, and scales each group in floats: a token's
-// rounding then depends on whether it came alone (KernelOptions::batch_invariant off allows it).
+// Every GEMM does its GEMV's float operations in their order on the same activations, so a token's
+// result does not depend on the tokens beside it (KernelOptions::batch_invariant holds here either
+// way). The K types' earlier GEMM quantized activations per 32 values and scaled each group in
+// floats; per 256 with the groups' scales in integers (GemmDotSuper) counts no more instructions.
 template <class T, bool kI8mm>
 void RunGemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  if constexpr (T::kK) {
-    if (ctx.options().batch_invariant) {
-      if constexpr (kI8mm) GemmSmmlaSuper<T>(w, data, x, n_tokens, y, ctx);
-      else GemmDotSuper<T>(w, data, x, n_tokens, y, ctx);
-      return;
-    }
-  }
-  if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
+  if constexpr (T::kK && kI8mm) GemmSmmlaSuper<T>(w, data, x, n_tokens, y, ctx);
+  else if constexpr (T::kK) GemmDotSuper<T>(w, data, x, n_tokens, y, ctx);
+  else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
   else GemmDot<T>(w, data, x, n_tokens, y, ctx);
 }
 
