@@ -707,8 +707,8 @@ void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0
 // The K types' batch-invariant tile, the 3-token tile's integer part with the GEMV's arithmetic:
 // each group's fresh sums times the rows' integer scales (Panel::iscale, v27-v30 after the steps)
 // into integer accumulators v12-v23, which leave per 256-value super-block as they are, for
-// FinishTokens' float part. Per group 12 mla where the float form takes 12 scvtf, 12 fmul and
-// 12 fmla (and 12 more fmla for a min).
+// FinishTokens' float part. Per group 12 mla where scaling each group in floats took 12 scvtf,
+// 12 fmul and 12 fmla (and 12 more fmla for Q4_K's mins).
 #define GEMLET_SDOT3_MLA(S, SUM, ACC) "mla v" #ACC ".4s, v" #SUM ".4s, v" #S ".4s\n"
 #define GEMLET_SDOT3_APPLY_INT                                                                       \
   "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
