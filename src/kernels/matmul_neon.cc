@@ -88,8 +88,8 @@ void CopyHalves(const uint8_t* src, size_t stride, uint8_t* dst) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Activations. GEMV: per 32 values (Q4_0, Q8_0) or BlockQ8_K per 256 (the K types), as the row
-// kernels quantize them; GEMM: per 32 values for every type (Acts32).
+// Activations, per 32 values (Q4_0, Q5_0, Q8_0) or per 256 (the K types: BlockQ8_K), as the row
+// kernels quantize them; the GEMMs quantize each token as the GEMV does (Acts32, ActsK).
 
 // Quantizes n values (a multiple of 16) with 1/d = id into q; returns the sum of q, and the sum of
 // each 16 values into sums16 when given.
@@ -113,28 +113,34 @@ float AbsMax(const float* x, int n) {
   return vmaxvq_f32(m);
 }
 
-// One row into 32-value blocks; sum (nullable) gets d * sum(q) per group of 32 / groups values,
-// zero (nullable) -zero_point * sum(q) per block.
-void Quantize32(const float* x, int64_t n_blocks, int groups, int8_t* q, float* d, float* sum, int32_t* zero = nullptr,
-                int zero_point = 0) {
+// One row into 32-value blocks; zero (nullable) gets -zero_point * sum(q) per block.
+void Quantize32(const float* x, int64_t n_blocks, int8_t* q, float* d, int32_t* zero = nullptr, int zero_point = 0) {
   for (int64_t j = 0; j < n_blocks; ++j, x += 32, q += 32) {
     const float amax = AbsMax(x, 32);
     d[j] = ActScale(amax);
     int16_t s16[2];
     QuantizeSpan(x, 32, amax > 0 ? 127.0f / amax : 0.0f, q, s16);
     if (zero != nullptr) zero[j] = -zero_point * (s16[0] + s16[1]);
-    if (sum == nullptr) continue;
-    if (groups == 1) sum[j] = d[j] * static_cast<float>(s16[0] + s16[1]);
-    else for (int g = 0; g < 2; ++g) sum[2 * j + g] = d[j] * static_cast<float>(s16[g]);
   }
+}
+// 256 values as BlockQ8_K holds them: q, the sums of each 16 and (returned) d. One function for
+// the GEMV's blocks and the invariant GEMM's arrays, so both see the same activations.
+float QuantizeBlockK(const float* x, int8_t* q, int16_t* bsums) {
+  const float amax = AbsMax(x, kBlockK);
+  QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, q, bsums);
+  return ActScale(amax);
 }
 void QuantizeK(const float* x, int64_t n_blocks, BlockQ8_K* out) {
-  for (int64_t b = 0; b < n_blocks; ++b, x += kBlockK) {
-    const float amax = AbsMax(x, kBlockK);
-    out[b].d = ActScale(amax);
-    QuantizeSpan(x, kBlockK, amax > 0 ? 127.0f / amax : 0.0f, out[b].qs, out[b].bsums);
-  }
+  for (int64_t b = 0; b < n_blocks; ++b, x += kBlockK) out[b].d = QuantizeBlockK(x, out[b].qs, out[b].bsums);
 }
+
+// The K types' activations for the batch-invariant GEMM: BlockQ8_K's, with each token's values
+// contiguous (as Acts32's) for the panel tiles.
+struct ActsK {
+  const int8_t* q = nullptr;        // [token][n_in]
+  const float* d = nullptr;         // [token][super-block]
+  const int16_t* bsums = nullptr;   // [token][super-block][16]
+};
 
 // One token's activations for the GEMV.
 struct GemvAct {
@@ -145,8 +151,9 @@ struct GemvAct {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Per type: kBlockValues, kBlockBytes (one block of 16 rows packed), kGroups and kHasMin (the
-// panel's), Pack(16 rows) -> group, Dot(group, token) -> 16 sums, Fill(group, panel).
+// Per type: kBlockValues, kBlockBytes (one block of 16 rows packed), kGroups (scale groups per 32
+// values in the panel), kK (256-value super-blocks), Pack(16 rows) -> group, Dot(group, token) ->
+// 16 sums, Fill(group, panel); the K types' Finish(super-block) is their float part.
 
 // Adds 4 weight registers' sdot with activation lane L of x to acc (rows 4s.. in register s).
 template <int L>
@@ -156,7 +163,7 @@ inline __attribute__((always_inline)) void Dot4(int32x4_t acc[4], const int8x16_
 
 struct Q4_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 288, kGroups = 1;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
       const uint8_t* b = rows + j * sizeof(BlockQ4_0);
@@ -200,7 +207,7 @@ struct Q4_0 {
 
 struct Q5_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 352, kGroups = 1, kZeroPoint = 16;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static constexpr int kBits = 32, kQs = 96;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
@@ -272,7 +279,7 @@ struct Q5_0 {
 
 struct Q8_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = 544, kGroups = 1;
-  static constexpr bool kHasMin = false, kK = false;
+  static constexpr bool kK = false;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j, out += kBlockBytes) {
       const uint8_t* b = rows + j * sizeof(BlockQ8_0);
@@ -304,7 +311,7 @@ struct Q8_0 {
 
 struct Q4_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 2368, kGroups = 1;
-  static constexpr bool kHasMin = true, kK = true;
+  static constexpr bool kK = true;
   static constexpr int kScales = 64, kMins = 192, kQs = 320;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
@@ -346,25 +353,31 @@ struct Q4_K {
           scaled[s] = vmlaq_s32(scaled[s], hi[s], sc_hi.val[s]);
         }
       }
-      // The mins meet each 32-value slice's activation sum (two 16-value sums, pairwise).
-      const int16x8_t slice_sums = vpaddq_s16(vld1q_s16(xb.bsums), vld1q_s16(xb.bsums + 8));
-      int32x4_t mins[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
-      Unroll<8>([&](auto s) {
-        const uint8x16_t m8 = vld1q_u8(g + kMins + kRows * s);
-        const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m8)));
-        const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(m8));
-        mins[0] = vmlal_laneq_s16(mins[0], vget_low_s16(m_lo), slice_sums, s);
-        mins[1] = vmlal_high_laneq_s16(mins[1], m_lo, slice_sums, s);
-        mins[2] = vmlal_laneq_s16(mins[2], vget_low_s16(m_hi), slice_sums, s);
-        mins[3] = vmlal_high_laneq_s16(mins[3], m_hi, slice_sums, s);
-      });
-      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
-      for (int s = 0; s < 4; ++s) {
-        acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xb.d));
-        acc[s] = vfmsq_f32(acc[s], vcvtq_f32_s32(mins[s]), vmulq_n_f32(dmin.val[s], xb.d));
-      }
+      Finish(g, scaled, xb.bsums, xb.d, acc);
     }
     return {{acc[0], acc[1], acc[2], acc[3]}};
+  }
+  // A super-block's float part from its integer sums with the slices' scales applied (scaled), for
+  // the GEMV and the invariant GEMM both: a token's result must not depend on which ran it.
+  static inline __attribute__((always_inline)) void Finish(const uint8_t* g, const int32x4_t scaled[4],
+                                                           const int16_t* bsums, float xd, float32x4_t acc[4]) {
+    // The mins meet each 32-value slice's activation sum (two 16-value sums, pairwise).
+    const int16x8_t slice_sums = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    int32x4_t mins[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    Unroll<8>([&](auto s) {
+      const uint8x16_t m8 = vld1q_u8(g + kMins + kRows * s);
+      const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m8)));
+      const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_high_u8(m8));
+      mins[0] = vmlal_laneq_s16(mins[0], vget_low_s16(m_lo), slice_sums, s);
+      mins[1] = vmlal_high_laneq_s16(mins[1], m_lo, slice_sums, s);
+      mins[2] = vmlal_laneq_s16(mins[2], vget_low_s16(m_hi), slice_sums, s);
+      mins[3] = vmlal_high_laneq_s16(mins[3], m_hi, slice_sums, s);
+    });
+    const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
+    for (int s = 0; s < 4; ++s) {
+      acc[s] = vfmaq_f32(acc[s], vcvtq_f32_s32(scaled[s]), vmulq_n_f32(d.val[s], xd));
+      acc[s] = vfmsq_f32(acc[s], vcvtq_f32_s32(mins[s]), vmulq_n_f32(dmin.val[s], xd));
+    }
   }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
@@ -379,14 +392,7 @@ struct Q4_K {
           }
         }
       }
-      const float32x4x4_t d = Halves(g), dmin = Halves(g + 32);
-      for (int s = 0; s < 8; ++s) {
-        const int32x4x4_t sc = WidenU8(g + kScales + kRows * s), mn = WidenU8(g + kMins + kRows * s);
-        for (int k = 0; k < 4; ++k) {
-          vst1q_f32(p.scale + kRows * (8 * i + s) + 4 * k, vmulq_f32(d.val[k], vcvtq_f32_s32(sc.val[k])));
-          vst1q_f32(p.offset + kRows * (8 * i + s) + 4 * k, vnegq_f32(vmulq_f32(dmin.val[k], vcvtq_f32_s32(mn.val[k]))));
-        }
-      }
+      for (int s = 0; s < 8; ++s) vst1q_s32_x4(p.iscale + kRows * (8 * i + s), WidenU8(g + kScales + kRows * s));
     }
   }
 };
@@ -399,7 +405,7 @@ struct Q4_K {
 // packing. That needs no mask and no zero point.
 struct Q6_K {
   static constexpr int kBlockValues = 256, kBlockBytes = 3360, kGroups = 2;
-  static constexpr bool kHasMin = false, kK = true;
+  static constexpr bool kK = true;
   static constexpr int kSegmentBytes = 416;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
@@ -441,7 +447,6 @@ struct Q6_K {
     float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
     for (int64_t i = 0; i < n_blocks; ++i) {
       const BlockQ8_K& xb = a.k[i];
-      const float32x4x4_t d = Halves(g);
       const int8_t* seg = reinterpret_cast<const int8_t*>(g + 32);
       int32x4_t scaled[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
       for (int h = 0; h < 2; ++h) {
@@ -470,24 +475,34 @@ struct Q6_K {
           }
         }
       }
-      for (int s = 0; s < 4; ++s) acc[s] = vfmaq_f32(acc[s], vcvtq_n_f32_s32(scaled[s], 2), vmulq_n_f32(d.val[s], xb.d));
+      Finish<2>(g, scaled, xb.bsums, xb.d, acc);
       g += kBlockBytes;
     }
     return {{acc[0], acc[1], acc[2], acc[3]}};
   }
+  // A super-block's float part (as Q4_K's Finish), from its sums with the scales applied, in units
+  // of 2^-kFracBits (the GEMV's values are 4 (q - 32), the panel's q - 32: the same float either way).
+  template <int kFracBits = 0>
+  static inline __attribute__((always_inline)) void Finish(const uint8_t* g, const int32x4_t scaled[4], const int16_t*,
+                                                           float xd, float32x4_t acc[4]) {
+    const float32x4x4_t d = Halves(g);
+    for (int s = 0; s < 4; ++s) {
+      float32x4_t sum;
+      if constexpr (kFracBits == 0) sum = vcvtq_f32_s32(scaled[s]);
+      else sum = vcvtq_n_f32_s32(scaled[s], kFracBits);
+      acc[s] = vfmaq_f32(acc[s], sum, vmulq_n_f32(d.val[s], xd));
+    }
+  }
   static void Fill(const uint8_t* g, int64_t n_blocks, const Panel& p) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      const float32x4x4_t d = Halves(g);
-      float drow[kRows];
-      vst1q_f32_x4(drow, d);
       const uint8_t* seg = g + 32;
       for (int h = 0; h < 2; ++h) {
         for (int mh = 0; mh < 2; ++mh) {
           for (int sp = 0; sp < 2; ++sp, seg += kSegmentBytes) {
             for (int j = 0; j < 4; ++j) {
               // Group 8h + 2j + mh: 32-value block 8i + 4h + j, its scale group mh.
-              float* scale = p.scale + kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
-              for (int r = 0; r < 8; ++r) scale[r] = drow[8 * sp + r] * static_cast<float>(static_cast<int8_t>(seg[8 * j + r]));
+              int32_t* scale = p.iscale + kRows * (2 * (8 * i + 4 * h + j) + mh) + 8 * sp;
+              for (int r = 0; r < 8; ++r) scale[r] = static_cast<int8_t>(seg[8 * j + r]);
             }
             for (int mm = 0; mm < 4; ++mm) {
               const int8_t* step = reinterpret_cast<const int8_t*>(seg + 32 + 96 * mm);
@@ -573,7 +588,7 @@ void RunGemv(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t
       float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_blocks * nt));
       int32_t* zero = ZeroPointOf<T>() != 0 ? scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * nt)) : nullptr;
       for (int t = 0; t < nt; ++t) {
-        Quantize32(xt + t * w.n_in, n_blocks, 1, q + t * n_blocks * 32, d + t * n_blocks, nullptr,
+        Quantize32(xt + t * w.n_in, n_blocks, q + t * n_blocks * 32, d + t * n_blocks,
                    zero != nullptr ? zero + t * n_blocks : nullptr, ZeroPointOf<T>());
         acts[t].q = q + t * n_blocks * 32;
         acts[t].d = d + t * n_blocks;
@@ -620,9 +635,9 @@ inline __attribute__((always_inline)) void SdotSteps4x2(const int8_t*& w, int8x1
 // Tiles of 3 tokens, wholly in assembly with every value in a fixed register: sums v0-v11 and
 // accumulators v12-v23 (token t, rows 4s..: register 4t + s), activations v24-v26, the panel's
 // 4 registers v27-v30. Per scale group: the 3 tokens' 16 activation bytes, 4 steps of one 64-byte
-// panel load and 12 sdot into fresh sums, then acc += float(sum) * (row scale * token scale), and
-// for the types with a min acc += row offset * token sum: the operations and their order of the
-// intrinsics in DotPanelTile, so every output is bit for bit what the 1- and 2-token tiles give.
+// panel load and 12 sdot into fresh sums, then acc += float(sum) * (row scale * token scale): the
+// operations and their order of the intrinsics in DotPanelTile and of the GEMV, so every output is
+// bit for bit what the 1- and 2-token tiles and decode give.
 // Q4_0's block: ~164 instructions for 3 x 16 x 32 multiply-adds (9.4 per instruction; the 2-token
 // tile as GCC compiles its intrinsics: 7.0).
 constexpr int kDotTile3Tokens = 3;
@@ -646,12 +661,11 @@ constexpr int kDotTile3Tokens = 3;
 #define GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_STEPS
 #define GEMLET_SDOT3_SCALE(T, S, SUM, ACC)                                                           \
   "fmul v31.4s, v" #S ".4s, v" #T ".s[0]\n fmla v" #ACC ".4s, v" #SUM ".4s, v31.4s\n"
-// One group's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
-// them) times the tokens' (v24-v26), loaded from D_ADVANCE ("], #4" moves on to the next block,
-// "]" keeps it for the block's second group).
-#define GEMLET_SDOT3_APPLY(D_ADVANCE)                                                                \
+// One block's sums into the accumulators: the rows' scales (v27-v30; the panel is done with
+// them) times the tokens' (v24-v26).
+#define GEMLET_SDOT3_APPLY                                                                           \
   "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
-  "ldr s24, [%[d0]" D_ADVANCE "\n ldr s25, [%[d1]" D_ADVANCE "\n ldr s26, [%[d2]" D_ADVANCE "\n"   \
+  "ldr s24, [%[d0]], #4\n ldr s25, [%[d1]], #4\n ldr s26, [%[d2]], #4\n"                          \
   "scvtf v0.4s, v0.4s\n scvtf v1.4s, v1.4s\n scvtf v2.4s, v2.4s\n scvtf v3.4s, v3.4s\n"            \
   "scvtf v4.4s, v4.4s\n scvtf v5.4s, v5.4s\n scvtf v6.4s, v6.4s\n scvtf v7.4s, v7.4s\n"            \
   "scvtf v8.4s, v8.4s\n scvtf v9.4s, v9.4s\n scvtf v10.4s, v10.4s\n scvtf v11.4s, v11.4s\n"        \
@@ -661,15 +675,6 @@ constexpr int kDotTile3Tokens = 3;
   GEMLET_SDOT3_SCALE(25, 29, 6, 18) GEMLET_SDOT3_SCALE(25, 30, 7, 19)                             \
   GEMLET_SDOT3_SCALE(26, 27, 8, 20) GEMLET_SDOT3_SCALE(26, 28, 9, 21)                             \
   GEMLET_SDOT3_SCALE(26, 29, 10, 22) GEMLET_SDOT3_SCALE(26, 30, 11, 23)
-// The min's part: the rows' offsets (v0-v3: the sums are spent) times the tokens' sums (v4-v6).
-#define GEMLET_SDOT3_OFFSET(T, S, ACC) "fmla v" #ACC ".4s, v" #S ".4s, v" #T ".s[0]\n"
-#define GEMLET_SDOT3_APPLY_MIN                                                                       \
-  "ld1 {v0.4s-v3.4s}, [%[offset]], #64\n"                                                         \
-  "ldr s4, [%[s0]], #4\n ldr s5, [%[s1]], #4\n ldr s6, [%[s2]], #4\n"                              \
-  GEMLET_SDOT3_OFFSET(4, 0, 12) GEMLET_SDOT3_OFFSET(4, 1, 13) GEMLET_SDOT3_OFFSET(4, 2, 14)        \
-  GEMLET_SDOT3_OFFSET(4, 3, 15) GEMLET_SDOT3_OFFSET(5, 0, 16) GEMLET_SDOT3_OFFSET(5, 1, 17)        \
-  GEMLET_SDOT3_OFFSET(5, 2, 18) GEMLET_SDOT3_OFFSET(5, 3, 19) GEMLET_SDOT3_OFFSET(6, 0, 20)        \
-  GEMLET_SDOT3_OFFSET(6, 1, 21) GEMLET_SDOT3_OFFSET(6, 2, 22) GEMLET_SDOT3_OFFSET(6, 3, 23)
 #define GEMLET_SDOT3_TILE(BLOCK)                                                                     \
   asm volatile(                                                                                    \
       "movi v12.4s, #0\n movi v13.4s, #0\n movi v14.4s, #0\n movi v15.4s, #0\n"                    \
@@ -679,52 +684,84 @@ constexpr int kDotTile3Tokens = 3;
       "subs %[n], %[n], #1\n b.ne 1b\n"                                                            \
       "st1 {v12.4s-v15.4s}, [%[out]], #64\n st1 {v16.4s-v19.4s}, [%[out]], #64\n"                  \
       "st1 {v20.4s-v23.4s}, [%[out]]\n"                                                            \
-      : [w] "+r"(w), [scale] "+r"(scale), [offset] "+r"(offset), [x0] "+r"(x0), [x1] "+r"(x1),     \
-        [x2] "+r"(x2), [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [s0] "+r"(s0), [s1] "+r"(s1),  \
-        [s2] "+r"(s2), [n] "+r"(n), [out] "+r"(out)                                                \
+      : [w] "+r"(w), [scale] "+r"(scale), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2),             \
+        [d0] "+r"(d0), [d1] "+r"(d1), [d2] "+r"(d2), [n] "+r"(n), [out] "+r"(out)                   \
       :                                                                                            \
       : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",    \
         "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
         "v27", "v28", "v29", "v30", "v31", "cc", "memory")
-// Rows 0-15 of the panel x tokens t0..t0+2 -> out[3 tokens][16 rows]; n_blocks >= 1. G = 2 groups
-// per block (16 values each) have no min in the types that use them (Q6_K).
-template <int G, bool kMin>
+// Rows 0-15 of the panel x tokens t0..t0+2 -> out[3 tokens][16 rows]; n_blocks >= 1.
 void DotPanelTile3(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
-  static_assert(G == 1 || (G == 2 && !kMin));
   const int8_t* w = p.q;
   const float* scale = p.scale;
-  const float* offset = p.offset;
   const int8_t* x0 = a.q + t0 * n_blocks * 32;
   const int8_t* x1 = x0 + n_blocks * 32;
   const int8_t* x2 = x1 + n_blocks * 32;
   const float* d0 = a.d + t0 * n_blocks;
   const float* d1 = d0 + n_blocks;
   const float* d2 = d1 + n_blocks;
-  const float* s0 = kMin ? a.sum + t0 * n_blocks * G : nullptr;  // read only where there is a min
-  const float* s1 = kMin ? s0 + n_blocks * G : nullptr;
-  const float* s2 = kMin ? s1 + n_blocks * G : nullptr;
   int64_t n = n_blocks;
+  GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY);
+}
+
+// The K types' batch-invariant tile, the 3-token tile's integer part with the GEMV's arithmetic:
+// each group's fresh sums times the rows' integer scales (Panel::iscale, v27-v30 after the steps)
+// into integer accumulators v12-v23, which leave per 256-value super-block as they are, for
+// FinishTokens' float part. Per group 12 mla where scaling each group in floats took 12 scvtf,
+// 12 fmul and 12 fmla (and 12 more fmla for Q4_K's mins).
+#define GEMLET_SDOT3_MLA(S, SUM, ACC) "mla v" #ACC ".4s, v" #SUM ".4s, v" #S ".4s\n"
+#define GEMLET_SDOT3_APPLY_INT                                                                       \
+  "ld1 {v27.4s-v30.4s}, [%[scale]], #64\n"                                                        \
+  GEMLET_SDOT3_MLA(27, 0, 12) GEMLET_SDOT3_MLA(28, 1, 13) GEMLET_SDOT3_MLA(29, 2, 14)              \
+  GEMLET_SDOT3_MLA(30, 3, 15) GEMLET_SDOT3_MLA(27, 4, 16) GEMLET_SDOT3_MLA(28, 5, 17)              \
+  GEMLET_SDOT3_MLA(29, 6, 18) GEMLET_SDOT3_MLA(30, 7, 19) GEMLET_SDOT3_MLA(27, 8, 20)              \
+  GEMLET_SDOT3_MLA(28, 9, 21) GEMLET_SDOT3_MLA(29, 10, 22) GEMLET_SDOT3_MLA(30, 11, 23)
+#define GEMLET_SDOT3_SUPER_TILE(BLOCK)                                                               \
+  asm volatile(                                                                                    \
+      "1:\n movi v12.4s, #0\n movi v13.4s, #0\n movi v14.4s, #0\n movi v15.4s, #0\n"               \
+      "movi v16.4s, #0\n movi v17.4s, #0\n movi v18.4s, #0\n movi v19.4s, #0\n"                    \
+      "movi v20.4s, #0\n movi v21.4s, #0\n movi v22.4s, #0\n movi v23.4s, #0\n"                    \
+      "mov %[k], #8\n"                                                                             \
+      "2:\n" BLOCK                                                                                 \
+      "subs %[k], %[k], #1\n b.ne 2b\n"                                                            \
+      "st1 {v12.4s-v15.4s}, [%[out]], #64\n st1 {v16.4s-v19.4s}, [%[out]], #64\n"                  \
+      "st1 {v20.4s-v23.4s}, [%[out]], #64\n"                                                        \
+      "subs %[n], %[n], #1\n b.ne 1b\n"                                                            \
+      : [w] "+r"(w), [scale] "+r"(scale), [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [n] "+r"(n), \
+        [k] "=&r"(k), [out] "+r"(out)                                                              \
+      :                                                                                            \
+      : "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",    \
+        "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", \
+        "v27", "v28", "v29", "v30", "cc", "memory")
+// Rows 0-15 of the panel (iscale form) x the tokens at x[0..2] -> sums[super-block][3][16 rows];
+// n_super >= 1.
+template <int G>
+void DotPanelTileSuper3(const Panel& p, int64_t n_super, const int8_t* const x[3], int32_t* out) {
+  static_assert(G == 1 || G == 2);
+  const int8_t* w = p.q;
+  const int32_t* scale = p.iscale;
+  const int8_t *x0 = x[0], *x1 = x[1], *x2 = x[2];
+  int64_t n = n_super, k;
   if constexpr (G == 2) {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("]") GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY("], #4"));
-  } else if constexpr (kMin) {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4") GEMLET_SDOT3_APPLY_MIN);
+    GEMLET_SDOT3_SUPER_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY_INT GEMLET_SDOT3_HALF GEMLET_SDOT3_APPLY_INT);
   } else {
-    GEMLET_SDOT3_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY("], #4"));
+    GEMLET_SDOT3_SUPER_TILE(GEMLET_SDOT3_HALF GEMLET_SDOT3_HALF_MORE GEMLET_SDOT3_APPLY_INT);
   }
 }
+#undef GEMLET_SDOT3_MLA
+#undef GEMLET_SDOT3_APPLY_INT
+#undef GEMLET_SDOT3_SUPER_TILE
 #undef GEMLET_SDOT3_STEP
 #undef GEMLET_SDOT3_STEPS
 #undef GEMLET_SDOT3_HALF
 #undef GEMLET_SDOT3_HALF_MORE
 #undef GEMLET_SDOT3_SCALE
 #undef GEMLET_SDOT3_APPLY
-#undef GEMLET_SDOT3_OFFSET
-#undef GEMLET_SDOT3_APPLY_MIN
 #undef GEMLET_SDOT3_TILE
 
 // Rows 0-15 of the panel x tokens t0.. (NT of them) -> out[token][16 rows]: per 32-value block,
-// G groups of 8 / G steps, each group's integer sums scaled by the rows' scales and the token's.
-template <int G, bool kMin, int NT>
+// 8 steps, the integer sums scaled by the rows' scales and the token's.
+template <int NT>
 void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0, float* out) {
   static_assert(NT == 1 || NT == 2);
   float32x4_t acc[NT][4];
@@ -738,100 +775,167 @@ void DotPanelTile(const Panel& p, int64_t n_blocks, const Acts32& a, int64_t t0,
       x[t][0] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j);
       x[t][1] = Load(a.q + (t0 + t) * n_blocks * 32 + 32 * j + 16);
     }
-    Unroll<G>([&](auto g) {
-      int32x4_t sum[NT][4];
-      for (int t = 0; t < NT; ++t) {
-        for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
-      }
-      if constexpr (NT == 2) {
-        // Group g's steps: x register g * (8 / G) / 4 on; a 32-value group takes both registers.
-        for (int h = 0; h < 2 / G; ++h) SdotSteps4x2(w, x[0][2 * g / G + h], x[1][2 * g / G + h], sum[0], sum[1]);
-      } else {
-        Unroll<8 / G>([&](auto kk) {
-          constexpr int k = g * (8 / G) + kk;
-          const int8x16x4_t v = vld1q_s8_x4(w + 64 * kk);
-          Dot4<k % 4>(sum[0], v.val, x[0][k / 4]);
-        });
-        w += 64 * (8 / G);
-      }
-      const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * (G * j + g));
-      for (int t = 0; t < NT; ++t) {
-        const float dx = a.d[(t0 + t) * n_blocks + j];
-        for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_f32(acc[t][s], vcvtq_f32_s32(sum[t][s]), vmulq_n_f32(scale.val[s], dx));
-      }
-      if constexpr (kMin) {
-        const float32x4x4_t offset = vld1q_f32_x4(p.offset + kRows * (G * j + g));
-        for (int t = 0; t < NT; ++t) {
-          const float sx = a.sum[((t0 + t) * n_blocks + j) * G + g];
-          for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_n_f32(acc[t][s], offset.val[s], sx);
-        }
-      }
-    });
+    int32x4_t sum[NT][4];
+    for (int t = 0; t < NT; ++t) {
+      for (int s = 0; s < 4; ++s) sum[t][s] = vdupq_n_s32(0);
+    }
+    if constexpr (NT == 2) {
+      for (int h = 0; h < 2; ++h) SdotSteps4x2(w, x[0][h], x[1][h], sum[0], sum[1]);
+    } else {
+      Unroll<8>([&](auto k) {
+        const int8x16x4_t v = vld1q_s8_x4(w + 64 * k);
+        Dot4<k % 4>(sum[0], v.val, x[0][k / 4]);
+      });
+      w += 64 * 8;
+    }
+    const float32x4x4_t scale = vld1q_f32_x4(p.scale + kRows * j);
+    for (int t = 0; t < NT; ++t) {
+      const float dx = a.d[(t0 + t) * n_blocks + j];
+      for (int s = 0; s < 4; ++s) acc[t][s] = vfmaq_f32(acc[t][s], vcvtq_f32_s32(sum[t][s]), vmulq_n_f32(scale.val[s], dx));
+    }
   }
   for (int t = 0; t < NT; ++t) {
     for (int s = 0; s < 4; ++s) vst1q_f32(out + kRows * t + 4 * s, acc[t][s]);
   }
 }
 
-struct PanelBuffers {
-  Panel panel;
-  void Reserve(KernelScratch& scratch, int thread, int64_t n_blocks, int groups) {
-    const size_t n = static_cast<size_t>(n_blocks);
-    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, n * 512);
-    panel.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, n * groups * kRows);
-    panel.offset = scratch.Get<float>(thread, KernelScratch::kPanelOffset, n * groups * kRows);
-  }
-};
-
-// Every token's activations per 32 values, with per-group sums where the type has a min.
-template <class T>
+// Every token's activations per 32 values, as the 32-value types' GEMV quantizes them.
 Acts32 QuantizeForGemm(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
   const int64_t n_blocks = n_in / 32;
   KernelScratch& scratch = ctx.scratch();
   int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_blocks * 32));
   float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_blocks));
-  float* sum = scratch.Get<float>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_blocks * T::kGroups));
   ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      Quantize32(x + t * n_in, n_blocks, T::kGroups, q + t * n_blocks * 32, d + t * n_blocks,
-                 T::kHasMin ? sum + t * n_blocks * T::kGroups : nullptr);
-    }
+    for (size_t t = begin; t < end; ++t) Quantize32(x + t * n_in, n_blocks, q + t * n_blocks * 32, d + t * n_blocks);
   });
-  return {q, d, sum};
+  return {q, d};
 }
 
+// The 32-value types' prefill on sdot (Q4_0, Q5_0, Q8_0: one scale group per block, no min).
 template <class T>
 void GemmDot(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
-  const int64_t n_blocks = w.n_in / 32, n_type_blocks = w.n_in / T::kBlockValues;
-  const size_t group_bytes = static_cast<size_t>(n_type_blocks) * T::kBlockBytes;
+  static_assert(!T::kK && T::kGroups == 1);
+  const Acts32 acts = QuantizeForGemm(x, n_tokens, w.n_in, ctx);
+  const int64_t n_blocks = w.n_in / 32;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
   KernelScratch& scratch = ctx.scratch();
   ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
-    PanelBuffers buffers;
-    buffers.Reserve(scratch, thread, n_blocks, T::kGroups);
+    Panel panel;
+    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(n_blocks) * 512);
+    panel.scale = scratch.Get<float>(thread, KernelScratch::kPanelScale, static_cast<size_t>(n_blocks) * kRows);
     float out[kDotTile3Tokens * kRows];
-    for (size_t panel = begin; panel < end; ++panel) {
-      T::Fill(data + panel * group_bytes, n_type_blocks, buffers.panel);
+    for (size_t p = begin; p < end; ++p) {
+      T::Fill(data + p * group_bytes, n_blocks, panel);
       for (int64_t t0 = 0; t0 < n_tokens;) {
         const int64_t left = n_tokens - t0;
         int nt;
         if (left >= kDotTile3Tokens && n_blocks > 0) {
           nt = kDotTile3Tokens;
-          DotPanelTile3<T::kGroups, T::kHasMin>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile3(panel, n_blocks, acts, t0, out);
         } else if (left >= 2) {
           nt = 2;
-          DotPanelTile<T::kGroups, T::kHasMin, 2>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile<2>(panel, n_blocks, acts, t0, out);
         } else {
           nt = 1;
-          DotPanelTile<T::kGroups, T::kHasMin, 1>(buffers.panel, n_blocks, acts, t0, out);
+          DotPanelTile<1>(panel, n_blocks, acts, t0, out);
         }
-        for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + panel * kRows, out + kRows * t, sizeof(float) * kRows);
+        for (int t = 0; t < nt; ++t) std::memcpy(y + (t0 + t) * w.n_out + p * kRows, out + kRows * t, sizeof(float) * kRows);
         t0 += nt;
       }
     }
   });
 }
 static_assert(kDotTileTokens == 2 && kDotTile3Tokens == 3, "GemmDot's dispatch lists the tile sizes");
+
+// Every token's activations as the K types' GEMV quantizes them (QuantizeBlockK).
+ActsK QuantizeForGemmK(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
+  const int64_t n_super = n_in / kBlockK;
+  KernelScratch& scratch = ctx.scratch();
+  int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, static_cast<size_t>(n_tokens * n_in));
+  float* d = scratch.Get<float>(0, KernelScratch::kActD, static_cast<size_t>(n_tokens * n_super));
+  int16_t* bsums = scratch.Get<int16_t>(0, KernelScratch::kActSum, static_cast<size_t>(n_tokens * n_super * 16));
+  ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      for (int64_t i = 0; i < n_super; ++i) {
+        const size_t b = t * n_super + i;
+        d[b] = QuantizeBlockK(x + t * n_in + i * kBlockK, q + t * n_in + i * kBlockK, bsums + 16 * b);
+      }
+    }
+  });
+  return {q, d, bsums};
+}
+
+// What the invariant GEMM's finishing needs of a call (PanelSource::state on i8mm).
+struct SuperCall {
+  const uint8_t* data = nullptr;  // the packed matrix
+  size_t group_bytes = 0;
+  int64_t n_super = 0, n_out = 0;
+  ActsK acts;
+  float* y = nullptr;
+};
+
+// Tokens t0..t0+nt-1 of the 16 rows row0..: sums[super-block][tile][16 rows] through the type's
+// Finish in super-block order, each token's float operations those of its GEMV.
+template <class T>
+void FinishTokens(const SuperCall& c, int64_t row0, const int32_t* sums, int tile, int64_t t0, int nt) {
+  const uint8_t* group = c.data + static_cast<size_t>(row0 / kRows) * c.group_bytes;
+  for (int t = 0; t < nt; ++t) {
+    const int64_t token = t0 + t;
+    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < c.n_super; ++i) {
+      const int32_t* s = sums + (i * tile + t) * kRows;
+      const int32x4_t scaled[4] = {vld1q_s32(s), vld1q_s32(s + 4), vld1q_s32(s + 8), vld1q_s32(s + 12)};
+      const int64_t b = token * c.n_super + i;
+      T::Finish(group + i * T::kBlockBytes, scaled, c.acts.bsums + 16 * b, c.acts.d[b], acc);
+    }
+    vst1q_f32_x4(c.y + token * c.n_out + row0, float32x4x4_t{{acc[0], acc[1], acc[2], acc[3]}});
+  }
+}
+
+template <class T>
+void FinishPanel(const void* state, int64_t row0, const int32_t* sums, int64_t t0, int nt) {
+  FinishTokens<T>(*static_cast<const SuperCall*>(state), row0, sums, kSuperTileTokens, t0, nt);
+}
+
+template <class T>
+SuperCall MakeSuperCall(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                        KernelContext& ctx) {
+  SuperCall c;
+  c.data = data;
+  c.n_super = w.n_in / kBlockK;
+  c.group_bytes = static_cast<size_t>(c.n_super) * T::kBlockBytes;
+  c.n_out = w.n_out;
+  c.acts = QuantizeForGemmK(x, n_tokens, w.n_in, ctx);
+  c.y = y;
+  return c;
+}
+
+// The K types' prefill on sdot with their GEMV's float operations: integer sums scaled per group
+// in integers over each 256-value super-block, then per token the GEMV's Finish. Tiles of 3 tokens; at the batch's end the missing ones repeat the last token.
+template <class T>
+void GemmDotSuper(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                  KernelContext& ctx) {
+  const SuperCall c = MakeSuperCall<T>(w, data, x, n_tokens, y, ctx);
+  if (c.n_super == 0) return;
+  KernelScratch& scratch = ctx.scratch();
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(w.n_out / kRows), 1, [&](size_t begin, size_t end, int thread) {
+    const size_t n_groups = static_cast<size_t>(w.n_in / 32) * T::kGroups;
+    Panel panel;
+    panel.q = scratch.Get<int8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(w.n_in / 32) * 512);
+    panel.iscale = scratch.Get<int32_t>(thread, KernelScratch::kPanelScale, n_groups * kRows);
+    int32_t* sums = scratch.Get<int32_t>(thread, KernelScratch::kPanelOffset, static_cast<size_t>(c.n_super) * kDotTile3Tokens * kRows);
+    for (size_t p = begin; p < end; ++p) {
+      T::Fill(data + p * c.group_bytes, c.n_super, panel);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kDotTile3Tokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kDotTile3Tokens, n_tokens - t0));
+        const int8_t* xs[kDotTile3Tokens];
+        for (int t = 0; t < kDotTile3Tokens; ++t) xs[t] = c.acts.q + (t0 + std::min(t, nt - 1)) * w.n_in;
+        DotPanelTileSuper3<T::kGroups>(panel, c.n_super, xs, sums);
+        FinishTokens<T>(c, static_cast<int64_t>(p) * kRows, sums, kDotTile3Tokens, t0, nt);
+      }
+    }
+  });
+}
 
 template <class T>
 void FillPanel(const void* state, int64_t row0, const Panel& panel) {
@@ -841,12 +945,30 @@ void FillPanel(const void* state, int64_t row0, const Panel& panel) {
           n_type_blocks, panel);
 }
 
+// GemmDot's arithmetic on smmla.
 template <class T>
 void GemmSmmla(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  const Acts32 acts = QuantizeForGemm<T>(x, n_tokens, w.n_in, ctx);
+  static_assert(!T::kK && T::kGroups == 1);
+  const Acts32 acts = QuantizeForGemm(x, n_tokens, w.n_in, ctx);
   const std::pair<const WeightMatrix*, const uint8_t*> state{&w, data};
-  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, T::kHasMin, &state, &FillPanel<T>};
+  PanelSource source{w.n_in / 32, w.n_out, 1, &state, &FillPanel<T>};
   GemmI8mm(source, acts, n_tokens, y, ctx);
+}
+
+template <class T>
+void FillPanelSuper(const void* state, int64_t row0, const Panel& panel) {
+  const auto* c = static_cast<const SuperCall*>(state);
+  T::Fill(c->data + static_cast<size_t>(row0 / kRows) * c->group_bytes, c->n_super, panel);
+}
+
+// GemmDotSuper's arithmetic on smmla.
+template <class T>
+void GemmSmmlaSuper(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+                    KernelContext& ctx) {
+  const SuperCall c = MakeSuperCall<T>(w, data, x, n_tokens, y, ctx);
+  if (c.n_super == 0) return;
+  PanelSource source{w.n_in / 32, w.n_out, T::kGroups, &c, &FillPanelSuper<T>, &FinishPanel<T>};
+  GemmI8mm(source, Acts32{c.acts.q, nullptr}, n_tokens, y, ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -863,6 +985,18 @@ const KernelTable& NeonTable() {
   return *neon;
 }
 
+// Every GEMM does its GEMV's float operations in their order on the same activations, so a token's
+// result does not depend on the tokens beside it (KernelOptions::batch_invariant holds here either
+// way). The K types' earlier GEMM quantized activations per 32 values and scaled each group in
+// floats; per 256 with the groups' scales in integers (GemmDotSuper) counts no more instructions.
+template <class T, bool kI8mm>
+void RunGemm(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if constexpr (T::kK && kI8mm) GemmSmmlaSuper<T>(w, data, x, n_tokens, y, ctx);
+  else if constexpr (T::kK) GemmDotSuper<T>(w, data, x, n_tokens, y, ctx);
+  else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
+  else GemmDot<T>(w, data, x, n_tokens, y, ctx);
+}
+
 template <bool kI8mm>
 void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
@@ -874,8 +1008,7 @@ void MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
       if (data == nullptr) return;
       done = true;
       if (n_tokens <= kMaxGemvTokens || !ctx.options().vnni_gemm) RunGemv<T>(w, data, x, n_tokens, y, ctx);
-      else if constexpr (kI8mm) GemmSmmla<T>(w, data, x, n_tokens, y, ctx);
-      else GemmDot<T>(w, data, x, n_tokens, y, ctx);
+      else RunGemm<T, kI8mm>(w, data, x, n_tokens, y, ctx);
     });
   }
   if (!done) NeonTable().matmul(w, x, n_tokens, y, ctx);  // rows as stored: the NEON row kernels
