@@ -289,6 +289,14 @@ void RopeRows(KernelContext& ctx, float* x, int n, int n_heads, int head_dim, co
   });
 }
 
+// KvCache::RoundRows over the pool.
+void RoundRows(KernelContext& ctx, const KvCache& cache, int layer, float* k, float* v, int n) {
+  if (cache.type() == DType::kF32) return;
+  const KvLayerSpec& s = cache.spec(layer);
+  const size_t kw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_k, vw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_v;
+  ForRows(ctx, n, [&](int begin, int end) { cache.RoundRows(layer, k + begin * kw, v + begin * vw, end - begin); });
+}
+
 void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, int64_t pos0) {
   const KvLayerSpec& s = cache.spec(layer);
   const size_t kw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_k, vw = static_cast<size_t>(s.n_kv_heads) * s.head_dim_v;
@@ -314,7 +322,7 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
     float* v = ws.v.data() + seq.row0 * v_width;
     RopeRows(ctx, q, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
     RopeRows(ctx, k, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
-    seq.cache->RoundRows(i, k, v, seq.n);  // attended as the cache will hold them
+    RoundRows(ctx, *seq.cache, i, k, v, seq.n);  // attended as the cache will hold them
     const AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
                        c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
     if (ws.rows_as_decode) {
@@ -435,7 +443,7 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     for (const SequenceRows& seq : step.seqs) {
       RopeRows(ctx, ws.k.data() + seq.row0 * k_width, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
       // Attended (and held for the sharers) as the cache will hold them.
-      seq.cache->RoundRows(i, ws.k.data() + seq.row0 * k_width, ws.v.data() + seq.row0 * v_width, seq.n);
+      RoundRows(ctx, *seq.cache, i, ws.k.data() + seq.row0 * k_width, ws.v.data() + seq.row0 * v_width, seq.n);
     }
   }
   // A layer whose K/V later layers share keeps them until the end of the step (CommitHeldKv).

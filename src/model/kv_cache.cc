@@ -358,6 +358,11 @@ void KvCache::RoundRows(int layer, float* k, float* v, int n) const {
   const KvLayerSpec& spec = layers_[layer].spec;
   const int64_t kn = static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_k;
   const int64_t vn = static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_v;
+  if (type_ == DType::kF16) {  // in place: a prompt's rows on every layer, so no buffer
+    for (int64_t i = 0; i < n * kn; ++i) k[i] = F16ToF32(F32ToF16(k[i]));
+    for (int64_t i = 0; i < n * vn; ++i) v[i] = F16ToF32(F32ToF16(v[i]));
+    return;
+  }
   std::vector<uint8_t> row(std::max(RowBytes(type_, kn), RowBytes(type_, vn)));
   for (int t = 0; t < n; ++t) {
     FloatToRow(type_, k + t * kn, kn, row.data());
