@@ -10,8 +10,10 @@
 //
 //   Q4_0 block (288 B = 16 x 18): d[16] (f16), then 4 vectors; vector m, lane r = bytes 4m..4m+3 of
 //        row r's qs (low nibbles: values 4m..4m+3, high nibbles: values 16+4m..16+4m+3).
+//   Q4_1 block (320 B = 16 x 20): d[16], m[16] (f16), then Q4_0's 4 vectors.
 //   Q5_0 block (352 B = 16 x 22): d[16], then per vector m of Q4_0's layout two 64-bit masks (bit
 //        4r+b: the fifth bit of row r's value 4m+b, then of value 16+4m+b), then the 4 vectors.
+//   Q5_1 block (384 B = 16 x 24): d[16], m[16], then Q5_0's masks and vectors.
 //   Q8_0 block (544 B = 16 x 34): d[16], then 8 vectors of q + 128 (unsigned); vector k holds values
 //        4k..4k+3.
 //   Q4_K super-block (2368 B = 16 x 148; the file's 144 with the 6-bit scales and mins unpacked to
@@ -95,12 +97,15 @@ struct Packed32 {
       Type::PackBlock(rows + j * sizeof(typename Type::Block), row_bytes, out);
     }
   }
+  // The panel GEMM's operations per token (vnni::PanelTile), in its order: the block's scaled sum,
+  // then for the types with a min (Q4_1, Q5_1: m[16] after d[16]) m times the activations' sum.
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += Type::kBlockBytes) {
       if (ahead) Prefetch(g + ahead, Type::kBlockBytes);
       const __m512i sum = Type::BlockSum(g, a.q + 32 * j, _mm512_set1_epi32(a.zero[j]));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(Halves(g), _mm512_set1_ps(a.d[j])), acc);
+      if constexpr (Type::kHasMin) acc = _mm512_fmadd_ps(Halves(g + 32), _mm512_set1_ps(a.sum[j]), acc);
     }
     return acc;
   }
@@ -108,21 +113,19 @@ struct Packed32 {
     for (int64_t j = 0; j < n_blocks; ++j, g += Type::kBlockBytes) {
       Type::FillBlock(g, p.q + 512 * j);
       _mm512_storeu_ps(p.scale + kRows * j, Halves(g));
+      if constexpr (Type::kHasMin) _mm512_storeu_ps(p.offset + kRows * j, Halves(g + 32));
     }
   }
 };
 
-struct Q4_0 : Packed32<Q4_0> {
-  using Block = BlockQ4_0;
-  static constexpr int kBlockBytes = 288, kZeroPoint = 8;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
-  }
+// A block of 32 4-bit values, 4 vectors from byte kQs of the packed block on (Q4_0's layout).
+template <int kQs>
+struct Nibbles {
   static HWY_INLINE __m512i BlockSum(const uint8_t* g, const int8_t* x, __m512i zero) {
     const __m512i low = Splat(0x0F), high = Splat(0xF0);
     __m512i lo = zero, hi = _mm512_setzero_si512();  // hi: 16 x the high nibbles
     for (int m = 0; m < 4; ++m) {
-      const __m512i v = Load(g + 32 + 64 * m);
+      const __m512i v = Load(g + kQs + 64 * m);
       lo = vnni::DpbusdBroadcast(lo, _mm512_and_si512(v, low), x + 4 * m);
       hi = vnni::DpbusdBroadcast(hi, _mm512_and_si512(v, high), x + 16 + 4 * m);
     }
@@ -131,22 +134,20 @@ struct Q4_0 : Packed32<Q4_0> {
   static void FillBlock(const uint8_t* g, uint8_t* q) {
     const __m512i low = Splat(0x0F);
     for (int m = 0; m < 4; ++m) {
-      const __m512i v = Load(g + 32 + 64 * m);
+      const __m512i v = Load(g + kQs + 64 * m);
       _mm512_storeu_si512(q + 64 * m, _mm512_and_si512(v, low));
       _mm512_storeu_si512(q + 64 * (m + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
     }
   }
 };
 
-struct Q5_0 : Packed32<Q5_0> {
-  using Block = BlockQ5_0;
-  static constexpr int kBlockBytes = 352, kZeroPoint = 16;
-  static constexpr int kMasks = 32, kQs = 96;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + kQs);
+// A block of 32 5-bit values: Q5_0's layout, its masks at byte kMasks and vectors at kQs.
+template <int kMasks, int kQs, class Block>
+struct FiveBits {
+  static void PackBits(const uint8_t* b, size_t row_bytes, uint8_t* out) {
     uint64_t masks[8] = {};
     for (int r = 0; r < kRows; ++r) {
-      const BlockQ5_0& blk = *reinterpret_cast<const BlockQ5_0*>(b + row_bytes * r);
+      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
       uint32_t qh;
       std::memcpy(&qh, blk.qh, 4);
       for (int m = 0; m < 4; ++m) {
@@ -185,6 +186,51 @@ struct Q5_0 : Packed32<Q5_0> {
       _mm512_storeu_si512(q + 64 * m, lo);
       _mm512_storeu_si512(q + 64 * (m + 4), hi);
     }
+  }
+};
+
+// The 16 rows' f16 mins (the second half of each block, after d) to out + 32.
+HWY_INLINE void PackMins(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  for (int r = 0; r < kRows; ++r) std::memcpy(out + 32 + 2 * r, b + row_bytes * r + 2, 2);
+}
+
+struct Q4_0 : Packed32<Q4_0>, Nibbles<32> {
+  using Block = BlockQ4_0;
+  static constexpr int kBlockBytes = 288, kZeroPoint = 8;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
+  }
+};
+
+// Q4_0's layout after d[16] and m[16]: w = d * q + m.
+struct Q4_1 : Packed32<Q4_1>, Nibbles<64> {
+  using Block = BlockQ4_1;
+  static constexpr int kBlockBytes = 320, kZeroPoint = 0;
+  static constexpr bool kHasMin = true;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ4_1, qs), 4, out, out + 64);
+    PackMins(b, row_bytes, out);
+  }
+};
+
+struct Q5_0 : Packed32<Q5_0>, FiveBits<32, 96, BlockQ5_0> {
+  using Block = BlockQ5_0;
+  static constexpr int kBlockBytes = 352, kZeroPoint = 16;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + 96);
+    PackBits(b, row_bytes, out);
+  }
+};
+
+// Q5_0's layout after d[16] and m[16]: w = d * q + m.
+struct Q5_1 : Packed32<Q5_1>, FiveBits<64, 128, BlockQ5_1> {
+  using Block = BlockQ5_1;
+  static constexpr int kBlockBytes = 384, kZeroPoint = 0;
+  static constexpr bool kHasMin = true;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    PackBlock32(b, row_bytes, offsetof(BlockQ5_1, qs), 4, out, out + 128);
+    PackMins(b, row_bytes, out);
+    PackBits(b, row_bytes, out);
   }
 };
 
