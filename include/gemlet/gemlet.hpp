@@ -236,10 +236,9 @@ class GEMLET_CXX_API Session {
 // Generates for several sessions at once, for servers: each Step() gives every running request its
 // next token, or the next chunk of its prompt, in one forward over all of them, so the weights are
 // read once per step for every request (on a CPU, that is where a server's throughput comes from).
-// Each request behaves as Session::Complete would on its own session. Decode steps of up to 8
-// requests give each one the same bits as decoding alone; a step that mixes prompt chunks with
-// decoding, like prompts evaluated in other chunks, rounds slightly differently (a sampled answer
-// may then part from Complete's; the same requests batched the same way repeat exactly).
+// Each request behaves as Session::Complete would on its own session, bit for bit, whatever shares
+// its steps (KernelOptions::batch_invariant, the default: docs/determinism.md); a seeded sampled
+// answer too.
 // One thread submits and steps (a server's scheduler); Cancel may come from any thread.
 class GEMLET_CXX_API BatchDecoder {
  public:

@@ -31,7 +31,8 @@ struct BatchDecoder::Impl {
     runtime::Session* rt = nullptr;
     std::vector<int32_t> prompt;  // what the cache did not hold: evaluated in chunks
     size_t evaluated = 0;         // of prompt
-    int cached = 0;               // prompt tokens reused from the cache
+    int kept = 0;                 // prompt tokens the cache held (before `prompt`)
+    int cached = 0;               // ... of which reused as they were (not evaluated again for the rings)
     StreamCallback on_text;
     GenerateOptions options;
     runtime::GenerationControls controls;
@@ -61,7 +62,7 @@ struct BatchDecoder::Impl {
 
   // The reply with the request's share of the stats: the prefix reused from the cache, the session's.
   Finished Reply(Request& r, gemlet::Reply reply) {
-    reply.stats.prompt_tokens += r.cached;
+    reply.stats.prompt_tokens += r.kept;
     reply.stats.cached_tokens = r.cached;
     runtime::AddSessionStats(*r.rt, &reply.stats);
     return Finish(r, std::move(reply));
@@ -124,8 +125,10 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   Session::Impl& s = session.impl();
   r->rt = s.session.get();
   s.BeginCall();
-  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*r->rt, prompt));
-  r->cached = static_cast<int>(common);
+  size_t replayed = 0;
+  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*r->rt, prompt, &replayed));
+  r->kept = static_cast<int>(common);
+  r->cached = static_cast<int>(common - replayed);
   r->prompt.assign(prompt.begin() + static_cast<ptrdiff_t>(common), prompt.end());
   r->on_text = std::move(on_text);
   r->options = options;

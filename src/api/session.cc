@@ -128,10 +128,11 @@ Result<Reply> Session::Complete(std::span<const int32_t> prompt, const GenerateO
   RETURN_IF_ERROR(CheckGenerateOptions(options));
   if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
   impl_->BeginCall();
-  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*impl_->session, prompt));
+  size_t replayed = 0;
+  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*impl_->session, prompt, &replayed));
   ASSIGN_OR_RETURN(Reply reply, Generate(prompt.subspan(common), options, on_text));
   reply.stats.prompt_tokens += static_cast<int>(common);
-  reply.stats.cached_tokens = static_cast<int>(common);
+  reply.stats.cached_tokens = static_cast<int>(common - replayed);
   return reply;
 }
 

@@ -173,7 +173,8 @@ Result<Generation> ChatSession::Send(const std::string& user_text, const Generat
   }
   // Reuse the longest prefix the cache already holds.
   const int64_t before = session_->tokens_evaluated();
-  Result<size_t> kept = KeepCachedPrefix(*session_, want);
+  size_t replayed = 0;
+  Result<size_t> kept = KeepCachedPrefix(*session_, want, &replayed);
   if (!kept.ok()) {
     messages_.pop_back();
     return kept.status();
@@ -188,7 +189,7 @@ Result<Generation> ChatSession::Send(const std::string& user_text, const Generat
   // The turn's stats: the reply's, with the reused prefix and what making room did.
   GenerationStats& st = result.value().reply.stats;
   st.prompt_tokens += static_cast<int>(common);
-  st.cached_tokens = static_cast<int>(common);
+  st.cached_tokens = static_cast<int>(common - replayed);
   st.dropped_messages = last_turn_.dropped_messages;
   st.dropped_tokens = last_turn_.dropped_tokens;
   st.reevaluated_tokens = last_turn_.reevaluated_tokens;

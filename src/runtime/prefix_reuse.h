@@ -13,7 +13,9 @@ namespace gemlet::runtime {
 
 // Keeps the longest prefix of `prompt` the cache holds, less the prompt's last token (its logits
 // pick the first answer token, so it is always evaluated), and forgets the rest of the cache.
-// Returns how many tokens were kept.
-Result<size_t> KeepCachedPrefix(Session& session, std::span<const int32_t> prompt);
+// Returns how many tokens were kept. Forgetting more than the rings' spare room refills the
+// sliding-window rings by evaluating the kept tokens again (Session::Truncate): `replayed` (when
+// given) gets how many were, so that a reply does not count them as reused from the cache.
+Result<size_t> KeepCachedPrefix(Session& session, std::span<const int32_t> prompt, size_t* replayed = nullptr);
 
 }  // namespace gemlet::runtime

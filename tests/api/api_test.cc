@@ -533,6 +533,9 @@ TEST(ApiSession, CompleteReusesTheLongestCachedPrefix) {
   ASSERT_GT(shared, 150u);
   SessionOptions so;
   so.n_ctx = 1024;
+  // Going back past the first answer and the end of the first question: the sliding-window rings
+  // need that much spare room to keep the shared document (else it is evaluated again, below).
+  so.rollback_tokens = 64;
   auto s = Session::Create(engine, so), fresh = Session::Create(engine, so);
   ASSERT_TRUE(s.ok() && fresh.ok());
   auto r1 = (*s)->Complete(p1, Greedy(16));
@@ -551,6 +554,17 @@ TEST(ApiSession, CompleteReusesTheLongestCachedPrefix) {
   EXPECT_EQ(again->stats.cached_tokens, static_cast<int>(p2.size()) - 1);
   EXPECT_EQ(again->text, want->text);
   EXPECT_EQ((*s)->Complete(std::vector<int32_t>{}, Greedy(4)).status().code(), StatusCode::kInvalidArgument);
+
+  // With the default 16 tokens of spare room the rings cannot keep the document: it is evaluated
+  // again to refill them, the same answer comes, and nothing is reported as cached.
+  auto tight = Session::Create(engine, SessionOptions{.n_ctx = 1024});
+  ASSERT_TRUE(tight.ok());
+  ASSERT_TRUE((*tight)->Complete(p1, Greedy(16)).ok());
+  auto replayed = (*tight)->Complete(p2, Greedy(16));
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(replayed->stats.cached_tokens, 0);
+  EXPECT_EQ(replayed->stats.prompt_tokens, static_cast<int>(p2.size()));
+  EXPECT_EQ(replayed->text, want->text);
 }
 
 TEST(ApiSession, TruncateAfterTheRingsWrappedMatchesAFreshRun) {

@@ -221,7 +221,9 @@ void ExpectSameAnswerEverywhere(const Request& req, const Request& sibling, cons
   TestServer b(OneSlotServer());
   ExpectSame(cold, Ask(b.server->port(), req), "one slot, 256-token chunks, one thread, cold");
   const Answer replayed = Ask(b.server->port(), req);
-  EXPECT_EQ(replayed.cached_tokens, cold.prompt_tokens - 1);
+  // The answer went past the rings' spare room: the kept prefix was evaluated again to refill the
+  // sliding-window rings, and so is not reported as cached.
+  EXPECT_EQ(replayed.cached_tokens, 0);
   ExpectSame(cold, replayed, "one slot, prefix cached (replayed)");
 }
 
