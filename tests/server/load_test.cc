@@ -2,8 +2,10 @@
 // in-process server; a quarter of them hang up mid-answer, and one in eight is malformed (not JSON,
 // nested too deep, a wrong type, an unknown route, a body announced too large). Every request that
 // stays gets a whole, valid answer (the queue holds every client: no 503), every malformed one its
-// 4xx in OpenAI's shape, the server ends idle with every slot free, and its memory stays bounded. GEMLET_LOAD_REQUESTS sets the number of requests (200 by default; the 1,000-request
-// run of bench/RESULTS.md sets it), GEMLET_LOAD_CLIENTS the clients (64).
+// 4xx in OpenAI's shape, the server ends idle with every slot free, and its memory stays bounded;
+// the answers are those the same requests get alone (GEMLET_LOAD_CHECKED of them, 40 by default).
+// GEMLET_LOAD_REQUESTS sets the number of requests (200 by default; the 1,000-request run of
+// bench/RESULTS.md sets it), GEMLET_LOAD_CLIENTS the clients (64).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -16,6 +18,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gemlet/gemlet.hpp"
@@ -36,6 +39,9 @@ struct Tally {
   int ok = 0, busy = 0, hung_up = 0, refused = 0, bad = 0;
   std::vector<std::string> problems;
   std::vector<double> latencies;  // of whole answers, seconds
+  // Each whole answer's text by its request (the body without "stream"): checked afterwards against
+  // the same request sent alone (seeded sampling repeats whatever the load: docs/determinism.md).
+  std::vector<std::pair<std::string, std::string>> answers;
   void Problem(const std::string& p) {
     std::lock_guard<std::mutex> lock(mutex);
     ++bad;
@@ -73,6 +79,26 @@ void OneMalformedRequest(int port, std::mt19937& rng, Tally& tally) {
   }
   std::lock_guard<std::mutex> lock(tally.mutex);
   ++tally.refused;
+}
+
+// The answer's text: a completion's, or a stream's deltas put together ("" when unreadable).
+std::string AnswerText(const std::string& received, bool chat, bool stream) {
+  auto text_of = [&](const json& choice) -> std::string {
+    const json& part = chat ? (stream ? choice["delta"] : choice["message"]) : choice;
+    const char* field = chat ? "content" : "text";
+    return part.contains(field) && part[field].is_string() ? part[field].get<std::string>() : std::string();
+  };
+  if (!stream) {
+    json j = json::parse(received, nullptr, false);
+    return j.is_discarded() ? std::string() : text_of(j["choices"][0]);
+  }
+  std::string text;
+  for (size_t at = received.find("data: "); at != std::string::npos; at = received.find("data: ", at + 6)) {
+    const size_t end = received.find('\n', at);
+    json j = json::parse(received.substr(at + 6, end - at - 6), nullptr, false);
+    if (!j.is_discarded() && j.contains("choices") && !j["choices"].empty()) text += text_of(j["choices"][0]);
+  }
+  return text;
 }
 
 // One request: returns after the answer, a 503, or hanging up on purpose.
@@ -132,9 +158,28 @@ void OneRequest(int port, std::mt19937& rng, Tally& tally) {
     if (j.is_discarded() || !j.contains("choices")) return tally.Problem("not a completion: " + received);
     if (j["usage"]["completion_tokens"].get<int>() > max_tokens) return tally.Problem("too many tokens: " + received);
   }
+  json key = body;
+  key.erase("stream");
   std::lock_guard<std::mutex> lock(tally.mutex);
   ++tally.ok;
   tally.latencies.push_back(seconds);
+  tally.answers.emplace_back((chat ? "chat " : "text ") + key.dump(), AnswerText(received, chat, stream));
+}
+
+// Up to `limit` of the answers given under load against the same requests sent alone, one at a time.
+void ExpectAnswersAsAlone(int port, const Tally& tally, size_t limit) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  size_t checked = 0, with_text = 0;
+  for (size_t i = 0; i < tally.answers.size() && i < limit; ++i, ++checked) {
+    const auto& [key, text] = tally.answers[i];
+    with_text += !text.empty();
+    const bool chat = key.rfind("chat ", 0) == 0;
+    auto r = c.Post(chat ? "/v1/chat/completions" : "/v1/completions", key.substr(5), "application/json");
+    ASSERT_TRUE(r && r->status == 200) << key;
+    EXPECT_EQ(AnswerText(r->body, chat, false), text) << "under load vs alone: " << key;
+  }
+  EXPECT_GT(with_text, checked / 2) << "the answers' texts were not read (streams and completions alike)";
 }
 
 TEST(ServerLoad, ManyClientsSomeHangingUp) {
@@ -212,6 +257,9 @@ TEST(ServerLoad, ManyClientsSomeHangingUp) {
                      "application/json");
   ASSERT_TRUE(last);
   EXPECT_EQ(last->status, 200) << last->body;
+  // Every answer was the one its request gets alone (a sample: each costs a request).
+  ASSERT_GT(tally.answers.size(), 10u);
+  ExpectAnswersAsAlone(port, tally, static_cast<size_t>(EnvInt("GEMLET_LOAD_CHECKED", 40)));
 
   // Bounded: the slots' caches and workspaces were all made before the load; what it may add is
   // the HTTP threads' stacks and buffers and the allocator's slack, not a per-request leak.
