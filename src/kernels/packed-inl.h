@@ -18,6 +18,9 @@
 //        bytes): d[16], dmin[16], scale[8 slices][16], min[4 slice pairs][16][2], then 4 chunks of 8
 //        vectors; chunk c vector m, lane r = bytes 32c+4m..32c+4m+3 of row r's qs (low nibbles:
 //        slice 2c, high nibbles: slice 2c+1, values 4m..4m+3 of the slice).
+//   Q5_K super-block (2880 B = 16 x 180): Q4_K's 320 header bytes, then per chunk c and vector m of
+//        Q4_K's layout two 64-bit masks (bit 4r+b: the fifth bit of row r's value 4m+b of slice 2c,
+//        then of slice 2c+1), then Q4_K's 4 chunks of 8 vectors.
 //   Q6_K super-block (3360 B = 16 x 210): d[16], scale[16 groups][16] (int8), then per half h of
 //        128 values 8 triples of vectors, triple m: bytes 4m..4m+3 of ql 64h..64h+31, of ql
 //        64h+32..64h+63 and of qh 32h..32h+31. (Triples, not three planes of 8 vectors: the
@@ -226,90 +229,57 @@ struct ActK {
   const int32_t* pair_sums = nullptr;  // [super-block][4]: two int16 slice sums (Q4_K's mins)
 };
 
-struct Q4_K {
-  static constexpr int kBlockValues = 256, kBlockBytes = 2368;
+// Q4_K and Q5_K: the same super-block header (d, dmin, the 6-bit scales and mins unpacked to
+// bytes), the same float operations per super-block, and the same GEMM panel and tile; they differ
+// in how their values are stored and decoded (Pack, Dot, Fill).
+struct ScaleMinK {
+  static constexpr int kBlockValues = 256;
   static constexpr int kZeroPoint = 0, kGroups = 1;
   static constexpr bool kHasMin = true, kSuperBlockActs = true;  // the GEMM's activations per 256 values
-  static constexpr int kScales = 64, kMins = 192, kQs = 320;
+  static constexpr int kScales = 64, kMins = 192, kHeaderBytes = 320;
   using Act = ActK;
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ4_K& blk = *reinterpret_cast<const BlockQ4_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
-        uint8_t sm[16];
-        qd::UnpackScaleMinK4All(blk.scales, sm);
-        for (int s = 0; s < 8; ++s) {
-          out[kScales + kRows * s + r] = sm[s];
-          out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
-        }
-      }
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
-        }
+  // The header of one packed super-block from 16 rows' blocks at b.
+  template <class Block>
+  static void PackHeader(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    for (int r = 0; r < kRows; ++r) {
+      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
+      std::memcpy(out + 2 * r, &blk.d, 2);
+      std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
+      uint8_t sm[16];
+      qd::UnpackScaleMinK4All(blk.scales, sm);
+      for (int s = 0; s < 8; ++s) {
+        out[kScales + kRows * s + r] = sm[s];
+        out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
       }
     }
   }
-  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
-    __m512 acc = _mm512_setzero_ps();
-    const __m512i low = Splat(0x0F), high = Splat(0xF0);
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kQs);
-      const int8_t* x = a.blocks[i].qs;
-      __m512 scaled = _mm512_setzero_ps();
-      for (int c = 0; c < 4; ++c) {
-        // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
-        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        const uint8_t* q = g + kQs + 512 * c;
-        for (int m = 0; m < 8; ++m) {
-          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * m + ahead), _MM_HINT_T0);
-          const __m512i v = Load(q + 64 * m);
-          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
-          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
-        }
-        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
-        scaled = FoldSlice(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), g + kScales + 32 * c + 16, scaled);
-      }
-      __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        const __m512i m16 = _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * p));
-        mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
-      }
-      const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
-      acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), dx), acc);
-      acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
+  // Super-block i's end in Dot: `scaled` (its slices' sums folded with their scales) meets d * d_x,
+  // and the mins (integers: vpdpwssd against the pair sums) meet dmin * d_x.
+  static HWY_INLINE __m512 Finish(const uint8_t* g, __m512 scaled, const Act& a, int64_t i, __m512 acc) {
+    __m512i mins = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i m16 = _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * p));
+      mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
     }
-    return acc;
+    const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
+    acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), dx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
   }
-  // The GEMM's panel (kSuperBlockScales): the slices' bytes as vnni::Panel lays them out, the
-  // 6-bit scales as floats in p.scale, and per super-block i at p.offset + kSuper * i the rows' d,
-  // dmin and the 4 vectors of 16-bit min pairs Dot reads.
+  // The GEMM's panel (kSuperBlockScales): the slices' bytes as vnni::Panel lays them out (the
+  // type's Fill), the 6-bit scales as floats in p.scale, and per super-block i at
+  // p.offset + kSuper * i the rows' d, dmin and the 4 vectors of 16-bit min pairs Dot reads.
   static constexpr bool kSuperBlockScales = true;
   static constexpr int kSuper = 96;  // floats: d[16], dmin[16], 4 x 64 bytes of mins
-  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    const __m512i low = Splat(0x0F);
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          const __m512i v = Load(g + kQs + 512 * c + 64 * m);
-          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c) + 64 * m, _mm512_and_si512(v, low));
-          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c + 1) + 64 * m, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
-        }
-      }
-      for (int s = 0; s < 8; ++s) {
-        const __m512i sc = _mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s));
-        _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_cvtepi32_ps(sc));
-      }
-      float* super = p.offset + kSuper * i;
-      _mm512_storeu_ps(super, Halves(g));
-      _mm512_storeu_ps(super + 16, Halves(g + 32));
-      for (int q = 0; q < 4; ++q) {
-        _mm512_storeu_si512(super + 32 + 16 * q, _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * q)));
-      }
+  static void FillScales(const uint8_t* g, int64_t i, const vnni::Panel& p) {
+    for (int s = 0; s < 8; ++s) {
+      const __m512i sc = _mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s));
+      _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_cvtepi32_ps(sc));
+    }
+    float* super = p.offset + kSuper * i;
+    _mm512_storeu_ps(super, Halves(g));
+    _mm512_storeu_ps(super + 16, Halves(g + 32));
+    for (int q = 0; q < 4; ++q) {
+      _mm512_storeu_si512(super + 32 + 16 * q, _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * q)));
     }
   }
   // NT tokens against a panel from Fill: per token the integer sums and float operations of Dot, in
@@ -353,6 +323,139 @@ struct Q4_K {
       }
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
+  }
+};
+
+struct Q4_K : ScaleMinK {
+  static constexpr int kBlockBytes = 2368, kQs = kHeaderBytes;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
+      PackHeader<BlockQ4_K>(b, row_bytes, out);
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
+        }
+      }
+    }
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512i low = Splat(0x0F), high = Splat(0xF0);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kQs);
+      const int8_t* x = a.blocks[i].qs;
+      __m512 scaled = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        const uint8_t* q = g + kQs + 512 * c;
+        for (int m = 0; m < 8; ++m) {
+          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * m + ahead), _MM_HINT_T0);
+          const __m512i v = Load(q + 64 * m);
+          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
+          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
+        }
+        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
+        scaled = FoldSlice(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), g + kScales + 32 * c + 16, scaled);
+      }
+      acc = Finish(g, scaled, a, i, acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    const __m512i low = Splat(0x0F);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(g + kQs + 512 * c + 64 * m);
+          uint8_t* slice = p.q + 512 * (8 * i + 2 * c) + 64 * m;
+          _mm512_storeu_si512(slice, _mm512_and_si512(v, low));
+          _mm512_storeu_si512(slice + 512, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        }
+      }
+      FillScales(g, i, p);
+    }
+  }
+};
+
+// Q5_K: Q4_K's layout with the fifth bits as Q5_0 keeps them, 64-bit masks between the header and
+// the nibbles; a set bit adds 16 to its value with one masked byte add before vpdpbusd.
+struct Q5_K : ScaleMinK {
+  static constexpr int kBlockBytes = 2880, kMasks = kHeaderBytes, kQs = kHeaderBytes + 512;
+  static void PackMasks(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    uint64_t masks[64] = {};  // [chunk c][vector m][low, high nibbles]
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ5_K& blk = *reinterpret_cast<const BlockQ5_K*>(b + row_bytes * r);
+      for (int l = 0; l < 32; ++l) {  // qh[l]: bit 2c for value l of slice 2c, 2c + 1 of slice 2c + 1
+        const int m = l / 4, bit = 4 * r + l % 4;
+        for (int s = 0; s < 8; ++s) {
+          masks[2 * (8 * (s / 2) + m) + s % 2] |= static_cast<uint64_t>((blk.qh[l] >> s) & 1) << bit;
+        }
+      }
+    }
+    std::memcpy(out, masks, sizeof(masks));
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ5_K);
+      PackHeader<BlockQ5_K>(b, row_bytes, out);
+      PackMasks(b, row_bytes, out + kMasks);
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ5_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
+        }
+      }
+    }
+  }
+  // The 5-bit values of chunk c's vector m: values 4m.. of slice 2c in lo, of slice 2c + 1 in hi.
+  static HWY_INLINE void Values(const uint8_t* g, int c, int m, __m512i* lo, __m512i* hi) {
+    const __m512i low = Splat(0x0F), bit = Splat(0x10);
+    uint64_t k[2];
+    std::memcpy(k, g + kMasks + 16 * (8 * c + m), 16);
+    const __m512i v = Load(g + kQs + 512 * c + 64 * m);
+    const __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    *lo = _mm512_mask_add_epi8(l, _cvtu64_mask64(k[0]), l, bit);
+    *hi = _mm512_mask_add_epi8(h, _cvtu64_mask64(k[1]), h, bit);
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kQs);
+      const int8_t* x = a.blocks[i].qs;
+      __m512 scaled = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        // Two chains per slice, as in Q4_K's Dot.
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int m = 0; m < 8; ++m) {
+          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(g + kQs + 512 * c + 64 * m + ahead), _MM_HINT_T0);
+          __m512i l, h;
+          Values(g, c, m, &l, &h);
+          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], l, x + 64 * c + 4 * m);
+          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], h, x + 64 * c + 32 + 4 * m);
+        }
+        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
+        scaled = FoldSlice(_mm512_add_epi32(hi[0], hi[1]), g + kScales + 32 * c + 16, scaled);
+      }
+      acc = Finish(g, scaled, a, i, acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          __m512i l, h;
+          Values(g, c, m, &l, &h);
+          uint8_t* slice = p.q + 512 * (8 * i + 2 * c) + 64 * m;
+          _mm512_storeu_si512(slice, l);
+          _mm512_storeu_si512(slice + 512, h);
+        }
+      }
+      FillScales(g, i, p);
+    }
   }
 };
 
