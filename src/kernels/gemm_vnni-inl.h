@@ -74,7 +74,7 @@ struct Acts {
 };
 
 // Whether weights D scale each super-block's sum once, as their decode GEMV does (kSuperBlockScales:
-// packed Q4_K, Q5_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
+// packed Q3_K, Q4_K, Q5_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
 template <class D>
 constexpr bool SuperBlockScales() {
   if constexpr (requires { D::kSuperBlockScales; }) return D::kSuperBlockScales;

@@ -266,8 +266,8 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 // those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
 // 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
 // GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
-// Q6_K output head; on non-packed Q3_K, Q4_1 (and Q5_K before it was packed) the tiles beat the GEMM
-// at 2, 4 and 8 rows.
+// Q6_K output head; on non-packed Q4_1 (and Q3_K, Q5_K before they were packed) the tiles beat the
+// GEMM at 2, 4 and 8 rows.
 constexpr int kMaxGemvTokens = 8;
 
 // Packed weights (packed-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
@@ -280,6 +280,7 @@ bool WithPackedType(DType type, Fn&& fn) {
     case DType::kQ4_K: fn(packed::Q4_K()); return true;
     case DType::kQ5_K: fn(packed::Q5_K()); return true;
     case DType::kQ6_K: fn(packed::Q6_K()); return true;
+    case DType::kQ3_K: fn(packed::Q3_K()); return true;
     default: return false;
   }
 }

@@ -26,6 +26,9 @@
 //        64h+32..64h+63 and of qh 32h..32h+31. (Triples, not three planes of 8 vectors: the
 //        three streams 512 B apart defeated the hardware prefetcher on AMD Zen 4, whose Q6_K decode
 //        read DRAM at a third of Q4_K's speed; bench/RESULTS.md, session 15.)
+//   Q3_K super-block (1824 B = 16 x 114; the file's 110 with the 6-bit scales unpacked to int8,
+//        less 32): d[16], scale[16 groups][16], 8 vectors of hmask (vector m: bytes 4m..4m+3),
+//        then per half h 8 vectors of qs 32h..32h+31.
 #if defined(GEMLET_KERNELS_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_PACKED_INL_H_
 #undef GEMLET_KERNELS_PACKED_INL_H_
@@ -459,57 +462,31 @@ struct Q5_K : ScaleMinK {
   }
 };
 
-struct Q6_K {
-  static constexpr int kBlockValues = 256, kBlockBytes = 3360;
-  static constexpr int kZeroPoint = 32, kGroups = 2;
+// Q6_K and Q3_K: 16-value groups with signed 8-bit scales (Q3_K's 6-bit ones less 32), an integer
+// zero point and no min. They share the header (d[16], then scale[16 groups][16] as int8), Dot's
+// float operations and the GEMM's panel and tile; T gives kBlockBytes, kZeroPoint, Pack,
+// Values(g, h, m, out): the values of half h (128 values), vector m, as out[j] = values
+// 128h + 32j + 4m.. of the 16 rows, and PrefetchValues(g, h, m): the bytes Values reads.
+template <class T>
+struct GroupScaleK {
+  static constexpr int kBlockValues = 256, kGroups = 2;
   static constexpr bool kHasMin = false, kSuperBlockActs = true;
-  static constexpr int kScales = 32, kQ = 288;
-  static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
+  static constexpr int kScales = 32, kHeaderBytes = 288;
   using Act = ActK;
-  // The 6-bit values of a half's triple m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
-  static HWY_INLINE void Values(const uint8_t* half, int m, __m512i out[4]) {
-    const __m512i low = Splat(0x0F);
-    const uint8_t* triple = half + kTripleBytes * m;
-    const __m512i a = Load(triple), b = Load(triple + 64), h = Load(triple + 128);
-    out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(h, 4), Splat(0x30)));
-    out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(h, 2), Splat(0x30)));
-    out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(h, Splat(0x30)));
-    out[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), _mm512_and_si512(_mm512_srli_epi16(h, 2), Splat(0x30)));
-  }
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
-      }
-      for (int h = 0; h < 2; ++h) {
-        uint8_t* half = out + kQ + 1536 * h;
-        for (int m = 0; m < 8; ++m) {
-          uint8_t* triple = half + kTripleBytes * m;
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
-        }
-      }
-    }
-  }
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kQ);
+    for (int64_t i = 0; i < n_blocks; ++i, g += T::kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kHeaderBytes);
       const BlockQ8_K& xb = a.blocks[i];
       __m512 scaled = _mm512_setzero_ps();
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
         __m512i sums[4][2];  // group 8h + 2j + mh: vectors 4mh..4mh+3 of out[j]
         for (int mh = 0; mh < 2; ++mh) {
-          for (int j = 0; j < 4; ++j) sums[j][mh] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
+          for (int j = 0; j < 4; ++j) sums[j][mh] = _mm512_set1_epi32(-T::kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
-            if (ahead) Prefetch(half + kTripleBytes * m + ahead, kTripleBytes);
+            if (ahead) T::PrefetchValues(g + ahead, h, m);
             __m512i v[4];
-            Values(half, m, v);
+            T::Values(g, h, m, v);
             for (int j = 0; j < 4; ++j) {
               sums[j][mh] = vnni::DpbusdBroadcast(sums[j][mh], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
             }
@@ -527,12 +504,11 @@ struct Q6_K {
   // scales as floats in p.scale, each super-block's d at p.offset + 16 i.
   static constexpr bool kSuperBlockScales = true;
   static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += T::kBlockBytes) {
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
         for (int m = 0; m < 8; ++m) {
           __m512i v[4];
-          Values(half, m, v);
+          T::Values(g, h, m, v);
           // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
           for (int j = 0; j < 4; ++j) _mm512_storeu_si512(p.q + 512 * (8 * i + 4 * h + j) + 64 * m, v[j]);
         }
@@ -582,6 +558,84 @@ struct Q6_K {
       }
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
+  }
+};
+
+struct Q6_K : GroupScaleK<Q6_K> {
+  static constexpr int kBlockBytes = 3360, kZeroPoint = 32;
+  static constexpr int kQ = kHeaderBytes;
+  static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
+  static HWY_INLINE void PrefetchValues(const uint8_t* g, int h, int m) {
+    Prefetch(g + kQ + 1536 * h + kTripleBytes * m, kTripleBytes);
+  }
+  static HWY_INLINE void Values(const uint8_t* g, int h, int m, __m512i out[4]) {
+    const __m512i low = Splat(0x0F);
+    const uint8_t* triple = g + kQ + 1536 * h + kTripleBytes * m;
+    const __m512i a = Load(triple), b = Load(triple + 64), hb = Load(triple + 128);
+    out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), Splat(0x30)));
+    out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), Splat(0x30)));
+    out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(hb, Splat(0x30)));
+    out[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low),
+                             _mm512_and_si512(_mm512_srli_epi16(hb, 2), Splat(0x30)));
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
+      }
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* half = out + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          uint8_t* triple = half + kTripleBytes * m;
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
+        }
+      }
+    }
+  }
+};
+
+struct Q3_K : GroupScaleK<Q3_K> {
+  static constexpr int kBlockBytes = 1824, kZeroPoint = 4;
+  static constexpr int kHigh = kHeaderBytes, kQs = kHeaderBytes + 512;
+  // Value 128h + 32j + l: bits 2j, 2j + 1 of qs[32h + l], high bit hmask[l] bit 4h + j. Byte-wise
+  // the shifts below take every kept bit from its own byte: vpsrlw/vpsllw only move bits across
+  // bytes into positions the masks drop.
+  static HWY_INLINE void PrefetchValues(const uint8_t* g, int h, int m) {
+    if (h == 0) Prefetch(g + kHigh + 64 * m, 64);
+    Prefetch(g + kQs + 512 * h + 64 * m, 64);
+  }
+  static HWY_INLINE void Values(const uint8_t* g, int h, int m, __m512i out[4]) {
+    const __m512i q = Load(g + kQs + 512 * h + 64 * m), hb = Load(g + kHigh + 64 * m);
+    const __m512i two = Splat(0x03), four = Splat(0x04);
+    for (int j = 0; j < 4; ++j) {
+      const int up = 4 * h + j - 2;  // the high bit's shift down to bit 2
+      const __m512i high = up >= 0 ? _mm512_srli_epi16(hb, up) : _mm512_slli_epi16(hb, -up);
+      const __m512i low = _mm512_and_si512(_mm512_srli_epi16(q, 2 * j), two);
+      out[j] = _mm512_ternarylogic_epi32(low, high, four, 0xF8);  // low | (high & four)
+    }
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ3_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ3_K& blk = *reinterpret_cast<const BlockQ3_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        int8_t sc[16];
+        UnpackQ3KScales(blk.scales, sc);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &sc[grp], 1);
+      }
+      for (int m = 0; m < 8; ++m) {
+        InterleaveDwords(b + offsetof(BlockQ3_K, hmask) + 4 * m, row_bytes, out + kHigh + 64 * m);
+        for (int h = 0; h < 2; ++h) {
+          InterleaveDwords(b + offsetof(BlockQ3_K, qs) + 32 * h + 4 * m, row_bytes, out + kQs + 512 * h + 64 * m);
+        }
+      }
+    }
   }
 };
 
