@@ -68,13 +68,13 @@ struct Acts {
   float* d = nullptr;       // [token][n_blocks], or [token][n_blocks / 8] for K-quant weights
   float* sum = nullptr;     // [token][n_blocks * G]
   int32_t* zero = nullptr;  // [token][n_blocks * G]
-  // Types with super-block scales and a min (packed Q4_K): per super-block 4 pairs of 32-value sums of
+  // Types with super-block scales and a min (packed Q4_K, Q5_K): per super-block 4 pairs of 32-value sums of
   // x_q, two 16-bit values each (slices 2p and 2p + 1), as the decode GEMV takes them.
   int32_t* pair_sums = nullptr;  // [token][n_blocks / 8 * 4]
 };
 
 // Whether weights D scale each super-block's sum once, as their decode GEMV does (kSuperBlockScales:
-// packed Q4_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
+// packed Q3_K, Q4_K, Q5_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
 template <class D>
 constexpr bool SuperBlockScales() {
   if constexpr (requires { D::kSuperBlockScales; }) return D::kSuperBlockScales;
@@ -379,7 +379,7 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
       QuantizeActRow<G, kBlocksPerScale>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
       if constexpr (kPairSums) {
         // A min's term is an integer: the blocks' sums of x_q, exact in the float sums (|sum| < 2^13).
-        int32_t* block_sums = zero;  // Q4_K has no zero point: its slots are free for the integer sums
+        int32_t* block_sums = zero;  // Q4_K and Q5_K have no zero point: the slots are free for the sums
         for (int64_t j = 0; j < n_blocks; ++j) block_sums[j] = static_cast<int32_t>(sum[j]);
         PairSums(block_sums, n_blocks, acts.pair_sums + t * n_blocks / 2);
       }

@@ -266,7 +266,8 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 // those of decoding it alone. Gemma 4 E2B's matrices from DRAM, 2 threads (bench/batch/RESULTS.md):
 // 2 rows cost 2.7-4.3 one-row GEMVs through the GEMM and 1.1-2.3 through the GEMV; at 8 rows the
 // GEMV is faster on Q4_K (5.4 against 7.0 ms over 28 attn_q) and Q6_K ffn_down, 15% slower on the
-// Q6_K output head; on non-packed Q5_K, Q3_K, Q4_1 the tiles beat the GEMM at 2, 4 and 8 rows.
+// Q6_K output head; on non-packed Q4_1 (and Q3_K, Q5_K before they were packed) the tiles beat the
+// GEMM at 2, 4 and 8 rows.
 constexpr int kMaxGemvTokens = 8;
 
 // Packed weights (packed-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
@@ -279,7 +280,9 @@ bool WithPackedType(DType type, Fn&& fn) {
     case DType::kQ5_1: fn(packed::Q5_1()); return true;
     case DType::kQ8_0: fn(packed::Q8_0()); return true;
     case DType::kQ4_K: fn(packed::Q4_K()); return true;
+    case DType::kQ5_K: fn(packed::Q5_K()); return true;
     case DType::kQ6_K: fn(packed::Q6_K()); return true;
+    case DType::kQ3_K: fn(packed::Q3_K()); return true;
     default: return false;
   }
 }
@@ -302,7 +305,7 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     // Each token's activations as decoding it alone quantizes them.
     if constexpr (T::kBlockValues == kBlockK) {
       const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
-      // Q4_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
+      // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
       int32_t* pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
       for (int64_t i = 0; i < n_blocks * nt; ++i) {
         const int16_t* b = blocks[i].bsums;

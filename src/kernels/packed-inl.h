@@ -20,11 +20,17 @@
 //        bytes): d[16], dmin[16], scale[8 slices][16], min[4 slice pairs][16][2], then 4 chunks of 8
 //        vectors; chunk c vector m, lane r = bytes 32c+4m..32c+4m+3 of row r's qs (low nibbles:
 //        slice 2c, high nibbles: slice 2c+1, values 4m..4m+3 of the slice).
+//   Q5_K super-block (2880 B = 16 x 180): Q4_K's 320 header bytes, then per chunk c and vector m of
+//        Q4_K's layout two 64-bit masks (bit 4r+b: the fifth bit of row r's value 4m+b of slice 2c,
+//        then of slice 2c+1), then Q4_K's 4 chunks of 8 vectors.
 //   Q6_K super-block (3360 B = 16 x 210): d[16], scale[16 groups][16] (int8), then per half h of
 //        128 values 8 triples of vectors, triple m: bytes 4m..4m+3 of ql 64h..64h+31, of ql
 //        64h+32..64h+63 and of qh 32h..32h+31. (Triples, not three planes of 8 vectors: the
 //        three streams 512 B apart defeated the hardware prefetcher on AMD Zen 4, whose Q6_K decode
 //        read DRAM at a third of Q4_K's speed; bench/RESULTS.md, session 15.)
+//   Q3_K super-block (1824 B = 16 x 114; the file's 110 with the 6-bit scales unpacked to int8,
+//        less 32): d[16], scale[16 groups][16], 8 vectors of hmask (vector m: bytes 4m..4m+3),
+//        then per half h 8 vectors of qs 32h..32h+31.
 #if defined(GEMLET_KERNELS_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_PACKED_INL_H_
 #undef GEMLET_KERNELS_PACKED_INL_H_
@@ -272,90 +278,57 @@ struct ActK {
   const int32_t* pair_sums = nullptr;  // [super-block][4]: two int16 slice sums (Q4_K's mins)
 };
 
-struct Q4_K {
-  static constexpr int kBlockValues = 256, kBlockBytes = 2368;
+// Q4_K and Q5_K: the same super-block header (d, dmin, the 6-bit scales and mins unpacked to
+// bytes), the same float operations per super-block, and the same GEMM panel and tile; they differ
+// in how their values are stored and decoded (Pack, Dot, Fill).
+struct ScaleMinK {
+  static constexpr int kBlockValues = 256;
   static constexpr int kZeroPoint = 0, kGroups = 1;
   static constexpr bool kHasMin = true, kSuperBlockActs = true;  // the GEMM's activations per 256 values
-  static constexpr int kScales = 64, kMins = 192, kQs = 320;
+  static constexpr int kScales = 64, kMins = 192, kHeaderBytes = 320;
   using Act = ActK;
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ4_K& blk = *reinterpret_cast<const BlockQ4_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
-        uint8_t sm[16];
-        qd::UnpackScaleMinK4All(blk.scales, sm);
-        for (int s = 0; s < 8; ++s) {
-          out[kScales + kRows * s + r] = sm[s];
-          out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
-        }
-      }
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
-        }
+  // The header of one packed super-block from 16 rows' blocks at b.
+  template <class Block>
+  static void PackHeader(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    for (int r = 0; r < kRows; ++r) {
+      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
+      std::memcpy(out + 2 * r, &blk.d, 2);
+      std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
+      uint8_t sm[16];
+      qd::UnpackScaleMinK4All(blk.scales, sm);
+      for (int s = 0; s < 8; ++s) {
+        out[kScales + kRows * s + r] = sm[s];
+        out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
       }
     }
   }
-  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
-    __m512 acc = _mm512_setzero_ps();
-    const __m512i low = Splat(0x0F), high = Splat(0xF0);
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kQs);
-      const int8_t* x = a.blocks[i].qs;
-      __m512 scaled = _mm512_setzero_ps();
-      for (int c = 0; c < 4; ++c) {
-        // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
-        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        const uint8_t* q = g + kQs + 512 * c;
-        for (int m = 0; m < 8; ++m) {
-          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * m + ahead), _MM_HINT_T0);
-          const __m512i v = Load(q + 64 * m);
-          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
-          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
-        }
-        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
-        scaled = FoldSlice(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), g + kScales + 32 * c + 16, scaled);
-      }
-      __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        const __m512i m16 = _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * p));
-        mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
-      }
-      const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
-      acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), dx), acc);
-      acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
+  // Super-block i's end in Dot: `scaled` (its slices' sums folded with their scales) meets d * d_x,
+  // and the mins (integers: vpdpwssd against the pair sums) meet dmin * d_x.
+  static HWY_INLINE __m512 Finish(const uint8_t* g, __m512 scaled, const Act& a, int64_t i, __m512 acc) {
+    __m512i mins = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i m16 = _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * p));
+      mins = DpwssdBroadcast(mins, m16, a.pair_sums + 4 * i + p);
     }
-    return acc;
+    const __m512 dx = _mm512_set1_ps(a.blocks[i].d);
+    acc = _mm512_fmadd_ps(scaled, _mm512_mul_ps(Halves(g), dx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(Halves(g + 32), dx), acc);
   }
-  // The GEMM's panel (kSuperBlockScales): the slices' bytes as vnni::Panel lays them out, the
-  // 6-bit scales as floats in p.scale, and per super-block i at p.offset + kSuper * i the rows' d,
-  // dmin and the 4 vectors of 16-bit min pairs Dot reads.
+  // The GEMM's panel (kSuperBlockScales): the slices' bytes as vnni::Panel lays them out (the
+  // type's Fill), the 6-bit scales as floats in p.scale, and per super-block i at
+  // p.offset + kSuper * i the rows' d, dmin and the 4 vectors of 16-bit min pairs Dot reads.
   static constexpr bool kSuperBlockScales = true;
   static constexpr int kSuper = 96;  // floats: d[16], dmin[16], 4 x 64 bytes of mins
-  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    const __m512i low = Splat(0x0F);
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          const __m512i v = Load(g + kQs + 512 * c + 64 * m);
-          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c) + 64 * m, _mm512_and_si512(v, low));
-          _mm512_storeu_si512(p.q + 512 * (8 * i + 2 * c + 1) + 64 * m, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
-        }
-      }
-      for (int s = 0; s < 8; ++s) {
-        const __m512i sc = _mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s));
-        _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_cvtepi32_ps(sc));
-      }
-      float* super = p.offset + kSuper * i;
-      _mm512_storeu_ps(super, Halves(g));
-      _mm512_storeu_ps(super + 16, Halves(g + 32));
-      for (int q = 0; q < 4; ++q) {
-        _mm512_storeu_si512(super + 32 + 16 * q, _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * q)));
-      }
+  static void FillScales(const uint8_t* g, int64_t i, const vnni::Panel& p) {
+    for (int s = 0; s < 8; ++s) {
+      const __m512i sc = _mm512_cvtepu8_epi32(Load16(g + kScales + kRows * s));
+      _mm512_storeu_ps(p.scale + kRows * (8 * i + s), _mm512_cvtepi32_ps(sc));
+    }
+    float* super = p.offset + kSuper * i;
+    _mm512_storeu_ps(super, Halves(g));
+    _mm512_storeu_ps(super + 16, Halves(g + 32));
+    for (int q = 0; q < 4; ++q) {
+      _mm512_storeu_si512(super + 32 + 16 * q, _mm512_cvtepu8_epi16(Load32(g + kMins + 32 * q)));
     }
   }
   // NT tokens against a panel from Fill: per token the integer sums and float operations of Dot, in
@@ -402,57 +375,164 @@ struct Q4_K {
   }
 };
 
-struct Q6_K {
-  static constexpr int kBlockValues = 256, kBlockBytes = 3360;
-  static constexpr int kZeroPoint = 32, kGroups = 2;
-  static constexpr bool kHasMin = false, kSuperBlockActs = true;
-  static constexpr int kScales = 32, kQ = 288;
-  static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
-  using Act = ActK;
-  // The 6-bit values of a half's triple m: out[0..3] hold values 4m.., 32+4m.., 64+4m.., 96+4m..
-  static HWY_INLINE void Values(const uint8_t* half, int m, __m512i out[4]) {
-    const __m512i low = Splat(0x0F);
-    const uint8_t* triple = half + kTripleBytes * m;
-    const __m512i a = Load(triple), b = Load(triple + 64), h = Load(triple + 128);
-    out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(h, 4), Splat(0x30)));
-    out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(h, 2), Splat(0x30)));
-    out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(h, Splat(0x30)));
-    out[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low), _mm512_and_si512(_mm512_srli_epi16(h, 2), Splat(0x30)));
-  }
+struct Q4_K : ScaleMinK {
+  static constexpr int kBlockBytes = 2368, kQs = kHeaderBytes;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
-      }
-      for (int h = 0; h < 2; ++h) {
-        uint8_t* half = out + kQ + 1536 * h;
+      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
+      PackHeader<BlockQ4_K>(b, row_bytes, out);
+      for (int c = 0; c < 4; ++c) {
         for (int m = 0; m < 8; ++m) {
-          uint8_t* triple = half + kTripleBytes * m;
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
+          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
         }
       }
     }
   }
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
+    const __m512i low = Splat(0x0F), high = Splat(0xF0);
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kQ);
+      if (ahead) Prefetch(g + ahead, kQs);
+      const int8_t* x = a.blocks[i].qs;
+      __m512 scaled = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        // Two chains per slice: vpdpbusd's latency, not its throughput, would bound one chain of 8.
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        const uint8_t* q = g + kQs + 512 * c;
+        for (int m = 0; m < 8; ++m) {
+          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * m + ahead), _MM_HINT_T0);
+          const __m512i v = Load(q + 64 * m);
+          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], _mm512_and_si512(v, low), x + 64 * c + 4 * m);
+          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], _mm512_and_si512(v, high), x + 64 * c + 32 + 4 * m);
+        }
+        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
+        scaled = FoldSlice(_mm512_srai_epi32(_mm512_add_epi32(hi[0], hi[1]), 4), g + kScales + 32 * c + 16, scaled);
+      }
+      acc = Finish(g, scaled, a, i, acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    const __m512i low = Splat(0x0F);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(g + kQs + 512 * c + 64 * m);
+          uint8_t* slice = p.q + 512 * (8 * i + 2 * c) + 64 * m;
+          _mm512_storeu_si512(slice, _mm512_and_si512(v, low));
+          _mm512_storeu_si512(slice + 512, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        }
+      }
+      FillScales(g, i, p);
+    }
+  }
+};
+
+// Q5_K: Q4_K's layout with the fifth bits as Q5_0 keeps them, 64-bit masks between the header and
+// the nibbles; a set bit adds 16 to its value with one masked byte add before vpdpbusd.
+struct Q5_K : ScaleMinK {
+  static constexpr int kBlockBytes = 2880, kMasks = kHeaderBytes, kQs = kHeaderBytes + 512;
+  static void PackMasks(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+    uint64_t masks[64] = {};  // [chunk c][vector m][low, high nibbles]
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ5_K& blk = *reinterpret_cast<const BlockQ5_K*>(b + row_bytes * r);
+      for (int l = 0; l < 32; ++l) {  // qh[l]: bit 2c for value l of slice 2c, 2c + 1 of slice 2c + 1
+        const int m = l / 4, bit = 4 * r + l % 4;
+        for (int s = 0; s < 8; ++s) {
+          masks[2 * (8 * (s / 2) + m) + s % 2] |= static_cast<uint64_t>((blk.qh[l] >> s) & 1) << bit;
+        }
+      }
+    }
+    std::memcpy(out, masks, sizeof(masks));
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ5_K);
+      PackHeader<BlockQ5_K>(b, row_bytes, out);
+      PackMasks(b, row_bytes, out + kMasks);
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ5_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
+        }
+      }
+    }
+  }
+  // The 5-bit values of chunk c's vector m: values 4m.. of slice 2c in lo, of slice 2c + 1 in hi.
+  static HWY_INLINE void Values(const uint8_t* g, int c, int m, __m512i* lo, __m512i* hi) {
+    const __m512i low = Splat(0x0F), bit = Splat(0x10);
+    uint64_t k[2];
+    std::memcpy(k, g + kMasks + 16 * (8 * c + m), 16);
+    const __m512i v = Load(g + kQs + 512 * c + 64 * m);
+    const __m512i l = _mm512_and_si512(v, low), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    *lo = _mm512_mask_add_epi8(l, _cvtu64_mask64(k[0]), l, bit);
+    *hi = _mm512_mask_add_epi8(h, _cvtu64_mask64(k[1]), h, bit);
+  }
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kQs);
+      const int8_t* x = a.blocks[i].qs;
+      __m512 scaled = _mm512_setzero_ps();
+      for (int c = 0; c < 4; ++c) {
+        // Two chains per slice, as in Q4_K's Dot.
+        __m512i lo[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i hi[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int m = 0; m < 8; ++m) {
+          if (ahead) _mm_prefetch(reinterpret_cast<const char*>(g + kQs + 512 * c + 64 * m + ahead), _MM_HINT_T0);
+          __m512i l, h;
+          Values(g, c, m, &l, &h);
+          lo[m & 1] = vnni::DpbusdBroadcast(lo[m & 1], l, x + 64 * c + 4 * m);
+          hi[m & 1] = vnni::DpbusdBroadcast(hi[m & 1], h, x + 64 * c + 32 + 4 * m);
+        }
+        scaled = FoldSlice(_mm512_add_epi32(lo[0], lo[1]), g + kScales + 32 * c, scaled);
+        scaled = FoldSlice(_mm512_add_epi32(hi[0], hi[1]), g + kScales + 32 * c + 16, scaled);
+      }
+      acc = Finish(g, scaled, a, i, acc);
+    }
+    return acc;
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      for (int c = 0; c < 4; ++c) {
+        for (int m = 0; m < 8; ++m) {
+          __m512i l, h;
+          Values(g, c, m, &l, &h);
+          uint8_t* slice = p.q + 512 * (8 * i + 2 * c) + 64 * m;
+          _mm512_storeu_si512(slice, l);
+          _mm512_storeu_si512(slice + 512, h);
+        }
+      }
+      FillScales(g, i, p);
+    }
+  }
+};
+
+// Q6_K and Q3_K: 16-value groups with signed 8-bit scales (Q3_K's 6-bit ones less 32), an integer
+// zero point and no min. They share the header (d[16], then scale[16 groups][16] as int8), Dot's
+// float operations and the GEMM's panel and tile; T gives kBlockBytes, kZeroPoint, Pack,
+// Values(g, h, m, out): the values of half h (128 values), vector m, as out[j] = values
+// 128h + 32j + 4m.. of the 16 rows, and PrefetchValues(g, h, m): the bytes Values reads.
+template <class T>
+struct GroupScaleK {
+  static constexpr int kBlockValues = 256, kGroups = 2;
+  static constexpr bool kHasMin = false, kSuperBlockActs = true;
+  static constexpr int kScales = 32, kHeaderBytes = 288;
+  using Act = ActK;
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; ++i, g += T::kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kHeaderBytes);
       const BlockQ8_K& xb = a.blocks[i];
       __m512 scaled = _mm512_setzero_ps();
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
         __m512i sums[4][2];  // group 8h + 2j + mh: vectors 4mh..4mh+3 of out[j]
         for (int mh = 0; mh < 2; ++mh) {
-          for (int j = 0; j < 4; ++j) sums[j][mh] = _mm512_set1_epi32(-kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
+          for (int j = 0; j < 4; ++j) sums[j][mh] = _mm512_set1_epi32(-T::kZeroPoint * xb.bsums[8 * h + 2 * j + mh]);
           for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
-            if (ahead) Prefetch(half + kTripleBytes * m + ahead, kTripleBytes);
+            if (ahead) T::PrefetchValues(g + ahead, h, m);
             __m512i v[4];
-            Values(half, m, v);
+            T::Values(g, h, m, v);
             for (int j = 0; j < 4; ++j) {
               sums[j][mh] = vnni::DpbusdBroadcast(sums[j][mh], v[j], xb.qs + 128 * h + 32 * j + 4 * m);
             }
@@ -470,12 +550,11 @@ struct Q6_K {
   // scales as floats in p.scale, each super-block's d at p.offset + 16 i.
   static constexpr bool kSuperBlockScales = true;
   static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
-    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += T::kBlockBytes) {
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = g + kQ + 1536 * h;
         for (int m = 0; m < 8; ++m) {
           __m512i v[4];
-          Values(half, m, v);
+          T::Values(g, h, m, v);
           // out[j] holds values 128h + 32j + 4m..: 32-value block 8i + 4h + j, its vector m.
           for (int j = 0; j < 4; ++j) _mm512_storeu_si512(p.q + 512 * (8 * i + 4 * h + j) + 64 * m, v[j]);
         }
@@ -525,6 +604,84 @@ struct Q6_K {
       }
     }
     for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
+  }
+};
+
+struct Q6_K : GroupScaleK<Q6_K> {
+  static constexpr int kBlockBytes = 3360, kZeroPoint = 32;
+  static constexpr int kQ = kHeaderBytes;
+  static constexpr int kTripleBytes = 192;  // vector m of ql's two halves and of qh, side by side
+  static HWY_INLINE void PrefetchValues(const uint8_t* g, int h, int m) {
+    Prefetch(g + kQ + 1536 * h + kTripleBytes * m, kTripleBytes);
+  }
+  static HWY_INLINE void Values(const uint8_t* g, int h, int m, __m512i out[4]) {
+    const __m512i low = Splat(0x0F);
+    const uint8_t* triple = g + kQ + 1536 * h + kTripleBytes * m;
+    const __m512i a = Load(triple), b = Load(triple + 64), hb = Load(triple + 128);
+    out[0] = _mm512_or_si512(_mm512_and_si512(a, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), Splat(0x30)));
+    out[1] = _mm512_or_si512(_mm512_and_si512(b, low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), Splat(0x30)));
+    out[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low), _mm512_and_si512(hb, Splat(0x30)));
+    out[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low),
+                             _mm512_and_si512(_mm512_srli_epi16(hb, 2), Splat(0x30)));
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
+      }
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* half = out + kQ + 1536 * h;
+        for (int m = 0; m < 8; ++m) {
+          uint8_t* triple = half + kTripleBytes * m;
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
+          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
+          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
+        }
+      }
+    }
+  }
+};
+
+struct Q3_K : GroupScaleK<Q3_K> {
+  static constexpr int kBlockBytes = 1824, kZeroPoint = 4;
+  static constexpr int kHigh = kHeaderBytes, kQs = kHeaderBytes + 512;
+  // Value 128h + 32j + l: bits 2j, 2j + 1 of qs[32h + l], high bit hmask[l] bit 4h + j. Byte-wise
+  // the shifts below take every kept bit from its own byte: vpsrlw/vpsllw only move bits across
+  // bytes into positions the masks drop.
+  static HWY_INLINE void PrefetchValues(const uint8_t* g, int h, int m) {
+    if (h == 0) Prefetch(g + kHigh + 64 * m, 64);
+    Prefetch(g + kQs + 512 * h + 64 * m, 64);
+  }
+  static HWY_INLINE void Values(const uint8_t* g, int h, int m, __m512i out[4]) {
+    const __m512i q = Load(g + kQs + 512 * h + 64 * m), hb = Load(g + kHigh + 64 * m);
+    const __m512i two = Splat(0x03), four = Splat(0x04);
+    for (int j = 0; j < 4; ++j) {
+      const int up = 4 * h + j - 2;  // the high bit's shift down to bit 2
+      const __m512i high = up >= 0 ? _mm512_srli_epi16(hb, up) : _mm512_slli_epi16(hb, -up);
+      const __m512i low = _mm512_and_si512(_mm512_srli_epi16(q, 2 * j), two);
+      out[j] = _mm512_ternarylogic_epi32(low, high, four, 0xF8);  // low | (high & four)
+    }
+  }
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ3_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ3_K& blk = *reinterpret_cast<const BlockQ3_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        int8_t sc[16];
+        UnpackQ3KScales(blk.scales, sc);
+        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &sc[grp], 1);
+      }
+      for (int m = 0; m < 8; ++m) {
+        InterleaveDwords(b + offsetof(BlockQ3_K, hmask) + 4 * m, row_bytes, out + kHigh + 64 * m);
+        for (int h = 0; h < 2; ++h) {
+          InterleaveDwords(b + offsetof(BlockQ3_K, qs) + 32 * h + 4 * m, row_bytes, out + kQs + 512 * h + 64 * m);
+        }
+      }
+    }
   }
 };
 
