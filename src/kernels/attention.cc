@@ -196,18 +196,18 @@ void AttendBlock(const KernelTable& kernels, const AttendArgs& a, const KvView& 
     const RowKeys keys = KeysOf(a, t);
     for (int r = 0; r < group; ++r) {
       const int row = (t - t0) * group + r;
-      float* s = scores + static_cast<size_t>(row) * stride - k_begin;  // indexed by position
-      std::fill(s + k_begin, s + keys.lo, 0.0f);
-      std::fill(s + keys.hi, s + k_end, 0.0f);
+      float* s = scores + static_cast<size_t>(row) * stride;  // s[p - k_begin]: the score of position p
+      std::fill(s, s + (keys.lo - k_begin), 0.0f);
+      std::fill(s + (keys.hi - k_begin), s + n_keys, 0.0f);
       float lse[kMaxAttnRanges];
       for (int i = 0; i < n_ranges; ++i) {
         const int64_t b = keys.begin(r0 + i), e = keys.end(r0 + i);
-        lse[i] = b < e ? ScoresToProbabilities(kernels, a, s + b, e - b) : -std::numeric_limits<float>::infinity();
+        lse[i] = b < e ? ScoresToProbabilities(kernels, a, s + (b - k_begin), e - b)
+                       : -std::numeric_limits<float>::infinity();
       }
       MergeWeights(lse, n_ranges, weights + static_cast<size_t>(row) * kMaxAttnRanges);
     }
   }
-  (void)n_keys;
   if (n_ranges == 1) {
     std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
     SumValues(kernels, a, kv, scores, stride, n_rows, kv_head, k_begin, k_end, out_rows, hdv);
