@@ -17,7 +17,7 @@ jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
   -DGEMLET_BUILD_APPS=OFF -DGEMLET_BUILD_TESTS=ON > /dev/null
 cmake --build "$out" -j "$jobs" --target kernels_matmul_test kernels_elementwise_test kernels_thread_pool_test \
-  kernels_attention_test model_golden_test packed_model_test c_api_test gemlet_shared
+  kernels_attention_test model_golden_test packed_model_test c_api_test determinism_test gemlet_shared
 status=0
 run() {
   echo "== qemu-aarch64 ${*#$out/}"
@@ -43,6 +43,8 @@ run "$out/tests/model/packed_model_test" --gtest_brief=1
 run "$out/tests/kernels/kernels_thread_pool_test" --gtest_brief=1
 run "$out/tests/model/model_golden_test" --gtest_filter='*/gemma4_e2b_like_llamacpp_gguf' --gtest_brief=1
 run "$out/tests/kernels/kernels_attention_test" --gtest_brief=1
+# Same answer every time on the NEON kernels (NEON_I8MM here): the demo's packed Q4_K/Q6_K, Q4_0.
+run "$out/tests/runtime/determinism_test" --gtest_filter='*/demo_q4_k_m:*/gemma4_e2b_like_q4_0' --gtest_brief=1
 # The C API on the demo model (a Chinese answer streamed in whole characters, cancel from another
 # thread), and libgemlet.so's segments aligned to 16 KiB pages as Android 15+ and iOS load them.
 GEMLET_TEST_TIME_SCALE=100 run "$out/tests/api/c_api_test" --gtest_brief=1  # emulated: far slower
