@@ -68,23 +68,23 @@ struct Acts {
   float* d = nullptr;       // [token][n_blocks], or [token][n_blocks / 8] for K-quant weights
   float* sum = nullptr;     // [token][n_blocks * G]
   int32_t* zero = nullptr;  // [token][n_blocks * G]
-  // Types with super-block scales and a min (packed Q4_K, Q5_K): per super-block 4 pairs of 32-value sums of
-  // x_q, two 16-bit values each (slices 2p and 2p + 1), as the decode GEMV takes them.
-  int32_t* pair_sums = nullptr;  // [token][n_blocks / 8 * 4]
+  // Types with super-block scales and a min (packed Q2_K, Q4_K, Q5_K): per super-block 4 * G pairs of the
+  // scale groups' sums of x_q, two 16-bit values each (groups 2p and 2p + 1), as the decode GEMV takes them.
+  int32_t* pair_sums = nullptr;  // [token][n_blocks * G / 2]
 };
 
 // Whether weights D scale each super-block's sum once, as their decode GEMV does (kSuperBlockScales:
-// packed Q3_K, Q4_K, Q5_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
+// packed Q2_K, Q3_K, Q4_K, Q5_K and Q6_K, packed-inl.h): the panel then holds their own layout, and D its own tile.
 template <class D>
 constexpr bool SuperBlockScales() {
   if constexpr (requires { D::kSuperBlockScales; }) return D::kSuperBlockScales;
   return false;
 }
 
-// pair_sums (see Acts) of one token's n_blocks 32-value blocks from their integer sums.
-inline void PairSums(const int32_t* block_sums, int64_t n_blocks, int32_t* pair_sums) {
-  for (int64_t j = 0; j < n_blocks; j += 2) {
-    const auto lo = static_cast<uint16_t>(block_sums[j]), hi = static_cast<uint16_t>(block_sums[j + 1]);
+// pair_sums (see Acts) of one token's n_groups scale groups from their integer sums.
+inline void PairSums(const int32_t* group_sums, int64_t n_groups, int32_t* pair_sums) {
+  for (int64_t j = 0; j < n_groups; j += 2) {
+    const auto lo = static_cast<uint16_t>(group_sums[j]), hi = static_cast<uint16_t>(group_sums[j + 1]);
     pair_sums[j / 2] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
   }
 }
@@ -369,7 +369,8 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
   acts.zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_tokens * n_blocks * G));
   constexpr bool kPairSums = SuperBlockScales<D>() && D::kHasMin;
   if constexpr (kPairSums) {
-    acts.pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(n_tokens * n_blocks / 2));
+    const auto n_pairs = static_cast<size_t>(n_tokens * n_blocks * G / 2);
+    acts.pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, n_pairs);
   }
   ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
@@ -378,10 +379,10 @@ void Gemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, Ker
       int32_t* zero = acts.zero + t * n_blocks * G;
       QuantizeActRow<G, kBlocksPerScale>(x + t * w.n_in, n_blocks, D::kZeroPoint, q, acts.d + t * n_scales, sum, zero);
       if constexpr (kPairSums) {
-        // A min's term is an integer: the blocks' sums of x_q, exact in the float sums (|sum| < 2^13).
-        int32_t* block_sums = zero;  // Q4_K and Q5_K have no zero point: the slots are free for the sums
-        for (int64_t j = 0; j < n_blocks; ++j) block_sums[j] = static_cast<int32_t>(sum[j]);
-        PairSums(block_sums, n_blocks, acts.pair_sums + t * n_blocks / 2);
+        // A min's term is an integer: the groups' sums of x_q, exact in the float sums (|sum| < 2^13).
+        int32_t* group_sums = zero;  // Q2_K, Q4_K and Q5_K have no zero point: the slots are free for the sums
+        for (int64_t j = 0; j < n_blocks * G; ++j) group_sums[j] = static_cast<int32_t>(sum[j]);
+        PairSums(group_sums, n_blocks * G, acts.pair_sums + t * n_blocks * G / 2);
       }
     }
   });

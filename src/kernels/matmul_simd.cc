@@ -283,6 +283,7 @@ bool WithPackedType(DType type, Fn&& fn) {
     case DType::kQ5_K: fn(packed::Q5_K()); return true;
     case DType::kQ6_K: fn(packed::Q6_K()); return true;
     case DType::kQ3_K: fn(packed::Q3_K()); return true;
+    case DType::kQ2_K: fn(packed::Q2_K()); return true;
     default: return false;
   }
 }
@@ -305,7 +306,8 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     // Each token's activations as decoding it alone quantizes them.
     if constexpr (T::kBlockValues == kBlockK) {
       const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
-      // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
+      // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values
+      // (Q2_K's, per 16 values, the blocks' bsums as they are).
       int32_t* pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
       for (int64_t i = 0; i < n_blocks * nt; ++i) {
         const int16_t* b = blocks[i].bsums;

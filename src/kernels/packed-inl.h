@@ -31,6 +31,9 @@
 //   Q3_K super-block (1824 B = 16 x 114; the file's 110 with the 6-bit scales unpacked to int8,
 //        less 32): d[16], scale[16 groups][16], 8 vectors of hmask (vector m: bytes 4m..4m+3),
 //        then per half h 8 vectors of qs 32h..32h+31.
+//   Q2_K super-block (1344 B = 16 x 84, the file's size): d[16], dmin[16] (f16), then per pair p of
+//        16-value groups the rows' scale-min bytes 2p, 2p + 1 as stored ([8 pairs][16 rows][2]),
+//        then per half h 8 vectors of qs 32h..32h+31 (vector m: bytes 4m..4m+3).
 #if defined(GEMLET_KERNELS_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef GEMLET_KERNELS_PACKED_INL_H_
 #undef GEMLET_KERNELS_PACKED_INL_H_
@@ -58,6 +61,13 @@ static_assert(kRows == PackedWeights::kGroupRows);
 // acc += per lane, pairs of signed 16-bit values of a times the two 16-bit values at x2 (broadcast).
 HWY_INLINE __m512i DpwssdBroadcast(__m512i acc, __m512i a, const void* x2) {
   asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*reinterpret_cast<const int32_t*>(x2)));
+  return acc;
+}
+
+// acc += per lane, pairs of signed 16-bit values of a times those of b. Assembly: the target attributes
+// leave the AVX512_VNNI intrinsics out (GCC refuses to inline _mm512_dpwssd_epi32 here).
+HWY_INLINE __m512i Dpwssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
 
@@ -682,6 +692,152 @@ struct Q3_K : GroupScaleK<Q3_K> {
         }
       }
     }
+  }
+};
+
+// Q2_K: 2-bit values in 16-value groups, each with a 4-bit scale (low nibble of the file's byte)
+// and a 4-bit min (high nibble). Every product here is an integer: the scaled sum
+// T = sum_g sc_g * sum_{i in g} q_i x_i (|T| <= 16 * 15 * 6144 < 2^21) and the mins' sum
+// M = sum_g m_g * bsum_g (16-value sums of x_q) are exact in int32, so the GEMV and the GEMM reach
+// them by different routes (the GEMV scales each group's sum, the GEMM's panel holds sc * q) and
+// still agree bit for bit; the float operations per super-block are then two, as ScaleMinK's: T
+// meets d * d_x, M dmin * d_x. Exact integers also round less than Q3_K's float fold per group.
+struct Q2_K {
+  static constexpr int kBlockValues = 256, kBlockBytes = 1344;
+  static constexpr int kZeroPoint = 0, kGroups = 2;
+  static constexpr bool kHasMin = true, kSuperBlockActs = true;
+  static constexpr int kScales = 64, kQs = 320;
+  using Act = ActK;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
+      const uint8_t* b = rows + i * sizeof(BlockQ2_K);
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ2_K& blk = *reinterpret_cast<const BlockQ2_K*>(b + row_bytes * r);
+        std::memcpy(out + 2 * r, &blk.d, 2);
+        std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
+        for (int p = 0; p < 8; ++p) std::memcpy(out + kScales + 32 * p + 2 * r, blk.scales + 2 * p, 2);
+      }
+      for (int h = 0; h < 2; ++h) {
+        for (int m = 0; m < 8; ++m) {
+          InterleaveDwords(b + offsetof(BlockQ2_K, qs) + 32 * h + 4 * m, row_bytes, out + kQs + 512 * h + 64 * m);
+        }
+      }
+    }
+  }
+  // Groups 2p and 2p + 1 of the 16 rows: their scales, and their mins, as the 16-bit pairs of each lane.
+  static HWY_INLINE void ScaleMinPair(const uint8_t* g, int p, __m512i* scale, __m512i* min) {
+    const __m512i both = _mm512_cvtepu8_epi16(Load32(g + kScales + 32 * p));
+    *scale = _mm512_and_si512(both, _mm512_set1_epi16(15));
+    *min = _mm512_srli_epi16(both, 4);
+  }
+  // The two float operations of a super-block (Dot's and Tile's alike).
+  static HWY_INLINE __m512 Finish(__m512 d, __m512 dmin, __m512i scaled, __m512i mins, float d_x, __m512 acc) {
+    const __m512 dx = _mm512_set1_ps(d_x);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(scaled), _mm512_mul_ps(d, dx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dx), acc);
+  }
+  // Plane j of a vector (values 32j + 4m.. of its half) is masked in place, not shifted down: its
+  // sums come out 4^j times too large, exactly, and one shift per group pair takes that off.
+  static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      const BlockQ8_K& xb = a.blocks[i];
+      __m512i scaled = _mm512_setzero_si512(), mins = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        __m512i sums[4][2];  // 4^j times the sum of group 8h + 2j + mh (vectors 4mh..4mh+3)
+        for (auto& s : sums) s[0] = s[1] = _mm512_setzero_si512();
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(g + kQs + 512 * h + 64 * m);
+          for (int j = 0; j < 4; ++j) {
+            const __m512i q = _mm512_and_si512(v, Splat(static_cast<uint8_t>(3 << (2 * j))));
+            sums[j][m / 4] = vnni::DpbusdBroadcast(sums[j][m / 4], q, xb.qs + 128 * h + 32 * j + 4 * m);
+          }
+        }
+        for (int j = 0; j < 4; ++j) {  // groups 2p, 2p + 1 (|sum| <= 16 * 3 * 128) as a lane's two int16
+          const int p = 4 * h + j;
+          const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAA, _mm512_srai_epi32(sums[j][0], 2 * j),
+                                                       _mm512_slli_epi32(sums[j][1], 16 - 2 * j));
+          __m512i scale, min;
+          ScaleMinPair(g, p, &scale, &min);
+          scaled = Dpwssd(scaled, pair, scale);
+          mins = DpwssdBroadcast(mins, min, xb.bsums + 2 * p);
+        }
+      }
+      acc = Finish(Halves(g), Halves(g + 32), scaled, mins, xb.d, acc);
+    }
+    return acc;
+  }
+  // The GEMM's panel (kSuperBlockScales): bytes sc * q (at most 45), in vnni::Panel's layout, and
+  // per super-block i at p.offset + kSuper * i the rows' d, dmin and the 8 vectors of min pairs.
+  static constexpr bool kSuperBlockScales = true;
+  static constexpr int kSuper = 160;  // floats: d[16], dmin[16], 8 x 64 bytes of min pairs
+  // Group grp's scales of the 16 rows, lane r's 4 bytes each row r's.
+  static HWY_INLINE __m512i GroupScales(const uint8_t* g, int grp) {
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        0,  0,  0,  0,  2,  2,  2,  2,  4,  4,  4,  4,  6,  6,  6,  6,  8,  8,  8,  8,  10, 10,
+        10, 10, 12, 12, 12, 12, 14, 14, 14, 14, 16, 16, 16, 16, 18, 18, 18, 18, 20, 20, 20, 20,
+        22, 22, 22, 22, 24, 24, 24, 24, 26, 26, 26, 26, 28, 28, 28, 28, 30, 30, 30, 30};
+    const __m512i bytes = _mm512_zextsi256_si512(Load32(g + kScales + 32 * (grp / 2) + grp % 2));
+    return _mm512_and_si512(_mm512_permutexvar_epi8(_mm512_load_si512(kSpread), bytes), Splat(15));
+  }
+  static void Fill(const uint8_t* g, int64_t n_blocks, const vnni::Panel& p) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
+      __m512i scales[16];
+      for (int grp = 0; grp < 16; ++grp) scales[grp] = GroupScales(g, grp);
+      for (int h = 0; h < 2; ++h) {
+        for (int m = 0; m < 8; ++m) {
+          const __m512i v = Load(g + kQs + 512 * h + 64 * m);
+          for (int j = 0; j < 4; ++j) {  // values 128h + 32j + 4m..: block 8i + 4h + j, its vector m
+            const __m512i q = _mm512_srli_epi16(v, 2 * j), s = scales[8 * h + 2 * j + m / 4];
+            const __m512i once = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, Splat(1)), s);
+            const __m512i twice = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, Splat(2)), _mm512_add_epi8(s, s));
+            _mm512_storeu_si512(p.q + 512 * (8 * i + 4 * h + j) + 64 * m, _mm512_add_epi8(once, twice));
+          }
+        }
+      }
+      float* super = p.offset + kSuper * i;
+      _mm512_storeu_ps(super, Halves(g));
+      _mm512_storeu_ps(super + 16, Halves(g + 32));
+      for (int q = 0; q < 8; ++q) {
+        __m512i scale, min;
+        ScaleMinPair(g, q, &scale, &min);
+        _mm512_storeu_si512(super + 32 + 16 * q, min);
+      }
+    }
+  }
+  // NT tokens against a panel from Fill: per token the integers of Dot, then its float operations.
+  template <int NT>
+  static HWY_INLINE void Tile(const vnni::Panel& p, int64_t n_blocks, const vnni::Acts& a, int64_t t0, float* out) {
+    const int64_t n_super = n_blocks / 8;
+    const int8_t* xq[NT];
+    const int32_t* xp[NT];
+    const float* xd[NT];
+    for (int t = 0; t < NT; ++t) {
+      xq[t] = a.q + (t0 + t) * n_blocks * 32;
+      xp[t] = a.pair_sums + (t0 + t) * n_super * 8;
+      xd[t] = a.d + (t0 + t) * n_super;
+    }
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n_super; ++i) {
+      __m512i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+      for (int64_t k = 64 * i; k < 64 * i + 64; ++k) {  // vector k % 8 of block k / 8
+        const __m512i w = Load(p.q + 64 * k);
+        for (int t = 0; t < NT; ++t) isum[t] = vnni::DpbusdBroadcast(isum[t], w, xq[t] + 4 * k);
+      }
+      const float* super = p.offset + kSuper * i;
+      const __m512 d = _mm512_loadu_ps(super), dmin = _mm512_loadu_ps(super + 16);
+      for (int t = 0; t < NT; ++t) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int q = 0; q < 8; ++q) {
+          mins = DpwssdBroadcast(mins, _mm512_loadu_si512(super + 32 + 16 * q), xp[t] + 8 * i + q);
+        }
+        acc[t] = Finish(d, dmin, isum[t], mins, xd[t][i], acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) _mm512_storeu_ps(out + t * kRows, acc[t]);
   }
 };
 

@@ -171,7 +171,7 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
                       (type == DType::kQ4_0 || type == DType::kQ5_0 || type == DType::kQ8_0 || type == DType::kQ4_K ||
                        type == DType::kQ6_K)) ||
                      (name == "AVX3_DL" && (type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ5_K ||
-                                            type == DType::kQ3_K));
+                                            type == DType::kQ3_K || type == DType::kQ2_K));
   EXPECT_EQ(k->packed_layout != nullptr && k->packed_layout(type) != nullptr, packs) << name << " " << DTypeName(type);
   KernelContext one(1, k), three(3, k);
   uint32_t seed = 7;
