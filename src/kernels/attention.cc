@@ -205,14 +205,13 @@ void AttendBlock(const KernelTable& kernels, const AttendArgs& a, const KvView& 
         lse[i] = b < e ? ScoresToProbabilities(kernels, a, s + (b - k_begin), e - b)
                        : -std::numeric_limits<float>::infinity();
       }
-      MergeWeights(lse, n_ranges, weights + static_cast<size_t>(row) * kMaxAttnRanges);
+      if (n_ranges > 1) MergeWeights(lse, n_ranges, weights + static_cast<size_t>(row) * kMaxAttnRanges);
     }
   }
+  std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
   if (n_ranges == 1) {
-    std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
     SumValues(kernels, a, kv, scores, stride, n_rows, kv_head, k_begin, k_end, out_rows, hdv);
   } else {
-    std::fill(out_rows, out_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);
     for (int i = 0; i < n_ranges; ++i) {
       const int64_t b = std::max(k_begin, (r0 + i) * range), e = std::min(k_end, (r0 + i + 1) * range);
       std::fill(part_rows, part_rows + static_cast<size_t>(n_rows) * hdv, 0.0f);

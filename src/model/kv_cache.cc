@@ -363,7 +363,8 @@ void KvCache::RoundRows(int layer, float* k, float* v, int n) const {
     for (int64_t i = 0; i < n * vn; ++i) v[i] = F16ToF32(F32ToF16(v[i]));
     return;
   }
-  std::vector<uint8_t> row(std::max(RowBytes(type_, kn), RowBytes(type_, vn)));
+  thread_local std::vector<uint8_t> row;  // every layer of every prompt chunk: no allocation each time
+  row.resize(std::max(RowBytes(type_, kn), RowBytes(type_, vn)));
   for (int t = 0; t < n; ++t) {
     FloatToRow(type_, k + t * kn, kn, row.data());
     RowToFloat(type_, row.data(), kn, k + t * kn);

@@ -108,42 +108,17 @@ class AttentionFixture {
   std::vector<float> Attend(int n_threads, int batch_rows = 0, bool rows_as_decode = false) const {
     const int held = rows_as_decode ? n_ctx_ : c_.n_past;
     const int spare = rows_as_decode ? c_.n : 0;  // as KvCache's ring_spare
-    const int capacity = c_.window > 0 ? std::min(c_.window + spare, n_ctx_) : n_ctx_;
-    const size_t kw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim, vw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim_v;
-    KvView view;
-    view.type = c_.kv_type;
-    view.k_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(kw));
-    view.v_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(vw));
-    view.capacity = capacity;
-    view.n_kv_heads = c_.n_kv_heads;
-    view.head_dim_k = c_.head_dim;
-    view.head_dim_v = c_.head_dim_v;
-    std::vector<uint8_t> k_rows(view.k_row_bytes * capacity), v_rows(view.v_row_bytes * capacity);
-    view.k = k_rows.data();
-    view.v = v_rows.data();
-    for (int pos = 0; pos < held; ++pos) {  // a ring's later positions overwrite the earlier ones
-      const size_t slot = static_cast<size_t>(pos % capacity);
-      QuantizeRow(c_.kv_type, &keys_[pos * kw], k_rows.data() + slot * view.k_row_bytes, static_cast<int64_t>(kw));
-      QuantizeRow(c_.kv_type, &values_[pos * vw], v_rows.data() + slot * view.v_row_bytes, static_cast<int64_t>(vw));
-    }
-
-    const int max_batch = batch_rows > 0 ? batch_rows : c_.n;
-    const AttentionScratchSizes sizes =
-        PlanAttentionScratch(c_.n_heads / c_.n_kv_heads, c_.head_dim, c_.head_dim_v, max_batch, n_ctx_);
-    const size_t threads = static_cast<size_t>(n_threads);
-    std::vector<float> scores(threads * sizes.scores_per_thread), block_rows(threads * sizes.block_rows_per_thread);
-    std::vector<float> parts(sizes.split_parts), lse(sizes.split_lse);
-    AttentionScratch scratch{max_batch, scores.data(), sizes.scores_stride, sizes.scores_per_thread,
-                             block_rows.data(), sizes.block_rows_per_thread, parts.data(), lse.data()};
-
+    Cache cache = MakeCache(c_.window > 0 ? std::min(c_.window + spare, n_ctx_) : n_ctx_);
+    for (int pos = 0; pos < held; ++pos) Store(cache, pos);
+    const Scratch scratch = MakeScratch(n_threads, batch_rows > 0 ? batch_rows : c_.n);
     KernelContext ctx(n_threads);
     std::vector<float> out(static_cast<size_t>(c_.n) * c_.n_heads * c_.head_dim_v, -1.0f);
-    const AttendArgs a{c_.n_heads, c_.window, queries_.data(), &keys_[c_.n_past * kw], &values_[c_.n_past * vw], c_.n,
-                       c_.n_past, scale_, c_.softcap, out.data()};
+    const AttendArgs a{c_.n_heads, c_.window, queries_.data(), &keys_[c_.n_past * kw()], &values_[c_.n_past * vw()],
+                       c_.n, c_.n_past, scale_, c_.softcap, out.data()};
     if (rows_as_decode) {
-      AttendRowsAsDecode(a, view, scratch, ctx);
+      AttendRowsAsDecode(a, cache.view, scratch.view, ctx);
     } else {
-      gemlet::Attend(a, view, scratch, ctx);
+      gemlet::Attend(a, cache.view, scratch.view, ctx);
     }
     return out;
   }
@@ -152,53 +127,78 @@ class AttentionFixture {
   // view holding the positions before it (a ring only its last `capacity`) and brings its own keys
   // and values rounded as the cache will store them (KvCache::RoundRows).
   std::vector<float> AttendInChunks(int n_threads, const std::vector<int>& chunks) const {
-    const int capacity = c_.window > 0 ? std::min(c_.window, n_ctx_) : n_ctx_;
-    const size_t kw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim, vw = static_cast<size_t>(c_.n_kv_heads) * c_.head_dim_v;
-    KvView view;
-    view.type = c_.kv_type;
-    view.k_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(kw));
-    view.v_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(vw));
-    view.capacity = capacity;
-    view.n_kv_heads = c_.n_kv_heads;
-    view.head_dim_k = c_.head_dim;
-    view.head_dim_v = c_.head_dim_v;
-    std::vector<uint8_t> k_rows(view.k_row_bytes * capacity), v_rows(view.v_row_bytes * capacity);
-    view.k = k_rows.data();
-    view.v = v_rows.data();
-    auto store = [&](int pos) {
-      const size_t slot = static_cast<size_t>(pos % capacity);
-      QuantizeRow(c_.kv_type, &keys_[pos * kw], k_rows.data() + slot * view.k_row_bytes, static_cast<int64_t>(kw));
-      QuantizeRow(c_.kv_type, &values_[pos * vw], v_rows.data() + slot * view.v_row_bytes, static_cast<int64_t>(vw));
-    };
-    for (int pos = 0; pos < c_.n_past; ++pos) store(pos);
-    const int max_batch = *std::max_element(chunks.begin(), chunks.end());
-    const AttentionScratchSizes sizes =
-        PlanAttentionScratch(c_.n_heads / c_.n_kv_heads, c_.head_dim, c_.head_dim_v, max_batch, n_ctx_);
-    const size_t threads = static_cast<size_t>(n_threads);
-    std::vector<float> scores(threads * sizes.scores_per_thread), block_rows(threads * sizes.block_rows_per_thread);
-    std::vector<float> parts(sizes.split_parts), lse(sizes.split_lse);
-    AttentionScratch scratch{max_batch, scores.data(), sizes.scores_stride, sizes.scores_per_thread,
-                             block_rows.data(), sizes.block_rows_per_thread, parts.data(), lse.data()};
+    Cache cache = MakeCache(c_.window > 0 ? std::min(c_.window, n_ctx_) : n_ctx_);
+    for (int pos = 0; pos < c_.n_past; ++pos) Store(cache, pos);
+    const Scratch scratch = MakeScratch(n_threads, *std::max_element(chunks.begin(), chunks.end()));
     KernelContext ctx(n_threads);
     const size_t q_width = static_cast<size_t>(c_.n_heads) * c_.head_dim, a_width = static_cast<size_t>(c_.n_heads) * c_.head_dim_v;
     std::vector<float> out(static_cast<size_t>(c_.n) * a_width, -1.0f);
     int t0 = 0;
     for (int chunk : chunks) {
       const int pos0 = c_.n_past + t0;
-      std::vector<float> k(keys_.begin() + pos0 * kw, keys_.begin() + (pos0 + chunk) * kw);
-      std::vector<float> v(values_.begin() + pos0 * vw, values_.begin() + (pos0 + chunk) * vw);
-      RoundRows(&k, kw);
-      RoundRows(&v, vw);
+      std::vector<float> k(keys_.begin() + pos0 * kw(), keys_.begin() + (pos0 + chunk) * kw());
+      std::vector<float> v(values_.begin() + pos0 * vw(), values_.begin() + (pos0 + chunk) * vw());
+      RoundRows(&k, kw());
+      RoundRows(&v, vw());
       const AttendArgs a{c_.n_heads, c_.window, &queries_[t0 * q_width], k.data(), v.data(), chunk, pos0, scale_,
                          c_.softcap, &out[t0 * a_width]};
-      gemlet::Attend(a, view, scratch, ctx);
-      for (int pos = pos0; pos < pos0 + chunk; ++pos) store(pos);
+      gemlet::Attend(a, cache.view, scratch.view, ctx);
+      for (int pos = pos0; pos < pos0 + chunk; ++pos) Store(cache, pos);
       t0 += chunk;
     }
     return out;
   }
 
  private:
+  size_t kw() const { return static_cast<size_t>(c_.n_kv_heads) * c_.head_dim; }
+  size_t vw() const { return static_cast<size_t>(c_.n_kv_heads) * c_.head_dim_v; }
+
+  // A KV view of `capacity` slots over the rows it owns.
+  struct Cache {
+    KvView view;
+    std::vector<uint8_t> k_rows, v_rows;
+  };
+  Cache MakeCache(int capacity) const {
+    Cache c;
+    c.view.type = c_.kv_type;
+    c.view.k_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(kw()));
+    c.view.v_row_bytes = RowBytes(c_.kv_type, static_cast<int64_t>(vw()));
+    c.view.capacity = capacity;
+    c.view.n_kv_heads = c_.n_kv_heads;
+    c.view.head_dim_k = c_.head_dim;
+    c.view.head_dim_v = c_.head_dim_v;
+    c.k_rows.resize(c.view.k_row_bytes * capacity);
+    c.v_rows.resize(c.view.v_row_bytes * capacity);
+    c.view.k = c.k_rows.data();
+    c.view.v = c.v_rows.data();
+    return c;
+  }
+  // Position pos's rows into their slot (a ring's later positions overwrite the earlier ones).
+  void Store(Cache& c, int pos) const {
+    const size_t slot = static_cast<size_t>(pos % c.view.capacity);
+    QuantizeRow(c_.kv_type, &keys_[pos * kw()], c.k_rows.data() + slot * c.view.k_row_bytes, static_cast<int64_t>(kw()));
+    QuantizeRow(c_.kv_type, &values_[pos * vw()], c.v_rows.data() + slot * c.view.v_row_bytes, static_cast<int64_t>(vw()));
+  }
+
+  // Attend's scratch for batches of up to max_batch rows, as PlanAttentionScratch sizes it.
+  struct Scratch {
+    std::vector<float> scores, block_rows, parts, lse;
+    AttentionScratch view;
+  };
+  Scratch MakeScratch(int n_threads, int max_batch) const {
+    const AttentionScratchSizes sizes =
+        PlanAttentionScratch(c_.n_heads / c_.n_kv_heads, c_.head_dim, c_.head_dim_v, max_batch, n_ctx_);
+    const size_t threads = static_cast<size_t>(n_threads);
+    Scratch s;
+    s.scores.resize(threads * sizes.scores_per_thread);
+    s.block_rows.resize(threads * sizes.block_rows_per_thread);
+    s.parts.resize(sizes.split_parts);
+    s.lse.resize(sizes.split_lse);
+    s.view = {max_batch, s.scores.data(), sizes.scores_stride, sizes.scores_per_thread, s.block_rows.data(),
+              sizes.block_rows_per_thread, s.parts.data(), s.lse.data()};
+    return s;
+  }
+
   void RoundRows(std::vector<float>* rows, size_t width) const {
     std::vector<uint8_t> stored(RowBytes(c_.kv_type, static_cast<int64_t>(width)));
     for (size_t r = 0; r < rows->size() / width; ++r) {
