@@ -307,16 +307,18 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     if constexpr (T::kBlockValues == kBlockK) {
       const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
       // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values
-      // (Q2_K's, per 16 values, the blocks' bsums as they are).
-      int32_t* pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
-      for (int64_t i = 0; i < n_blocks * nt; ++i) {
-        const int16_t* b = blocks[i].bsums;
-        for (int p = 0; p < 4; ++p) {
-          const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
-          pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+      // (the others read the blocks' bsums as they are, or nothing).
+      int32_t* pair_sums = nullptr;
+      if constexpr (requires { T::kSlicePairSums; }) {
+        pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
+        for (int64_t i = 0; i < n_blocks * nt; ++i) {
+          const int16_t* b = blocks[i].bsums;
+          int32_t slices[8];
+          for (int k = 0; k < 8; ++k) slices[k] = b[2 * k] + b[2 * k + 1];
+          vnni::PairSums(slices, 8, pair_sums + 4 * i);
         }
       }
-      for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums + 4 * n_blocks * t};
+      for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * t : nullptr};
     } else {
       const size_t nb = static_cast<size_t>(n_blocks), n = static_cast<size_t>(nt);
       int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, nb * 32 * n);

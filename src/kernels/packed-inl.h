@@ -295,6 +295,7 @@ struct ScaleMinK {
   static constexpr int kBlockValues = 256;
   static constexpr int kZeroPoint = 0, kGroups = 1;
   static constexpr bool kHasMin = true, kSuperBlockActs = true;  // the GEMM's activations per 256 values
+  static constexpr bool kSlicePairSums = true;  // Dot reads ActK::pair_sums
   static constexpr int kScales = 64, kMins = 192, kHeaderBytes = 320;
   using Act = ActK;
   // The header of one packed super-block from 16 rows' blocks at b.
