@@ -48,6 +48,10 @@ int RunServe(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--max-tokens", so.max_tokens, "the most tokens one request may ask for")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-connections", so.max_connections,
+                 "connections open at once; one more is answered 503 and closed (idle and slow ones count, "
+                 "but hold no thread)")
+      ->capture_default_str()->check(CLI::Range(1, 60000));
   app.add_option("--alias", alias, "the model's id in /v1/models (default: the file's name)");
   app.add_option("--cors-origin", so.cors_origins,
                  "let web pages of this origin call the API (repeatable; '*' matches any run of characters: "

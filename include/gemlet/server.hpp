@@ -39,7 +39,11 @@ struct ServerOptions {
   // gets 403 (DNS rebinding: a page on a name that now resolves to 127.0.0.1 sends that name)
   // unless it matches one of these patterns ("*": any name).
   std::vector<std::string> allowed_hosts;
-  int http_threads = 0;            // threads answering connections; 0: parallel + queue_size + 8, at least 256
+  // Connections. One thread reads every request head, so idle, slow and trickling clients hold
+  // no handler; a connection gets one of `http_threads` once its head has arrived.
+  int http_threads = 0;            // requests handled at once; 0: parallel + queue_size + 16, at least 32
+  int max_connections = 512;       // open at once; one more gets 503 and is closed
+  int head_timeout_seconds = 10;   // a request head must arrive within this from its first byte (else 408)
   // One line per request ("POST /v1/chat/completions 200 0.41 s"); null: none.
   std::function<void(const std::string& line)> log{};
   // > 0: after this many seconds without a request the model is unloaded (the engine and the

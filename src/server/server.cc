@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/http_front.h"
 #include "server/http_guard.h"
 #include "server/protocol.h"
 #include "server/scheduler.h"
@@ -38,30 +39,9 @@ using server::Job;
 namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
-constexpr int kMinHttpThreads = 256;
-constexpr int kKeepAliveSeconds = 2;
-constexpr int kReadTimeoutSeconds = 10;
+constexpr int kMinHttpThreads = 32;
 constexpr size_t kDrainFactor = 4;  // bodies up to 4x the limit are drained before their 413
 constexpr size_t kMaxHeaders = 100;  // browsers send ~20; each line is at most 8 KiB (cpp-httplib's limit)
-
-// Ends the reading side of every connection accepted on `port`: a connection waiting for its next
-// keep-alive request sees the end of its stream and closes at once, while a response being written
-// (a stream's last events) still goes out. cpp-httplib keeps no list of its connections and would
-// otherwise hold Stop for the keep-alive timeout; the process's descriptors are the list.
-void EndConnectionReads(int port) {
-  const long max_fd = std::min<long>(sysconf(_SC_OPEN_MAX), 65536);
-  for (int fd = 0; fd < max_fd; ++fd) {
-    sockaddr_storage local{}, peer{};
-    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;  // not a socket
-    int local_port = -1;
-    if (local.ss_family == AF_INET) local_port = ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-    if (local.ss_family == AF_INET6) local_port = ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
-    // An accepted connection: our port on this side, a peer on the other (the listening socket has none).
-    if (local_port != port || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    ::shutdown(fd, SHUT_RD);
-  }
-}
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -103,6 +83,22 @@ bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.wr
 bool WriteEvent(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, "data: " + j.dump() + "\n\n"); }
 bool WriteLine(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, j.dump() + "\n"); }
 
+// cpp-httplib's routes and request handling (its parser, the pre- and post-routing handlers), run
+// on the connections server::HttpFront hands over instead of on connections of its own.
+class RoutedServer : public httplib::Server {
+ public:
+  // While serving, cpp-httplib's streamed answers look at the listening socket to tell whether the
+  // server is shutting down; the front holds the real one, so this stands in for it.
+  void MarkServing(bool serving) { svr_sock_ = serving ? kServing : INVALID_SOCKET; }
+  bool Handle(httplib::Stream& stream, bool close_after) {
+    bool closed = false;
+    return process_request(stream, close_after, closed, nullptr) && !closed;
+  }
+
+ private:
+  static constexpr socket_t kServing = 0;  // never closed: cpp-httplib closes it only after its own listen
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -111,8 +107,8 @@ struct Server::Impl {
   int slot_ctx = 0;
   std::string model_name;
   server::Limits limits;
-  httplib::Server http;
-  std::thread listener;
+  RoutedServer http;
+  std::unique_ptr<server::HttpFront> front;
 
   // The model, while loaded: the engine and the scheduler over its slots. Every request that needs
   // them holds a lease; with none held for idle_unload_seconds both are let go, and the next
@@ -237,40 +233,36 @@ Status Server::Start() {
     std::lock_guard<std::mutex> lock(d.model_mutex);
     if (Status s = d.LoadLocked(); !s.ok()) return s;
   }
-  // cpp-httplib gives each open connection a thread, idle ones included: enough of them that a
-  // few hundred idle or slow connections (a browser's pool, a slowloris) leave threads for
-  // real requests; each is a parked stack.
-  const int threads = d.options.http_threads > 0 ? d.options.http_threads
-                                                 : std::max(kMinHttpThreads, d.options.parallel + d.options.queue_size + 8);
-  d.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Handlers are for requests whose head has arrived (server::HttpFront reads heads on one
+  // thread): enough for every slot and queued request, a streamed answer holding one to its end,
+  // and the quick routes beside them.
+  server::FrontOptions front;
+  front.workers = d.options.http_threads > 0 ? d.options.http_threads
+                                             : std::max(kMinHttpThreads, d.options.parallel + d.options.queue_size + 16);
+  front.max_connections = std::max(1, d.options.max_connections);
+  front.head_timeout = std::chrono::seconds(std::max(1, d.options.head_timeout_seconds));
   d.http.set_payload_max_length(d.options.max_body_bytes);
-  // A connection that sends nothing for kKeepAliveSeconds is closed; one that stalls mid-request
-  // for kReadTimeoutSeconds too.
-  d.http.set_keep_alive_timeout(kKeepAliveSeconds);
-  d.http.set_read_timeout(kReadTimeoutSeconds, 0);
-  d.http.set_write_timeout(30, 0);
+  // Only for the Keep-Alive header cpp-httplib writes: the front enforces both.
+  d.http.set_keep_alive_timeout(std::chrono::duration_cast<std::chrono::seconds>(front.idle_timeout).count());
+  d.http.set_keep_alive_max_count(static_cast<size_t>(front.max_requests_per_connection));
   d.Routes();
-  // cpp-httplib listens with a backlog of 5: a burst of clients overflows it and the kernel drops
-  // their handshakes (they see a reset a second later). Keep the socket and listen again, deeper.
-  int listening_fd = -1;
-  d.http.set_socket_options([&listening_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
-    listening_fd = sock;
-  });
-  d.port = d.options.port == 0 ? d.http.bind_to_any_port(d.options.host)
-                               : (d.http.bind_to_port(d.options.host, d.options.port) ? d.options.port : -1);
-  if (d.port <= 0) {
+  auto listening = server::HttpFront::Listen(d.options.host, d.options.port, front,
+                                             [&d](httplib::Stream& stream, bool close_after) {
+                                               return d.http.Handle(stream, close_after);
+                                             });
+  if (!listening.ok()) {
     std::lock_guard<std::mutex> lock(d.model_mutex);
     d.scheduler->Stop();
-    return Status::Error("cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) +
-                         " (in use, or not an address of this machine)");
+    return Status::Error(listening.status().message() + " (in use, or not an address of this machine)");
   }
-  if (listening_fd >= 0) ::listen(listening_fd, 1024);
+  d.front = std::move(listening).value();
+  d.port = d.front->port();
   {
     std::lock_guard<std::mutex> lock(d.state_mutex);
     d.running = true;
   }
-  d.listener = std::thread([&d] { d.http.listen_after_bind(); });
+  d.http.MarkServing(true);
+  d.front->Start();
   if (d.options.reload) d.idle_thread = std::thread([&d] { d.IdleLoop(); });
   return Status::Ok();
 }
@@ -294,9 +286,8 @@ void Server::Stop() {
     scheduler = d.scheduler;
   }
   if (scheduler) scheduler->Stop();
-  d.http.stop();
-  if (d.port > 0) EndConnectionReads(d.port);
-  if (d.listener.joinable()) d.listener.join();
+  d.http.MarkServing(false);
+  if (d.front) d.front->Stop();
   {
     std::lock_guard<std::mutex> lock(d.state_mutex);
     d.running = false;
@@ -1031,6 +1022,15 @@ std::string Server::Impl::Metrics() {
   metric("model_loads_total", "counter", "Times the model was loaded (the first time included).", static_cast<double>(n_loads));
   metric("model_unloads_total", "counter", "Times the model was unloaded after --idle-unload seconds idle.",
          static_cast<double>(n_unloads));
+  if (front) {
+    const server::FrontCounts c = front->counts();
+    metric("http_connections_open", "gauge", "Connections open now.", static_cast<double>(c.open));
+    metric("http_connections_busy", "gauge", "Connections whose request is being handled.", static_cast<double>(c.busy));
+    metric("http_connections_refused_total", "counter", "Connections answered 503 at once: max_connections were open.",
+           static_cast<double>(c.over_cap));
+    metric("http_head_timeouts_total", "counter", "Connections closed (408) because a request head came too slowly.",
+           static_cast<double>(c.head_timeouts));
+  }
   out << "# HELP gemlet_http_responses_total HTTP responses by route and status.\n"
       << "# TYPE gemlet_http_responses_total counter\n";
   std::lock_guard<std::mutex> lock(metrics_mutex);

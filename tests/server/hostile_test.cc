@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/http_guard.h"
@@ -281,11 +282,18 @@ TEST(ServerHostile, OversizedRequestsAreRefusedFromTheirHead) {
   for (int i = 0; i < 500; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
   const std::string many_headers = RawExchange(port, many + "\r\n", 3);
   EXPECT_EQ(many_headers.rfind("HTTP/1.1 431", 0), 0u) << many_headers;
+  // A header line over cpp-httplib's 8 KiB: 400; a head over the front's 64 KiB: 431 (or 414 while
+  // its request line has not ended).
   const std::string long_header =
-      RawExchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n", 3);
+      RawExchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(10000, 'a') + "\r\n\r\n", 3);
   EXPECT_EQ(long_header.rfind("HTTP/1.1 400", 0), 0u) << long_header.substr(0, 100);
-  const std::string long_uri = RawExchange(port, "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 3);
+  const std::string huge_header =
+      RawExchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(100000, 'a') + "\r\n\r\n", 3);
+  EXPECT_EQ(huge_header.rfind("HTTP/1.1 431", 0), 0u) << huge_header.substr(0, 100);
+  const std::string long_uri = RawExchange(port, "GET /" + std::string(10000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 3);
   EXPECT_EQ(long_uri.rfind("HTTP/1.1 414", 0), 0u) << long_uri.substr(0, 100);
+  const std::string huge_uri = RawExchange(port, "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 3);
+  EXPECT_EQ(huge_uri.rfind("HTTP/1.1 414", 0), 0u) << huge_uri.substr(0, 100);
   const std::string garbage = RawExchange(port, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11) + "\r\n\r\n", 3);
   EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage.substr(0, 100);
   auto health = t.client->Get("/health");
@@ -306,6 +314,61 @@ TEST(ServerHostile, SilentConnectionsLeaveRoomForRequests) {
   ASSERT_TRUE(r) << "no answer within 4 s beside 200 silent connections";
   EXPECT_EQ(r->status, 200) << r->body;
   for (int fd : silent) close(fd);
+}
+
+// A slowloris: 300 connections trickle their heads a byte at a time. They hold no handler, so a
+// request beside them is answered at once, and each is cut off (408) at its head's deadline.
+TEST(ServerHostile, TrickledHeadsAreCutOffAndHoldNothing) {
+  ServerOptions o;
+  o.head_timeout_seconds = 1;
+  TestServer t(o);
+  std::vector<int> slow = SilentConnections(t.server->port(), 300);
+  ASSERT_EQ(slow.size(), 300u);
+  const std::string start_of_head = "POST /v1/chat/completions HTTP/1.1\r\nHo";
+  for (int fd : slow) (void)send(fd, start_of_head.data(), start_of_head.size(), MSG_NOSIGNAL);
+  const auto start = std::chrono::steady_clock::now();
+  httplib::Client c("127.0.0.1", t.server->port());
+  c.set_read_timeout(4, 0);
+  auto r = c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})",
+                  "application/json");
+  ASSERT_TRUE(r) << "no answer beside 300 trickling heads";
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  for (int round = 0; round < 3; ++round) {
+    for (int fd : slow) (void)send(fd, "s", 1, MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  size_t timed_out = 0;
+  for (int fd : slow) {
+    timeval tv{3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buffer[256];
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 12 && std::string(buffer, 12) == "HTTP/1.1 408") ++timed_out;
+    close(fd);
+  }
+  EXPECT_EQ(timed_out, 300u);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("gemlet_http_head_timeouts_total 300\n"), std::string::npos) << m->body;
+}
+
+// Connections beyond --max-connections are answered 503 at once and closed; the others are served.
+TEST(ServerHostile, ConnectionsOverTheCapAreRefused) {
+  ServerOptions o;
+  o.max_connections = 16;
+  TestServer t(o);
+  std::vector<int> held = SilentConnections(t.server->port(), 16);
+  ASSERT_EQ(held.size(), 16u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string refused = RawExchange(t.server->port(), "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 3);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos) << refused;
+  for (int fd : held) close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto m = t.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("gemlet_http_connections_refused_total 1\n"), std::string::npos) << m->body;
 }
 
 // Stop (SIGTERM in gemlet serve) does not wait for idle keep-alive connections to time out.
