@@ -43,11 +43,12 @@ test-asan: deps-test
 # sessions, cancels from another thread (of a session, a conversation, a BatchDecoder's requests).
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_TSAN=ON -DGEMLET_BUILD_TESTS=ON
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test batch_decoder_test
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test batch_decoder_test http_front_test
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/api_test --gtest_filter='ApiThreads.*:ApiCancel.*:ApiConversation.*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/conversation_test --gtest_filter='ConversationBackground.*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/batch_decoder_test --gtest_filter='BatchDecoder.Cancel*' --gtest_brief=1
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/api/c_api_test --gtest_filter='CApi.*Cancel*:CApi.*PerThread*' --gtest_brief=1
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/server/http_front_test --gtest_brief=1
 
 test-arm64:
 	./scripts/install-deps.sh --arm64

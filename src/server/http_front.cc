@@ -57,6 +57,18 @@ std::string CannedResponse(int status, const char* reason, const std::string& me
          "\r\nConnection: close\r\n" + (status == 503 ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
 }
 
+}  // namespace
+
+std::string OversizedHeadAnswer(std::string_view buffer, size_t max_head_bytes) {
+  const std::string limit = std::to_string(max_head_bytes);
+  if (buffer.find('\n') == std::string_view::npos) {
+    return CannedResponse(414, "URI Too Long", "the request line is over " + limit + " bytes");
+  }
+  return CannedResponse(431, "Request Header Fields Too Large", "the request's headers are over " + limit + " bytes");
+}
+
+namespace {
+
 // Best effort: the socket's buffer takes a short answer at once, or the client is gone.
 void SendAndClose(int fd, const std::string& response) {
   (void)send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -418,14 +430,9 @@ void HttpFront::Impl::ReadHead(Connection& c) {
   c.scanned = c.buffer.size() < 2 ? 0 : c.buffer.size() - 2;
   if (c.buffer.size() > options.max_head_bytes) {
     const int fd = c.fd;
-    const bool line_ended = c.buffer.find('\n') != std::string::npos;
+    const std::string answer = OversizedHeadAnswer(c.buffer, options.max_head_bytes);
     waiting.erase(fd);
-    SendAndClose(fd, line_ended ? CannedResponse(431, "Request Header Fields Too Large",
-                                                 "the request's headers are over " +
-                                                     std::to_string(options.max_head_bytes) + " bytes")
-                                : CannedResponse(414, "URI Too Long",
-                                                 "the request line is over " + std::to_string(options.max_head_bytes) +
-                                                     " bytes"));
+    SendAndClose(fd, answer);
     std::lock_guard<std::mutex> lock(mutex);
     --open;
   }

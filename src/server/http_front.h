@@ -50,6 +50,10 @@ struct FrontCounts {
 // "\n\n" as cpp-httplib also reads), or npos; `from`: no end starts before it.
 size_t RequestHeadEnd(std::string_view bytes, size_t from = 0);
 
+// The answer to a connection whose head has grown past `max_head_bytes` with no end: 414 while its
+// request line has not ended, else 431 (it is closed after).
+std::string OversizedHeadAnswer(std::string_view buffer, size_t max_head_bytes);
+
 class HttpFront {
  public:
   // Binds host:port (0: a free port) and listens; nothing is accepted before Start.

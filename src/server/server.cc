@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "server/admission.h"
 #include "server/http_front.h"
 #include "server/http_guard.h"
 #include "server/protocol.h"
@@ -40,20 +41,9 @@ namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr int kMinHttpThreads = 32;
-constexpr size_t kDrainFactor = 4;  // bodies up to 4x the limit are drained before their 413
-constexpr size_t kMaxHeaders = 100;  // browsers send ~20; each line is at most 8 KiB (cpp-httplib's limit)
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// An error's message may quote the request (a path, a header): bytes that are not UTF-8 are
-// replaced rather than thrown on.
-std::string ErrorText(const ApiError& e) { return server::ErrorJson(e).dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void SendError(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(ErrorText(e), kJson);
 }
 
 ApiError Error(int status, std::string message, std::string type = "invalid_request_error", std::string code = "") {
@@ -70,13 +60,6 @@ ApiError Error(int status, std::string message, std::string type = "invalid_requ
 ApiError FailedReply(const Status& s) {
   const int status = s.code() == StatusCode::kCancelled ? 503 : s.code() == StatusCode::kInvalidArgument ? 400 : 500;
   return Error(status, s.message(), status == 400 ? "invalid_request_error" : "server_error");
-}
-
-// Compares without an early exit, so response times do not leak how much of a key was right.
-bool SameSecret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return diff == 0;
 }
 
 bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
@@ -158,9 +141,7 @@ struct Server::Impl {
   std::string machine_hostname;
 
   void Routes();
-  // The handlers that run before and after every route: Host, Origin, the API key; CORS headers,
-  // the metrics, the log line.
-  httplib::Server::HandlerResponse Admit(const httplib::Request& req, httplib::Response& res);
+  // After every route: the metrics, the log line (server::Admit runs before).
   void Account(const httplib::Request& req, httplib::Response& res);
   // /metrics' label for a request: the route's path or template, else "other", so that probed
   // paths cannot grow the table.
@@ -175,7 +156,6 @@ struct Server::Impl {
     route_paths.insert(path);
     http.Post(path, handler);
   }
-  bool Authorized(const httplib::Request& req) const;
   std::string NewId(const char* prefix) { return std::string(prefix) + std::to_string(created) + "-" + std::to_string(next_id++); }
 
   // The dialects' handlers share this: parse, tokenize, queue, answer.
@@ -360,7 +340,7 @@ void Server::Impl::OllamaLoad(httplib::Response& res, const CompletionRequest& r
     // With requests running, the idle loop unloads it once they are done (keep_alive is 0).
   } else {
     Result<std::shared_ptr<Lease>> lease = Acquire();
-    if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+    if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
   }
   res.set_content(server::OllamaLoadJson(c, chat, unload).dump(), kJson);
 }
@@ -406,14 +386,6 @@ void Server::Impl::IdleLoop() {
   }
 }
 
-bool Server::Impl::Authorized(const httplib::Request& req) const {
-  if (options.api_key.empty()) return true;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  if (header.compare(0, prefix.size(), prefix) != 0) return false;
-  return SameSecret(header.substr(prefix.size()), options.api_key);
-}
-
 json Server::Impl::ModelJson() const {
   return {{"id", model_name},
           {"object", "model"},
@@ -427,76 +399,6 @@ json Server::Impl::ModelJson() const {
             {"n_params", info.n_parameters},
             {"size", info.file_bytes},
             {"file_type", info.file_type}}}};
-}
-
-httplib::Server::HandlerResponse Server::Impl::Admit(const httplib::Request& req, httplib::Response& res) {
-  using Handled = httplib::Server::HandlerResponse;
-  // Sizes first, before the body is read (cpp-httplib reads it after this handler): a body
-  // announced far beyond the limit is refused at once, and the connection closed rather than
-  // drained. One just over it is read and dropped by cpp-httplib, which answers 413 then: a client
-  // still sending when the connection closes may see a reset instead of the answer.
-  if (req.headers.size() > kMaxHeaders) {
-    res.set_header("Connection", "close");
-    SendError(res, Error(431, "the request has " + std::to_string(req.headers.size()) + " header fields; at most " +
-                                  std::to_string(kMaxHeaders) + " are read"));
-    return Handled::Handled;
-  }
-  if (req.has_header("Content-Length")) {
-    const std::string length = req.get_header_value("Content-Length");
-    char* end = nullptr;
-    const unsigned long long bytes = std::strtoull(length.c_str(), &end, 10);
-    if (length.empty() || *end != '\0' || bytes / kDrainFactor > options.max_body_bytes) {
-      res.set_header("Connection", "close");
-      SendError(res, Error(413, "the request body is " + server::LogSafe(length) + " bytes; at most " +
-                                    std::to_string(options.max_body_bytes) + " are read"));
-      return Handled::Handled;
-    }
-  }
-  const std::string host = req.get_header_value("Host");
-  if (!server::HostAllowed(host, options.host, options.allowed_hosts, machine_hostname)) {
-    SendError(res, Error(403,
-                         "requests for the host '" + server::LogSafe(host) + "' are refused (a page on another name could "
-                         "reach this server through DNS rebinding); start the server with --allow-host NAME to allow one",
-                         "invalid_request_error", "forbidden_host"));
-    return Handled::Handled;
-  }
-  const std::string origin = req.get_header_value("Origin");
-  const server::OriginVerdict verdict = server::CheckOrigin(origin, host, options.cors_origins);
-  if (verdict == server::OriginVerdict::kRefused) {
-    SendError(res, Error(403,
-                         "requests from the web page at '" + server::LogSafe(origin) + "' are refused; start the server "
-                         "with --cors-origin '" + server::LogSafe(origin) + "' (or a pattern such as 'http://localhost:*') "
-                         "to allow it",
-                         "invalid_request_error", "forbidden_origin"));
-    return Handled::Handled;
-  }
-  if (verdict == server::OriginVerdict::kAllowed) {
-    res.set_header("Access-Control-Allow-Origin", origin);
-    res.set_header("Vary", "Origin");
-  }
-  if (req.method == "OPTIONS") {
-    // A preflight: only an allowed origin gets here with one (its own page needs none).
-    if (verdict != server::OriginVerdict::kAllowed) {
-      SendError(res, Error(403, "a preflight needs an Origin that --cors-origin allows"));
-      return Handled::Handled;
-    }
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers",
-                   server::AllowedRequestHeaders(req.get_header_value("Access-Control-Request-Headers")));
-    res.set_header("Access-Control-Max-Age", "600");
-    return Handled::Handled;
-  }
-  // The API key: the health check and the page stay open (a browser loads the page, then asks for
-  // the key when the API answers 401).
-  const bool open = req.path == "/health" || (req.method == "GET" && server::FindWebAsset(req.path) != nullptr);
-  if (!open && !Authorized(req)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    SendError(res, Error(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
-                         "invalid_request_error", "invalid_api_key"));
-    return Handled::Handled;
-  }
-  return Handled::Unhandled;
 }
 
 std::string Server::Impl::RouteLabel(const httplib::Request& req) const {
@@ -517,7 +419,12 @@ void Server::Impl::Account(const httplib::Request& req, httplib::Response& res) 
 void Server::Impl::Routes() {
   // Before routing: Host, Origin (and CORS preflights), the API key. After: the metrics and the log.
   // cpp-httplib runs neither for a body over the size limit, which its error handler answers.
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return Admit(req, res); });
+  server::AdmissionOptions admission{options.host, options.allowed_hosts, options.cors_origins, machine_hostname,
+                                     options.api_key, options.max_body_bytes};
+  http.set_pre_routing_handler([admission](const httplib::Request& req, httplib::Response& res) {
+    return server::Admit(req, res, admission) ? httplib::Server::HandlerResponse::Handled
+                                              : httplib::Server::HandlerResponse::Unhandled;
+  });
   http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { Account(req, res); });
   // Unknown routes, oversized bodies (413) and the like: an OpenAI-shaped error when nothing was written.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -525,7 +432,7 @@ void Server::Impl::Routes() {
     std::string message = res.status == 404   ? "no route " + server::LogSafe(req.method) + " " + server::LogSafe(req.path)
                           : res.status == 413 ? "the request body is too large"
                                               : "the request failed (HTTP " + std::to_string(res.status) + ")";
-    res.set_content(ErrorText(Error(res.status, message)), kJson);
+    res.set_content(server::ErrorText(Error(res.status, message)), kJson);
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
@@ -535,7 +442,7 @@ void Server::Impl::Routes() {
       what = e.what();
     } catch (...) {
     }
-    SendError(res, Error(500, what, "server_error"));
+    server::SendError(res, Error(500, what, "server_error"));
   });
 
   Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -613,7 +520,7 @@ void Server::Impl::Routes() {
   http.Get("/.*", [](const httplib::Request& req, httplib::Response& res) {
     const server::WebAsset* asset = server::FindWebAsset(req.path);
     if (!asset) {
-      return SendError(res, Error(404, "no route GET " + server::LogSafe(req.path), "invalid_request_error", "not_found"));
+      return server::SendError(res, Error(404, "no route GET " + server::LogSafe(req.path), "invalid_request_error", "not_found"));
     }
     res.set_header("Content-Security-Policy", std::string(server::kWebContentSecurityPolicy));
     res.set_header("X-Content-Type-Options", "nosniff");
@@ -671,7 +578,7 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
 
 void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect) {
   json body;
-  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return server::SendError(res, *e);
   CompletionRequest r;
   const bool ollama = dialect == Dialect::kOllamaChat || dialect == Dialect::kOllamaGenerate;
   std::optional<ApiError> err;
@@ -699,15 +606,15 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
       break;
     }
   }
-  if (err) return SendError(res, *err);
-  if (auto e = KeepAlive(r)) return SendError(res, *e);
+  if (err) return server::SendError(res, *err);
+  if (auto e = KeepAlive(r)) return server::SendError(res, *e);
   if (r.load_only) return OllamaLoad(res, r, dialect == Dialect::kOllamaChat);
-  if (std::string invalid = Validate(r.options); !invalid.empty()) return SendError(res, Error(400, invalid));
+  if (std::string invalid = Validate(r.options); !invalid.empty()) return server::SendError(res, Error(400, invalid));
   Result<std::shared_ptr<Lease>> leased = Acquire();
-  if (!leased.ok()) return SendError(res, Error(500, leased.message(), "server_error"));
+  if (!leased.ok()) return server::SendError(res, Error(500, leased.message(), "server_error"));
   std::shared_ptr<Lease> lease = std::move(leased).value();
   auto job = std::make_shared<Job>();
-  if (auto e = Prompt(*lease->engine, r, &job->prompt)) return SendError(res, *e);
+  if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
   job->options = r.options;
   if (r.num_ctx > 0) {
     // Ollama's num_ctx below the slot's: the prompt and the answer together stay within it.
@@ -718,7 +625,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     if (Status s = lease->engine->CheckResponseFormat(r.options, slot_ctx); !s.ok()) {
       ApiError e = Error(400, s.message());
       e.param = r.options.response_format.empty() ? "tool_choice" : "response_format";
-      return SendError(res, e);
+      return server::SendError(res, e);
     }
   }
   // n choices: the same prompt in n jobs, choice i sampling with seed + i.
@@ -734,7 +641,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     if (!lease->scheduler->Enqueue(j)) {
       for (const std::shared_ptr<Job>& queued : jobs) queued->cancelled.store(true);
       res.set_header("Retry-After", "1");
-      return SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
+      return server::SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
                                   "server_error", "overloaded"));
     }
   }
@@ -763,7 +670,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   };
   bool done = false;
   for (int waited = 0; waited < 10 && !done; ++waited) done = all_done(std::chrono::milliseconds(100));
-  const auto answer = [this, dialect, r, c, task, task_prompt, jobs]() -> std::pair<int, std::string> {
+  const auto answer = [dialect, r, c, task, task_prompt, jobs]() -> std::pair<int, std::string> {
     std::vector<json> completions;
     for (const std::shared_ptr<Job>& j : jobs) {
       Result<Reply> reply = Status::Error("unset");
@@ -934,18 +841,18 @@ void Server::Impl::StreamOllama(httplib::Response& res, std::shared_ptr<Job> job
 
 void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
-  if (!body.is_object()) return SendError(res, Error(400, "the request body is not a JSON object"));
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return server::SendError(res, *e);
+  if (!body.is_object()) return server::SendError(res, Error(400, "the request body is not a JSON object"));
   if (!body.contains("content") || !body["content"].is_string()) {
     ApiError e = Error(400, "'content' must be a string");
     e.param = "content";
-    return SendError(res, e);
+    return server::SendError(res, e);
   }
   const auto flag = [&body](const char* key, bool fallback) {
     return body.contains(key) && body[key].is_boolean() ? body[key].get<bool>() : fallback;
   };
   Result<std::shared_ptr<Lease>> lease = Acquire();
-  if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+  if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
   const Engine& engine = *lease.value()->engine;
   const std::vector<int32_t> tokens = engine.Tokenize(
       body["content"].get<std::string>(), {.add_special = flag("add_special", false), .parse_special = flag("parse_special", true)});
@@ -960,11 +867,11 @@ void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res)
 
 void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
-  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return SendError(res, *e);
+  if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return server::SendError(res, *e);
   if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
     ApiError e = Error(400, "'tokens' must be an array of token ids");
     e.param = "tokens";
-    return SendError(res, e);
+    return server::SendError(res, e);
   }
   std::vector<int32_t> tokens;
   for (const json& t : body["tokens"]) {
@@ -972,12 +879,12 @@ void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& re
       ApiError e = Error(400, "'tokens' holds " + t.dump() + ", not a token id of this model (0.." +
                                   std::to_string(info.n_vocab - 1) + ")");
       e.param = "tokens";
-      return SendError(res, e);
+      return server::SendError(res, e);
     }
     tokens.push_back(t.get<int32_t>());
   }
   Result<std::shared_ptr<Lease>> lease = Acquire();
-  if (!lease.ok()) return SendError(res, Error(500, lease.message(), "server_error"));
+  if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
   res.set_content(json({{"content", lease.value()->engine->Detokenize(tokens)}}).dump(), kJson);
 }
 
