@@ -9,6 +9,15 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define GEMLET_LSAN_OFF() __lsan_disable()
+#define GEMLET_LSAN_ON() __lsan_enable()
+#else
+#define GEMLET_LSAN_OFF()
+#define GEMLET_LSAN_ON()
+#endif
+
 #include <algorithm>
 #include <csetjmp>
 #include <cstdlib>
@@ -312,7 +321,12 @@ Bytes EncodeHeic(const Image& image, int quality, int orientation) {
   }
   heif_encoding_options* options = heif_encoding_options_alloc();
   options->image_orientation = static_cast<heif_orientation>(orientation);
+  // Encoding through libheif's x265 plugin (x265 3.5, Debian 12) leaves 1168 bytes from each
+  // x265_encoder_open unfreed after the encoder is released; only this test helper encodes, so
+  // LeakSanitizer looks away here (decoding is watched as everywhere else).
+  GEMLET_LSAN_OFF();
   const bool encoded = heif_context_encode_image(context, picture, encoder, options, nullptr).code == heif_error_Ok;
+  GEMLET_LSAN_ON();
   heif_writer writer{1, &AppendHeif};
   if (!encoded || heif_context_write(context, &writer, &out).code != heif_error_Ok) out.clear();
   heif_encoding_options_free(options);
