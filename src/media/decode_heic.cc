@@ -59,7 +59,7 @@ Result<Image> DecodeHeic(std::span<const uint8_t> bytes, const ImageLimits& limi
 
   std::unique_ptr<heif_decoding_options, OptionsFree> options(heif_decoding_options_alloc());
   if (!options) return Status::Error("libheif could not start (out of memory)");
-  options->ignore_transformations = 0;  // irot/imir/clap applied, as pillow-heif does
+  options->ignore_transformations = 0;  // irot/imir/clap applied (libheif's default, stated)
   options->convert_hdr_to_8bit = 1;     // 10-bit HEIC to 8-bit RGB
   heif_image* raw_image = nullptr;
   // interleaved_RGB has no alpha plane: alpha is dropped, as PIL's convert("RGB") does.
@@ -76,8 +76,8 @@ Result<Image> DecodeHeic(std::span<const uint8_t> bytes, const ImageLimits& limi
   for (int y = 0; y < height; ++y) {
     std::memcpy(image.Pixel(0, y), plane + static_cast<size_t>(y) * stride, static_cast<size_t>(width) * 3);
   }
-  // The EXIF orientation of a HEIC is not applied: HEIF says irot/imir are authoritative, and
-  // libheif has applied them (pillow-heif likewise drops the EXIF tag after decoding).
+  // The EXIF orientation of a HEIC is not applied on top: HEIF (ISO/IEC 23008-12) makes irot/imir
+  // authoritative, and libheif has applied them; applying both would turn a photo twice.
   return image;
 }
 

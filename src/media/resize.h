@@ -23,6 +23,9 @@ Result<Resample> ResampleFromPil(int pil_code);
 // - the width pass first (when the width changes), rounded and clamped to uint8, then the height
 //   pass over that (when the height changes).
 // The result is bit-exact with PyTorch's AVX2 and generic kernels, which share these integer steps.
+// (torchvision takes this uint8 path for bicubic everywhere, and for bilinear where PyTorch reports
+// AVX2 or AVX512; elsewhere, e.g. on arm64, its bilinear resizes in float32 and rounds once, which
+// can differ by one step: this function follows the x86 path the goldens were made on.)
 // Sides must be positive.
 Result<Image> ResizeImage(const Image& image, int width, int height, Resample resample);
 
