@@ -3,11 +3,13 @@
 # default-jdk-headless (javac, the JNI headers, /usr/lib/jvm/default-java) is for the Java binding.
 # libcpp-httplib-dev is gemlet serve's HTTP library.
 # libcurl4-openssl-dev is gemlet pull's HTTP(S) client (the model store's fetcher).
+# libpng-dev, libjpeg62-turbo-dev, libwebp-dev and libheif-dev decode the images given to vision models
+# (src/media: PNG, JPEG, WebP, HEIC; Debian's libheif decodes HEVC through libde265 and encodes with x265).
 # Usage: scripts/install-deps.sh [--test] [--arm64]
 #   --test: also what the tests alone need (the chat page's browser test); --arm64: what `make test-arm64` needs
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
-          libcpp-httplib-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+          libcpp-httplib-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libheif-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
 test_deps=0
 arm64=0
 for arg in "$@"; do
