@@ -1,4 +1,4 @@
-// `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16] [--tokenizer FILE]`: a HuggingFace Gemma
+// `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16] [--tokenizer FILE] [--mmproj-out MMPROJ.gguf]`: a HuggingFace Gemma
 // checkpoint to GGUF.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -29,6 +29,9 @@ int RunConvert(int argc, char** argv) {
                  "a tokenizer.json or SentencePiece tokenizer.model to take the vocabulary from (default: the "
                  "folder's tokenizer.json, else its tokenizer.model); tokenizer_config.json still comes from the folder");
   app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
+  app.add_option("--mmproj-out", options.mmproj_output_path,
+                 "also write the vision tower and projector of a multimodal checkpoint to this llama.cpp mmproj "
+                 "GGUF (Gemma3ForConditionalGeneration)");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -48,6 +51,10 @@ int RunConvert(int argc, char** argv) {
   if (tty) {
     std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s\n", options.output_path.c_str(), result->arch.c_str(),
                  result->n_tensors, result->outtype.c_str());
+    if (!result->mmproj_projector.empty()) {
+      std::fprintf(stderr, "wrote %s: %s projector, %zu tensors\n", options.mmproj_output_path.c_str(),
+                   result->mmproj_projector.c_str(), result->mmproj_tensors);
+    }
   }
   return 0;
 }

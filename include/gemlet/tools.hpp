@@ -29,6 +29,9 @@ struct ConvertOptions {
   std::string weights_path;    // a .safetensors file or model.safetensors.index.json instead of the folder's
   std::string tokenizer_path;  // a tokenizer.json or tokenizer.model instead of the folder's
   std::string model_name;      // general.name; empty: the folder's name
+  // Non-empty: the checkpoint's vision tower and projector also go to this llama.cpp mmproj GGUF
+  // (Gemma3ForConditionalGeneration today); a checkpoint without a tower is an error.
+  std::string mmproj_output_path;
   std::function<void(size_t index, size_t count, const std::string& tensor)> progress{};
   std::function<void(const std::string& warning)> warn{};
 };
@@ -39,6 +42,8 @@ struct ConvertReport {
   size_t n_tensors = 0;
   bool placeholder_vocab = false;  // neither tokenizer.json nor tokenizer.model: a stand-in vocabulary
   std::string tokenizer_source;
+  std::string mmproj_projector;  // clip.projector_type of the mmproj written ("gemma3"); empty: none
+  size_t mmproj_tensors = 0;
 };
 
 Result<ConvertReport> Convert(const ConvertOptions& options);

@@ -36,8 +36,30 @@ void ReleasePages(const StTensor& t) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+// llama.cpp's "auto" looks at the first tensor of two or more dimensions; so do we, keeping its type.
+DType DefaultOutType(const std::vector<PlannedTensor>& plan) {
+  for (const PlannedTensor& p : plan) {
+    if (p.sources.empty() || p.ne.size() < 2 || p.sources[0] == nullptr) continue;
+    switch (p.sources[0]->dtype) {
+      case StDType::kBF16: return DType::kBF16;
+      case StDType::kF16: return DType::kF16;
+      default: return DType::kF32;
+    }
+  }
+  return DType::kF32;
+}
+
+std::string FolderName(const std::string& dir) {
+  std::filesystem::path p(dir);
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" -> "dir"
+  std::string name = std::filesystem::absolute(p).lexically_normal().filename().string();
+  return name.empty() ? "model" : name;
+}
+
+}  // namespace
+
 // Streams one planned tensor: source rows -> f32 (+1 for Gemma norms) -> `type`, then zero padding.
-Status Produce(const PlannedTensor& p, DType type, ByteSink& sink) {
+Status ProducePlannedTensor(const PlannedTensor& p, DType type, ByteSink& sink) {
   const int64_t n = p.ne[0];
   const size_t out_row = RowBytes(type, n);
   const int64_t batch = std::max<int64_t>(1, static_cast<int64_t>(kBatchBytes / (static_cast<size_t>(n) * sizeof(float))));
@@ -71,28 +93,6 @@ Status Produce(const PlannedTensor& p, DType type, ByteSink& sink) {
   for (int64_t r0 = 0; r0 < p.pad_rows; r0 += batch) RETURN_IF_ERROR(emit(std::min(batch, p.pad_rows - r0)));
   return Status::Ok();
 }
-
-// llama.cpp's "auto" looks at the first tensor of two or more dimensions; so do we, keeping its type.
-DType DefaultOutType(const std::vector<PlannedTensor>& plan) {
-  for (const PlannedTensor& p : plan) {
-    if (p.sources.empty() || p.ne.size() < 2 || p.sources[0] == nullptr) continue;
-    switch (p.sources[0]->dtype) {
-      case StDType::kBF16: return DType::kBF16;
-      case StDType::kF16: return DType::kF16;
-      default: return DType::kF32;
-    }
-  }
-  return DType::kF32;
-}
-
-std::string FolderName(const std::string& dir) {
-  std::filesystem::path p(dir);
-  if (!p.has_filename()) p = p.parent_path();  // "dir/" -> "dir"
-  std::string name = std::filesystem::absolute(p).lexically_normal().filename().string();
-  return name.empty() ? "model" : name;
-}
-
-}  // namespace
 
 Result<DType> ParseOutType(const std::string& name) {
   std::string lower = name;
@@ -162,7 +162,7 @@ Result<ConvertResult> ConvertHfToGguf(const ConvertOptions& o) {
     const DType type = p->keep_f32 ? DType::kF32 : result.outtype;
     auto producer = [p, type, i, n = plan.size(), &o](ByteSink& sink) -> Status {
       if (o.progress) o.progress(i, n, p->name);
-      return Produce(*p, type, sink).WithContext(p->hf_name.empty() ? p->name : p->hf_name);
+      return ProducePlannedTensor(*p, type, sink).WithContext(p->hf_name.empty() ? p->name : p->hf_name);
     };
     RETURN_IF_ERROR(writer.AddTensor(p->name, type, p->ne, producer));
   }

@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "convert/hf_config.h"
 #include "convert/safetensors.h"
+#include "gguf/gguf_writer.h"
 
 namespace gemlet {
 
@@ -26,6 +27,10 @@ struct PlannedTensor {
 
   int64_t n_rows() const;
 };
+
+// Streams one planned tensor into a GGUF writer's sink: source rows -> f32 (+1 where add_one) ->
+// `type`, then the zero rows of pad_rows (convert.cc).
+Status ProducePlannedTensor(const PlannedTensor& p, DType type, ByteSink& sink);
 
 // Maps every decoder tensor of the checkpoint to its GGUF tensor, checking names, shapes and dtypes
 // against the config: an unknown tensor name, a missing required tensor or a wrong shape is an error

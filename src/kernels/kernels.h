@@ -96,6 +96,11 @@ struct KernelTable {
   float (*softmax)(float* x, int64_t n);
   // x = cap * tanh(x / cap), in place.
   void (*soft_cap)(float* x, int64_t n, float cap);
+  // out = (x - mean(x)) / sqrt(var(x) + eps) * w + b (LayerNorm, biased variance; b may be nullptr).
+  // out may alias x. The vision towers' norm (SigLIP).
+  void (*layer_norm)(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
+  // x = gelu_tanh(x), in place (PyTorch's tanh approximation, ungated: the towers' MLPs).
+  void (*gelu_tanh)(float* x, int64_t n);
 
   // One row of dot_rows_f32, and y += a * x (one row of weighted_sum_f32).
   float Dot(const float* a, const float* b, int64_t n) const {

@@ -45,6 +45,20 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
 }
 
+void GeluTanhInPlace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = GeluTanh(x[i]);
+}
+
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  double sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
   const int half = head_dim / 2;
   const float p = static_cast<float>(pos);
@@ -141,7 +155,7 @@ const KernelTable& RefKernels() {
                                     ref::RopeRotateHalf,
                                     ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>, ref::DotRows<BlockQ4_0>,
                                     ref::WeightedSum<float>, ref::WeightedSum<uint16_t>, ref::WeightedSum<BlockQ8_0>, ref::WeightedSum<BlockQ4_0>,
-                                    ref::Softmax, ref::SoftCap};
+                                    ref::Softmax, ref::SoftCap, ref::LayerNorm, ref::GeluTanhInPlace};
   return table;
 }
 

@@ -295,6 +295,41 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
 }
 
+void GeluTanhInPlace(float* x, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(GeluTanhV(d, hn::LoadU(d, x + i)), d, x + i);
+  for (; i < n; ++i) x[i] = GeluTanh(x[i]);
+}
+
+// The sums in float lanes (the reference sums in double): within float rounding of it.
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF acc = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) acc = hn::Add(acc, hn::LoadU(d, x + i));
+  float sum = ReduceSum(d, acc);
+  for (; i < n; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(n);
+  const VF vmean = hn::Set(d, mean);
+  VF acc_sq = hn::Zero(d);
+  for (i = 0; i + N <= n; i += N) {
+    const VF c = hn::Sub(hn::LoadU(d, x + i), vmean);
+    acc_sq = hn::MulAdd(c, c, acc_sq);
+  }
+  float sum_sq = ReduceSum(d, acc_sq);
+  for (; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
+  const VF vinv = hn::Set(d, inv);
+  for (i = 0; i + N <= n; i += N) {
+    const VF y = hn::Mul(hn::Mul(hn::Sub(hn::LoadU(d, x + i), vmean), vinv), hn::LoadU(d, w + i));
+    hn::StoreU(b ? hn::Add(y, hn::LoadU(d, b + i)) : y, d, out + i);
+  }
+  for (; i < n; ++i) out[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
 // Angles and their sin/cos stay scalar (as in the reference, so positions far into the context
 // rotate identically); the rotation of every head is vectorised over the pair index.
 void RopeRotateHalf(float* x, int n_heads, int head_dim, const float* inv_freq, int64_t pos) {
@@ -423,7 +458,7 @@ const KernelTable* GetKernelTable() {
                                     RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, DotRowsQ4_0,
                                     WeightedSumF32, WeightedSumF16, WeightedSumQ8_0, WeightedSumQ4_0, Softmax,
-                                    SoftCap};
+                                    SoftCap, LayerNorm, GeluTanhInPlace};
   return &table;
 }
 

@@ -2,9 +2,13 @@
 // the evaluator: option and report translation only.
 #include "gemlet/tools.hpp"
 
+#include <filesystem>
+#include <memory>
 #include <regex>
 
 #include "convert/convert.h"
+#include "convert/mmproj.h"
+#include "convert/safetensors.h"
 #include "kernels/kernels.h"
 #include "quantize/eval.h"
 #include "quantize/quant_mix.h"
@@ -28,8 +32,28 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
   c.model_name = o.model_name;
   c.progress = o.progress;
   c.warn = o.warn;
+  if (!o.mmproj_output_path.empty() && !HasVisionTower(o.hf_dir)) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         "--mmproj-out: '" + o.hf_dir + "/config.json' has no vision_config (a text-only checkpoint)");
+  }
   ASSIGN_OR_RETURN(ConvertResult r, ConvertHfToGguf(c));
   ConvertReport report;
+  if (!o.mmproj_output_path.empty()) {
+    std::unique_ptr<SafetensorsCheckpoint> checkpoint;
+    if (!o.weights_path.empty()) {
+      ASSIGN_OR_RETURN(checkpoint, SafetensorsCheckpoint::Open(o.weights_path));
+    } else {
+      ASSIGN_OR_RETURN(checkpoint, SafetensorsCheckpoint::OpenDir(o.hf_dir));
+    }
+    MmprojOptions m;
+    m.hf_dir = o.hf_dir;
+    m.output_path = o.mmproj_output_path;
+    m.outtype = c.outtype.value_or(r.outtype);
+    m.model_name = o.model_name.empty() ? std::filesystem::path(o.output_path).stem().string() : o.model_name;
+    ASSIGN_OR_RETURN(MmprojResult mr, WriteMmproj(m, *checkpoint));
+    report.mmproj_projector = mr.projector;
+    report.mmproj_tensors = mr.n_tensors;
+  }
   report.arch = r.arch;
   report.outtype = DTypeName(r.outtype);
   report.n_tensors = r.n_tensors;

@@ -106,6 +106,20 @@ void SoftCap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
 }
 
+void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  double sum = 0, sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) sum_sq += (x[i] - mean) * (x[i] - mean);
+  const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>((x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0));
+}
+
+void GeluTanh(float* x, int64_t n) {
+  const float one = 1.0f;
+  for (int64_t i = 0; i < n; ++i) GeluTanhMul(x + i, &one, 1);
+}
+
 const KernelTable& Table() {
   static const KernelTable table = {"exact",
                                     nullptr,
@@ -123,7 +137,9 @@ const KernelTable& Table() {
                                     WeightedSum<BlockQ8_0>,
                                     WeightedSum<BlockQ4_0>,
                                     Softmax,
-                                    SoftCap};
+                                    SoftCap,
+                                    LayerNorm,
+                                    GeluTanh};
   return table;
 }
 
@@ -373,6 +389,43 @@ TEST_P(ElementwiseTest, GeluTanhMul) {
   }
   // The scalar GeluTanh is the reference's element function.
   EXPECT_FLOAT_EQ(GeluTanh(0.0f), 0.0f);
+}
+
+// LayerNorm (the towers' norm): centred values, so the bound is relative to the spread of x, not
+// to each output; with and without a bias, and in place.
+TEST_P(ElementwiseTest, LayerNormWithAndWithoutBias) {
+  for (int64_t n : test::OddSizes()) {
+    std::vector<float> x = test::RandomFloats(n, 21 + n, 2.0f);
+    for (float& v : x) v += 3.0f;  // a mean far from zero: the centring matters
+    const auto w = test::RandomFloats(n, 22 + n);
+    const auto b = test::RandomFloats(n, 23 + n);
+    for (const float* bias : {static_cast<const float*>(nullptr), b.data()}) {
+      std::vector<float> out(n), out_exact(n);
+      k_->layer_norm(x.data(), w.data(), bias, n, 1e-6f, out.data());
+      exact_->layer_norm(x.data(), w.data(), bias, n, 1e-6f, out_exact.data());
+      for (int64_t i = 0; i < n; ++i) {
+        // The mean's float sum errs by ~n u of |x|'s scale (5 here), over a spread of ~1.
+        const double bound = (5.0 * (n + 8) + 16) * kU * (std::fabs(w[i]) + 1);
+        EXPECT_NEAR(out[i], out_exact[i], bound) << "n=" << n;
+      }
+    }
+    auto inplace = x;
+    std::vector<float> out_exact(n);
+    k_->layer_norm(inplace.data(), w.data(), b.data(), n, 1e-6f, inplace.data());
+    exact_->layer_norm(x.data(), w.data(), b.data(), n, 1e-6f, out_exact.data());
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(inplace[i], out_exact[i], (5.0 * (n + 8) + 16) * kU * (std::fabs(w[i]) + 1));
+  }
+}
+
+TEST_P(ElementwiseTest, GeluTanhIsGeluTanhMulByOne) {
+  for (int64_t n : test::OddSizes()) {
+    auto x = test::RandomFloats(n, 31 + n, 3.0f);
+    auto gated = x;
+    const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+    k_->gelu_tanh(x.data(), n);
+    k_->gelu_tanh_mul(gated.data(), ones.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(x[i], gated[i]) << "n=" << n;
+  }
 }
 
 TEST_P(ElementwiseTest, SoftCapTanhWithinAMillionth) {

@@ -1,0 +1,240 @@
+// WriteMmproj: a multimodal checkpoint's vision tower and projector -> llama.cpp's mmproj GGUF.
+#include "convert/mmproj.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "base/json_input.h"
+#include "convert/tensor_plan.h"
+#include "gguf/gguf_writer.h"
+
+namespace gemlet {
+
+namespace {
+
+using Json = nlohmann::json;
+
+Result<Json> ReadJsonFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("cannot read '" + path.string() + "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSIGN_OR_RETURN(Json j, ParseJson(text, path.string()));
+  if (!j.is_object()) return Status::Error(path.string() + ": not a JSON object");
+  return j;
+}
+
+Result<int64_t> PositiveInt(const Json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
+    return Status::Error(where + ": '" + key + "' must be a positive integer");
+  }
+  return it->get<int64_t>();
+}
+
+// The image processor's settings: preprocessor_config.json as the hub has it, or what a processor's
+// save_pretrained writes (image_processor_config.json). Mean and std default to SigLIP's 0.5.
+struct ProcessorStats {
+  std::vector<float> mean{0.5f, 0.5f, 0.5f};
+  std::vector<float> std{0.5f, 0.5f, 0.5f};
+};
+
+Result<ProcessorStats> ReadProcessorStats(const std::string& dir) {
+  ProcessorStats stats;
+  for (const char* name : {"preprocessor_config.json", "image_processor_config.json"}) {
+    const std::filesystem::path path = std::filesystem::path(dir) / name;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    ASSIGN_OR_RETURN(Json j, ReadJsonFile(path));
+    for (auto [key, out] : {std::pair{"image_mean", &stats.mean}, std::pair{"image_std", &stats.std}}) {
+      auto it = j.find(key);
+      if (it == j.end()) continue;
+      if (!it->is_array() || it->size() != 3) return Status::Error(path.string() + ": '" + key + "' must hold 3 numbers");
+      for (size_t c = 0; c < 3; ++c) {
+        if (!(*it)[c].is_number()) return Status::Error(path.string() + ": '" + key + "' must hold 3 numbers");
+        (*out)[c] = (*it)[c].get<float>();
+      }
+    }
+    break;
+  }
+  return stats;
+}
+
+// A checkpoint tensor planned under its GGUF name, its data as stored (GGUF's ne is the shape
+// reversed, so nothing moves).
+PlannedTensor Planned(const StTensor& t, std::string name, bool keep_f32, bool add_one = false) {
+  PlannedTensor p;
+  p.name = std::move(name);
+  p.ne.assign(t.shape.rbegin(), t.shape.rend());
+  if (p.ne.empty()) p.ne.push_back(1);
+  p.sources = {&t};
+  p.keep_f32 = keep_f32 || p.ne.size() == 1;
+  p.add_one = add_one;
+  p.hf_name = t.name;
+  return p;
+}
+
+struct Gemma3Tower {
+  int64_t image_size, patch_size, hidden, ffn, n_layers, n_heads, text_hidden, tokens_per_image;
+  double eps;
+};
+
+Result<Gemma3Tower> ReadGemma3Tower(const Json& config, const std::string& label) {
+  auto vit = config.find("vision_config");
+  if (vit == config.end() || !vit->is_object()) return Status::Error(label + ": no vision_config");
+  auto text = config.find("text_config");
+  if (text == config.end() || !text->is_object()) return Status::Error(label + ": no text_config");
+  const std::string where = label + " vision_config";
+  Gemma3Tower t{};
+  ASSIGN_OR_RETURN(t.image_size, PositiveInt(*vit, "image_size", where));
+  ASSIGN_OR_RETURN(t.patch_size, PositiveInt(*vit, "patch_size", where));
+  ASSIGN_OR_RETURN(t.hidden, PositiveInt(*vit, "hidden_size", where));
+  ASSIGN_OR_RETURN(t.ffn, PositiveInt(*vit, "intermediate_size", where));
+  ASSIGN_OR_RETURN(t.n_layers, PositiveInt(*vit, "num_hidden_layers", where));
+  ASSIGN_OR_RETURN(t.n_heads, PositiveInt(*vit, "num_attention_heads", where));
+  ASSIGN_OR_RETURN(t.text_hidden, PositiveInt(*text, "hidden_size", label + " text_config"));
+  t.tokens_per_image = 256;  // Gemma3Config's default
+  if (config.contains("mm_tokens_per_image")) {
+    ASSIGN_OR_RETURN(t.tokens_per_image, PositiveInt(config, "mm_tokens_per_image", label));
+  }
+  t.eps = vit->value("layer_norm_eps", 1e-6);
+  if (t.image_size % t.patch_size != 0 || t.hidden % t.n_heads != 0) {
+    return Status::Error(where + ": image_size must be a multiple of patch_size and hidden_size of num_attention_heads");
+  }
+  const int64_t side = t.image_size / t.patch_size;
+  const int64_t pooled = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(t.tokens_per_image))));
+  if (pooled * pooled != t.tokens_per_image || pooled == 0 || side % pooled != 0) {
+    return Status::Error(label + ": mm_tokens_per_image " + std::to_string(t.tokens_per_image) +
+                         " is not a square that divides the " + std::to_string(side) + "x" + std::to_string(side) +
+                         " patch grid");
+  }
+  return t;
+}
+
+// Gemma 3: SigLIP (biased LayerNorms, GELU-tanh MLP) + average pooling + (1 + w) RMSNorm + projection.
+// Hub checkpoints name the tower "vision_tower.vision_model.*", transformers 5 "vision_tower.*".
+Status PlanGemma3(const Json& config, const std::string& hf_dir, const SafetensorsCheckpoint& ck, DType outtype,
+                  GgufWriter& writer, std::vector<PlannedTensor>& plan) {
+  const std::string label = hf_dir + "/config.json";
+  ASSIGN_OR_RETURN(Gemma3Tower t, ReadGemma3Tower(config, label));
+  ASSIGN_OR_RETURN(ProcessorStats stats, ReadProcessorStats(hf_dir));
+  const std::string tower = ck.Find("vision_tower.vision_model.embeddings.patch_embedding.weight") != nullptr
+                                ? "vision_tower.vision_model."
+                                : "vision_tower.";
+  const auto need = [&](const std::string& name, std::vector<int64_t> shape) -> Result<const StTensor*> {
+    const StTensor* s = ck.Find(name);
+    if (s == nullptr) return Status::Error("missing tensor '" + name + "'");
+    if (s->shape != shape) {
+      std::ostringstream want;
+      for (size_t i = 0; i < shape.size(); ++i) want << (i ? ", " : "[") << shape[i];
+      return Status::Error("tensor '" + name + "' has shape " + s->ShapeString() + ", expected " + want.str() + "]");
+    }
+    return s;
+  };
+  const int64_t d = t.hidden, p = t.patch_size, side = t.image_size / t.patch_size;
+  const bool patch_f32 = outtype != DType::kF16;  // llama.cpp: F16 with --outtype f16, else F32
+  const auto add = [&](const std::string& hf, std::vector<int64_t> shape, std::string gguf, bool keep_f32,
+                       bool add_one = false) -> Status {
+    ASSIGN_OR_RETURN(const StTensor* s, need(hf, std::move(shape)));
+    plan.push_back(Planned(*s, std::move(gguf), keep_f32, add_one));
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(add(tower + "embeddings.patch_embedding.weight", {d, 3, p, p}, "v.patch_embd.weight", patch_f32));
+  RETURN_IF_ERROR(add(tower + "embeddings.patch_embedding.bias", {d}, "v.patch_embd.bias", true));
+  RETURN_IF_ERROR(add(tower + "embeddings.position_embedding.weight", {side * side, d}, "v.position_embd.weight", true));
+  for (int64_t l = 0; l < t.n_layers; ++l) {
+    const std::string hf = tower + "encoder.layers." + std::to_string(l) + ".";
+    const std::string gg = "v.blk." + std::to_string(l) + ".";
+    for (auto [hf_norm, gg_norm] : {std::pair{"layer_norm1", "ln1"}, std::pair{"layer_norm2", "ln2"}}) {
+      RETURN_IF_ERROR(add(hf + hf_norm + ".weight", {d}, gg + gg_norm + ".weight", true));
+      RETURN_IF_ERROR(add(hf + hf_norm + ".bias", {d}, gg + gg_norm + ".bias", true));
+    }
+    for (auto [hf_proj, gg_proj] : {std::pair{"q_proj", "attn_q"}, std::pair{"k_proj", "attn_k"},
+                                    std::pair{"v_proj", "attn_v"}, std::pair{"out_proj", "attn_out"}}) {
+      RETURN_IF_ERROR(add(hf + "self_attn." + hf_proj + ".weight", {d, d}, gg + gg_proj + ".weight", false));
+      RETURN_IF_ERROR(add(hf + "self_attn." + hf_proj + ".bias", {d}, gg + gg_proj + ".bias", true));
+    }
+    RETURN_IF_ERROR(add(hf + "mlp.fc1.weight", {t.ffn, d}, gg + "ffn_up.weight", false));
+    RETURN_IF_ERROR(add(hf + "mlp.fc1.bias", {t.ffn}, gg + "ffn_up.bias", true));
+    RETURN_IF_ERROR(add(hf + "mlp.fc2.weight", {d, t.ffn}, gg + "ffn_down.weight", false));
+    RETURN_IF_ERROR(add(hf + "mlp.fc2.bias", {d}, gg + "ffn_down.bias", true));
+  }
+  RETURN_IF_ERROR(add(tower + "post_layernorm.weight", {d}, "v.post_ln.weight", true));
+  RETURN_IF_ERROR(add(tower + "post_layernorm.bias", {d}, "v.post_ln.bias", true));
+  // ref: Gemma3RMSNorm is x * (1 + w); llama.cpp stores 1 + w and multiplies.
+  RETURN_IF_ERROR(add("multi_modal_projector.mm_soft_emb_norm.weight", {d}, "mm.soft_emb_norm.weight", true, true));
+  // Used as x @ W ([vision hidden, text hidden]) and stored so: GGUF rows of text-hidden values, one
+  // per vision feature (llama.cpp transposes it when it multiplies). llama.cpp forces F16 here; the
+  // outtype is kept, so an f32 conversion stays exact.
+  RETURN_IF_ERROR(add("multi_modal_projector.mm_input_projection_weight", {d, t.text_hidden},
+                      "mm.input_projection.weight", false));
+
+  writer.SetString("clip.projector_type", "gemma3");
+  writer.SetBool("clip.has_vision_encoder", true);
+  writer.SetU32("clip.vision.projection_dim", static_cast<uint32_t>(t.text_hidden));
+  writer.SetU32("clip.vision.image_size", static_cast<uint32_t>(t.image_size));
+  writer.SetU32("clip.vision.patch_size", static_cast<uint32_t>(t.patch_size));
+  writer.SetU32("clip.vision.embedding_length", static_cast<uint32_t>(t.hidden));
+  writer.SetU32("clip.vision.feed_forward_length", static_cast<uint32_t>(t.ffn));
+  writer.SetU32("clip.vision.block_count", static_cast<uint32_t>(t.n_layers));
+  writer.SetU32("clip.vision.attention.head_count", static_cast<uint32_t>(t.n_heads));
+  writer.SetF32("clip.vision.attention.layer_norm_epsilon", static_cast<float>(t.eps));
+  writer.SetF32Array("clip.vision.image_mean", stats.mean);
+  writer.SetF32Array("clip.vision.image_std", stats.std);
+  writer.SetBool("clip.use_gelu", true);
+  // The patch grid is average-pooled by this factor per side; llama.cpp assumes 4 (896 / 14 / 16)
+  // without the key, so it is written whenever it differs.
+  const int64_t pool = side / static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(t.tokens_per_image))));
+  if (pool != 4) writer.SetU32("clip.vision.projector.scale_factor", static_cast<uint32_t>(pool));
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool HasVisionTower(const std::string& hf_dir) {
+  auto config = ReadJsonFile(std::filesystem::path(hf_dir) / "config.json");
+  return config.ok() && config.value().contains("vision_config") && config.value()["vision_config"].is_object();
+}
+
+Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckpoint& checkpoint) {
+  ASSIGN_OR_RETURN(Json config, ReadJsonFile(std::filesystem::path(o.hf_dir) / "config.json"));
+  std::string architecture;
+  if (auto it = config.find("architectures"); it != config.end() && it->is_array() && !it->empty() &&
+                                              (*it)[0].is_string()) {
+    architecture = (*it)[0].get<std::string>();
+  }
+  if (o.outtype != DType::kF32 && o.outtype != DType::kF16 && o.outtype != DType::kBF16) {
+    return Status::Error(std::string("unsupported mmproj type ") + DTypeName(o.outtype) + " (choose f32, f16 or bf16)");
+  }
+  GgufWriter writer;
+  writer.SetString("general.architecture", "clip");
+  writer.SetString("general.type", "mmproj");
+  writer.SetString("general.name", o.model_name);
+  writer.SetU32("general.file_type", o.outtype == DType::kF16 ? 1 : o.outtype == DType::kBF16 ? 32 : 0);
+  writer.SetU32("general.quantization_version", 2);
+  std::vector<PlannedTensor> plan;
+  MmprojResult result;
+  if (architecture == "Gemma3ForConditionalGeneration") {
+    RETURN_IF_ERROR(PlanGemma3(config, o.hf_dir, checkpoint, o.outtype, writer, plan));
+    result.projector = "gemma3";
+  } else {
+    return Status::Error("no mmproj writer for '" + (architecture.empty() ? std::string("?") : architecture) +
+                         "' yet (Gemma3ForConditionalGeneration has one)");
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PlannedTensor* p = &plan[i];
+    const DType type = p->keep_f32 ? DType::kF32 : o.outtype;
+    RETURN_IF_ERROR(writer.AddTensor(p->name, type, p->ne, [p, type](ByteSink& sink) {
+      return ProducePlannedTensor(*p, type, sink).WithContext(p->hf_name);
+    }));
+  }
+  RETURN_IF_ERROR(writer.Write(o.output_path));
+  result.n_tensors = plan.size();
+  return result;
+}
+
+}  // namespace gemlet
