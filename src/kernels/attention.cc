@@ -48,8 +48,9 @@ struct RowKeys {
 };
 RowKeys KeysOf(const AttendArgs& a, int t) {
   const int64_t pos = a.pos0 + t;
-  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-  return {lo, pos + 1, AttnRangeKeys(pos + 1 - lo)};
+  int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0, hi = pos + 1;
+  if (a.key_end != nullptr) hi = std::max(hi, a.key_end[t]);
+  return {lo, hi, AttnRangeKeys(hi - lo)};
 }
 
 // Scores of n_q query rows (q_stride apart) against the keys at positions [k_begin, k_end) of KV
@@ -188,7 +189,12 @@ void AttendBlock(const KernelTable& kernels, const AttendArgs& a, const KvView& 
   float* part_rows = out_rows + static_cast<size_t>(n_rows) * hdv;  // [n_rows, hdv]
   float* weights = part_rows + static_cast<size_t>(n_rows) * hdv;   // [n_rows, kMaxAttnRanges]
   const RowKeys first = KeysOf(a, t0);
-  const int64_t k_begin = first.lo, k_end = a.pos0 + t1, n_keys = k_end - k_begin;
+  const int64_t k_begin = first.lo;
+  int64_t k_end = a.pos0 + t1;
+  if (a.key_end != nullptr) {  // an earlier row may see further than the last one
+    for (int t = t0; t < t1; ++t) k_end = std::max(k_end, KeysOf(a, t).hi);
+  }
+  const int64_t n_keys = k_end - k_begin;
   const int64_t range = first.range, r0 = k_begin / range;
   const int n_ranges = static_cast<int>((k_end - 1) / range - r0 + 1);
   ScoreKeys(kernels, a, kv, q, hd, n_rows, kv_head, k_begin, k_end, scores, stride);

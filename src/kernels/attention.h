@@ -50,6 +50,11 @@ struct AttendArgs {
   float scale;            // multiplies q.k
   float softcap;          // 0: none
   float* out;             // [n, n_heads * head_dim_v]
+  // Rows that also see keys after their own position (an image's soft tokens attend to all of
+  // their image: Gemma 3's token-type mask): row t sees positions before key_end[t] (> its own
+  // position, at most pos0 + n) instead of before pos + 1. The window still bounds the keys behind
+  // it, as in HF ((causal or same image) and sliding window). Null: every row causal.
+  const int64_t* key_end = nullptr;  // [n]
 };
 
 // A prompt step attends in blocks of up to kAttnQueryBlock tokens: the query heads of one KV head

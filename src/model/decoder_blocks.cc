@@ -238,6 +238,13 @@ std::vector<float> RopeInvFreq(const LayerConfig& l) {
 }
 
 // ---------------------------------------------------------------------------------------------
+void PlaceEmbeddings(const ForwardStep& step, int64_t d_model, float* x) {
+  if (step.embeddings == nullptr) return;
+  for (int r = 0; r < step.n_rows; ++r) {
+    if (step.embeddings[r] != nullptr) std::copy(step.embeddings[r], step.embeddings[r] + d_model, x + r * d_model);
+  }
+}
+
 void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x) {
   for (int t = 0; t < n; ++t) {
     GetRow(embedding, tokens[t], scale, x + static_cast<size_t>(t) * embedding.n_in);
@@ -323,8 +330,9 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
     RopeRows(ctx, q, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
     RopeRows(ctx, k, seq.n, l.n_kv_heads, l.head_dim, inv_freq, seq.pos0);
     RoundRows(ctx, *seq.cache, i, k, v, seq.n);  // attended as the cache will hold them
-    const AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
-                       c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, q, k, v, seq.n, seq.pos0,
+                 c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    if (step.key_end != nullptr) a.key_end = step.key_end + seq.row0;
     if (ws.rows_as_decode) {
       CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
       AttendRowsAsDecode(a, seq.cache->View(i), ws.AttnScratch(), ctx);

@@ -81,6 +81,8 @@ std::vector<float> RopeInvFreq(const LayerConfig& layer);
 
 // x[t] = embedding row of tokens[t] * scale.
 void EmbedTokens(const WeightMatrix& embedding, const int32_t* tokens, int n, float scale, float* x);
+// The rows of x ([n_rows, d_model]) the step gives an embedding for (an image's soft tokens) take it.
+void PlaceEmbeddings(const ForwardStep& step, int64_t d_model, float* x);
 // The row-wise operations below split a prompt's rows across the pool (in prefill they would
 // otherwise run on one thread while the others wait); a single row (decode) runs inline.
 //

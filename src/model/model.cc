@@ -187,6 +187,22 @@ Status Model::CheckBatch(std::span<const SequenceChunk> chunks, const Workspace&
     Status s = CheckTokens(c.tokens, c.n);
     if (s.ok()) s = c.cache->CheckRoom(c.n);
     if (!s.ok()) return Status::Error(s.code(), which + s.message());
+    if ((c.embeddings != nullptr || c.key_end != nullptr) && !TakesEmbeddings()) {
+      return Status::Error(which + "this model (" + config_.arch + ") does not take images yet");
+    }
+    if ((c.embeddings != nullptr || c.key_end != nullptr) && chunks.size() > 1) {
+      return Status::Error(which + "embedding rows and two-way attention go in a step of one sequence");
+    }
+    if (c.key_end != nullptr) {
+      const int64_t pos0 = c.cache->n_past();
+      for (int r = 0; r < c.n; ++r) {
+        if (c.key_end[r] <= pos0 + r || c.key_end[r] > pos0 + c.n) {
+          return Status::Error(which + "row " + std::to_string(r) + " attends up to position " +
+                               std::to_string(c.key_end[r]) + ", not past its own (" + std::to_string(pos0 + r) +
+                               ") or beyond the step");
+        }
+      }
+    }
     rows += c.n;
   }
   if (rows > ws.max_batch) {
@@ -214,6 +230,8 @@ Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws,
     row += c.n;
   }
   step.tokens = chunks.size() > 1 ? ws.step_tokens.data() : chunks[0].tokens;
+  step.embeddings = chunks[0].embeddings;  // CheckBatch: only a step of one sequence carries them
+  step.key_end = chunks[0].key_end;
   step.seqs = std::span<const SequenceRows>(ws.step_seqs.data(), chunks.size());
   RunStep(step, ws, ctx);
   if (ws.StopRequested()) return Status::Error(StatusCode::kCancelled, "cancelled");

@@ -29,6 +29,10 @@ struct SequenceChunk {
   const int32_t* tokens = nullptr;
   int n = 0;
   KvCache* cache = nullptr;
+  // An image's soft tokens (one sequence per step for now): rows whose input is an encoder's
+  // embedding rather than their token's, and how far ahead each row attends (ForwardStep).
+  const float* const* embeddings = nullptr;  // [n]; null entries: the token's embedding
+  const int64_t* key_end = nullptr;          // [n], absolute positions; null: every row causal
 };
 
 // The rows of one sequence within a forward step (ForwardStep).
@@ -50,6 +54,11 @@ struct ForwardStep {
   std::span<const SequenceRows> seqs;  // in row order, covering [0, n_rows)
   float* logits = nullptr;             // null: none wanted (a prompt chunk before the last)
   bool all_logits = false;             // [n_rows, n_vocab]; else [seqs.size(), n_vocab]: each one's last row
+  // [n_rows] or null: a row with an entry takes these hidden-size floats as its input, as they are
+  // (an image's soft token: HF scales token embeddings, not the projector's output).
+  const float* const* embeddings = nullptr;
+  // [n_rows] or null: row r attends the positions before key_end[r] (AttendArgs::key_end).
+  const int64_t* key_end = nullptr;
 };
 
 // Leaves new elements uninitialised: a workspace's pages are then first touched, and made
@@ -171,6 +180,9 @@ class Model {
   virtual const std::vector<float>& KeyRope(int layer) const;
   // Floats of family-specific scratch a Workspace for batches of max_batch tokens must provide.
   virtual size_t ExtraScratchFloats(int max_batch) const { (void)max_batch; return 0; }
+  // Whether this family's forward takes embedding rows and two-way spans (SequenceChunk): an image
+  // in the prompt. Gemma 3 today.
+  virtual bool TakesEmbeddings() const { return false; }
 
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache, in chunks of
   // ws.max_batch (each a one-sequence ForwardBatch). logits: [n_tokens, n_vocab] when all_logits,

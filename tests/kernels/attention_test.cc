@@ -33,7 +33,13 @@ void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 // Keys, values and queries of one case, and the reference output computed from them in double.
 class AttentionFixture {
  public:
-  explicit AttentionFixture(const AttentionCase& c) : c_(c) {
+  // [two_way_begin, two_way_end): new tokens (indices into the batch) that attend to each other both
+  // ways, as an image's soft tokens do (AttendArgs::key_end); none by default.
+  explicit AttentionFixture(const AttentionCase& c, int two_way_begin = 0, int two_way_end = 0) : c_(c) {
+    for (int t = 0; t < c.n; ++t) {
+      const bool two_way = t >= two_way_begin && t < two_way_end;
+      key_end_.push_back(c.n_past + (two_way ? two_way_end : t + 1));
+    }
     n_ctx_ = c.n_past + c.n;
     std::mt19937 rng(1234 + c.n_heads * 7 + c.n_past);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -68,17 +74,25 @@ class AttentionFixture {
     }
   }
 
+  bool two_way() const {
+    for (int t = 0; t < c_.n; ++t) {
+      if (key_end_[static_cast<size_t>(t)] != c_.n_past + t + 1) return true;
+    }
+    return false;
+  }
+
   std::vector<double> Reference() const {
     const int group = c_.n_heads / c_.n_kv_heads;
     std::vector<double> out(static_cast<size_t>(c_.n) * c_.n_heads * c_.head_dim_v, 0.0);
     for (int t = 0; t < c_.n; ++t) {
       const int64_t pos = c_.n_past + t;
       const int64_t lo = c_.window > 0 ? std::max<int64_t>(0, pos - c_.window + 1) : 0;
+      const int64_t hi = key_end_[static_cast<size_t>(t)];  // pos + 1 unless two-way
       for (int h = 0; h < c_.n_heads; ++h) {
         const int kv = h / group;
         const float* q = &queries_[(static_cast<size_t>(t) * c_.n_heads + h) * c_.head_dim];
         std::vector<double> logits;
-        for (int64_t j = lo; j <= pos; ++j) {
+        for (int64_t j = lo; j < hi; ++j) {
           const float* k = &seen_keys_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim];
           double dot = 0;
           for (int i = 0; i < c_.head_dim; ++i) dot += static_cast<double>(q[i]) * k[i];
@@ -90,7 +104,7 @@ class AttentionFixture {
         for (double l : logits) max = std::max(max, l);
         for (double& l : logits) sum += (l = std::exp(l - max));
         double* o = &out[(static_cast<size_t>(t) * c_.n_heads + h) * c_.head_dim_v];
-        for (int64_t j = lo; j <= pos; ++j) {
+        for (int64_t j = lo; j < hi; ++j) {
           const float* v = &seen_values_[(static_cast<size_t>(j) * c_.n_kv_heads + kv) * c_.head_dim_v];
           const double p = logits[j - lo] / sum;
           for (int i = 0; i < c_.head_dim_v; ++i) o[i] += p * v[i];
@@ -113,8 +127,9 @@ class AttentionFixture {
     const Scratch scratch = MakeScratch(n_threads, batch_rows > 0 ? batch_rows : c_.n);
     KernelContext ctx(n_threads);
     std::vector<float> out(static_cast<size_t>(c_.n) * c_.n_heads * c_.head_dim_v, -1.0f);
-    const AttendArgs a{c_.n_heads, c_.window, queries_.data(), &keys_[c_.n_past * kw()], &values_[c_.n_past * vw()],
-                       c_.n, c_.n_past, scale_, c_.softcap, out.data()};
+    AttendArgs a{c_.n_heads, c_.window, queries_.data(), &keys_[c_.n_past * kw()], &values_[c_.n_past * vw()],
+                 c_.n, c_.n_past, scale_, c_.softcap, out.data()};
+    if (two_way()) a.key_end = key_end_.data();
     if (rows_as_decode) {
       AttendRowsAsDecode(a, cache.view, scratch.view, ctx);
     } else {
@@ -210,6 +225,7 @@ class AttentionFixture {
   AttentionCase c_;
   int n_ctx_ = 0;
   std::vector<float> keys_, values_, queries_;  // keys_/values_: every position, cached and new
+  std::vector<int64_t> key_end_;                // [n]: where each new token's keys end
   std::vector<float> seen_keys_, seen_values_;  // the same as the cache returns them
   float scale_ = 1.0f;
 };
@@ -230,6 +246,29 @@ TEST_P(AttentionTest, MatchesDoublePrecisionReference) {
     ASSERT_EQ(out.size(), ref.size());
     // Outputs are convex combinations of values of magnitude ~1 over up to a few thousand keys.
     EXPECT_LT(WorstError(out, ref), 2e-5) << "threads=" << threads;
+  }
+}
+
+// An image's soft tokens inside a prompt attend to every token of their image, the later ones
+// included; the window still bounds the keys behind (AttendArgs::key_end). Rows around the block
+// stay causal. In blocks and alone (one thread: a decode-sized step splits its ranges instead).
+TEST(AttentionTwoWay, ImageRowsSeeTheirWholeImage) {
+  const AttentionCase cases[] = {
+      {"global_after_past", 4, 2, 32, 32, 0, 0.0f, 20, 40, DType::kF32},
+      {"window_shorter_than_image", 4, 1, 32, 32, 8, 0.0f, 5, 30, DType::kF16},
+      {"q8_0_cache_softcap", 8, 2, 64, 64, 0, 50.0f, 300, 24, DType::kQ8_0},
+  };
+  for (const AttentionCase& c : cases) {
+    AttentionFixture f(c, 3, c.n - 5);
+    ASSERT_TRUE(f.two_way());
+    const std::vector<double> ref = f.Reference();
+    for (int threads : {1, 2, 3}) {
+      for (int batch_rows : {0, 1}) {
+        EXPECT_LT(WorstError(f.Attend(threads, batch_rows), ref), 2e-5) << c.name << " threads=" << threads;
+      }
+    }
+    // The two-way rows differ from causal ones: the test can tell.
+    EXPECT_GT(WorstError(f.Attend(2), AttentionFixture(c).Reference()), 1e-2) << c.name;
   }
 }
 

@@ -28,10 +28,13 @@ class Gemma3 final : public Model {
     return BindSandwichStack(WeightBinder(f, packed_.get()), config_, /*qk_norm=*/true, &stack_);
   }
 
+  bool TakesEmbeddings() const override { return true; }
+
  protected:
   void RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const override {
     const ModelConfig& c = config_;
     EmbedTokens(stack_.head.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
+    PlaceEmbeddings(step, c.d_model, ws.x.data());
     for (int i = 0; i < c.n_layers && !ws.StopRequested(); ++i) RunSandwichLayer(c, i, stack_.layers[i], step, ws, ctx);
     if (!ws.StopRequested()) OutputLogits(c, stack_.head, step, ws, ctx);
   }
