@@ -137,21 +137,50 @@ std::vector<KvLayerSpec> Model::KvLayout() const {
 
 Status Model::Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                       float* logits, bool all_logits, const std::function<void(int, int)>* progress) const {
+  return Forward(tokens, n_tokens, nullptr, nullptr, cache, ws, ctx, logits, all_logits, progress);
+}
+
+Status Model::Forward(const int32_t* tokens, int n_tokens, const float* const* embeddings, const int64_t* key_end,
+                      KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits, bool all_logits,
+                      const std::function<void(int, int)>* progress) const {
   if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
   // The whole request is checked before the first chunk: a bad one evaluates nothing.
   RETURN_IF_ERROR(CheckTokens(tokens, n_tokens));
   RETURN_IF_ERROR(cache.CheckRoom(n_tokens));
-  for (int start = 0; start < n_tokens; start += ws.max_batch) {
-    const int n = std::min(ws.max_batch, n_tokens - start);
+  if ((embeddings != nullptr || key_end != nullptr) && !TakesEmbeddings()) {
+    return Status::Error("this model (" + config_.arch + ") does not take images yet");
+  }
+  const int64_t pos0 = cache.n_past();
+  for (int r = 0; key_end != nullptr && r < n_tokens; ++r) {
+    const bool opens = key_end[r] > pos0 + r + 1 && (r == 0 || key_end[r - 1] != key_end[r]);
+    if (opens && key_end[r] - (pos0 + r) > ws.max_batch) {
+      return Status::Error("an image of " + std::to_string(key_end[r] - pos0 - r) + " soft tokens does not fit a batch of " +
+                           std::to_string(ws.max_batch) + " (raise SessionOptions::max_batch)");
+    }
+  }
+  for (int start = 0; start < n_tokens;) {
+    int n = std::min(ws.max_batch, n_tokens - start);
+    if (key_end != nullptr) {
+      // A row that sees past the chunk's end opens an image the chunk would cut: end before it.
+      for (int r = start; r < start + n; ++r) {
+        if (key_end[r] > pos0 + start + n) {  // r > start: the check above keeps every image within a batch
+          n = r - start;
+          break;
+        }
+      }
+    }
     const bool last_chunk = start + n == n_tokens;
     float* out = nullptr;
     if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
     else if (last_chunk) out = logits;
-    const SequenceChunk chunk{tokens + start, n, &cache};
+    SequenceChunk chunk{tokens + start, n, &cache};
+    if (embeddings != nullptr) chunk.embeddings = embeddings + start;
+    if (key_end != nullptr) chunk.key_end = key_end + start;
     // A stopped chunk is not advanced: the cache holds the chunks before it (its ring slots may be
     // overwritten; the session refills them before the next evaluation).
     RETURN_IF_ERROR(ForwardBatch({&chunk, 1}, ws, ctx, out, all_logits));
-    if (progress && *progress) (*progress)(start + n, n_tokens);
+    start += n;
+    if (progress && *progress) (*progress)(start, n_tokens);
   }
   return Status::Ok();
 }

@@ -190,6 +190,12 @@ class Model {
   // (tokens done, tokens total).
   Status Forward(const int32_t* tokens, int n_tokens, KvCache& cache, Workspace& ws, KernelContext& ctx,
                  float* logits, bool all_logits, const std::function<void(int, int)>* progress = nullptr) const;
+  // The same with images in the tokens: embeddings and key_end ([n_tokens] each, as SequenceChunk's;
+  // either may be null). An image's rows go in one chunk (the chunk before it ends early): its two-way
+  // attention needs all of its keys at once. An image longer than ws.max_batch is an error.
+  Status Forward(const int32_t* tokens, int n_tokens, const float* const* embeddings, const int64_t* key_end,
+                 KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits, bool all_logits,
+                 const std::function<void(int, int)>* progress = nullptr) const;
 
   // One forward step over several independent sequences (a server decoding N conversations: each
   // weight is read once for all of them). Each chunk's tokens go at its cache's n_past() onward, and

@@ -210,6 +210,27 @@ TEST_P(Gemma3Vision, LogitsWithTheImageMatchHf) {
   // goldens' checks: 29.2 and 22.8).
   EXPECT_GT(MaxAbsDiff(run(false, false), golden), 1.0);
   EXPECT_GT(MaxAbsDiff(run(true, false), golden), 1.0);
+
+  // Model::Forward in chunks: the chunk before the image ends early so that the image's 16 rows go
+  // in one (batches of 16: rows 0-5, 6-21, 22-27; of 20: 0-5, 6-25, 26-27), the same logits; an
+  // image longer than the batch is refused before anything is evaluated.
+  for (int batch : {16, 20, 32}) {
+    auto cache = KvCache::Create(model.value()->KvLayout(), 64, DType::kF32, 4);
+    ASSERT_TRUE(cache.ok());
+    Workspace ws(model.value()->config(), batch, 64, 2, model.value()->ExtraScratchFloats(batch));
+    std::vector<float> logits(static_cast<size_t>(n * n_vocab));
+    const Status s = model.value()->Forward(ids.data(), n, rows.data(), key_end.data(), *cache.value(), ws, ctx,
+                                            logits.data(), true);
+    ASSERT_TRUE(s.ok()) << "batch " << batch << ": " << s.message();
+    EXPECT_LT(MaxAbsDiff(logits, golden), 1e-4) << "batch " << batch;
+  }
+  auto cache = KvCache::Create(model.value()->KvLayout(), 64, DType::kF32, 4);
+  Workspace small(model.value()->config(), 8, 64, 2, model.value()->ExtraScratchFloats(8));
+  const Status too_long = model.value()->Forward(ids.data(), n, rows.data(), key_end.data(), *cache.value(), small, ctx,
+                                                 nullptr, false);
+  EXPECT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.message().find("does not fit a batch of 8"), std::string::npos) << too_long.message();
+  EXPECT_EQ(cache.value()->n_past(), 0);
 }
 
 TEST(VisionEncoder, RefusesWhatItCannotRun) {
