@@ -2,12 +2,11 @@
 // full bidirectional attention and a GELU-tanh MLP, a final LayerNorm), then the projector (average
 // pooling of the patch grid, (1 + w) RMSNorm, projection to the text model's width). Equations:
 // transformers' SiglipVisionTransformer and Gemma3MultiModalProjector.
-#include "encoders/vision_encoder.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "encoders/vision_tower.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
@@ -29,60 +28,19 @@ struct Block {
   Linear q, k, v, o, up, down;
 };
 
-// Reads the tower's tensors, checking names, shapes and types.
-class Tensors {
- public:
-  explicit Tensors(const GgufFile& f) : f_(f) {}
+Result<Linear> LinearOf(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out) {
+  Linear l;
+  ASSIGN_OR_RETURN(l.w, t.Matrix(name + ".weight", n_in, n_out));
+  ASSIGN_OR_RETURN(l.b, t.Vector(name + ".bias", n_out));
+  return l;
+}
 
-  Result<const GgufTensor*> Find(const std::string& name, std::initializer_list<int64_t> ne) const {
-    const GgufTensor* t = f_.FindTensor(name);
-    if (t == nullptr) return Status::Error("mmproj: missing tensor '" + name + "'");
-    int i = 0;
-    bool same = true;
-    for (int64_t n : ne) same = same && t->ne[i++] == n;
-    for (; i < kGgufMaxDims; ++i) same = same && t->ne[i] == 1;
-    if (!same) return Status::Error("mmproj: tensor '" + name + "' has shape " + t->ShapeString() + ", not the tower's");
-    if (!GetDTypeInfo(t->type).can_compute) {
-      return Status::Error("mmproj: tensor '" + name + "' has type " + DTypeName(t->type) + ", which gemlet cannot compute");
-    }
-    return t;
-  }
-  Result<std::vector<float>> Vector(const std::string& name, int64_t n) const {
-    ASSIGN_OR_RETURN(const GgufTensor* t, Find(name, {n}));
-    std::vector<float> out(static_cast<size_t>(n));
-    DequantizeRow(t->type, t->data, out.data(), n);
-    return out;
-  }
-  // [n_out, n_in] rows read in place.
-  Result<WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out) const {
-    ASSIGN_OR_RETURN(const GgufTensor* t, Find(name, {n_in, n_out}));
-    return View(*t, n_in, n_out);
-  }
-  static WeightMatrix View(const GgufTensor& t, int64_t n_in, int64_t n_out) {
-    WeightMatrix m;
-    m.type = t.type;
-    m.data = t.data;
-    m.n_in = n_in;
-    m.n_out = n_out;
-    m.row_bytes = RowBytes(t.type, n_in);
-    return m;
-  }
-  Result<Linear> LinearOf(const std::string& name, int64_t n_in, int64_t n_out) const {
-    Linear l;
-    ASSIGN_OR_RETURN(l.w, Matrix(name + ".weight", n_in, n_out));
-    ASSIGN_OR_RETURN(l.b, Vector(name + ".bias", n_out));
-    return l;
-  }
-  Result<Norm> NormOf(const std::string& name, int64_t n) const {
-    Norm norm;
-    ASSIGN_OR_RETURN(norm.w, Vector(name + ".weight", n));
-    ASSIGN_OR_RETURN(norm.b, Vector(name + ".bias", n));
-    return norm;
-  }
-
- private:
-  const GgufFile& f_;
-};
+Result<Norm> NormOf(const TowerTensors& t, const std::string& name, int64_t n) {
+  Norm norm;
+  ASSIGN_OR_RETURN(norm.w, t.Vector(name + ".weight", n));
+  ASSIGN_OR_RETURN(norm.b, t.Vector(name + ".bias", n));
+  return norm;
+}
 
 // y = W x + b for each of n rows.
 void Apply(const Linear& l, const float* x, int64_t n, float* y, KernelContext& ctx) {
@@ -104,10 +62,13 @@ void LayerNormRows(const Norm& norm, const float* x, int64_t n, int64_t d, float
   });
 }
 
-}  // namespace
+class Gemma3Tower final : public VisionTower {
+ public:
+  explicit Gemma3Tower(const VisionTowerConfig& c) : c(c) {}
+  Status Bind(const GgufFile& file);
+  Status Encode(const float* pixels, float* embeddings, KernelContext& ctx, std::vector<float>* tower_out) const override;
 
-struct VisionEncoder::Impl {
-  std::unique_ptr<GgufFile> file;
+ private:
   VisionTowerConfig c;
   WeightMatrix patch;          // [hidden, 3 * p * p]: a conv kernel [hidden, 3, p, p] read as rows
   std::vector<float> patch_bias;
@@ -116,32 +77,29 @@ struct VisionEncoder::Impl {
   Norm post_ln;
   std::vector<float> soft_norm;  // 1 + w, as stored
   const GgufTensor* projection = nullptr;  // [hidden, projection_dim]: x @ W, rows of projection_dim
-
-  Status Bind();
-  void Attention(const float* q, const float* k, const float* v, float* out, KernelContext& ctx) const;
 };
 
-Status VisionEncoder::Impl::Bind() {
-  Tensors t(*file);
+Status Gemma3Tower::Bind(const GgufFile& file) {
+  TowerTensors t(file);
   const int64_t d = c.hidden, p = c.patch_size, n = c.n_patches();
   ASSIGN_OR_RETURN(const GgufTensor* patch_t, t.Find("v.patch_embd.weight", {p, p, 3, d}));
-  patch = Tensors::View(*patch_t, 3 * p * p, d);
+  patch = TowerTensors::View(*patch_t, 3 * p * p, d);
   ASSIGN_OR_RETURN(patch_bias, t.Vector("v.patch_embd.bias", d));
   ASSIGN_OR_RETURN(position, t.Find("v.position_embd.weight", {d, n}));
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string pre = "v.blk." + std::to_string(l) + ".";
     Block b;
-    ASSIGN_OR_RETURN(b.ln1, t.NormOf(pre + "ln1", d));
-    ASSIGN_OR_RETURN(b.ln2, t.NormOf(pre + "ln2", d));
-    ASSIGN_OR_RETURN(b.q, t.LinearOf(pre + "attn_q", d, d));
-    ASSIGN_OR_RETURN(b.k, t.LinearOf(pre + "attn_k", d, d));
-    ASSIGN_OR_RETURN(b.v, t.LinearOf(pre + "attn_v", d, d));
-    ASSIGN_OR_RETURN(b.o, t.LinearOf(pre + "attn_out", d, d));
-    ASSIGN_OR_RETURN(b.up, t.LinearOf(pre + "ffn_up", d, c.ffn));
-    ASSIGN_OR_RETURN(b.down, t.LinearOf(pre + "ffn_down", c.ffn, d));
+    ASSIGN_OR_RETURN(b.ln1, NormOf(t, pre + "ln1", d));
+    ASSIGN_OR_RETURN(b.ln2, NormOf(t, pre + "ln2", d));
+    ASSIGN_OR_RETURN(b.q, LinearOf(t, pre + "attn_q", d, d));
+    ASSIGN_OR_RETURN(b.k, LinearOf(t, pre + "attn_k", d, d));
+    ASSIGN_OR_RETURN(b.v, LinearOf(t, pre + "attn_v", d, d));
+    ASSIGN_OR_RETURN(b.o, LinearOf(t, pre + "attn_out", d, d));
+    ASSIGN_OR_RETURN(b.up, LinearOf(t, pre + "ffn_up", d, c.ffn));
+    ASSIGN_OR_RETURN(b.down, LinearOf(t, pre + "ffn_down", c.ffn, d));
     blocks.push_back(std::move(b));
   }
-  ASSIGN_OR_RETURN(post_ln, t.NormOf("v.post_ln", d));
+  ASSIGN_OR_RETURN(post_ln, NormOf(t, "v.post_ln", d));
   ASSIGN_OR_RETURN(soft_norm, t.Vector("mm.soft_emb_norm.weight", d));
   ASSIGN_OR_RETURN(projection, t.Find("mm.input_projection.weight", {c.projection_dim, d}));
   if (projection->type != DType::kF32 && projection->type != DType::kF16 && projection->type != DType::kQ8_0) {
@@ -151,54 +109,8 @@ Status VisionEncoder::Impl::Bind() {
   return Status::Ok();
 }
 
-// Every patch attends to every patch (no mask): softmax(q k^T / sqrt(head_dim)) v per head, a head
-// and a block of queries per task.
-void VisionEncoder::Impl::Attention(const float* q, const float* k, const float* v, float* out,
-                                    KernelContext& ctx) const {
-  const int64_t n = c.n_patches(), d = c.hidden, hd = c.hidden / c.n_heads;
-  constexpr int64_t kQueries = 16;
-  const int64_t blocks_per_head = (n + kQueries - 1) / kQueries;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<std::vector<float>> scores(static_cast<size_t>(ctx.n_threads()));
-  std::fill(out, out + n * d, 0.0f);
-  ctx.pool().ParallelFor(static_cast<size_t>(c.n_heads * blocks_per_head), [&](size_t begin, size_t end, int thread) {
-    std::vector<float>& s = scores[static_cast<size_t>(thread)];
-    s.resize(static_cast<size_t>(kQueries * n));
-    for (size_t item = begin; item < end; ++item) {
-      const int64_t h = static_cast<int64_t>(item) / blocks_per_head;
-      const int64_t t0 = static_cast<int64_t>(item) % blocks_per_head * kQueries;
-      const int nq = static_cast<int>(std::min(kQueries, n - t0));
-      const KernelTable& kt = ctx.kernels();
-      kt.dot_rows_f32(q + t0 * d + h * hd, d, nq, k + h * hd, d, n, hd, s.data(), n);
-      for (int a = 0; a < nq; ++a) {
-        float* row = s.data() + a * n;
-        for (int64_t j = 0; j < n; ++j) row[j] *= scale;
-        kt.softmax(row, n);
-      }
-      kt.weighted_sum_f32(s.data(), n, nq, v + h * hd, d, n, hd, out + t0 * d + h * hd, d);
-    }
-  });
-}
-
-VisionEncoder::VisionEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-VisionEncoder::~VisionEncoder() = default;
-
-Result<std::unique_ptr<VisionEncoder>> VisionEncoder::Open(const std::string& path) {
-  auto impl = std::make_unique<Impl>();
-  ASSIGN_OR_RETURN(impl->file, GgufFile::Open(path));
-  auto config = ReadVisionTowerConfig(*impl->file);
-  if (!config.ok()) return config.status().WithContext(path);
-  impl->c = config.value();
-  RETURN_IF_ERROR(impl->Bind().WithContext(path));
-  return std::unique_ptr<VisionEncoder>(new VisionEncoder(std::move(impl)));
-}
-
-const VisionTowerConfig& VisionEncoder::config() const { return impl_->c; }
-
-Status VisionEncoder::Encode(const float* pixels, float* embeddings, KernelContext& ctx,
-                             std::vector<float>* tower_out) const {
-  const Impl& m = *impl_;
-  const VisionTowerConfig& c = m.c;
+Status Gemma3Tower::Encode(const float* pixels, float* embeddings, KernelContext& ctx, std::vector<float>* tower_out) const {
+  const Gemma3Tower& m = *this;
   const int64_t n = c.n_patches(), d = c.hidden, p = c.patch_size, side = c.patches_per_side(), s = c.image_size;
   // Patches in row-major order, each as the conv kernel reads it: channel, row, column.
   std::vector<float> patches(static_cast<size_t>(n * 3 * p * p));
@@ -224,7 +136,9 @@ Status VisionEncoder::Encode(const float* pixels, float* embeddings, KernelConte
     Apply(b.q, h.data(), n, q.data(), ctx);
     Apply(b.k, h.data(), n, k.data(), ctx);
     Apply(b.v, h.data(), n, v.data(), ctx);
-    m.Attention(q.data(), k.data(), v.data(), a.data(), ctx);
+    // Every patch attends to every patch (no mask), scaled 1/sqrt(head_dim) (SiglipAttention).
+    AttendAll({n, c.n_heads, c.n_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))}, q.data(), k.data(),
+              v.data(), a.data(), ctx);
     Apply(b.o, a.data(), n, h.data(), ctx);
     for (size_t i = 0; i < x.size(); ++i) x[i] += h[i];
     LayerNormRows(b.ln2, x.data(), n, d, c.eps, h.data(), ctx);
@@ -277,6 +191,14 @@ Status VisionEncoder::Encode(const float* pixels, float* embeddings, KernelConte
     }
   });
   return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<VisionTower>> BindGemma3Tower(const GgufFile& file, const VisionTowerConfig& c) {
+  auto tower = std::make_unique<Gemma3Tower>(c);
+  RETURN_IF_ERROR(tower->Bind(file));
+  return std::unique_ptr<VisionTower>(std::move(tower));
 }
 
 }  // namespace gemlet
