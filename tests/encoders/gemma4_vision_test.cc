@@ -51,7 +51,7 @@ nlohmann::json InputIds(const std::string& model) {
 
 // The writer: llama.cpp's keys and names, plus what gemlet's reader needs that llama.cpp leaves out;
 // the patch Linear re-ordered into the conv kernel llama.cpp convolves with.
-TEST(Gemma4Mmproj, WritesLlamaCppLayout) {
+TEST(Gemma4VisionMmproj, WritesLlamaCppLayout) {
   for (const std::string model : {"gemma4_e2b_image_audio", "gemma4_bidir_image"}) {
     SCOPED_TRACE(model);
     auto file = GgufFile::Open(hfmm::Mmproj(model, DType::kF32));
@@ -161,6 +161,82 @@ TEST_P(Gemma4Vision, ImageFileGivesHfEmbeddings) {
   const double diff = MaxAbsDiff(embeddings, ReadF32(HfMmDir(model_) + "/image_embeds.f32"));
   std::printf("[gemma4 vision from image.png, %s] embeddings max |diff| %.2e\n", Label().c_str(), diff);
   EXPECT_LT(diff, 1e-4);
+}
+
+// The text model with the image in its prompt: the image's rows take the encoder's embeddings (their
+// placeholder ids read as pad for the per-layer inputs, as HF replaces them), and with
+// use_bidirectional_attention = "vision" they attend to their whole image. Against logits.f32 and
+// against what ignoring the image, or its two-way block, would give. gemma4_e2b_image_audio has an
+// audio clip after the image that gemlet cannot place yet: its rows from the first audio
+// placeholder on are not compared (causal model: the rows before it do not see the audio).
+TEST_P(Gemma4Vision, LogitsWithTheImageMatchHf) {
+  static hfmm::TempFiles text_files;
+  const std::string text_path = hfmm::TempPath(model_ + "-text-" + std::get<1>(GetParam()));
+  ConvertOptions co;
+  co.hf_dir = HfMmDir(model_);
+  co.output_path = text_path;
+  co.outtype = DType::kF32;
+  ASSERT_TRUE(ConvertHfToGguf(co).ok());
+  text_files.paths.push_back(text_path);
+  auto model = LoadModelFile(text_path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  ASSERT_TRUE(model.value()->TakesEmbeddings());
+
+  const VisionTowerConfig& c = encoder_->config();
+  KernelContext ctx(2, kernels_);
+  std::vector<float> image;
+  ASSERT_TRUE(encoder_->EncodePatches(ReadPatches(model_).View(), &image, ctx).ok());
+
+  const nlohmann::json ids_json = InputIds(model_);
+  const std::vector<int32_t> ids = ids_json["input_ids"].get<std::vector<int32_t>>();
+  const int n = static_cast<int>(ids.size());
+  const int first = ids_json["placeholders"]["image"]["first_position"].get<int>();
+  const int count = ids_json["placeholders"]["image"]["count"].get<int>();
+  ASSERT_EQ(image.size(), static_cast<size_t>(count * c.projection_dim));
+  const nlohmann::json& audio = ids_json["placeholders"]["audio"];
+  const int compared = audio.is_object() ? audio["first_position"].get<int>() : n;
+  std::ifstream config_in(HfMmDir(model_) + "/config.json");
+  const nlohmann::json text_config = nlohmann::json::parse(config_in)["text_config"];
+  const bool two_way_image = text_config.value("use_bidirectional_attention", nlohmann::json()) == "vision";
+
+  std::vector<const float*> rows(static_cast<size_t>(n), nullptr);
+  std::vector<int64_t> key_end(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const bool soft = r >= first && r < first + count;
+    if (soft) rows[static_cast<size_t>(r)] = image.data() + static_cast<size_t>(r - first) * c.projection_dim;
+    key_end[static_cast<size_t>(r)] = soft && two_way_image ? first + count : r + 1;
+  }
+  const int64_t n_vocab = model.value()->config().n_vocab;
+  const auto run = [&](bool with_image, bool two_way) {
+    auto cache = KvCache::Create(model.value()->KvLayout(), 128, DType::kF32, 4);
+    EXPECT_TRUE(cache.ok());
+    Workspace ws(model.value()->config(), 128, 128, 2, model.value()->ExtraScratchFloats(128));
+    SequenceChunk chunk{ids.data(), n, cache.value().get()};
+    if (with_image) chunk.embeddings = rows.data();
+    if (two_way) chunk.key_end = key_end.data();
+    std::vector<float> logits(static_cast<size_t>(n * n_vocab));
+    EXPECT_TRUE(model.value()->ForwardBatch(std::span(&chunk, 1), ws, ctx, logits.data(), true).ok());
+    logits.resize(static_cast<size_t>(compared * n_vocab));
+    return logits;
+  };
+  std::vector<float> golden = ReadF32(HfMmDir(model_) + "/logits.f32");
+  golden.resize(static_cast<size_t>(compared * n_vocab));
+  const std::vector<float> got = run(true, true);
+  const double diff = MaxAbsDiff(got, golden);
+  std::printf("[gemma4 image logits, %s] rows 0..%d of %d: max |diff| %.2e\n", Label().c_str(), compared - 1, n, diff);
+  EXPECT_LT(diff, 1e-4);
+  for (int r = 0; r < compared; ++r) {
+    const auto row = [&](const std::vector<float>& l) {
+      return std::max_element(l.begin() + r * n_vocab, l.begin() + (r + 1) * n_vocab) - (l.begin() + r * n_vocab);
+    };
+    EXPECT_EQ(row(got), row(golden)) << "row " << r;
+  }
+  // Without the image the logits move far past the tolerance (the goldens' drop_image checks: 29.2
+  // and 28.1), and so does the bidirectional model with a causal image (no_token_types: 25.8).
+  EXPECT_GT(MaxAbsDiff(run(false, false), golden), 1.0);
+  if (two_way_image) {
+    EXPECT_GT(MaxAbsDiff(run(true, false), golden), 1.0);
+  }
 }
 
 // Each of Gemma 3's and Gemma 4's towers refuses the other's input form.
