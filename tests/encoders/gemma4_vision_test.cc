@@ -139,6 +139,18 @@ TEST_P(Gemma4Vision, HfPatchesGiveHfEmbeddings) {
   EXPECT_GT(MaxAbsDiff(blank_embeddings, golden), 0.1);
 }
 
+// F16 matrices and patch kernel (llama.cpp's converter's default): within F16's rounding of HF.
+TEST_P(Gemma4Vision, F16MatricesStayClose) {
+  auto encoder = VisionEncoder::Open(hfmm::Mmproj(model_, DType::kF16));
+  ASSERT_TRUE(encoder.ok()) << encoder.message();
+  KernelContext ctx(2, kernels_);
+  std::vector<float> embeddings;
+  ASSERT_TRUE(encoder.value()->EncodePatches(ReadPatches(model_).View(), &embeddings, ctx).ok());
+  const double diff = MaxAbsDiff(embeddings, ReadF32(HfMmDir(model_) + "/image_embeds.f32"));
+  std::printf("[gemma4 vision f16, %s] embeddings max |diff| %.2e\n", Label().c_str(), diff);
+  EXPECT_LT(diff, 1e-2);
+}
+
 // End to end from the PNG: src/media's preprocessing (bit-exact to HF's, tested there) with the
 // budget and geometry the mmproj carries, then the tower.
 TEST_P(Gemma4Vision, ImageFileGivesHfEmbeddings) {
