@@ -73,8 +73,13 @@ Status ProducePlannedTensor(const PlannedTensor& p, DType type, ByteSink& sink) 
   };
 
   if (!p.generated.empty()) {
-    std::copy(p.generated.begin(), p.generated.end(), rows.begin());
-    return emit(1);
+    const int64_t n_rows = static_cast<int64_t>(p.generated.size()) / n;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += batch) {
+      const int64_t count = std::min(batch, n_rows - r0);
+      std::copy_n(p.generated.begin() + r0 * n, count * n, rows.begin());
+      RETURN_IF_ERROR(emit(count));
+    }
+    return Status::Ok();
   }
   for (const StTensor* src : p.sources) {
     const int64_t n_rows = src->n_rows();

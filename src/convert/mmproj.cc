@@ -41,6 +41,7 @@ Result<int64_t> PositiveInt(const Json& object, const char* key, const std::stri
 struct ProcessorStats {
   std::vector<float> mean{0.5f, 0.5f, 0.5f};
   std::vector<float> std{0.5f, 0.5f, 0.5f};
+  int64_t max_soft_tokens = 0;  // Gemma 4's patch budget; 0: not given
 };
 
 Result<ProcessorStats> ReadProcessorStats(const std::string& dir) {
@@ -59,6 +60,9 @@ Result<ProcessorStats> ReadProcessorStats(const std::string& dir) {
         (*out)[c] = (*it)[c].get<float>();
       }
     }
+    if (j.contains("max_soft_tokens")) {
+      ASSIGN_OR_RETURN(stats.max_soft_tokens, PositiveInt(j, "max_soft_tokens", path.string()));
+    }
     break;
   }
   return stats;
@@ -76,6 +80,19 @@ PlannedTensor Planned(const StTensor& t, std::string name, bool keep_f32, bool a
   p.add_one = add_one;
   p.hf_name = t.name;
   return p;
+}
+
+Result<const StTensor*> NeedTensor(const SafetensorsCheckpoint& ck, const std::string& name,
+                                   const std::vector<int64_t>& shape) {
+  const StTensor* s = ck.Find(name);
+  if (s == nullptr) return Status::Error("missing tensor '" + name + "'");
+  if (s->shape != shape) {
+    std::ostringstream want;
+    want << "[";
+    for (size_t i = 0; i < shape.size(); ++i) want << (i ? ", " : "") << shape[i];
+    return Status::Error("tensor '" + name + "' has shape " + s->ShapeString() + ", expected " + want.str() + "]");
+  }
+  return s;
 }
 
 struct Gemma3Tower {
@@ -125,21 +142,11 @@ Status PlanGemma3(const Json& config, const std::string& hf_dir, const Safetenso
   const std::string tower = ck.Find("vision_tower.vision_model.embeddings.patch_embedding.weight") != nullptr
                                 ? "vision_tower.vision_model."
                                 : "vision_tower.";
-  const auto need = [&](const std::string& name, std::vector<int64_t> shape) -> Result<const StTensor*> {
-    const StTensor* s = ck.Find(name);
-    if (s == nullptr) return Status::Error("missing tensor '" + name + "'");
-    if (s->shape != shape) {
-      std::ostringstream want;
-      for (size_t i = 0; i < shape.size(); ++i) want << (i ? ", " : "[") << shape[i];
-      return Status::Error("tensor '" + name + "' has shape " + s->ShapeString() + ", expected " + want.str() + "]");
-    }
-    return s;
-  };
   const int64_t d = t.hidden, p = t.patch_size, side = t.image_size / t.patch_size;
   const bool patch_f32 = outtype != DType::kF16;  // llama.cpp: F16 with --outtype f16, else F32
   const auto add = [&](const std::string& hf, std::vector<int64_t> shape, std::string gguf, bool keep_f32,
                        bool add_one = false) -> Status {
-    ASSIGN_OR_RETURN(const StTensor* s, need(hf, std::move(shape)));
+    ASSIGN_OR_RETURN(const StTensor* s, NeedTensor(ck, hf, shape));
     plan.push_back(Planned(*s, std::move(gguf), keep_f32, add_one));
     return Status::Ok();
   };
@@ -193,6 +200,170 @@ Status PlanGemma3(const Json& config, const std::string& hf_dir, const Safetenso
   return Status::Ok();
 }
 
+// A number or bool of vision_config with HF's default when absent; a value of another type is an error.
+Result<double> NumberOr(const Json& object, const char* key, double fallback, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return Status::Error(where + ": '" + key + "' must be a number");
+  return it->get<double>();
+}
+Result<bool> BoolOr(const Json& object, const char* key, bool fallback, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return Status::Error(where + ": '" + key + "' must be true or false");
+  return it->get<bool>();
+}
+
+// Gemma4VisionConfig's fields, HF's defaults where a key is absent.
+struct Gemma4Tower {
+  int64_t patch_size, hidden, ffn, n_layers, n_heads, n_kv_heads, head_dim, pool, position_size, text_hidden;
+  double eps, rope_theta;
+  bool standardize, clipped;
+};
+
+Result<Gemma4Tower> ReadGemma4Tower(const Json& config, const std::string& label) {
+  auto vit = config.find("vision_config");
+  if (vit == config.end() || !vit->is_object()) return Status::Error(label + ": no vision_config");
+  auto text = config.find("text_config");
+  if (text == config.end() || !text->is_object()) return Status::Error(label + ": no text_config");
+  const std::string where = label + " vision_config";
+  Gemma4Tower t{};
+  ASSIGN_OR_RETURN(t.patch_size, PositiveInt(*vit, "patch_size", where));
+  ASSIGN_OR_RETURN(t.hidden, PositiveInt(*vit, "hidden_size", where));
+  ASSIGN_OR_RETURN(t.ffn, PositiveInt(*vit, "intermediate_size", where));
+  ASSIGN_OR_RETURN(t.n_layers, PositiveInt(*vit, "num_hidden_layers", where));
+  ASSIGN_OR_RETURN(t.n_heads, PositiveInt(*vit, "num_attention_heads", where));
+  ASSIGN_OR_RETURN(t.text_hidden, PositiveInt(*text, "hidden_size", label + " text_config"));
+  const auto int_or = [&](const char* key, int64_t fallback) -> Result<int64_t> {
+    if (!vit->contains(key) || (*vit)[key].is_null()) return fallback;
+    return PositiveInt(*vit, key, where);
+  };
+  ASSIGN_OR_RETURN(t.n_kv_heads, int_or("num_key_value_heads", t.n_heads));
+  ASSIGN_OR_RETURN(t.head_dim, int_or("head_dim", t.hidden / t.n_heads));
+  ASSIGN_OR_RETURN(t.pool, int_or("pooling_kernel_size", 3));
+  ASSIGN_OR_RETURN(t.position_size, int_or("position_embedding_size", 10240));
+  ASSIGN_OR_RETURN(t.eps, NumberOr(*vit, "rms_norm_eps", 1e-6, where));
+  t.rope_theta = 100.0;
+  if (auto rope = vit->find("rope_parameters"); rope != vit->end() && rope->is_object()) {
+    ASSIGN_OR_RETURN(t.rope_theta, NumberOr(*rope, "rope_theta", 100.0, where + " rope_parameters"));
+  }
+  ASSIGN_OR_RETURN(t.standardize, BoolOr(*vit, "standardize", false, where));
+  ASSIGN_OR_RETURN(t.clipped, BoolOr(*vit, "use_clipped_linears", false, where));
+  if (std::string act = vit->value("hidden_activation", std::string("gelu_pytorch_tanh")); act != "gelu_pytorch_tanh") {
+    return Status::Error(where + ": hidden_activation '" + act + "' (gemlet's tower runs gelu_pytorch_tanh)");
+  }
+  // Each head is two halves rotated by x and y, each "rotate half" (HF apply_multidimensional_rope).
+  if (t.n_heads % t.n_kv_heads != 0 || t.head_dim % 4 != 0) {
+    return Status::Error(where + ": " + std::to_string(t.n_heads) + " heads over " + std::to_string(t.n_kv_heads) +
+                         " KV heads of " + std::to_string(t.head_dim) + " values do not make a Gemma 4 tower");
+  }
+  return t;
+}
+
+// Gemma 4: a ViT over patches with learned x/y position tables, 2D RoPE, RMSNorm sandwiches, gated
+// GELU MLP and (on-device models) clipped linears; its own position pooling; the embedder. Names,
+// shapes and transforms as llama.cpp's converter writes them (gemma4v).
+Status PlanGemma4(const Json& config, const std::string& hf_dir, const SafetensorsCheckpoint& ck, DType outtype,
+                  GgufWriter& writer, std::vector<PlannedTensor>& plan) {
+  const std::string label = hf_dir + "/config.json";
+  ASSIGN_OR_RETURN(Gemma4Tower t, ReadGemma4Tower(config, label));
+  ASSIGN_OR_RETURN(ProcessorStats stats, ReadProcessorStats(hf_dir));
+  const std::string tower = "model.vision_tower.";
+  const int64_t d = t.hidden, p = t.patch_size, hd = t.head_dim;
+  const int64_t q_width = t.n_heads * hd, kv_width = t.n_kv_heads * hd;
+  const auto add = [&](const std::string& hf, std::vector<int64_t> shape, std::string gguf, bool keep_f32) -> Status {
+    ASSIGN_OR_RETURN(const StTensor* s, NeedTensor(ck, hf, shape));
+    plan.push_back(Planned(*s, std::move(gguf), keep_f32));
+    return Status::Ok();
+  };
+  // HF's Linear over patches flattened (row, column, channel) becomes the conv kernel [D, 3, p, p]
+  // llama.cpp convolves the image with; F16 with an f16 outtype, else F32, as llama.cpp does.
+  ASSIGN_OR_RETURN(const StTensor* patch, NeedTensor(ck, tower + "patch_embedder.input_proj.weight", {d, 3 * p * p}));
+  PlannedTensor conv;
+  conv.name = "v.patch_embd.weight";
+  conv.ne = {p, p, 3, d};
+  conv.keep_f32 = outtype != DType::kF16;
+  conv.hf_name = patch->name;
+  conv.generated.resize(static_cast<size_t>(d * 3 * p * p));
+  std::vector<float> row(static_cast<size_t>(3 * p * p));
+  for (int64_t o = 0; o < d; ++o) {
+    patch->ReadRowF32(o, row.data());
+    for (int64_t y = 0; y < p; ++y) {
+      for (int64_t x = 0; x < p; ++x) {
+        for (int64_t c = 0; c < 3; ++c) {
+          conv.generated[static_cast<size_t>(((o * 3 + c) * p + y) * p + x)] = row[static_cast<size_t>((y * p + x) * 3 + c)];
+        }
+      }
+    }
+  }
+  plan.push_back(std::move(conv));
+  RETURN_IF_ERROR(add(tower + "patch_embedder.position_embedding_table", {2, t.position_size, d},
+                      "v.position_embd.weight", true));
+  for (int64_t l = 0; l < t.n_layers; ++l) {
+    const std::string hf = tower + "encoder.layers." + std::to_string(l) + ".";
+    const std::string gg = "v.blk." + std::to_string(l) + ".";
+    for (auto [hf_norm, gg_norm] : {std::pair{"input_layernorm", "ln1"}, std::pair{"post_attention_layernorm", "attn_post_norm"},
+                                    std::pair{"pre_feedforward_layernorm", "ln2"},
+                                    std::pair{"post_feedforward_layernorm", "ffn_post_norm"}}) {
+      RETURN_IF_ERROR(add(hf + hf_norm + ".weight", {d}, gg + gg_norm + ".weight", true));
+    }
+    RETURN_IF_ERROR(add(hf + "self_attn.q_norm.weight", {hd}, gg + "attn_q_norm.weight", true));
+    RETURN_IF_ERROR(add(hf + "self_attn.k_norm.weight", {hd}, gg + "attn_k_norm.weight", true));
+    const struct {
+      const char* hf;
+      const char* gg;
+      int64_t n_out, n_in;
+    } linears[] = {{"self_attn.q_proj", "attn_q", q_width, d},  {"self_attn.k_proj", "attn_k", kv_width, d},
+                   {"self_attn.v_proj", "attn_v", kv_width, d}, {"self_attn.o_proj", "attn_out", d, q_width},
+                   {"mlp.gate_proj", "ffn_gate", t.ffn, d},     {"mlp.up_proj", "ffn_up", t.ffn, d},
+                   {"mlp.down_proj", "ffn_down", d, t.ffn}};
+    for (const auto& lin : linears) {
+      RETURN_IF_ERROR(add(hf + lin.hf + ".linear.weight", {lin.n_out, lin.n_in}, gg + lin.gg + ".weight", false));
+      if (!t.clipped) continue;
+      // HF's 0-d clip bounds become 1-element F32 tensors beside the weight (llama.cpp's names).
+      for (const char* bound : {"input_min", "input_max", "output_min", "output_max"}) {
+        RETURN_IF_ERROR(add(hf + lin.hf + "." + bound, {}, gg + lin.gg + "." + bound, true));
+      }
+    }
+  }
+  if (t.standardize) {
+    RETURN_IF_ERROR(add(tower + "std_bias", {d}, "v.std_bias", true));
+    RETURN_IF_ERROR(add(tower + "std_scale", {d}, "v.std_scale", true));
+  }
+  // An nn.Linear [text hidden, vision hidden] (not Gemma 3's x @ W layout under the same name).
+  RETURN_IF_ERROR(add("model.embed_vision.embedding_projection.weight", {t.text_hidden, d}, "mm.input_projection.weight",
+                      false));
+
+  writer.SetString("clip.vision.projector_type", "gemma4v");
+  writer.SetBool("clip.has_vision_encoder", true);
+  writer.SetU32("clip.vision.projection_dim", static_cast<uint32_t>(t.text_hidden));
+  writer.SetU32("clip.vision.image_size", 224);  // llama.cpp writes this dummy: the image size varies
+  writer.SetU32("clip.vision.patch_size", static_cast<uint32_t>(p));
+  writer.SetU32("clip.vision.embedding_length", static_cast<uint32_t>(d));
+  writer.SetU32("clip.vision.feed_forward_length", static_cast<uint32_t>(t.ffn));
+  writer.SetU32("clip.vision.block_count", static_cast<uint32_t>(t.n_layers));
+  writer.SetU32("clip.vision.attention.head_count", static_cast<uint32_t>(t.n_heads));
+  // llama.cpp reads the eps from layer_norm_eps, which Gemma 4 lacks, and always writes 1e-6: this is
+  // rms_norm_eps itself (the same value in every released checkpoint).
+  writer.SetF32("clip.vision.attention.layer_norm_epsilon", static_cast<float>(t.eps));
+  writer.SetF32Array("clip.vision.image_mean", stats.mean);
+  writer.SetF32Array("clip.vision.image_std", stats.std);
+  // Not written by llama.cpp's converter, which leaves its loader to hard-code or infer them; gemlet's
+  // reader takes them from here (llama.cpp's loader reads the first three too):
+  // the pooling kernel (llama.cpp assumes 3; gemma4_bidir_image-like towers use 2),
+  writer.SetU32("clip.vision.projector.scale_factor", static_cast<uint32_t>(t.pool));
+  // head size and KV heads (llama.cpp: hidden / heads and no GQA),
+  writer.SetU32("clip.vision.attention.head_dim", static_cast<uint32_t>(hd));
+  writer.SetU32("clip.vision.attention.head_count_kv", static_cast<uint32_t>(t.n_kv_heads));
+  // tanh-GELU, HF's hidden_activation (without the key llama.cpp would run its quick GELU),
+  writer.SetBool("clip.use_gelu", true);
+  // the RoPE base (llama.cpp hard-codes 100) and the processor's patch budget (HF resizes every
+  // image to it; llama.cpp has its own token range).
+  writer.SetF32("clip.vision.rope.freq_base", static_cast<float>(t.rope_theta));
+  if (stats.max_soft_tokens > 0) writer.SetU32("clip.vision.max_soft_tokens", static_cast<uint32_t>(stats.max_soft_tokens));
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool HasVisionTower(const std::string& hf_dir) {
@@ -221,9 +392,12 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
   if (architecture == "Gemma3ForConditionalGeneration") {
     RETURN_IF_ERROR(PlanGemma3(config, o.hf_dir, checkpoint, o.outtype, writer, plan));
     result.projector = "gemma3";
+  } else if (architecture == "Gemma4ForConditionalGeneration") {
+    RETURN_IF_ERROR(PlanGemma4(config, o.hf_dir, checkpoint, o.outtype, writer, plan));
+    result.projector = "gemma4v";
   } else {
     return Status::Error("no mmproj writer for '" + (architecture.empty() ? std::string("?") : architecture) +
-                         "' yet (Gemma3ForConditionalGeneration has one)");
+                         "' yet (Gemma3ForConditionalGeneration and Gemma4ForConditionalGeneration have one)");
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];

@@ -19,7 +19,7 @@ struct MmprojOptions {
 };
 
 struct MmprojResult {
-  std::string projector;  // clip.projector_type: "gemma3"
+  std::string projector;  // the vision projector type: "gemma3" or "gemma4v"
   size_t n_tensors = 0;
 };
 
@@ -27,8 +27,9 @@ struct MmprojResult {
 bool HasVisionTower(const std::string& hf_dir);
 
 // Writes the towers of `checkpoint` (the checkpoint's text decoder goes to the model GGUF). Today:
-// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector); other multimodal
-// checkpoints are refused with a message naming them.
+// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector) and the vision side of
+// Gemma4ForConditionalGeneration (its audio tower is not written yet); other multimodal checkpoints
+// are refused with a message naming them.
 Result<MmprojResult> WriteMmproj(const MmprojOptions& options, const SafetensorsCheckpoint& checkpoint);
 
 }  // namespace gemlet

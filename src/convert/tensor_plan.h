@@ -14,7 +14,8 @@ namespace gemlet {
 
 // One GGUF tensor and how to produce it. Its rows (of ne[0] values) are the rows of `sources` in order
 // (several sources are stacked along the outermost dimension), then `pad_rows` rows of zeros; or,
-// with no sources, the values in `generated`.
+// with no sources, the values in `generated`, row after row (computed tensors: rope_freqs, a
+// re-ordered matrix).
 struct PlannedTensor {
   std::string name;
   std::vector<int64_t> ne;  // GGUF order: ne[0] is the row length

@@ -1,6 +1,8 @@
 // ReadVisionTowerConfig: the clip.* keys of an mmproj GGUF.
 #include "encoders/mmproj.h"
 
+#include <algorithm>
+
 namespace gemlet {
 
 namespace {
@@ -32,10 +34,15 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
   // Gemma 3 writes the one key; Gemma 3n and 4 a key per modality.
   const char* key = f.Has("clip.projector_type") ? "clip.projector_type" : "clip.vision.projector_type";
   ASSIGN_OR_RETURN(c.projector_name, f.GetString(key));
-  if (c.projector_name != "gemma3") {
-    return Status::Error("the mmproj's vision projector '" + c.projector_name + "' is not one gemlet runs yet (gemma3)");
+  if (c.projector_name == "gemma3") {
+    c.projector = VisionProjector::kGemma3;
+  } else if (c.projector_name == "gemma4v") {
+    c.projector = VisionProjector::kGemma4;
+  } else {
+    return Status::Error("the mmproj's vision projector '" + c.projector_name +
+                         "' is not one gemlet runs yet (gemma3, gemma4v)");
   }
-  c.projector = VisionProjector::kGemma3;
+  const bool gemma4 = c.projector == VisionProjector::kGemma4;
   ASSIGN_OR_RETURN(c.image_size, PositiveU32(f, "clip.vision.image_size"));
   ASSIGN_OR_RETURN(c.patch_size, PositiveU32(f, "clip.vision.patch_size"));
   ASSIGN_OR_RETURN(c.hidden, PositiveU32(f, "clip.vision.embedding_length"));
@@ -43,19 +50,41 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
   ASSIGN_OR_RETURN(c.n_layers, PositiveU32(f, "clip.vision.block_count"));
   ASSIGN_OR_RETURN(c.n_heads, PositiveU32(f, "clip.vision.attention.head_count"));
   ASSIGN_OR_RETURN(c.projection_dim, PositiveU32(f, "clip.vision.projection_dim"));
+  c.n_kv_heads = c.n_heads;
+  c.head_dim = c.hidden / c.n_heads;
+  // llama.cpp's loader takes both as optional; gemlet's converter writes them for Gemma 4.
+  if (f.Has("clip.vision.attention.head_count_kv")) {
+    ASSIGN_OR_RETURN(c.n_kv_heads, PositiveU32(f, "clip.vision.attention.head_count_kv"));
+  }
+  if (f.Has("clip.vision.attention.head_dim")) {
+    ASSIGN_OR_RETURN(c.head_dim, PositiveU32(f, "clip.vision.attention.head_dim"));
+  }
   if (f.Has("clip.vision.attention.layer_norm_epsilon")) {
     ASSIGN_OR_RETURN(c.eps, f.GetF32("clip.vision.attention.layer_norm_epsilon"));
   }
   RETURN_IF_ERROR(ReadTriple(f, "clip.vision.image_mean", &c.mean));
   RETURN_IF_ERROR(ReadTriple(f, "clip.vision.image_std", &c.std));
-  // llama.cpp's default when the converter wrote none: 896 / 14 = 64 patches a side, pooled 4x4.
-  ASSIGN_OR_RETURN(uint32_t pool, f.GetU32Or("clip.vision.projector.scale_factor", 4));
-  c.pool = static_cast<int>(pool);
-  if (c.image_size % c.patch_size != 0 || c.pool == 0 || c.patches_per_side() % c.pool != 0 ||
-      c.hidden % c.n_heads != 0) {
-    return Status::Error("inconsistent vision tower: image " + std::to_string(c.image_size) + ", patch " +
-                         std::to_string(c.patch_size) + ", pooling " + std::to_string(c.pool) + ", hidden " +
-                         std::to_string(c.hidden) + " over " + std::to_string(c.n_heads) + " heads");
+  // llama.cpp's defaults when the converter wrote none: Gemma 3 pools 896 / 14 = 64 patches a side
+  // 4x4; Gemma 4 pools 3x3 with RoPE base 100.
+  ASSIGN_OR_RETURN(uint32_t pool, f.GetU32Or("clip.vision.projector.scale_factor", gemma4 ? 3 : 4));
+  c.pool = static_cast<int>(std::min<uint32_t>(pool, 1u << 10));
+  ASSIGN_OR_RETURN(c.rope_theta, f.GetF32Or("clip.vision.rope.freq_base", 100.0f));
+  ASSIGN_OR_RETURN(uint32_t budget, f.GetU32Or("clip.vision.max_soft_tokens", 280));
+  c.max_soft_tokens = static_cast<int>(std::min<uint32_t>(budget, 1u << 20));
+  const std::string shape = "patch " + std::to_string(c.patch_size) + ", pooling " + std::to_string(c.pool) + ", hidden " +
+                            std::to_string(c.hidden) + " over " + std::to_string(c.n_heads) + " heads";
+  if (c.pool == 0 || c.max_soft_tokens == 0) return Status::Error("inconsistent vision tower: " + shape);
+  if (gemma4) {
+    // Two halves per head, each rotated "rotate half"; query heads share KV heads evenly.
+    if (c.head_dim % 4 != 0 || c.n_heads % c.n_kv_heads != 0 || !(c.rope_theta > 0.0f)) {
+      return Status::Error("inconsistent vision tower: " + shape + ", head size " + std::to_string(c.head_dim) + ", " +
+                           std::to_string(c.n_kv_heads) + " KV heads");
+    }
+    return c;
+  }
+  if (c.image_size % c.patch_size != 0 || c.patches_per_side() % c.pool != 0 || c.hidden % c.n_heads != 0 ||
+      c.n_kv_heads != c.n_heads || c.head_dim * c.n_heads != c.hidden) {
+    return Status::Error("inconsistent vision tower: image " + std::to_string(c.image_size) + ", " + shape);
   }
   return c;
 }

@@ -12,23 +12,30 @@ namespace gemlet {
 
 enum class VisionProjector {
   kGemma3,  // SigLIP + average pooling + (1 + w) RMSNorm + projection ("gemma3")
+  kGemma4,  // ViT with 2D RoPE over a variable patch grid + position pooling + embedder ("gemma4v")
 };
 
 struct VisionTowerConfig {
   VisionProjector projector = VisionProjector::kGemma3;
-  std::string projector_name;  // clip.projector_type as written
-  int image_size = 0;          // the square the processor resizes to
+  std::string projector_name;  // clip.projector_type (clip.vision.projector_type) as written
+  int image_size = 0;          // Gemma 3: the square the processor resizes to (Gemma 4: unused)
   int patch_size = 0;
   int hidden = 0;              // clip.vision.embedding_length
   int ffn = 0;
   int n_layers = 0;
   int n_heads = 0;
+  int n_kv_heads = 0;          // clip.vision.attention.head_count_kv, else n_heads
+  int head_dim = 0;            // clip.vision.attention.head_dim, else hidden / n_heads
   int projection_dim = 0;      // the text model's hidden size
   float eps = 1e-6f;
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f};
   std::array<float, 3> std{0.5f, 0.5f, 0.5f};
-  int pool = 4;                // patches averaged per side into one soft token
+  // Patches averaged per side into one soft token (Gemma 4: by their positions, k x k).
+  int pool = 4;
+  float rope_theta = 100.0f;   // Gemma 4's 2D RoPE base
+  int max_soft_tokens = 280;   // Gemma 4: the processor's budget per image (HF's default when absent)
 
+  // Gemma 3's fixed grid.
   int patches_per_side() const { return image_size / patch_size; }
   int n_patches() const { return patches_per_side() * patches_per_side(); }
   int tokens_per_side() const { return patches_per_side() / pool; }

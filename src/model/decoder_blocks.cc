@@ -459,8 +459,9 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
   for (const SequenceRows& seq : step.seqs) {
     const float* k = k_new + seq.row0 * k_width;
     const float* v = v_new + seq.row0 * v_width;
-    const AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, ws.q.data() + seq.row0 * q_width, k, v, seq.n,
-                       seq.pos0, c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    AttendArgs a{l.n_heads, l.sliding ? c.sliding_window : 0, ws.q.data() + seq.row0 * q_width, k, v, seq.n,
+                 seq.pos0, c.attn_scale, c.attn_softcap, ws.attn.data() + seq.row0 * a_width};
+    if (step.key_end != nullptr) a.key_end = step.key_end + seq.row0;
     if (ws.rows_as_decode) {
       // Committed now, held or not: the sharers after this layer read the step's earlier rows from
       // the cache, as decoding them one at a time would have left it (CommitHeldKv writes the same).
@@ -542,8 +543,8 @@ Status PerLayerEmbedding::Bind(const WeightBinder& w, const GgufFile& file, cons
   return Status::Ok();
 }
 
-void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, KernelContext& ctx,
-                                float* row, float* out) const {
+void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, const float* const* placed, int n,
+                                const float* x, KernelContext& ctx, float* row, float* out) const {
   const int width = dim * c.n_layers;
   MatMul(model_proj, x, n, out, ctx);
   const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model));
@@ -554,7 +555,8 @@ void PerLayerEmbedding::Compute(const ModelConfig& c, const int32_t* tokens, int
     for (int k = 0; k < width; ++k) o[k] *= proj_scale;
     NormRows(ctx, o, proj_norm, c.n_layers, dim, c.norm_eps, o);
     // Ids past the per-layer vocabulary (audio/vision soft tokens) read row 0 (HF: Gemma3nModel).
-    const int64_t id = tokens[t] < table.n_out ? tokens[t] : 0;
+    const bool pad = (placed != nullptr && placed[t] != nullptr) || tokens[t] >= table.n_out;
+    const int64_t id = pad ? 0 : tokens[t];
     GetRow(table, id, table_scale, row);
     // Unmap the row again at once, or the table would creep into RSS a folio at a time.
     if (source != nullptr) {

@@ -187,9 +187,11 @@ struct PerLayerEmbedding {
 
   Status Bind(const WeightBinder& w, const GgufFile& file, const ModelConfig& c, int per_layer_dim);
   // out[t] = (norm(model_proj(x[t]) / sqrt(d)) + table[token] * sqrt(dim)) / sqrt(2), [n, n_layers, dim];
-  // x is the scaled token embedding. row: scratch of n_layers * dim floats.
-  void Compute(const ModelConfig& c, const int32_t* tokens, int n, const float* x, KernelContext& ctx, float* row,
-               float* out) const;
+  // x is the decoder's input (scaled token embeddings, an image's rows placed). Rows with a `placed`
+  // entry (an image's soft tokens; placed may be null) read the table's pad row (0): HF replaces the
+  // placeholder ids by pad first. row: scratch of n_layers * dim floats.
+  void Compute(const ModelConfig& c, const int32_t* tokens, const float* const* placed, int n, const float* x,
+               KernelContext& ctx, float* row, float* out) const;
   // gate: [n, dim] holds gate(h); multiplies gelu(gate) by layer `layer`'s per-layer input in place.
   void GateWithInput(const ModelConfig& c, int layer, const float* per_layer, int n, KernelContext& ctx, float* gate) const;
 };

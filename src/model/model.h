@@ -181,7 +181,7 @@ class Model {
   // Floats of family-specific scratch a Workspace for batches of max_batch tokens must provide.
   virtual size_t ExtraScratchFloats(int max_batch) const { (void)max_batch; return 0; }
   // Whether this family's forward takes embedding rows and two-way spans (SequenceChunk): an image
-  // in the prompt. Gemma 3 today.
+  // in the prompt. Gemma 3 and Gemma 4 today.
   virtual bool TakesEmbeddings() const { return false; }
 
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache, in chunks of

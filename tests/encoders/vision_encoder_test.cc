@@ -4,13 +4,9 @@
 // through src/media first. On the reference kernels and the best ones this CPU runs.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +14,7 @@
 #include "convert/convert.h"
 #include "convert/mmproj.h"
 #include "convert/safetensors.h"
+#include "encoders/hf_mm_files.h"
 #include "encoders/vision_encoder.h"
 #include "kernels/kernels.h"
 #include "media/image.h"
@@ -30,50 +27,14 @@
 namespace gemlet {
 namespace {
 
+using hfmm::MaxAbsDiff;
+using hfmm::ReadF32;
+using hfmm::TempFiles;
+
 const std::string kDir = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma3_image";
 
-std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(double{a[i]} - b[i]));
-  return worst;
-}
-
-// Files the tests wrote, removed when the binary exits.
-struct TempFiles {
-  std::vector<std::string> paths;
-  ~TempFiles() {
-    for (const std::string& p : paths) std::filesystem::remove(p);
-  }
-};
-
-// The checkpoint's mmproj, written once per test binary (F32 or F16 matrices).
-std::string Mmproj(DType type) {
-  static TempFiles written_files;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("gemlet-gemma3-mmproj-" + std::to_string(::getpid()) + "-" + DTypeName(type) + ".gguf"))
-                               .string();
-  if (std::filesystem::exists(path)) return path;
-  auto checkpoint = SafetensorsCheckpoint::OpenDir(kDir);
-  EXPECT_TRUE(checkpoint.ok()) << checkpoint.message();
-  MmprojOptions o;
-  o.hf_dir = kDir;
-  o.output_path = path;
-  o.outtype = type;
-  o.model_name = "gemma3_image";
-  auto written = WriteMmproj(o, *checkpoint.value());
-  EXPECT_TRUE(written.ok()) << written.message();
-  written_files.paths.push_back(path);
-  return path;
-}
+// The checkpoint's mmproj (F32 or F16 matrices).
+std::string Mmproj(DType type) { return hfmm::Mmproj("gemma3_image", type); }
 
 class Gemma3Vision : public ::testing::TestWithParam<const char*> {
  protected:
@@ -242,7 +203,7 @@ TEST(VisionEncoder, RefusesWhatItCannotRun) {
 
 // A family whose forward does not place embeddings refuses them rather than ignore the image.
 TEST(VisionEncoder, OtherFamiliesRefuseImageRows) {
-  auto model = LoadModelFile(std::string(GEMLET_TESTDATA_DIR) + "/gguf/gemma4_e2b_like.gguf");
+  auto model = LoadModelFile(std::string(GEMLET_TESTDATA_DIR) + "/gguf/gemma3n_e2b_like.gguf");
   ASSERT_TRUE(model.ok()) << model.message();
   auto cache = KvCache::Create(model.value()->KvLayout(), 16, DType::kF32, 4);
   ASSERT_TRUE(cache.ok());

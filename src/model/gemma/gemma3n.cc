@@ -231,7 +231,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
   const Scratch s = Layout(ws.max_batch, arena);
 
   EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
-  ple_.Compute(c, step.tokens, n, ws.x.data(), ctx, s.table_row, s.per_layer);
+  ple_.Compute(c, step.tokens, nullptr, n, ws.x.data(), ctx, s.table_row, s.per_layer);
 
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
   // RMS, with the new RMS floored at sqrt(1e-5) (HF: Gemma3nTextModel.forward).

@@ -142,6 +142,8 @@ class Gemma4 final : public Model {
     return Status::Ok();
   }
 
+  bool TakesEmbeddings() const override { return true; }
+
   size_t ExtraScratchFloats(int max_batch) const override {
     ScratchArena sizing(nullptr);
     Layout(max_batch, sizing);
@@ -265,7 +267,11 @@ void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx)
   EmbedTokens(head_.embedding, step.tokens, step.n_rows, c.embed_scale, ws.x.data());
   ScratchArena arena(ws.extra.data());
   const Scratch s = Layout(ws.max_batch, arena);
-  if (ple_.dim > 0) ple_.Compute(c, step.tokens, step.n_rows, ws.x.data(), ctx, s.ple_row, s.per_layer);
+  // An image's rows take the encoder's embeddings, unscaled. The per-layer inputs then see them
+  // through the projection, while their table part reads the pad row: HF replaces the placeholder
+  // ids by pad and projects the merged inputs_embeds (Gemma4Model.forward; matches hf-mm's logits).
+  PlaceEmbeddings(step, d, ws.x.data());
+  if (ple_.dim > 0) ple_.Compute(c, step.tokens, step.embeddings, step.n_rows, ws.x.data(), ctx, s.ple_row, s.per_layer);
   // The layers run on `rows`: the whole step, or from the output-only tail on, its output rows.
   ForwardStep rows = step;
   bool held_kv_committed = false;
@@ -279,7 +285,12 @@ void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx)
     const int n = rows.n_rows;
     const Layer& l = layers_[i];
     NormRows(ctx, ws.x.data(), l.attn_norm, n, d, eps, ws.xn.data());
-    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, rows, ws, ctx);
+    // An image attends both ways (use_bidirectional_attention = "vision") on sliding layers only;
+    // global layers stay causal (HF 5.17: the two-way block on every layer puts hf-mm
+    // gemma4_bidir_image's logits off by 11, on sliding layers only they match to 4e-5).
+    ForwardStep layer_rows = rows;
+    if (!c.layers[i].sliding) layer_rows.key_end = nullptr;
+    NormedAttentionSublayer(c, i, l.attn, l.inv_freq, layer_rows, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, d, eps, ws.tmp.data());
     AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
