@@ -1,0 +1,153 @@
+// FLAC and Ogg (Opus, Vorbis) through libsndfile, which in Debian 12 (1.2.0) decodes them with the
+// reference libraries (libFLAC, libopus, libvorbis), read from memory.
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "media/audio_codecs.h"
+
+namespace gemlet::media::internal {
+namespace {
+
+// The bytes as a file for sf_open_virtual; reads past the end return short, seeks are clamped.
+struct MemoryFile {
+  std::span<const uint8_t> bytes;
+  sf_count_t position = 0;
+
+  static MemoryFile& Of(void* user) { return *static_cast<MemoryFile*>(user); }
+  static sf_count_t Length(void* user) { return static_cast<sf_count_t>(Of(user).bytes.size()); }
+  static sf_count_t Tell(void* user) { return Of(user).position; }
+  static sf_count_t Seek(sf_count_t offset, int whence, void* user) {
+    MemoryFile& f = Of(user);
+    const sf_count_t size = static_cast<sf_count_t>(f.bytes.size());
+    const sf_count_t base = whence == SEEK_CUR ? f.position : whence == SEEK_END ? size : 0;
+    // Both terms are within +-2^62 for any offset libsndfile computes from a header, but an offset
+    // read from a hostile file is clamped before the addition all the same.
+    const sf_count_t step = std::clamp<sf_count_t>(offset, -size - 1, size + 1);
+    f.position = std::clamp<sf_count_t>(base + step, 0, size);
+    return f.position;
+  }
+  static sf_count_t Read(void* out, sf_count_t count, void* user) {
+    MemoryFile& f = Of(user);
+    const sf_count_t n = std::clamp<sf_count_t>(count, 0, static_cast<sf_count_t>(f.bytes.size()) - f.position);
+    if (n > 0) std::memcpy(out, f.bytes.data() + f.position, static_cast<size_t>(n));
+    f.position += n;
+    return n;
+  }
+  static sf_count_t Write(const void*, sf_count_t, void*) { return 0; }
+};
+
+// The codec of an Ogg stream, from its first packet.
+std::string_view OggCodec(std::span<const uint8_t> first_packet) {
+  const std::string_view head(reinterpret_cast<const char*>(first_packet.data()), first_packet.size());
+  if (head.starts_with("OpusHead")) return "Opus";
+  if (head.starts_with("\x01vorbis")) return "Vorbis";
+  if (head.starts_with("\x7f" "FLAC")) return "FLAC";
+  if (head.starts_with("Speex   ")) return "Speex";
+  if (head.starts_with("\x80theora")) return "Theora video";
+  return "an unknown codec";
+}
+
+// Walks the Ogg pages before libsndfile sees them: every page whole, the first one an Opus or Vorbis
+// header, the last one flagged end-of-stream. libogg itself drops a cut-off page silently, so a
+// truncated file would otherwise decode as a shorter clip.
+Status CheckOggPages(std::span<const uint8_t> bytes) {
+  size_t offset = 0;
+  bool last_was_end = false;
+  while (offset < bytes.size()) {
+    const size_t left = bytes.size() - offset;
+    const uint8_t* p = bytes.data() + offset;
+    if (left < 4 || std::memcmp(p, "OggS", 4) != 0) {
+      return Status::Error("corrupt Ogg: no page at byte " + std::to_string(offset));
+    }
+    if (left < 27 || left < size_t{27} + p[26]) return Status::Error("Ogg is truncated: its last page is cut off");
+    size_t body = 0;
+    for (int i = 0; i < p[26]; ++i) body += p[27 + i];
+    const size_t page = size_t{27} + p[26] + body;
+    if (page > left) return Status::Error("Ogg is truncated: its last page is cut off");
+    if (offset == 0) {
+      // libsndfile 1.2 opens FLAC in Ogg but cannot decode it.
+      const std::string_view codec = OggCodec(bytes.subspan(27 + p[26], body));
+      if (codec != "Opus" && codec != "Vorbis") {
+        return Status::Error("Ogg holds " + std::string(codec) + "; gemlet reads Opus and Vorbis in Ogg (and FLAC on its own)");
+      }
+    }
+    last_was_end = (p[5] & 0x04) != 0;
+    offset += page;
+  }
+  if (!last_was_end) return Status::Error("Ogg is truncated: the stream has no end page");
+  return Status::Ok();
+}
+
+int ExpectedMajor(AudioFormat format) {
+  switch (format) {
+    case AudioFormat::kFlac: return SF_FORMAT_FLAC;
+    case AudioFormat::kOgg: return SF_FORMAT_OGG;
+    default: break;
+  }
+  return 0;
+}
+
+// Reads the whole stream in blocks, averaging each frame's channels, and refuses it as soon as it
+// passes `max_frames` (a FLAC header may leave the length out). libsndfile clears a file's error at
+// the start of every read, so a frame that fails (a FLAC CRC mismatch) is seen only right after the
+// read that met it.
+Result<std::vector<float>> ReadMono(SNDFILE* file, int channels, const AudioLimits& limits, int rate, const char* name) {
+  const uint64_t max_frames = MaxFrames(rate, limits);
+  constexpr sf_count_t kBlock = 4096;
+  std::vector<float> block(static_cast<size_t>(kBlock) * channels);
+  std::vector<float> mono;
+  while (true) {
+    const sf_count_t got = sf_readf_float(file, block.data(), kBlock);
+    if (sf_error(file) != SF_ERR_NO_ERROR) return Status::Error(std::string("corrupt ") + name + ": " + sf_strerror(file));
+    if (got <= 0) break;
+    if (mono.size() + static_cast<uint64_t>(got) > max_frames) return OverLimitWhileDecoding(name, limits);
+    for (sf_count_t i = 0; i < got; ++i) {
+      const float* frame = block.data() + i * channels;
+      double sum = 0.0;
+      for (int c = 0; c < channels; ++c) sum += frame[c];
+      mono.push_back(channels == 1 ? frame[0] : static_cast<float>(sum / channels));
+    }
+  }
+  return mono;
+}
+
+}  // namespace
+
+Result<Audio> DecodeWithSndfile(std::span<const uint8_t> bytes, AudioFormat format, const AudioLimits& limits) {
+  const char* name = AudioFormatName(format);
+  if (format == AudioFormat::kOgg) RETURN_IF_ERROR(CheckOggPages(bytes));
+  MemoryFile memory{bytes};
+  SF_VIRTUAL_IO io{&MemoryFile::Length, &MemoryFile::Seek, &MemoryFile::Read, &MemoryFile::Write, &MemoryFile::Tell};
+  SF_INFO info{};
+  SNDFILE* file = sf_open_virtual(&io, SFM_READ, &info, &memory);
+  if (file == nullptr) {
+    // sf_strerror(nullptr) reports the last failed open of the process: another thread's open can
+    // overwrite it in between, so the message may be the wrong one, never a crash.
+    return Status::Error(std::string("corrupt ") + name + ": libsndfile cannot open it (" + sf_strerror(nullptr) + ")");
+  }
+  const std::unique_ptr<SNDFILE, int (*)(SNDFILE*)> closer(file, &sf_close);
+  if ((info.format & SF_FORMAT_TYPEMASK) != ExpectedMajor(format)) {
+    char major[16];
+    std::snprintf(major, sizeof(major), "0x%x", info.format & SF_FORMAT_TYPEMASK);
+    return Status::Error(std::string("corrupt ") + name + ": libsndfile reads it as another format (" + major + ")");
+  }
+  // 0 or SF_COUNT_MAX: the header does not say (ReadMono then checks the limit as it goes).
+  const uint64_t claimed = info.frames > 0 && info.frames != SF_COUNT_MAX ? static_cast<uint64_t>(info.frames) : 0;
+  RETURN_IF_ERROR(CheckStream(claimed, info.samplerate, info.channels, limits, name));
+  sf_command(file, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);  // integer codecs scaled by 1 / 2^(bits-1)
+  ASSIGN_OR_RETURN(std::vector<float> mono, ReadMono(file, info.channels, limits, info.samplerate, name));
+  if (mono.empty()) return Status::Error(std::string(name) + " holds no samples");
+  Audio audio;
+  audio.sample_rate = info.samplerate;
+  audio.samples = std::move(mono);
+  return audio;
+}
+
+}  // namespace gemlet::media::internal
