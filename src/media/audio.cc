@@ -125,14 +125,15 @@ Result<Audio> LoadAudioFile(const std::string& path, const AudioLimits& limits) 
 
 namespace internal {
 
-Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const AudioLimits& limits, const char* format) {
+Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const AudioLimits& limits,
+                   const char* format) {
   if (sample_rate <= 0 || sample_rate > kMaxSampleRate) {
     return Status::Error(std::string(format) + " audio has a sample rate of " + std::to_string(sample_rate) +
                          " Hz (gemlet reads 1 to " + std::to_string(kMaxSampleRate) + " Hz)");
   }
   if (channels <= 0 || channels > kMaxChannels) {
-    return Status::Error(std::string(format) + " audio has " + std::to_string(channels) + " channels (gemlet reads 1 to " +
-                         std::to_string(kMaxChannels) + ")");
+    return Status::Error(std::string(format) + " audio has " + std::to_string(channels) +
+                         " channels (gemlet reads 1 to " + std::to_string(kMaxChannels) + ")");
   }
   const double seconds = static_cast<double>(frames) / static_cast<double>(sample_rate);
   if (frames > MaxFrames(static_cast<int>(sample_rate), limits)) {

@@ -19,7 +19,8 @@ Result<Audio> DecodeMp3(std::span<const uint8_t> bytes, const AudioLimits& limit
 
 // The header's stream parameters against the limits, before any sample is allocated:
 // "WAV audio is 36000.0 s (576000000 frames at 16000 Hz), over the limit of 600 s".
-Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const AudioLimits& limits, const char* format);
+Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const AudioLimits& limits,
+                   const char* format);
 
 // The most frames `limits` allows at `sample_rate` (checked by CheckStream first).
 uint64_t MaxFrames(int sample_rate, const AudioLimits& limits);

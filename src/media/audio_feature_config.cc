@@ -51,8 +51,8 @@ Status ReadBins(const json& config, const char* key, int feature_size, std::vect
   const json* v = Find(config, key);
   if (v == nullptr) return Status::Ok();
   if (!v->is_array() || v->size() != static_cast<size_t>(feature_size)) {
-    return Status::Error(std::string("feature extractor config: '") + key + "' must be null or a list of feature_size (" +
-                         std::to_string(feature_size) + ") numbers");
+    return Status::Error(std::string("feature extractor config: '") + key +
+                         "' must be null or a list of feature_size (" + std::to_string(feature_size) + ") numbers");
   }
   out->clear();
   for (const json& x : *v) {
@@ -129,7 +129,9 @@ Result<LogMelParams> LogMelParamsFromHfJson(std::string_view json_text) {
   RETURN_IF_ERROR(ReadDouble(config, "padding_value", &padding_value));
   p.padding_value = static_cast<float>(padding_value);
   if (const json* side = Find(config, "padding_side"); side != nullptr) {
-    if (!side->is_string() || (*side != "right" && *side != "left")) return WrongType("padding_side", "\"right\" or \"left\"");
+    if (!side->is_string() || (*side != "right" && *side != "left")) {
+      return WrongType("padding_side", "\"right\" or \"left\"");
+    }
     p.pad_left = *side == "left";
   }
   RETURN_IF_ERROR(ReadBins(config, "per_bin_mean", p.feature_size, &p.per_bin_mean));

@@ -271,7 +271,8 @@ Result<LogMelFeatures> ComputeLogMel(const Audio& audio, const LogMelParams& p) 
       double mel = 0.0;
       const MelFilter& f = filters[m];
       for (size_t k = 0; k < f.weights.size(); ++k) mel += f.weights[k] * magnitude[f.first + k];
-      double value = p.style == LogMelStyle::kGemma3n ? std::log(std::max(mel, p.mel_floor)) : std::log(mel + p.mel_floor);
+      double value =
+          p.style == LogMelStyle::kGemma3n ? std::log(std::max(mel, p.mel_floor)) : std::log(mel + p.mel_floor);
       if (!p.per_bin_mean.empty()) value -= p.per_bin_mean[m];
       if (!p.per_bin_stddev.empty()) value /= p.per_bin_stddev[m];
       // Gemma 4 multiplies the features by the mask.

@@ -74,7 +74,8 @@ Status DecodeFrames(mpg123_handle* mh, const AudioLimits& limits, Stream& s, std
       s.rate = rate;
       s.channels = channels;
       s.length = mpg123_length(mh);
-      RETURN_IF_ERROR(CheckStream(s.length > 0 ? static_cast<uint64_t>(s.length) : 0, s.rate, s.channels, limits, "MP3"));
+      const uint64_t frames = s.length > 0 ? static_cast<uint64_t>(s.length) : 0;
+      RETURN_IF_ERROR(CheckStream(frames, s.rate, s.channels, limits, "MP3"));
       max_frames = MaxFrames(static_cast<int>(s.rate), limits);
       continue;
     }
@@ -120,7 +121,8 @@ Result<Audio> DecodeMp3(std::span<const uint8_t> bytes, const AudioLimits& limit
   long left = 0;
   mpg123_getstate(mh, MPG123_BUFFERFILL, &left, nullptr);
   if (s.channels == 0) {
-    return Status::Error(left > 0 ? "corrupt MP3: no whole MPEG audio frame" : "MP3 holds no audio frames");
+    return Status::Error(left > 0 ? "MP3 is truncated or corrupt: not one MPEG audio frame decodes"
+                                  : "MP3 holds no audio frames");
   }
   if (left > 0) return Status::Error("MP3 is truncated: its last frame is cut off");
   if (s.declared && s.length > 0 && mono.size() < static_cast<uint64_t>(s.length)) {

@@ -75,7 +75,8 @@ Status CheckOggPages(std::span<const uint8_t> bytes) {
       // libsndfile 1.2 opens FLAC in Ogg but cannot decode it.
       const std::string_view codec = OggCodec(bytes.subspan(27 + p[26], body));
       if (codec != "Opus" && codec != "Vorbis") {
-        return Status::Error("Ogg holds " + std::string(codec) + "; gemlet reads Opus and Vorbis in Ogg (and FLAC on its own)");
+        return Status::Error("Ogg holds " + std::string(codec) +
+                             "; gemlet reads Opus and Vorbis in Ogg (and FLAC on its own)");
       }
     }
     last_was_end = (p[5] & 0x04) != 0;
@@ -83,6 +84,14 @@ Status CheckOggPages(std::span<const uint8_t> bytes) {
   }
   if (!last_was_end) return Status::Error("Ogg is truncated: the stream has no end page");
   return Status::Ok();
+}
+
+// libsndfile's words without its "Error : " prefix and final full stop.
+std::string SndfileMessage(const char* text) {
+  std::string_view m = text != nullptr ? text : "unknown error";
+  if (m.starts_with("Error : ")) m.remove_prefix(8);
+  if (m.ends_with('.')) m.remove_suffix(1);
+  return std::string(m);
 }
 
 int ExpectedMajor(AudioFormat format) {
@@ -98,14 +107,17 @@ int ExpectedMajor(AudioFormat format) {
 // passes `max_frames` (a FLAC header may leave the length out). libsndfile clears a file's error at
 // the start of every read, so a frame that fails (a FLAC CRC mismatch) is seen only right after the
 // read that met it.
-Result<std::vector<float>> ReadMono(SNDFILE* file, int channels, const AudioLimits& limits, int rate, const char* name) {
+Result<std::vector<float>> ReadMono(SNDFILE* file, int channels, int rate, const AudioLimits& limits,
+                                    const char* name) {
   const uint64_t max_frames = MaxFrames(rate, limits);
   constexpr sf_count_t kBlock = 4096;
   std::vector<float> block(static_cast<size_t>(kBlock) * channels);
   std::vector<float> mono;
   while (true) {
     const sf_count_t got = sf_readf_float(file, block.data(), kBlock);
-    if (sf_error(file) != SF_ERR_NO_ERROR) return Status::Error(std::string("corrupt ") + name + ": " + sf_strerror(file));
+    if (sf_error(file) != SF_ERR_NO_ERROR) {
+      return Status::Error(std::string("corrupt ") + name + ": " + SndfileMessage(sf_strerror(file)));
+    }
     if (got <= 0) break;
     if (mono.size() + static_cast<uint64_t>(got) > max_frames) return OverLimitWhileDecoding(name, limits);
     for (sf_count_t i = 0; i < got; ++i) {
@@ -130,7 +142,8 @@ Result<Audio> DecodeWithSndfile(std::span<const uint8_t> bytes, AudioFormat form
   if (file == nullptr) {
     // sf_strerror(nullptr) reports the last failed open of the process: another thread's open can
     // overwrite it in between, so the message may be the wrong one, never a crash.
-    return Status::Error(std::string("corrupt ") + name + ": libsndfile cannot open it (" + sf_strerror(nullptr) + ")");
+    return Status::Error(std::string("corrupt ") + name + ": libsndfile cannot open it (" +
+                         SndfileMessage(sf_strerror(nullptr)) + ")");
   }
   const std::unique_ptr<SNDFILE, int (*)(SNDFILE*)> closer(file, &sf_close);
   if ((info.format & SF_FORMAT_TYPEMASK) != ExpectedMajor(format)) {
@@ -142,7 +155,12 @@ Result<Audio> DecodeWithSndfile(std::span<const uint8_t> bytes, AudioFormat form
   const uint64_t claimed = info.frames > 0 && info.frames != SF_COUNT_MAX ? static_cast<uint64_t>(info.frames) : 0;
   RETURN_IF_ERROR(CheckStream(claimed, info.samplerate, info.channels, limits, name));
   sf_command(file, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);  // integer codecs scaled by 1 / 2^(bits-1)
-  ASSIGN_OR_RETURN(std::vector<float> mono, ReadMono(file, info.channels, limits, info.samplerate, name));
+  ASSIGN_OR_RETURN(std::vector<float> mono, ReadMono(file, info.channels, info.samplerate, limits, name));
+  if (mono.size() < claimed) {
+    // libFLAC ends quietly at a cut between two frames; STREAMINFO still says how many there were.
+    return Status::Error(std::string(name) + " is truncated: its header promises " + std::to_string(claimed) +
+                         " samples, " + std::to_string(mono.size()) + " decode");
+  }
   if (mono.empty()) return Status::Error(std::string(name) + " holds no samples");
   Audio audio;
   audio.sample_rate = info.samplerate;

@@ -15,7 +15,9 @@ constexpr int kTagFloat = 0x0003;
 constexpr int kTagExtensible = 0xfffe;
 
 uint16_t Le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
-uint32_t Le32(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
+uint32_t Le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
 
 struct WavFormat {
   int tag = 0;  // after WAVE_FORMAT_EXTENSIBLE is resolved to its sub-format
@@ -53,7 +55,9 @@ std::string TagName(int tag) {
 // The "fmt " chunk. WAVE_FORMAT_EXTENSIBLE names its codec by a GUID whose first two bytes are the
 // plain format tag and whose other 14 are the fixed KSDATAFORMAT suffix.
 Result<WavFormat> ParseFormat(std::span<const uint8_t> chunk) {
-  if (chunk.size() < 16) return Status::Error("corrupt WAV: the fmt chunk has " + std::to_string(chunk.size()) + " bytes, fewer than 16");
+  if (chunk.size() < 16) {
+    return Status::Error("corrupt WAV: the fmt chunk has " + std::to_string(chunk.size()) + " bytes, fewer than 16");
+  }
   const uint8_t* p = chunk.data();
   WavFormat f;
   f.tag = Le16(p);
@@ -106,7 +110,8 @@ Result<WavChunks> WalkChunks(std::span<const uint8_t> bytes) {
     // Chunks are padded to an even size.
     const size_t next = size_t{size} + (size & 1);
     if (next >= left) {
-      return Status::Error(chunks.has_format ? "corrupt WAV: no data chunk" : "corrupt WAV: no fmt chunk before the end");
+      return Status::Error(chunks.has_format ? "corrupt WAV: no data chunk"
+                                             : "corrupt WAV: no fmt chunk before the end");
     }
     offset = body + next;
   }
