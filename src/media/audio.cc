@@ -57,6 +57,25 @@ const char* Resemblance(std::span<const uint8_t> bytes) {
   return "";
 }
 
+Status UnknownFormat(std::span<const uint8_t> bytes) {
+  std::string message = "not audio gemlet can read: WAV, FLAC, Ogg (Opus, Vorbis) or MP3";
+  if (const char* like = Resemblance(bytes); *like != '\0') {
+    message += std::string(" (this looks like ") + like + "; convert it first, e.g. ffmpeg -i IN -ar 16000 OUT.wav)";
+  }
+  return Status::Error(message);
+}
+
+Result<Audio> DecodeSniffed(std::span<const uint8_t> bytes, AudioFormat format, const AudioLimits& limits) {
+  switch (format) {
+    case AudioFormat::kWav: return internal::DecodeWav(bytes, limits);
+    case AudioFormat::kFlac: return internal::DecodeWithSndfile(bytes, format, limits);
+    case AudioFormat::kOgg: return internal::DecodeOgg(bytes, limits);
+    case AudioFormat::kMp3: return internal::DecodeMp3(bytes, limits);
+    case AudioFormat::kUnknown: break;
+  }
+  return UnknownFormat(bytes);
+}
+
 }  // namespace
 
 const char* AudioFormatName(AudioFormat format) {
@@ -89,18 +108,15 @@ Result<Audio> DecodeAudio(std::span<const uint8_t> bytes, const AudioLimits& lim
                          std::to_string(limits.max_bytes) + " bytes");
   }
   const AudioFormat format = SniffAudioFormat(bytes);
-  switch (format) {
-    case AudioFormat::kWav: return internal::DecodeWav(bytes, limits);
-    case AudioFormat::kFlac:
-    case AudioFormat::kOgg: return internal::DecodeWithSndfile(bytes, format, limits);
-    case AudioFormat::kMp3: return internal::DecodeMp3(bytes, limits);
-    case AudioFormat::kUnknown: break;
+  Result<Audio> audio = DecodeSniffed(bytes, format, limits);
+  if (!audio.ok()) return audio;
+  // A float WAV can hold NaN or infinity, which would reach every feature a window touches.
+  const auto bad = std::find_if(audio->samples.begin(), audio->samples.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != audio->samples.end()) {
+    return Status::Error(std::string(AudioFormatName(format)) + " audio holds a sample that is not a finite number (" +
+                         std::to_string(bad - audio->samples.begin()) + " samples in)");
   }
-  std::string message = "not audio gemlet can read: WAV, FLAC, Ogg (Opus, Vorbis) or MP3";
-  if (const char* like = Resemblance(bytes); *like != '\0') {
-    message += std::string(" (this looks like ") + like + "; convert it first, e.g. ffmpeg -i IN -ar 16000 OUT.wav)";
-  }
-  return Status::Error(message);
+  return audio;
 }
 
 Result<Audio> LoadAudioFile(const std::string& path, const AudioLimits& limits) {

@@ -38,8 +38,8 @@ AudioFormat SniffAudioFormat(std::span<const uint8_t> bytes);
 
 // Decodes a whole clip and averages its channels to mono. WAV: 8/16/24/32-bit integer PCM (int16 as
 // v / 32768, what the HF goldens feed the feature extractors) and 32/64-bit float, plain or
-// WAVE_FORMAT_EXTENSIBLE, read here; FLAC, Ogg Opus and Ogg Vorbis through libsndfile; MP3 through
-// libmpg123 (gapless). Truncated or corrupt data, unknown formats (AAC/M4A among them: no sane Debian
+// WAVE_FORMAT_EXTENSIBLE, read here; FLAC and Ogg Opus through libsndfile; Ogg Vorbis through
+// libvorbisfile; MP3 through libmpg123 (gapless). Truncated or corrupt data, unknown formats (AAC/M4A among them: no sane Debian
 // decoder), and anything over `limits` are refused with a message. A bare MP3 frame stream cut
 // exactly between frames cannot be told from a shorter one; one with a Xing/Info header can.
 Result<Audio> DecodeAudio(std::span<const uint8_t> bytes, const AudioLimits& limits = {});

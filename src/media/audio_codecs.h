@@ -12,7 +12,9 @@ namespace gemlet::media::internal {
 
 // Each gets non-empty bytes of its own (sniffed) format and returns the clip averaged to mono.
 Result<Audio> DecodeWav(std::span<const uint8_t> bytes, const AudioLimits& limits);
-// FLAC and Ogg (Opus, Vorbis) through libsndfile; `format` names the sniffed one.
+// Ogg: the page walk, then Vorbis (libvorbisfile) or Opus (DecodeWithSndfile).
+Result<Audio> DecodeOgg(std::span<const uint8_t> bytes, const AudioLimits& limits);
+// FLAC, and Ogg Opus once DecodeOgg has walked its pages, through libsndfile; `format` names which.
 Result<Audio> DecodeWithSndfile(std::span<const uint8_t> bytes, AudioFormat format, const AudioLimits& limits);
 // MP3 through libmpg123.
 Result<Audio> DecodeMp3(std::span<const uint8_t> bytes, const AudioLimits& limits);

@@ -29,6 +29,9 @@ Result<Audio> ResampleAudio(const Audio& audio, int target_rate) {
   const size_t out_len = static_cast<size_t>(std::llround(static_cast<double>(audio.samples.size()) * ratio));
   Audio out;
   out.sample_rate = target_rate;
+  // soxr_oneshot writes through the output pointer even when there is no room (an empty vector's null):
+  // a clip too short for one output sample is not handed to it.
+  if (out_len == 0) return out;
   out.samples.resize(out_len);
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
   const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
