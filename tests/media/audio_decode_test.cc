@@ -115,6 +115,16 @@ TEST(AudioDecode, WavExtensibleReadsLikePlainAndChannelsAverage) {
   }
 }
 
+TEST(AudioDecode, NonFiniteFloatSamplesAreRefused) {
+  for (const double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}}) {
+    const std::vector<double> samples = {0.1, -0.2, bad, 0.3};
+    for (int bits : {32, 64}) {
+      const std::string error = ErrorOf(testing::EncodeWav({16000, 1, 3, bits, false}, samples));
+      EXPECT_EQ(error, "WAV audio holds a sample that is not a finite number (2 samples in)");
+    }
+  }
+}
+
 TEST(AudioDecode, WavOddChunksAndAnUnknownDataSizeAreRead) {
   const std::vector<double> tone = testing::Tone(16000, 0.01, 440.0, 0.5);
   const Bytes wav = testing::EncodeWav({16000, 1, 1, 16, false}, tone);
@@ -167,6 +177,16 @@ TEST(AudioDecode, FlacIsLossless) {
       ASSERT_EQ(audio.samples[i], static_cast<float>(testing::Quantize(tone[i], bits))) << bits << "-bit, sample " << i;
     }
   }
+}
+
+TEST(AudioDecode, Id3v2InFrontOfFlacIsSkipped) {
+  const std::vector<double> tone = testing::Tone(16000, 0.1, 440.0, 0.7);
+  const Bytes flac = testing::EncodeWithSndfile(SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 16000, 1, tone, 16);
+  Bytes tagged = {'I', 'D', '3', 4, 0, 0, 0, 0, 0, 20};  // ID3v2.4, 20 bytes of frames (padding here)
+  tagged.resize(30, 0);
+  tagged.insert(tagged.end(), flac.begin(), flac.end());
+  EXPECT_EQ(SniffAudioFormat(tagged), AudioFormat::kFlac);
+  EXPECT_EQ(Decoded(tagged).samples, Decoded(flac).samples);
 }
 
 TEST(AudioDecode, OggOpusKeepsTheTone) {

@@ -66,6 +66,15 @@ TEST(AudioResample, TheTargetRateComesBackUnchanged) {
   EXPECT_EQ(out->samples, clip.samples);
 }
 
+TEST(AudioResample, ClipsOfAFewSamples) {
+  // One sample at 44.1 kHz is 0.36 of a sample at 16 kHz: nothing (soxr itself would crash on it).
+  for (size_t n : {1, 2, 3, 5}) {
+    auto out = ResampleAudio(Audio{44100, std::vector<float>(n, 0.25f)}, 16000);
+    ASSERT_TRUE(out.ok()) << out.message();
+    EXPECT_EQ(out->samples.size(), static_cast<size_t>(std::llround(n * 16000.0 / 44100))) << n;
+  }
+}
+
 TEST(AudioResample, BadRatesAreRefused) {
   EXPECT_FALSE(ResampleAudio(ToneClip(16000, 0.1, 440.0, 0.5), 0).ok());
   EXPECT_FALSE(ResampleAudio(ToneClip(16000, 0.1, 440.0, 0.5), 10'000'000).ok());
