@@ -32,11 +32,13 @@ bool DeclaresLength(std::span<const uint8_t> bytes) {
   return tag == "Xing" || tag == "Info" || Text(bytes, at + 36, 4) == "VBRI";
 }
 
-// The bytes mpg123 is given: without an APEv2 tag at the end (mpg123 skips ID3v1 itself, but would
-// hold an APE tag as the start of a frame it waits for).
-std::span<const uint8_t> WithoutApeTag(std::span<const uint8_t> bytes) {
+// The bytes mpg123 is given: without the tags at the end. mpg123 skips a lone ID3v1 tag itself, but
+// would hold an APEv2 tag (often followed by ID3v1) as the start of a frame it waits for.
+std::span<const uint8_t> WithoutEndTags(std::span<const uint8_t> bytes) {
+  if (bytes.size() >= 128 && Text(bytes, bytes.size() - 128, 3) == "TAG") bytes = bytes.first(bytes.size() - 128);
   if (bytes.size() < 32 || Text(bytes, bytes.size() - 32, 8) != "APETAGEX") return bytes;
   const uint8_t* footer = bytes.data() + bytes.size() - 32;
+  // The footer's size counts the items and the footer, not the optional 32-byte header.
   const uint64_t size = uint64_t{footer[12]} | uint64_t{footer[13]} << 8 | uint64_t{footer[14]} << 16 |
                         uint64_t{footer[15]} << 24;
   const uint64_t with_header = size + ((footer[23] & 0x80) != 0 ? 32 : 0);
@@ -110,7 +112,7 @@ Result<Audio> DecodeMp3(std::span<const uint8_t> bytes, const AudioLimits& limit
   size_t count = 0;
   mpg123_rates(&rates, &count);
   for (size_t i = 0; i < count; ++i) mpg123_format(mh, rates[i], MPG123_MONO | MPG123_STEREO, MPG123_ENC_FLOAT_32);
-  const std::span<const uint8_t> stream = WithoutApeTag(bytes);
+  const std::span<const uint8_t> stream = WithoutEndTags(bytes);
   if (mpg123_open_feed(mh) != MPG123_OK) return Mpg123Error(mh, "cannot open");
   mpg123_set_filesize(mh, static_cast<off_t>(stream.size()));
   if (mpg123_feed(mh, stream.data(), stream.size()) != MPG123_OK) return Mpg123Error(mh, "cannot take the bytes");

@@ -179,6 +179,29 @@ TEST(AudioDecode, FlacIsLossless) {
   }
 }
 
+TEST(AudioDecode, Mp3TagsAtTheEndAreSkipped) {
+  const Bytes mp3 = testing::EncodeWithSndfile(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 16000, 1,
+                                               testing::Tone(16000, 0.3, 440.0, 0.5));
+  ASSERT_FALSE(mp3.empty());
+  const Audio want = Decoded(mp3);
+  // An APEv2 tag (footer only: its size counts one 10-byte item and the 32-byte footer), then ID3v1.
+  Bytes ape = {0x04, 0, 0, 0, 0, 0, 0, 0, 'A', 0};  // item: value size 4, flags, key "A"
+  for (char c : std::string("abcd")) ape.push_back(static_cast<uint8_t>(c));
+  const uint32_t size = static_cast<uint32_t>(ape.size() + 32);
+  for (char c : std::string("APETAGEX")) ape.push_back(static_cast<uint8_t>(c));
+  for (uint32_t v : {2000u, size, 1u, 0u}) {  // version, tag size, item count, flags (no header)
+    for (int b = 0; b < 4; ++b) ape.push_back(static_cast<uint8_t>(v >> (8 * b)));
+  }
+  ape.resize(ape.size() + 8, 0);
+  Bytes id3v1 = {'T', 'A', 'G'};
+  id3v1.resize(128, ' ');
+  Bytes tagged = mp3;
+  tagged.insert(tagged.end(), ape.begin(), ape.end());
+  EXPECT_EQ(Decoded(tagged).samples, want.samples);
+  tagged.insert(tagged.end(), id3v1.begin(), id3v1.end());
+  EXPECT_EQ(Decoded(tagged).samples, want.samples);
+}
+
 TEST(AudioDecode, Id3v2InFrontOfFlacIsSkipped) {
   const std::vector<double> tone = testing::Tone(16000, 0.1, 440.0, 0.7);
   const Bytes flac = testing::EncodeWithSndfile(SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 16000, 1, tone, 16);
