@@ -5,11 +5,15 @@
 # libcurl4-openssl-dev is gemlet pull's HTTP(S) client (the model store's fetcher).
 # libpng-dev, libjpeg62-turbo-dev, libwebp-dev and libheif-dev decode the images given to vision models
 # (src/media: PNG, JPEG, WebP, HEIC; Debian's libheif decodes HEVC through libde265 and encodes with x265).
+# libsndfile1-dev (FLAC, Ogg Opus), libvorbis-dev (Ogg Vorbis) and libmpg123-dev (MP3) decode the clips given to
+# audio models, and libsoxr-dev resamples them to the model's rate with the resampler HF's own audio loading uses
+# (src/media).
 # Usage: scripts/install-deps.sh [--test] [--arm64]
 #   --test: also what the tests alone need (the chat page's browser test); --arm64: what `make test-arm64` needs
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
-          libcpp-httplib-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libheif-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+          libcpp-httplib-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libheif-dev
+          libsndfile1-dev libvorbis-dev libmpg123-dev libsoxr-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
 test_deps=0
 arm64=0
 for arg in "$@"; do

@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#targets[@]} -gt 0 ] || targets=(http_body=10000000 json_schema=10000000 hf_config=1000000 chat_format=1000000
                                      safetensors=1000000 tokenizer_json=1000000 session=1000000 delta=1000000
-                                     image=1000000)
+                                     image=1000000 audio=1000000)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
     CXXFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
