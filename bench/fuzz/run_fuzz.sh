@@ -7,8 +7,8 @@
 #
 #   bench/fuzz/run_fuzz.sh [--build DIR] [--jobs J] [TARGET[=RUNS] ...]
 #
-# Default: every target, 10 M executions for http_body and json_schema, 1 M for the others, 20
-# minutes at most each. The build directory (default build-fuzz) is configured with clang and
+# Default: every target, 10 M executions for http_parser, http_body and json_schema, 1 M for the
+# others, 20 minutes at most each. The build directory (default build-fuzz) is configured with clang and
 # -fsanitize=fuzzer-no-link,address,undefined for every library (tests/fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,14 +24,9 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(http_body=10000000 json_schema=10000000 hf_config=1000000 chat_format=1000000
-                                     safetensors=1000000 tokenizer_json=1000000 session=1000000 delta=1000000
-                                     image=1000000 audio=1000000)
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
-    CXXFLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_FUZZ=ON -DGEMLET_BUILD_TESTS=ON > /dev/null
-fi
+[ ${#targets[@]} -gt 0 ] || targets=(http_parser=10000000 http_body=10000000 json_schema=10000000 http_request=1000000
+                                     hf_config=1000000 chat_format=1000000 safetensors=1000000 tokenizer_json=1000000
+                                     session=1000000 delta=1000000 image=1000000 audio=1000000)
 names=()
 for t in "${targets[@]}"; do names+=("fuzz_${t%%=*}"); done
 cmake --build "$build" -j "$jobs" --target "${names[@]}" > /dev/null
@@ -46,26 +41,30 @@ for t in "${targets[@]}"; do
   corpus=tests/fuzz/corpora/$name
   work=$(mktemp -d "/tmp/gemlet-fuzz-$name-XXXXXX")
   before=$(ls "$corpus" | wc -l)
-  log=$work/log
+  # The log and the crash inputs go beside the new corpus, not in it: -merge=1 below reads every
+  # file there (a log merged in once became a corpus input, and a crash would crash the merge).
+  log=$work.log
+  artifacts=$work.artifacts
+  mkdir -p "$artifacts"
   start=$(date +%s.%N)
   set +e
   ASAN_OPTIONS=detect_leaks=1 "$bin" "$work" "$corpus" -runs="$runs" -max_total_time="$max_seconds" -max_len=8192 \
-    -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$work/" -print_final_stats=1 > "$log" 2>&1
+    -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$artifacts/" -print_final_stats=1 > "$log" 2>&1
   status=$?
   set -e
   seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo "?")
   crashes=0
-  for c in "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-*; do
+  for c in "$artifacts"/crash-* "$artifacts"/timeout-* "$artifacts"/oom-* "$artifacts"/leak-*; do
     [ -e "$c" ] || continue
     crashes=$((crashes + 1))
     cp "$c" "$corpus/regression-$(basename "$c")"
   done
   [ $status -eq 0 ] || [ $crashes -gt 0 ] || { tail -20 "$log" >&2; echo "fuzz_$name failed (status $status)" >&2; }
-  "$bin" -merge=1 "$corpus" "$work" > /dev/null 2>&1 || true
+  "$bin" -merge=1 -artifact_prefix="$artifacts/" "$corpus" "$work" > /dev/null 2>&1 || true
   after=$(ls "$corpus" | wc -l)
   printf '| %s | %s | %.0f | %.0f | %s | %s -> %s | %s |\n' "$name" "$execs" "$seconds" \
     "$(awk -v n="$execs" -v s="$seconds" 'BEGIN { print n / s }')" "$cov" "$before" "$after" "$crashes"
-  rm -rf "$work"
+  rm -rf "$work" "$log" "$artifacts"
 done
