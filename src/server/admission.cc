@@ -12,15 +12,6 @@ namespace {
 constexpr size_t kDrainFactor = 4;   // bodies up to 4x the limit are drained before their 413
 constexpr size_t kMaxHeaders = 100;  // browsers send ~20; each line is at most 8 KiB (cpp-httplib's limit)
 
-ApiError Refusal(int status, std::string message, std::string type = "invalid_request_error", std::string code = "") {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 // Compares without an early exit, so response times do not leak how much of a key was right.
 bool SameSecret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -54,7 +45,7 @@ bool Admit(const httplib::Request& req, httplib::Response& res, const AdmissionO
   // still sending when the connection closes may see a reset instead of the answer.
   if (req.headers.size() > kMaxHeaders) {
     res.set_header("Connection", "close");
-    SendError(res, Refusal(431, "the request has " + std::to_string(req.headers.size()) + " header fields; at most " +
+    SendError(res, MakeError(431, "the request has " + std::to_string(req.headers.size()) + " header fields; at most " +
                                   std::to_string(kMaxHeaders) + " are read"));
     return true;
   }
@@ -64,14 +55,14 @@ bool Admit(const httplib::Request& req, httplib::Response& res, const AdmissionO
     const unsigned long long bytes = std::strtoull(length.c_str(), &end, 10);
     if (length.empty() || *end != '\0' || bytes / kDrainFactor > o.max_body_bytes) {
       res.set_header("Connection", "close");
-      SendError(res, Refusal(413, "the request body is " + LogSafe(length) + " bytes; at most " +
+      SendError(res, MakeError(413, "the request body is " + LogSafe(length) + " bytes; at most " +
                                     std::to_string(o.max_body_bytes) + " are read"));
       return true;
     }
   }
   const std::string host = req.get_header_value("Host");
   if (!HostAllowed(host, o.listen_host, o.allowed_hosts, o.machine_hostname)) {
-    SendError(res, Refusal(403,
+    SendError(res, MakeError(403,
                          "requests for the host '" + LogSafe(host) + "' are refused (a page on another name could "
                          "reach this server through DNS rebinding); start the server with --allow-host NAME to allow one",
                          "invalid_request_error", "forbidden_host"));
@@ -80,7 +71,7 @@ bool Admit(const httplib::Request& req, httplib::Response& res, const AdmissionO
   const std::string origin = req.get_header_value("Origin");
   const OriginVerdict verdict = CheckOrigin(origin, host, o.cors_origins);
   if (verdict == OriginVerdict::kRefused) {
-    SendError(res, Refusal(403,
+    SendError(res, MakeError(403,
                          "requests from the web page at '" + LogSafe(origin) + "' are refused; start the server "
                          "with --cors-origin '" + LogSafe(origin) + "' (or a pattern such as 'http://localhost:*') "
                          "to allow it",
@@ -94,7 +85,7 @@ bool Admit(const httplib::Request& req, httplib::Response& res, const AdmissionO
   if (req.method == "OPTIONS") {
     // A preflight: only an allowed origin gets here with one (its own page needs none).
     if (verdict != OriginVerdict::kAllowed) {
-      SendError(res, Refusal(403, "a preflight needs an Origin that --cors-origin allows"));
+      SendError(res, MakeError(403, "a preflight needs an Origin that --cors-origin allows"));
       return true;
     }
     res.status = 204;
@@ -109,7 +100,7 @@ bool Admit(const httplib::Request& req, httplib::Response& res, const AdmissionO
   const bool open = req.path == "/health" || (req.method == "GET" && FindWebAsset(req.path) != nullptr);
   if (!open && !Authorized(req, o.api_key)) {
     res.set_header("WWW-Authenticate", "Bearer");
-    SendError(res, Refusal(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
+    SendError(res, MakeError(401, "invalid or missing API key (send the header 'Authorization: Bearer <key>')",
                          "invalid_request_error", "invalid_api_key"));
     return true;
   }

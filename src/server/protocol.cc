@@ -14,6 +14,15 @@ namespace gemlet::server {
 
 using nlohmann::json;
 
+ApiError MakeError(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
 json ErrorJson(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}};
   err["param"] = e.param.empty() ? json(nullptr) : json(e.param);

@@ -24,6 +24,8 @@ struct ApiError {
   std::string param;  // the offending field ("" when none)
   std::string code;   // "" when none
 };
+// An error of this status and message (the OpenAI "type" and "code" as given).
+ApiError MakeError(int status, std::string message, std::string type = "invalid_request_error", std::string code = "");
 nlohmann::json ErrorJson(const ApiError& e);
 
 // A request body as JSON, its size and nesting checked first (gemlet/json_input.hpp): a body nested

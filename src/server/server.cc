@@ -36,6 +36,7 @@ using nlohmann::json;
 using server::ApiError;
 using server::CompletionRequest;
 using server::Job;
+using server::MakeError;
 
 namespace {
 
@@ -46,20 +47,11 @@ int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-ApiError Error(int status, std::string message, std::string type = "invalid_request_error", std::string code = "") {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 // A generation that failed after it was queued: the request's fault (400), the server stopping or
 // the job cancelled (503), else the server's (500).
 ApiError FailedReply(const Status& s) {
   const int status = s.code() == StatusCode::kCancelled ? 503 : s.code() == StatusCode::kInvalidArgument ? 400 : 500;
-  return Error(status, s.message(), status == 400 ? "invalid_request_error" : "server_error");
+  return MakeError(status, s.message(), status == 400 ? "invalid_request_error" : "server_error");
 }
 
 bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
@@ -318,7 +310,7 @@ void Server::Impl::Release() {
 std::optional<ApiError> Server::Impl::KeepAlive(const CompletionRequest& r) {
   if (!r.keep_alive_seconds) return std::nullopt;
   if (!options.reload && *r.keep_alive_seconds >= 0) {
-    ApiError e = Error(400, "'keep_alive' needs a server that can load the model again (ServerOptions::reload)");
+    ApiError e = MakeError(400, "'keep_alive' needs a server that can load the model again (ServerOptions::reload)");
     e.param = "keep_alive";
     return e;
   }
@@ -340,7 +332,7 @@ void Server::Impl::OllamaLoad(httplib::Response& res, const CompletionRequest& r
     // With requests running, the idle loop unloads it once they are done (keep_alive is 0).
   } else {
     Result<std::shared_ptr<Lease>> lease = Acquire();
-    if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
+    if (!lease.ok()) return server::SendError(res, MakeError(500, lease.message(), "server_error"));
   }
   res.set_content(server::OllamaLoadJson(c, chat, unload).dump(), kJson);
 }
@@ -432,7 +424,7 @@ void Server::Impl::Routes() {
     std::string message = res.status == 404   ? "no route " + server::LogSafe(req.method) + " " + server::LogSafe(req.path)
                           : res.status == 413 ? "the request body is too large"
                                               : "the request failed (HTTP " + std::to_string(res.status) + ")";
-    res.set_content(server::ErrorText(Error(res.status, message)), kJson);
+    res.set_content(server::ErrorText(MakeError(res.status, message)), kJson);
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
@@ -442,7 +434,7 @@ void Server::Impl::Routes() {
       what = e.what();
     } catch (...) {
     }
-    server::SendError(res, Error(500, what, "server_error"));
+    server::SendError(res, MakeError(500, what, "server_error"));
   });
 
   Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -520,7 +512,7 @@ void Server::Impl::Routes() {
   http.Get("/.*", [](const httplib::Request& req, httplib::Response& res) {
     const server::WebAsset* asset = server::FindWebAsset(req.path);
     if (!asset) {
-      return server::SendError(res, Error(404, "no route GET " + server::LogSafe(req.path), "invalid_request_error", "not_found"));
+      return server::SendError(res, MakeError(404, "no route GET " + server::LogSafe(req.path), "invalid_request_error", "not_found"));
     }
     res.set_header("Content-Security-Policy", std::string(server::kWebContentSecurityPolicy));
     res.set_header("X-Content-Type-Options", "nosniff");
@@ -537,12 +529,12 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
     o.tools = r.tools;
     o.tool_choice = r.tool_choice;
     Result<std::vector<int32_t>> t = engine.TokenizeChat(r.messages, o);
-    if (!t.ok()) return Error(400, t.message(), "invalid_request_error");
+    if (!t.ok()) return MakeError(400, t.message(), "invalid_request_error");
     *tokens = std::move(t).value();
   } else if (!r.prompt_tokens.empty()) {
     for (int32_t id : r.prompt_tokens) {
       if (id < 0 || id >= info.n_vocab) {
-        return Error(400, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+        return MakeError(400, "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
                               std::to_string(info.n_vocab - 1) + ")");
       }
     }
@@ -553,21 +545,21 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
   }
   for (const auto& [id, bias] : r.options.sampling.logit_bias) {
     if (id >= info.n_vocab) {
-      ApiError e = Error(400, "'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary (0.." +
+      ApiError e = MakeError(400, "'logit_bias' names token " + std::to_string(id) + ", outside the vocabulary (0.." +
                                   std::to_string(info.n_vocab - 1) + ")");
       e.param = "logit_bias";
       return e;
     }
   }
   if (r.num_ctx > slot_ctx) {
-    ApiError e = Error(400, "'options.num_ctx' asks for " + std::to_string(r.num_ctx) + " tokens; each slot of this server "
+    ApiError e = MakeError(400, "'options.num_ctx' asks for " + std::to_string(r.num_ctx) + " tokens; each slot of this server "
                             "holds " + std::to_string(slot_ctx) + " (start it with a larger --ctx-size)");
     e.param = "options.num_ctx";
     return e;
   }
   const int n_ctx = r.num_ctx > 0 ? r.num_ctx : slot_ctx;
   if (static_cast<int>(tokens->size()) >= n_ctx) {
-    ApiError e = Error(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +
+    ApiError e = MakeError(400, "the prompt has " + std::to_string(tokens->size()) + " tokens; the context holds " +
                                 std::to_string(n_ctx) + " (with room for at least one more)",
                        "invalid_request_error", "context_length_exceeded");
     e.param = r.chat ? "messages" : "prompt";
@@ -598,7 +590,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
       Result<TaskPrompt> p = TaskMessages(input, options);
       if (!p.ok()) {
         const bool unknown = p.status().code() == StatusCode::kInvalidArgument && p.message().rfind("unknown task", 0) == 0;
-        err = Error(unknown ? 404 : 400, p.message(), "invalid_request_error", unknown ? "not_found" : "");
+        err = MakeError(unknown ? 404 : 400, p.message(), "invalid_request_error", unknown ? "not_found" : "");
         break;
       }
       task_prompt = std::move(p).value();
@@ -609,9 +601,9 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   if (err) return server::SendError(res, *err);
   if (auto e = KeepAlive(r)) return server::SendError(res, *e);
   if (r.load_only) return OllamaLoad(res, r, dialect == Dialect::kOllamaChat);
-  if (std::string invalid = Validate(r.options); !invalid.empty()) return server::SendError(res, Error(400, invalid));
+  if (std::string invalid = Validate(r.options); !invalid.empty()) return server::SendError(res, MakeError(400, invalid));
   Result<std::shared_ptr<Lease>> leased = Acquire();
-  if (!leased.ok()) return server::SendError(res, Error(500, leased.message(), "server_error"));
+  if (!leased.ok()) return server::SendError(res, MakeError(500, leased.message(), "server_error"));
   std::shared_ptr<Lease> lease = std::move(leased).value();
   auto job = std::make_shared<Job>();
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
@@ -623,7 +615,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   }
   if (!r.options.response_format.empty() || !r.options.tool_choice.empty()) {
     if (Status s = lease->engine->CheckResponseFormat(r.options, slot_ctx); !s.ok()) {
-      ApiError e = Error(400, s.message());
+      ApiError e = MakeError(400, s.message());
       e.param = r.options.response_format.empty() ? "tool_choice" : "response_format";
       return server::SendError(res, e);
     }
@@ -641,7 +633,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     if (!lease->scheduler->Enqueue(j)) {
       for (const std::shared_ptr<Job>& queued : jobs) queued->cancelled.store(true);
       res.set_header("Retry-After", "1");
-      return server::SendError(res, Error(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
+      return server::SendError(res, MakeError(503, "the server is busy: every slot is decoding and the queue is full; retry shortly",
                                   "server_error", "overloaded"));
     }
   }
@@ -842,9 +834,9 @@ void Server::Impl::StreamOllama(httplib::Response& res, std::shared_ptr<Job> job
 void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res) {
   json body;
   if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return server::SendError(res, *e);
-  if (!body.is_object()) return server::SendError(res, Error(400, "the request body is not a JSON object"));
+  if (!body.is_object()) return server::SendError(res, MakeError(400, "the request body is not a JSON object"));
   if (!body.contains("content") || !body["content"].is_string()) {
-    ApiError e = Error(400, "'content' must be a string");
+    ApiError e = MakeError(400, "'content' must be a string");
     e.param = "content";
     return server::SendError(res, e);
   }
@@ -852,7 +844,7 @@ void Server::Impl::Tokenize(const httplib::Request& req, httplib::Response& res)
     return body.contains(key) && body[key].is_boolean() ? body[key].get<bool>() : fallback;
   };
   Result<std::shared_ptr<Lease>> lease = Acquire();
-  if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
+  if (!lease.ok()) return server::SendError(res, MakeError(500, lease.message(), "server_error"));
   const Engine& engine = *lease.value()->engine;
   const std::vector<int32_t> tokens = engine.Tokenize(
       body["content"].get<std::string>(), {.add_special = flag("add_special", false), .parse_special = flag("parse_special", true)});
@@ -869,14 +861,14 @@ void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& re
   json body;
   if (auto e = server::ParseBody(req.body, options.max_body_bytes, &body)) return server::SendError(res, *e);
   if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
-    ApiError e = Error(400, "'tokens' must be an array of token ids");
+    ApiError e = MakeError(400, "'tokens' must be an array of token ids");
     e.param = "tokens";
     return server::SendError(res, e);
   }
   std::vector<int32_t> tokens;
   for (const json& t : body["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= info.n_vocab) {
-      ApiError e = Error(400, "'tokens' holds " + t.dump() + ", not a token id of this model (0.." +
+      ApiError e = MakeError(400, "'tokens' holds " + t.dump() + ", not a token id of this model (0.." +
                                   std::to_string(info.n_vocab - 1) + ")");
       e.param = "tokens";
       return server::SendError(res, e);
@@ -884,7 +876,7 @@ void Server::Impl::Detokenize(const httplib::Request& req, httplib::Response& re
     tokens.push_back(t.get<int32_t>());
   }
   Result<std::shared_ptr<Lease>> lease = Acquire();
-  if (!lease.ok()) return server::SendError(res, Error(500, lease.message(), "server_error"));
+  if (!lease.ok()) return server::SendError(res, MakeError(500, lease.message(), "server_error"));
   res.set_content(json({{"content", lease.value()->engine->Detokenize(tokens)}}).dump(), kJson);
 }
 
