@@ -23,6 +23,15 @@ else()
   set(GEMLET_WITH_STORE OFF)
   set(GEMLET_PC_CRYPTO "")
 endif()
+# With media (image and audio decoding), libgemlet.a needs Debian's decoders: their pkg-config names,
+# the same in gemletConfig.cmake (as the imported targets the export names) and gemlet.pc.
+if(TARGET gemlet_media)
+  set(GEMLET_WITH_MEDIA ON)
+  set(GEMLET_PC_MEDIA " libpng16 libjpeg libwebp libheif sndfile vorbisfile libmpg123 soxr")
+else()
+  set(GEMLET_WITH_MEDIA OFF)
+  set(GEMLET_PC_MEDIA "")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gemletConfig.cmake.in
   ${CMAKE_BINARY_DIR}/gemletConfig.cmake INSTALL_DESTINATION ${GEMLET_CMAKE_DIR})
 # 0.x: a minor version may change the API, so only the same minor version is compatible.
@@ -38,5 +47,6 @@ install(CODE "
   set(GEMLET_PC_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
   set(GEMLET_PC_VERSION ${PROJECT_VERSION})
   set(GEMLET_PC_CRYPTO \"${GEMLET_PC_CRYPTO}\")
+  set(GEMLET_PC_MEDIA \"${GEMLET_PC_MEDIA}\")
   configure_file(${CMAKE_CURRENT_LIST_DIR}/gemlet.pc.in ${CMAKE_BINARY_DIR}/gemlet.pc @ONLY)")
 install(FILES ${CMAKE_BINARY_DIR}/gemlet.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -8,12 +8,14 @@
 # libsndfile1-dev (FLAC, Ogg Opus), libvorbis-dev (Ogg Vorbis) and libmpg123-dev (MP3) decode the clips given to
 # audio models, and libsoxr-dev resamples them to the model's rate with the resampler HF's own audio loading uses
 # (src/media).
+# libnuma-dev, libmp3lame-dev: a static link of libgemlet.a takes libheif's and libsndfile's private
+# dependencies, x265's libnuma and LAME (apps linking libgemlet.a; the install test does).
 # Usage: scripts/install-deps.sh [--test] [--arm64]
 #   --test: also what the tests alone need (the chat page's browser test); --arm64: what `make test-arm64` needs
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
           libcpp-httplib-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libheif-dev
-          libsndfile1-dev libvorbis-dev libmpg123-dev libsoxr-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+          libsndfile1-dev libvorbis-dev libmpg123-dev libsoxr-dev libnuma-dev libmp3lame-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
 test_deps=0
 arm64=0
 for arg in "$@"; do

@@ -48,6 +48,12 @@ TABLE = {
     "Session::LoadState": "gemlet_session_restore",
     "Conversation::LoadState": "gemlet_conversation_restore_state",
     "Conversation::messages": "gemlet_conversation_message_at",  # with gemlet_conversation_n_messages
+    # Prompts with images or audio: the same calls over a gemlet_prompt.
+    "Session::Evaluate(Prompt, float, bool)": "gemlet_session_evaluate_prompt",
+    "Session::Generate(Prompt, GenerateOptions, StreamCallback)": "gemlet_session_generate_prompt",
+    "Session::Complete(Prompt, GenerateOptions, StreamCallback)": "gemlet_session_complete_prompt",
+    "Session::media": "gemlet_session_media_at",  # with gemlet_session_n_media
+    "Conversation::Send(span, GenerateOptions, StreamCallback)": "gemlet_conversation_send_parts",
 }
 
 # C++ declarations with no C counterpart, each with the reason. Keep it short: an entry here is a

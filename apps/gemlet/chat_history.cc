@@ -124,7 +124,12 @@ Status ChatRecorder::RecordTurn(const Conversation& chat, const std::string& sys
 }
 
 Status ChatRecorder::Append(const Message& m) {
-  auto id = store_->AppendMessage(id_, m);
+  // The store keeps text: a message with images keeps its words, each image as a mark.
+  Message kept{m.role, m.content};
+  for (const ContentPart& part : m.parts) {
+    kept.content += part.media ? (part.media->kind == MediaKind::kAudio ? "[audio]\n" : "[image]\n") : part.text;
+  }
+  auto id = store_->AppendMessage(id_, kept);
   return id.ok() ? Status::Ok() : id.status();
 }
 

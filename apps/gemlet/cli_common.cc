@@ -26,6 +26,12 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   AddKernelFlags(app, o->kernels);
   AddCacheFlags(app, o->cache_dir, o->no_cache);
   AddThermalFlags(app, o->thermal);
+  app.add_option("--mmproj", o->mmproj, "the model's vision tower: llama.cpp's mmproj GGUF (for --image)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--max-soft-tokens", o->max_soft_tokens,
+                 "Gemma 4: soft tokens per image at most (70, 140, 280, 560, 1120: finer detail costs more; 0: the "
+                 "mmproj's default)")
+      ->check(NonNegative());
   AddMemBudgetFlag(app, o->mem_budget,
                    "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
                    "memory): a smaller context or a q8_0 or q4_0 KV cache is chosen to fit, or the run is refused");
@@ -36,6 +42,25 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       ->check([](const std::string& v) {
         return v == "off" || ::access(v.c_str(), R_OK) == 0 ? std::string() : "cannot read '" + v + "' (give a PSI file or 'off')";
       });
+}
+
+void AddImageFlag(CLI::App& app, std::vector<std::string>* paths) {
+  app.add_option("--image", *paths, "an image for the prompt (PNG, JPEG, WebP, HEIC; repeatable, placed before the text; "
+                                    "needs --mmproj)")
+      ->check(CLI::ExistingFile);
+}
+
+Result<std::vector<ContentPart>> EncodeImages(const Engine& engine, const ModelOptions& o,
+                                              const std::vector<std::string>& paths) {
+  std::vector<ContentPart> parts;
+  ImageOptions options;
+  options.max_soft_tokens = o.max_soft_tokens;
+  for (const std::string& path : paths) {
+    auto image = engine.EncodeImageFile(path, options);
+    if (!image.ok()) return image.status();
+    parts.push_back({"", image.value()});
+  }
+  return parts;
 }
 
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
@@ -106,6 +131,7 @@ EngineOptions EngineOptionsOf(const ModelOptions& o) {
   e.n_threads = o.threads;
   e.memory_pressure_path = o.pressure_file == "off" ? std::string() : o.pressure_file;
   e.thermal = o.thermal;
+  e.mmproj_path = o.mmproj;
   return e;
 }
 }  // namespace
@@ -203,6 +229,7 @@ Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedM
   if (!path.ok()) return Status::Error("the draft model: " + path.message());
   EngineOptions engine_options = EngineOptionsOf(o);
   engine_options.memory_pressure_path = "";  // the model's engine governs memory
+  engine_options.mmproj_path = "";           // a draft reads text only
   Result<std::shared_ptr<Engine>> draft = Engine::Load(*path, engine_options);
   if (!draft.ok()) return Status::Error("the draft model: " + draft.message());
   m->session.draft_model = std::move(draft).value();

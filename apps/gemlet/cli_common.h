@@ -28,6 +28,8 @@ struct ModelOptions {
   std::string pressure_file = "/proc/pressure/memory";  // "off": none
   ThermalOptions thermal;  // --thermal-limit, --thermal-zone, --thermal-root, --no-thermal
   int sessions = 1;  // sessions the budget must hold at once (serve's slots); each gets LoadedModel::session
+  std::string mmproj;       // --mmproj: the model's vision tower
+  int max_soft_tokens = 0;  // --max-soft-tokens: Gemma 4's soft tokens per image (0: the mmproj's)
 };
 
 struct GenerationFlags {
@@ -45,6 +47,11 @@ struct GenerationFlags {
 
 // The model and engine flags of run, chat, serve and the tasks (flags.h's shared ones among them).
 void AddModelOptions(CLI::App& app, ModelOptions* o);
+// --image FILE (repeatable) for the commands that take images with their prompt.
+void AddImageFlag(CLI::App& app, std::vector<std::string>* paths);
+// The images encoded for a message (needs --mmproj): its media parts, in order.
+Result<std::vector<ContentPart>> EncodeImages(const Engine& engine, const ModelOptions& o,
+                                              const std::vector<std::string>& paths);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model. A path that exists stays a

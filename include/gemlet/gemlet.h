@@ -45,6 +45,8 @@ typedef struct gemlet_conversation gemlet_conversation;
 typedef struct gemlet_batch_decoder gemlet_batch_decoder;
 typedef struct gemlet_tokenizer gemlet_tokenizer;
 typedef struct gemlet_reply gemlet_reply;
+typedef struct gemlet_media gemlet_media;    /* an encoded image or clip (see "images and audio") */
+typedef struct gemlet_prompt gemlet_prompt;  /* tokens with media among them */
 
 /* The ABI this header describes. It changes only when a struct's layout or a function's meaning
  * changes incompatibly; appending fields to a struct with struct_size, or adding functions, keeps
@@ -143,6 +145,8 @@ typedef struct gemlet_engine_options {
   const char* memory_pressure_path;
   gemlet_memory_action_fn on_memory_action;
   void* memory_action_user_data;
+  /* A multimodal model's towers: llama.cpp's mmproj GGUF (NULL: text only). */
+  const char* mmproj_path;
 } gemlet_engine_options;
 
 GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
@@ -179,6 +183,9 @@ typedef struct gemlet_model_info {
   double map_seconds;
   const char* packed_cache;   /* "" not used, "loaded", "built" or "none" */
   double packed_cache_seconds;
+  bool takes_images;          /* the mmproj's towers: what the model takes besides text */
+  bool takes_audio;
+  const char* mmproj_projector; /* "gemma3", "gemma4v", ...; "" without an mmproj */
 } gemlet_model_info;
 GEMLET_API gemlet_model_info gemlet_model_info_default(void);
 GEMLET_API gemlet_status gemlet_engine_info(const gemlet_engine* engine, gemlet_model_info* info);
@@ -338,6 +345,14 @@ GEMLET_API gemlet_status gemlet_session_evaluate(gemlet_session* session, const 
 /* The same, with every position's logits: `logits` holds n_tokens * n_vocab floats, row-major. */
 GEMLET_API gemlet_status gemlet_session_evaluate_all(gemlet_session* session, const int32_t* tokens, size_t n_tokens,
                                                     float* logits);
+/* A prompt with images or audio among its tokens: the last row's logits (every row's with all_logits);
+ * logits may be NULL. */
+GEMLET_API gemlet_status gemlet_session_evaluate_prompt(gemlet_session* session, const gemlet_prompt* prompt,
+                                                        float* logits, bool all_logits);
+/* The media the cache holds: count, and media `index`'s position with a new reference (free it). */
+GEMLET_API size_t gemlet_session_n_media(const gemlet_session* session);
+GEMLET_API gemlet_status gemlet_session_media_at(const gemlet_session* session, size_t index, int* position,
+                                                 gemlet_media** media);
 GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_keep);
 /* Removes tokens [begin, begin + count) from the cache: later tokens move down, their keys rotated to
  * their new positions, nothing evaluated (unless sliding-window layers cannot follow: then the kept
@@ -547,6 +562,16 @@ GEMLET_API gemlet_status gemlet_session_generate(gemlet_session* session, const 
 GEMLET_API gemlet_status gemlet_session_complete(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
                                                  const gemlet_generate_options* options, gemlet_stream_fn callback,
                                                  void* user_data, gemlet_reply** reply);
+/* The same two with images or audio in the prompt; an image counts as cached only where the cache
+ * holds the same image at the same place. */
+GEMLET_API gemlet_status gemlet_session_generate_prompt(gemlet_session* session, const gemlet_prompt* prompt,
+                                                        const gemlet_generate_options* options,
+                                                        gemlet_stream_fn callback, void* user_data,
+                                                        gemlet_reply** reply);
+GEMLET_API gemlet_status gemlet_session_complete_prompt(gemlet_session* session, const gemlet_prompt* prompt,
+                                                        const gemlet_generate_options* options,
+                                                        gemlet_stream_fn callback, void* user_data,
+                                                        gemlet_reply** reply);
 /* Whether options' response_format and tool_choice are ones generation accepts on this model (a
  * supported schema, room for its shortest output in max_tokens, or n_ctx when max_tokens <= 0):
  * GEMLET_INVALID_ARGUMENT saying why not. The first call builds the vocabulary's tables. */
@@ -567,6 +592,9 @@ typedef struct gemlet_message {
   const char* reasoning;              /* assistant: its thought (written back between tool steps only) */
   const char* tool_call_id;           /* tool: the call it answers */
   const char* name;                   /* tool: the function's name */
+  /* Content with images or audio, in order, instead of `content` (which must then be NULL or ""). */
+  const struct gemlet_content_part* parts;
+  size_t n_parts;
 } gemlet_message;
 GEMLET_API gemlet_message gemlet_message_default(void);
 
@@ -588,6 +616,70 @@ GEMLET_API gemlet_status gemlet_engine_apply_chat_template(const gemlet_engine* 
 GEMLET_API gemlet_status gemlet_engine_tokenize_chat(const gemlet_engine* engine, const gemlet_message* messages,
                                                      size_t n_messages, const gemlet_chat_options* options,
                                                      int32_t* tokens, size_t capacity, size_t* n_tokens);
+
+/* ---- images and audio (gemlet_engine_options.mmproj_path) ---- */
+
+typedef enum gemlet_media_kind { GEMLET_MEDIA_IMAGE = 0, GEMLET_MEDIA_AUDIO = 1 } gemlet_media_kind;
+/* gemlet_media: an image or clip encoded into its soft tokens' embeddings, made once, placed in any
+ * number of prompts and messages. Prompts, sessions and conversations keep their own reference: free
+ * it whenever the app is done with it. */
+typedef struct gemlet_image_options {
+  size_t struct_size;
+  int max_soft_tokens; /* Gemma 4: soft tokens per image at most (70 ... 1120); 0: the mmproj's default */
+} gemlet_image_options;
+GEMLET_API gemlet_image_options gemlet_image_options_default(void);
+/* An image file's bytes (PNG, JPEG, WebP, HEIC), decoded, preprocessed as the model's HF processor
+ * does and encoded. options NULL: defaults. GEMLET_INVALID_ARGUMENT without a vision tower. */
+GEMLET_API gemlet_status gemlet_engine_encode_image(const gemlet_engine* engine, const uint8_t* bytes, size_t n_bytes,
+                                                    const gemlet_image_options* options, gemlet_media** out);
+GEMLET_API gemlet_status gemlet_engine_encode_image_file(const gemlet_engine* engine, const char* path,
+                                                         const gemlet_image_options* options, gemlet_media** out);
+/* Pixels preprocessed already as HF's processor makes them: Gemma 3 [3, S, S] (positions NULL);
+ * Gemma 4 patches [rows, 3 * p * p] with positions [rows, 2] ((column, row); -1 for padding). */
+GEMLET_API gemlet_status gemlet_engine_encode_image_pixels(const gemlet_engine* engine, const float* values,
+                                                           size_t n_values, const int32_t* positions,
+                                                           size_t n_positions, gemlet_media** out);
+GEMLET_API void gemlet_media_free(gemlet_media* media);
+GEMLET_API gemlet_media_kind gemlet_media_get_kind(const gemlet_media* media);
+GEMLET_API int gemlet_media_n_tokens(const gemlet_media* media);
+GEMLET_API int gemlet_media_n_embd(const gemlet_media* media);
+/* [n_tokens, n_embd], valid while the media lives. */
+GEMLET_API const float* gemlet_media_embeddings(const gemlet_media* media);
+/* 32 hex digits naming what was encoded; valid while the media lives. */
+GEMLET_API const char* gemlet_media_content_hash(const gemlet_media* media);
+/* The token a prompt holds where an image's (clip's) soft tokens go, one per soft token. */
+GEMLET_API gemlet_status gemlet_engine_media_token(const gemlet_engine* engine, gemlet_media_kind kind, int32_t* token);
+
+/* One part of a message or raw prompt: text, or (media not NULL) an image or clip. */
+typedef struct gemlet_content_part {
+  size_t struct_size;
+  const char* text;
+  const gemlet_media* media;
+} gemlet_content_part;
+GEMLET_API gemlet_content_part gemlet_content_part_default(void);
+
+/* gemlet_prompt: tokens with media among them, what gemlet_session_evaluate_prompt, _generate_prompt
+ * and _complete_prompt take. */
+/* Raw text and media (no chat format): BOS first when add_special, each media part with the markup
+ * the model's processor puts around it. */
+GEMLET_API gemlet_status gemlet_engine_tokenize_prompt(const gemlet_engine* engine, const gemlet_content_part* parts,
+                                                       size_t n_parts, bool add_special, bool parse_special,
+                                                       gemlet_prompt** out);
+/* gemlet_engine_tokenize_chat with the messages' parts placed. options NULL: defaults. */
+GEMLET_API gemlet_status gemlet_engine_chat_prompt(const gemlet_engine* engine, const gemlet_message* messages,
+                                                   size_t n_messages, const gemlet_chat_options* options,
+                                                   gemlet_prompt** out);
+/* A prompt of the app's own tokens; gemlet_prompt_place_media puts media over tokens
+ * [position, position + its n_tokens) (spans in order, not overlapping). */
+GEMLET_API gemlet_status gemlet_prompt_new(const int32_t* tokens, size_t n_tokens, gemlet_prompt** out);
+GEMLET_API gemlet_status gemlet_prompt_place_media(gemlet_prompt* prompt, int position, const gemlet_media* media);
+GEMLET_API void gemlet_prompt_free(gemlet_prompt* prompt);
+/* The tokens, valid until the prompt changes or is freed. */
+GEMLET_API const int32_t* gemlet_prompt_tokens(const gemlet_prompt* prompt, size_t* n_tokens);
+GEMLET_API size_t gemlet_prompt_n_media(const gemlet_prompt* prompt);
+/* Media `index`: its position and a new reference (*media, free it; NULL to skip). */
+GEMLET_API gemlet_status gemlet_prompt_media_at(const gemlet_prompt* prompt, size_t index, int* position,
+                                                gemlet_media** media);
 
 /* ---- conversation ---- */
 
@@ -619,6 +711,12 @@ GEMLET_API void gemlet_conversation_free(gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const char* user_text,
                                                   const gemlet_generate_options* options, gemlet_stream_fn callback,
                                                   void* user_data, gemlet_stats* stats);
+/* A user message with images or audio among its text parts, in order. */
+GEMLET_API gemlet_status gemlet_conversation_send_parts(gemlet_conversation* conversation,
+                                                        const gemlet_content_part* parts, size_t n_parts,
+                                                        const gemlet_generate_options* options,
+                                                        gemlet_stream_fn callback, void* user_data,
+                                                        gemlet_stats* stats);
 /* The last answer's text (no thinking); valid until the next call on the conversation. */
 GEMLET_API const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation);
 /* With gemlet_generate_options.logprobs: the last send's log-probabilities, one entry per generated

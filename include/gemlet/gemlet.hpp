@@ -120,6 +120,29 @@ class GEMLET_CXX_API Engine {
   // "<end_of_turn>" in a message cannot end a turn). Errors name a bad role, order or tool.
   Result<std::vector<int32_t>> TokenizeChat(std::span<const Message> messages, const ChatOptions& options = {}) const;
 
+  // ---- images and audio (EngineOptions::mmproj_path) ----
+  // An image file's bytes (PNG, JPEG, WebP or HEIC; EXIF orientation applied) decoded, preprocessed
+  // as the model's HF processor does and encoded by the vision tower: its soft tokens, for messages'
+  // content parts or a Prompt. An error names what is wrong with an image that cannot be decoded or
+  // is too large (50 M pixels); kInvalidArgument for an engine without a vision tower.
+  Result<std::shared_ptr<const EncodedMedia>> EncodeImage(std::span<const uint8_t> bytes,
+                                                          const ImageOptions& options = {}) const;
+  Result<std::shared_ptr<const EncodedMedia>> EncodeImageFile(const std::string& path,
+                                                              const ImageOptions& options = {}) const;
+  // Pixels preprocessed already, as HF's processor gives them (checks against HF: `gemlet logits
+  // --pixel-values`). Gemma 3: [3, S, S], channels first, normalised. Gemma 4: patches
+  // [rows, 3 * p * p] with their positions [rows, 2] ((column, row); (-1, -1) for padding rows).
+  Result<std::shared_ptr<const EncodedMedia>> EncodeImagePixels(std::span<const float> values,
+                                                                std::span<const int32_t> positions = {}) const;
+  // Text and media with no chat format (a raw prompt): text parts tokenized as Tokenize does (BOS
+  // first when options.add_special), each media part expanded as the model's processor places it.
+  Result<Prompt> TokenizePrompt(std::span<const ContentPart> parts, const TokenizeOptions& options = {}) const;
+  // The token a prompt holds where an image's (a clip's) soft tokens go: one per soft token, between
+  // the markup TokenizePrompt writes. An error when the vocabulary has none.
+  Result<int32_t> MediaToken(MediaKind kind) const;
+  // TokenizeChat with the messages' media parts placed (Message::parts).
+  Result<Prompt> ChatPrompt(std::span<const Message> messages, const ChatOptions& options = {}) const;
+
   // Whether options.response_format (and tool_choice) is one Generate accepts on this model (a supported schema,
   // and room for its shortest output in max_tokens, or n_ctx when max_tokens <= 0): servers answer
   // 400 before queueing. The first call builds the vocabulary's tables (about 0.2 s for 262k tokens).
@@ -180,10 +203,14 @@ class GEMLET_CXX_API Session {
   // n_vocab logits, or every position's ([n, n_vocab], row-major) when all_logits. A Cancel() from
   // another thread stops it between layers with kCancelled; what finished stays cached.
   Status Evaluate(std::span<const int32_t> tokens, float* logits = nullptr, bool all_logits = false);
+  // The same with images or audio among the tokens (Engine::ChatPrompt, TokenizePrompt): each span's
+  // rows take its media's embeddings. kInvalidArgument for media the model cannot take.
+  Status Evaluate(const Prompt& prompt, float* logits = nullptr, bool all_logits = false);
   // Evaluates `prompt` (tokens after the cache's), then samples up to options.max_tokens tokens,
   // streaming their text. Stops at the model's end of turn.
   Result<Reply> Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                          const StreamCallback& on_text = {});
+  Result<Reply> Generate(const Prompt& prompt, const GenerateOptions& options, const StreamCallback& on_text = {});
 
   // Prefix reuse across requests: generates for `prompt` as a fresh session would, keeping the
   // longest prefix of it the cache already holds (a request that shares a system prompt, a
@@ -191,8 +218,13 @@ class GEMLET_CXX_API Session {
   // stats.cached_tokens says how many were reused. What the cache held after that prefix is dropped.
   Result<Reply> Complete(std::span<const int32_t> prompt, const GenerateOptions& options,
                          const StreamCallback& on_text = {});
+  // With media: an image counts as cached only where the cache holds the same image (its
+  // embeddings, bit for bit) at the same place, so an image is encoded and evaluated once per
+  // conversation, and another image behind the same placeholders is never taken for it.
+  Result<Reply> Complete(const Prompt& prompt, const GenerateOptions& options, const StreamCallback& on_text = {});
 
-  // Keeps the first n tokens of the cache. Reset keeps none. Taking back at most rollback_room()
+  // Keeps the first n tokens of the cache (from the start of an image or clip that n would cut: media
+  // stays whole). Reset keeps none. Taking back at most rollback_room()
   // tokens evaluates nothing; further back, the kept tokens are evaluated again where
   // sliding-window layers no longer hold what they need.
   Status Truncate(int n);
@@ -219,6 +251,7 @@ class GEMLET_CXX_API Session {
   int n_past() const;
   int n_ctx() const;
   const std::vector<int32_t>& tokens() const;  // what the cache holds
+  const std::vector<MediaSpan>& media() const;  // the images and audio among them
   MemoryStats memory() const;
   MemoryPlan memory_plan() const;
   const Engine& engine() const;
@@ -314,6 +347,12 @@ class GEMLET_CXX_API Conversation {
   // a cancel before the answer began, the conversation is as it was before the call but for the
   // messages dropped.
   Result<Reply> Send(std::string_view user_text, const GenerateOptions& options = {},
+                     const StreamCallback& on_text = {});
+  // A user message with images or audio (Engine::EncodeImage), in order among its text parts. Each
+  // is evaluated once and stays in the cache with its turn. Save() records media by content hash:
+  // SaveState keeps them (the KV state holds their embeddings), a plain Save/Load does not (a note
+  // takes their place).
+  Result<Reply> Send(std::span<const ContentPart> parts, const GenerateOptions& options = {},
                      const StreamCallback& on_text = {});
   // Thread-safe: stops the Send running on another thread, in the prompt's evaluation too.
   void Cancel();

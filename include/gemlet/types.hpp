@@ -118,6 +118,10 @@ struct EngineOptions {
   // Called for each action of the memory governor, on the thread that took it.
   std::function<void(const MemoryActionEvent& event)> on_memory_action{};
   ThermalOptions thermal{};
+  // A multimodal model's towers: llama.cpp's mmproj GGUF (`gemlet convert --mmproj-out`, or the
+  // mmproj file published beside the model). Empty: text only. Mapped like the model file; a tower
+  // the model cannot take (another width, another family) fails the load.
+  std::string mmproj_path{};
 };
 
 // What a loaded model is.
@@ -143,6 +147,10 @@ struct ModelInfo {
   // it took (a build packs every weight once: about what the first prompt would otherwise pay).
   std::string packed_cache;
   double packed_cache_seconds = 0;
+  // What the model takes besides text (EngineOptions::mmproj_path's towers).
+  bool takes_images = false;
+  bool takes_audio = false;
+  std::string mmproj_projector;  // the mmproj's projector types ("gemma3", "gemma4v", ...), "" without one
 };
 
 // What the process holds now beside the plan (MemoryPlan): its resident set and peak, and how much
@@ -173,9 +181,60 @@ struct ToolCall {
   std::string id = {};    // the history's id for it (a tool message's tool_call_id names it)
 };
 
+// ---- images and audio ----
+
+enum class MediaKind { kImage = 0, kAudio = 1 };
+
+// An image or an audio clip as the model takes it: the embeddings of its soft tokens, which a
+// prompt holds in place of the media's placeholder tokens. Made once by Engine::EncodeImage (a
+// conversation keeps it for every later turn), immutable, shared by the prompts and sessions that
+// hold it.
+struct EncodedMedia {
+  MediaKind kind = MediaKind::kImage;
+  int n_tokens = 0;               // soft tokens
+  int n_embd = 0;                 // the text model's width
+  std::vector<float> embeddings;  // [n_tokens, n_embd]
+  // The text model attends both ways over the soft tokens (Gemma 3's images; Gemma 4's where the
+  // checkpoint says so), not only causally.
+  bool two_way = false;
+  // 32 hex digits naming what was encoded (the preprocessed pixels or features, and the budget):
+  // saved sessions record it. Caches compare the embeddings themselves, never the name alone.
+  std::string content_hash;
+};
+
+// Media at its place in a prompt: tokens [position, position + media->n_tokens) are its soft
+// tokens' placeholders (the model's image or audio token), which the media's rows replace.
+struct MediaSpan {
+  int position = 0;
+  std::shared_ptr<const EncodedMedia> media;
+};
+
+// Tokens with images or audio among them (Engine::ChatPrompt makes one from messages): what
+// Session::Evaluate, Generate and Complete take. media: in position order, not overlapping.
+struct Prompt {
+  std::vector<int32_t> tokens;
+  std::vector<MediaSpan> media;
+};
+
+// How an image is encoded.
+struct ImageOptions {
+  // Gemma 4: the image's soft tokens at most (its processor's max_soft_tokens: 70, 140, 280, 560 or
+  // 1120; more tokens see finer detail and cost more); 0: the mmproj's default (280).
+  int max_soft_tokens = 0;
+};
+
+// One part of a message's content (OpenAI's content parts): text, or an image or clip.
+struct ContentPart {
+  std::string text;                           // a text part
+  std::shared_ptr<const EncodedMedia> media;  // set: a media part (text unused)
+};
+
 struct Message {
   std::string role;  // "system", "user", "assistant", and (Gemma 4) "tool"
   std::string content;  // a tool message: the function's result
+  // Content with images or audio, in order: used instead of `content`, which must then be empty.
+  // Text parts are trimmed one by one, as the official templates trim them.
+  std::vector<ContentPart> parts = {};
   // Gemma 4's tool calling:
   std::vector<ToolCall> tool_calls = {};  // assistant: the calls it made
   std::string reasoning = {};     // assistant: its thought (written back between tool steps only)

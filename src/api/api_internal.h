@@ -19,6 +19,8 @@
 
 namespace gemlet {
 
+class VisionEncoder;  // encoders/vision_encoder.h
+
 struct Engine::Impl {
   std::shared_ptr<const runtime::Engine> runtime;
   EngineOptions options;
@@ -65,6 +67,10 @@ struct Engine::Impl {
   std::shared_ptr<runtime::ThermalMonitor> thermal_monitor;  // the thermal governor (runtime/thermal.h)
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};
   std::atomic<bool> background{false};
+
+  // EngineOptions::mmproj_path's vision tower (null: none), shared so that this header needs only
+  // its name.
+  std::shared_ptr<const VisionEncoder> vision;
 };
 
 // A draft model's session beside a target's (SessionOptions::draft_model): the draft engine and its
@@ -104,6 +110,9 @@ SessionOptions WithEngineThreads(SessionOptions o, int engine_threads);
 Result<std::unique_ptr<runtime::Session>> CreateRuntimeSession(const Engine& engine, const SessionOptions& o);
 // The kernels these options name (validated: Validate(KernelOptions) first).
 Engine::Impl::Kernels ResolveKernels(const KernelOptions& o);
+// Opens options.mmproj_path's towers into impl (nothing without one): refused when they do not fit
+// the model (another family, another width). Sets info's capabilities.
+Status LoadTowers(Engine::Impl& impl);
 // Sends a message to the app's log callback (SetLogCallback), else warnings and errors to stderr.
 void Log(int level, const std::string& message);
 }  // namespace api

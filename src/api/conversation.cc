@@ -175,26 +175,53 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
   return std::unique_ptr<Conversation>(new Conversation(std::move(impl)));
 }
 
-Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptions& options,
-                                 const StreamCallback& on_text) {
+namespace {
+
+// A turn: the governor, the engine's threads and kernels, the request's constraint, then `send`
+// (the chat's Send of a text or of a message with parts) with the controls.
+template <class SendFn>
+Result<Reply> SendTurn(Conversation::Impl& impl, const SendFn& send, const GenerateOptions& options) {
   RETURN_IF_ERROR(api::CheckGenerateOptions(options));
-  return impl_->Call([&]() -> Result<Reply> {
-    impl_->Govern(PsiPressure(impl_->engine->impl()));
-    impl_->engine->impl().Apply(impl_->chat->session(), impl_->own_threads);
-    if (impl_->draft.session) impl_->draft.engine->impl().Apply(*impl_->draft.session, impl_->own_threads);
-    impl_->cancel.store(false);
-    impl_->chat->SetSampling(options.sampling);
+  return impl.Call([&]() -> Result<Reply> {
+    impl.Govern(PsiPressure(impl.engine->impl()));
+    impl.engine->impl().Apply(impl.chat->session(), impl.own_threads);
+    if (impl.draft.session) impl.draft.engine->impl().Apply(*impl.draft.session, impl.own_threads);
+    impl.cancel.store(false);
+    impl.chat->SetSampling(options.sampling);
     ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
-                     impl_->engine->impl().Constraint(options, impl_->chat->session().n_ctx()));
+                     impl.engine->impl().Constraint(options, impl.chat->session().n_ctx()));
     runtime::GenerationControls controls;
-    controls.cancel = &impl_->cancel;
+    controls.cancel = &impl.cancel;
     controls.constraint = constraint.get();
-    controls.draft_session = impl_->draft.session.get();
-    ASSIGN_OR_RETURN(runtime::Generation g, impl_->chat->Send(std::string(user_text), options, controls, on_text));
-    runtime::AddSessionStats(impl_->chat->session(), &g.reply.stats);
-    g.reply.stats.memory = impl_->Memory();
+    controls.draft_session = impl.draft.session.get();
+    ASSIGN_OR_RETURN(runtime::Generation g, send(controls));
+    runtime::AddSessionStats(impl.chat->session(), &g.reply.stats);
+    g.reply.stats.memory = impl.Memory();
     return std::move(g.reply);
   });
+}
+
+}  // namespace
+
+Result<Reply> Conversation::Send(std::string_view user_text, const GenerateOptions& options,
+                                 const StreamCallback& on_text) {
+  return SendTurn(
+      *impl_,
+      [&](const runtime::GenerationControls& controls) {
+        return impl_->chat->Send(std::string(user_text), options, controls, on_text);
+      },
+      options);
+}
+
+Result<Reply> Conversation::Send(std::span<const ContentPart> parts, const GenerateOptions& options,
+                                 const StreamCallback& on_text) {
+  if (parts.empty()) return Status::Error(StatusCode::kInvalidArgument, "the message is empty");
+  return SendTurn(
+      *impl_,
+      [&](const runtime::GenerationControls& controls) {
+        return impl_->chat->Send(std::vector<ContentPart>(parts.begin(), parts.end()), options, controls, on_text);
+      },
+      options);
 }
 
 void Conversation::Cancel() { impl_->cancel.store(true); }

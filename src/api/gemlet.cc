@@ -208,6 +208,7 @@ Result<std::unique_ptr<Engine::Impl>> Finish(Result<std::shared_ptr<const runtim
   impl->options = o;
   impl->info = DescribeModel(*impl->runtime);
   impl->kernels = api::ResolveKernels(o.kernels);
+  RETURN_IF_ERROR(api::LoadTowers(*impl));
   runtime::ThermalParams thermal;
   thermal.limit_c = o.thermal.limit_c;
   impl->thermal_monitor = std::make_shared<runtime::ThermalMonitor>(o.thermal.enabled, thermal, std::move(zone));
@@ -324,6 +325,13 @@ Result<std::string> Engine::ApplyChatTemplate(std::span<const Message> messages,
 
 Result<std::vector<int32_t>> Engine::TokenizeChat(std::span<const Message> messages, const ChatOptions& options) const {
   if (messages.empty()) return Status::Error(StatusCode::kInvalidArgument, "the conversation is empty");
+  for (const Message& m : messages) {
+    for (const ContentPart& part : m.parts) {
+      if (part.media) {
+        return Status::Error(StatusCode::kInvalidArgument, "the messages hold images or audio: use ChatPrompt");
+      }
+    }
+  }
   const std::vector<Message> chat(messages.begin(), messages.end());
   runtime::ChatRenderOptions o;
   static_cast<ChatOptions&>(o) = options;

@@ -5,6 +5,34 @@
 
 using namespace gemlet::capi;
 
+namespace {
+
+// A turn through `send` (text, or parts), with the C options, callback and stats.
+template <class Send>
+gemlet_status SendTurn(gemlet_conversation* conversation, const gemlet_generate_options* options,
+                       gemlet_stream_fn callback, void* user_data, gemlet_stats* stats, Send send) {
+  return Guard([&] {
+    if (conversation == nullptr) return NullHandle("conversation");
+    gemlet_generate_options o = gemlet_generate_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_generate_options");
+    gemlet::GenerateOptions g;
+    if (!ToGenerateOptions(o, &g)) return GEMLET_INVALID_ARGUMENT;
+    conversation->last_reply.clear();
+    conversation->last_logprobs.clear();
+    conversation->last_top_logprobs.clear();
+    auto reply = send(*conversation->conversation, g, ToStreamCallback(callback, user_data));
+    if (!reply.ok()) return Report(reply.status());
+    conversation->last_reply = reply->text;
+    conversation->last_top_logprobs = FromTopLogprobs(reply->logprobs);
+    conversation->last_logprobs = std::move(reply->logprobs);
+    if (stats) WriteOut(FromGenerationStats(reply->stats), stats);
+    if (reply->stats.stop == gemlet::StopReason::kCancelled) return Fail(GEMLET_CANCELLED, "cancelled");
+    return GEMLET_OK;
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 gemlet_conversation_options gemlet_conversation_options_default(void) {
@@ -52,25 +80,22 @@ void gemlet_conversation_free(gemlet_conversation* conversation) { delete conver
 gemlet_status gemlet_conversation_send(gemlet_conversation* conversation, const char* user_text,
                                        const gemlet_generate_options* options, gemlet_stream_fn callback,
                                        void* user_data, gemlet_stats* stats) {
-  return Guard([&] {
-    if (conversation == nullptr) return NullHandle("conversation");
-    if (user_text == nullptr) return NullHandle("user_text");
-    gemlet_generate_options o = gemlet_generate_options_default();
-    if (!ReadOptions(options, &o)) return BadStruct("gemlet_generate_options");
-    gemlet::GenerateOptions g;
-    if (!ToGenerateOptions(o, &g)) return GEMLET_INVALID_ARGUMENT;
-    conversation->last_reply.clear();
-    conversation->last_logprobs.clear();
-    conversation->last_top_logprobs.clear();
-    auto reply = conversation->conversation->Send(user_text, g, ToStreamCallback(callback, user_data));
-    if (!reply.ok()) return Report(reply.status());
-    conversation->last_reply = reply->text;
-    conversation->last_top_logprobs = FromTopLogprobs(reply->logprobs);
-    conversation->last_logprobs = std::move(reply->logprobs);
-    if (stats) WriteOut(FromGenerationStats(reply->stats), stats);
-    if (reply->stats.stop == gemlet::StopReason::kCancelled) return Fail(GEMLET_CANCELLED, "cancelled");
-    return GEMLET_OK;
-  });
+  if (user_text == nullptr && conversation != nullptr) return NullHandle("user_text");
+  return SendTurn(conversation, options, callback, user_data, stats,
+                  [&](gemlet::Conversation& c, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                    return c.Send(user_text, g, cb);
+                  });
+}
+
+gemlet_status gemlet_conversation_send_parts(gemlet_conversation* conversation, const gemlet_content_part* parts,
+                                             size_t n_parts, const gemlet_generate_options* options,
+                                             gemlet_stream_fn callback, void* user_data, gemlet_stats* stats) {
+  std::vector<gemlet::ContentPart> cpp;
+  if (conversation != nullptr && !gemlet::capi::ToContentParts(parts, n_parts, &cpp)) return GEMLET_INVALID_ARGUMENT;
+  return SendTurn(conversation, options, callback, user_data, stats,
+                  [&](gemlet::Conversation& c, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                    return c.Send(cpp, g, cb);
+                  });
 }
 
 const char* gemlet_conversation_last_reply(const gemlet_conversation* conversation) {

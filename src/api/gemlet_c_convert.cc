@@ -20,6 +20,7 @@ EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
   if (o.thermal_limit_c != 0) e.thermal.limit_c = o.thermal_limit_c;  // 0: a zeroed struct, the default
   e.thermal.enabled = !o.thermal_off;
   if (o.memory_pressure_path) e.memory_pressure_path = o.memory_pressure_path;
+  if (o.mmproj_path) e.mmproj_path = o.mmproj_path;
   if (o.on_memory_action) {
     const gemlet_memory_action_fn fn = o.on_memory_action;
     void* user = o.memory_action_user_data;
@@ -195,6 +196,9 @@ gemlet_model_info FromModelInfo(const ModelInfo& m) {
   c.map_seconds = m.map_seconds;
   c.packed_cache = m.packed_cache.c_str();
   c.packed_cache_seconds = m.packed_cache_seconds;
+  c.takes_images = m.takes_images;
+  c.takes_audio = m.takes_audio;
+  c.mmproj_projector = m.mmproj_projector.c_str();
   return c;
 }
 
@@ -343,6 +347,7 @@ bool ToMessages(const gemlet_message* messages, size_t n, std::vector<Message>* 
     msg.reasoning = text(m.reasoning);
     msg.tool_call_id = text(m.tool_call_id);
     msg.name = text(m.name);
+    if (m.n_parts > 0 && !ToContentParts(m.parts, m.n_parts, &msg.parts)) return false;
     out->push_back(std::move(msg));
   }
   return true;

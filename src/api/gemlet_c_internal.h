@@ -150,6 +150,10 @@ gemlet_message FromMessage(const Message& m, const std::vector<gemlet_tool_call>
 // when one is malformed.
 bool ToMessages(const gemlet_message* messages, size_t n, std::vector<Message>* out);
 ChatOptions ToChatOptions(const gemlet_chat_options& o);
+// n content parts of the caller's struct_size; false (with the last error set) when malformed.
+bool ToContentParts(const gemlet_content_part* parts, size_t n, std::vector<ContentPart>* out);
+// The Prompt behind a handle (gemlet_c_media.cc owns the type).
+const Prompt* PromptOf(const gemlet_prompt* prompt);
 BatchOptions ToBatchOptions(const gemlet_batch_options& o);
 
 }  // namespace gemlet::capi

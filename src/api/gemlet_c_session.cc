@@ -8,20 +8,19 @@ namespace {
 
 // Session::Generate and Session::Complete from C: the options read, the reply handed over (also a
 // cancelled one, which is GEMLET_CANCELLED as in gemlet_conversation_send).
+// `call` runs the generation on the session with the converted options and callback.
 template <class Call>
-gemlet_status RunGeneration(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
-                            const gemlet_generate_options* options, gemlet_stream_fn callback, void* user_data,
-                            gemlet_reply** reply, Call call) {
+gemlet_status RunGeneration(gemlet_session* session, bool have_prompt, const gemlet_generate_options* options,
+                            gemlet_stream_fn callback, void* user_data, gemlet_reply** reply, Call call) {
   return Guard([&] {
     if (reply) *reply = nullptr;
     if (session == nullptr) return NullHandle("session");
-    if (prompt == nullptr && n_prompt > 0) return NullHandle("prompt");
+    if (!have_prompt) return NullHandle("prompt");
     gemlet_generate_options o = gemlet_generate_options_default();
     if (!ReadOptions(options, &o)) return BadStruct("gemlet_generate_options");
     gemlet::GenerateOptions g;
     if (!ToGenerateOptions(o, &g)) return GEMLET_INVALID_ARGUMENT;
-    gemlet::Result<gemlet::Reply> r =
-        call(*session->session, std::span<const int32_t>(prompt, n_prompt), g, ToStreamCallback(callback, user_data));
+    gemlet::Result<gemlet::Reply> r = call(*session->session, g, ToStreamCallback(callback, user_data));
     if (!r.ok()) return Report(r.status());
     const bool cancelled = r->stats.stop == gemlet::StopReason::kCancelled;
     if (reply) *reply = NewReply(std::move(r).value());
@@ -199,17 +198,37 @@ gemlet_stats gemlet_stats_default(void) {
 gemlet_status gemlet_session_generate(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
                                       const gemlet_generate_options* options, gemlet_stream_fn callback,
                                       void* user_data, gemlet_reply** reply) {
-  return RunGeneration(session, prompt, n_prompt, options, callback, user_data, reply,
-                       [](gemlet::Session& s, std::span<const int32_t> p, const gemlet::GenerateOptions& g,
-                          const gemlet::StreamCallback& cb) { return s.Generate(p, g, cb); });
+  return RunGeneration(session, prompt != nullptr || n_prompt == 0, options, callback, user_data, reply,
+                       [&](gemlet::Session& s, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                         return s.Generate(std::span<const int32_t>(prompt, n_prompt), g, cb);
+                       });
 }
 
 gemlet_status gemlet_session_complete(gemlet_session* session, const int32_t* prompt, size_t n_prompt,
                                       const gemlet_generate_options* options, gemlet_stream_fn callback,
                                       void* user_data, gemlet_reply** reply) {
-  return RunGeneration(session, prompt, n_prompt, options, callback, user_data, reply,
-                       [](gemlet::Session& s, std::span<const int32_t> p, const gemlet::GenerateOptions& g,
-                          const gemlet::StreamCallback& cb) { return s.Complete(p, g, cb); });
+  return RunGeneration(session, prompt != nullptr || n_prompt == 0, options, callback, user_data, reply,
+                       [&](gemlet::Session& s, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                         return s.Complete(std::span<const int32_t>(prompt, n_prompt), g, cb);
+                       });
+}
+
+gemlet_status gemlet_session_generate_prompt(gemlet_session* session, const gemlet_prompt* prompt,
+                                             const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                             void* user_data, gemlet_reply** reply) {
+  return RunGeneration(session, prompt != nullptr, options, callback, user_data, reply,
+                       [&](gemlet::Session& s, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                         return s.Generate(*gemlet::capi::PromptOf(prompt), g, cb);
+                       });
+}
+
+gemlet_status gemlet_session_complete_prompt(gemlet_session* session, const gemlet_prompt* prompt,
+                                             const gemlet_generate_options* options, gemlet_stream_fn callback,
+                                             void* user_data, gemlet_reply** reply) {
+  return RunGeneration(session, prompt != nullptr, options, callback, user_data, reply,
+                       [&](gemlet::Session& s, const gemlet::GenerateOptions& g, const gemlet::StreamCallback& cb) {
+                         return s.Complete(*gemlet::capi::PromptOf(prompt), g, cb);
+                       });
 }
 
 // ---- replies ----

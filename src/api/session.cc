@@ -13,6 +13,7 @@
 #include "runtime/budget.h"
 #include "runtime/drafting.h"
 #include "runtime/memory_report.h"
+#include "runtime/media_prompt.h"
 #include "runtime/prefix_reuse.h"
 
 namespace gemlet {
@@ -91,49 +92,87 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Engine> engine,
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-Status Session::Evaluate(std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  impl_->BeginCall();
-  impl_->session->SetStopFlag(&impl_->cancel);
-  Status s = impl_->session->Evaluate(std::vector<int32_t>(tokens.begin(), tokens.end()), logits, all_logits);
-  impl_->session->SetStopFlag(nullptr);
+namespace {
+
+// What the public overloads share: tokens with media among them (none for a text prompt).
+Status EvaluateOn(Session::Impl& impl, std::span<const int32_t> tokens, std::span<const MediaSpan> media,
+                  float* logits, bool all_logits) {
+  impl.BeginCall();
+  impl.session->SetStopFlag(&impl.cancel);
+  Status s = impl.session->Evaluate(std::vector<int32_t>(tokens.begin(), tokens.end()), media, logits, all_logits);
+  impl.session->SetStopFlag(nullptr);
   return s;
 }
 
-Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
-                                const StreamCallback& on_text) {
+Result<Reply> GenerateOn(Session::Impl& impl, std::span<const int32_t> prompt, std::span<const MediaSpan> media,
+                         const GenerateOptions& options, const StreamCallback& on_text) {
   RETURN_IF_ERROR(CheckGenerateOptions(options));
-  impl_->BeginCall();
-  Sampler sampler(options.sampling, impl_->engine->info().n_vocab);
+  impl.BeginCall();
+  Sampler sampler(options.sampling, impl.engine->info().n_vocab);
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
-                   impl_->engine->impl().Constraint(options, impl_->session->n_ctx()));
+                   impl.engine->impl().Constraint(options, impl.session->n_ctx()));
   runtime::GenerationControls controls;
-  controls.cancel = &impl_->cancel;
+  controls.cancel = &impl.cancel;
   controls.constraint = constraint.get();
-  controls.draft_session = impl_->draft.session.get();
-  ASSIGN_OR_RETURN(runtime::Generation g, runtime::Generate(*impl_->session, sampler,
+  controls.draft_session = impl.draft.session.get();
+  ASSIGN_OR_RETURN(runtime::Generation g, runtime::Generate(*impl.session, sampler,
                                                             std::vector<int32_t>(prompt.begin(), prompt.end()),
-                                                            options, controls, on_text));
+                                                            options, controls, on_text, media));
   // The last sampled token is not in the cache yet: evaluate it so that the cache holds the whole
   // exchange and a following Generate continues from it.
   const StopReason stop = g.reply.stats.stop;
   if (!g.pending.empty() && stop != StopReason::kContextFull && stop != StopReason::kCancelled) {
-    RETURN_IF_ERROR(impl_->session->Evaluate(g.pending, nullptr, false));
+    RETURN_IF_ERROR(impl.session->Evaluate(g.pending, nullptr, false));
   }
-  runtime::AddSessionStats(*impl_->session, &g.reply.stats);
+  runtime::AddSessionStats(*impl.session, &g.reply.stats);
   return std::move(g.reply);
+}
+
+Result<Reply> CompleteOn(Session::Impl& impl, std::span<const int32_t> prompt, std::span<const MediaSpan> media,
+                         const GenerateOptions& options, const StreamCallback& on_text) {
+  RETURN_IF_ERROR(CheckGenerateOptions(options));
+  if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
+  RETURN_IF_ERROR(runtime::CheckMediaSpans(impl.session->engine(), media, static_cast<int>(prompt.size())));
+  impl.BeginCall();
+  size_t replayed = 0;
+  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*impl.session, prompt, media, &replayed));
+  // The media the cache does not hold yet, its positions from the first token evaluated.
+  std::vector<MediaSpan> rest;
+  for (const MediaSpan& span : media) {
+    if (static_cast<size_t>(span.position) >= common) rest.push_back({span.position - static_cast<int>(common), span.media});
+  }
+  ASSIGN_OR_RETURN(Reply reply, GenerateOn(impl, prompt.subspan(common), rest, options, on_text));
+  reply.stats.prompt_tokens += static_cast<int>(common);
+  reply.stats.cached_tokens = static_cast<int>(common - replayed);
+  return reply;
+}
+
+}  // namespace
+
+Status Session::Evaluate(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  return EvaluateOn(*impl_, tokens, {}, logits, all_logits);
+}
+
+Status Session::Evaluate(const Prompt& prompt, float* logits, bool all_logits) {
+  return EvaluateOn(*impl_, prompt.tokens, prompt.media, logits, all_logits);
+}
+
+Result<Reply> Session::Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const StreamCallback& on_text) {
+  return GenerateOn(*impl_, prompt, {}, options, on_text);
+}
+
+Result<Reply> Session::Generate(const Prompt& prompt, const GenerateOptions& options, const StreamCallback& on_text) {
+  return GenerateOn(*impl_, prompt.tokens, prompt.media, options, on_text);
 }
 
 Result<Reply> Session::Complete(std::span<const int32_t> prompt, const GenerateOptions& options,
                                 const StreamCallback& on_text) {
-  RETURN_IF_ERROR(CheckGenerateOptions(options));
-  if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
-  impl_->BeginCall();
-  size_t replayed = 0;
-  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*impl_->session, prompt, &replayed));
-  ASSIGN_OR_RETURN(Reply reply, Generate(prompt.subspan(common), options, on_text));
-  reply.stats.prompt_tokens += static_cast<int>(common);
-  reply.stats.cached_tokens = static_cast<int>(common - replayed);
-  return reply;
+  return CompleteOn(*impl_, prompt, {}, options, on_text);
+}
+
+Result<Reply> Session::Complete(const Prompt& prompt, const GenerateOptions& options, const StreamCallback& on_text) {
+  return CompleteOn(*impl_, prompt.tokens, prompt.media, options, on_text);
 }
 
 Status Session::Truncate(int n) { return impl_->session->Truncate(n); }
@@ -149,6 +188,7 @@ int Session::n_past() const { return impl_->session->n_past(); }
 int Session::rollback_room() const { return impl_->session->rollback_room(); }
 int Session::n_ctx() const { return impl_->session->n_ctx(); }
 const std::vector<int32_t>& Session::tokens() const { return impl_->session->history(); }
+const std::vector<MediaSpan>& Session::media() const { return impl_->session->media(); }
 MemoryStats Session::memory() const { return runtime::SessionMemory(*impl_->session); }
 MemoryPlan Session::memory_plan() const { return runtime::SessionMemoryPlan(*impl_->session); }
 

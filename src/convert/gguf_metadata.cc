@@ -206,6 +206,17 @@ void WritePlaceholderVocab(const HfConfig& c, GgufWriter& w) {
     tokens.push_back(i < 4 ? kSpecial[i] : "<t" + std::to_string(i) + ">");
     types.push_back(i < 4 ? 3 : 4);  // CONTROL, USER_DEFINED
   }
+  // A multimodal checkpoint's media tokens keep their real pieces, so that prompts can place images
+  // and audio as with a released vocabulary; the processors' "\n\n" is id 108 there (Gemma 3, 3n).
+  for (const auto& [id, piece] : c.media_tokens) {
+    if (id < 4 || id >= n) continue;
+    tokens[static_cast<size_t>(id)] = piece;
+    types[static_cast<size_t>(id)] = 3;
+  }
+  if (!c.media_tokens.empty() && !gemma4 && n > 108 && tokens[108] == "<t108>") {
+    tokens[108] = "\n\n";
+    types[108] = 1;  // NORMAL
+  }
   // llama.cpp reads Gemma 4 vocabularies as BPE and refuses one without merges; this one never applies.
   w.SetString("tokenizer.ggml.model", gemma4 ? "gemma4" : "llama");
   if (!gemma4) w.SetString("tokenizer.ggml.pre", "default");

@@ -485,6 +485,36 @@ Status ReadLayerHeads(const ConfigStep& s) {
 
 }  // namespace
 
+// The wrapper's media token ids (its own keys: Gemma 3 says *_index, Gemma 3n and 4 *_id, Gemma 4's
+// eoa *_index) named as in the family's real vocabulary.
+std::vector<std::pair<int64_t, std::string>> MediaTokens(const Json& top, GemmaFamily family) {
+  struct Key {
+    const char* stem;
+    const char* gemma3;  // Gemma 3 and 3n
+    const char* gemma4;
+  };
+  static const Key kKeys[] = {
+      {"boi_token", "<start_of_image>", "<|image>"},   {"eoi_token", "<end_of_image>", "<image|>"},
+      {"image_token", "<image_soft_token>", "<|image|>"}, {"boa_token", "<start_of_audio>", "<|audio>"},
+      {"eoa_token", "<end_of_audio>", "<audio|>"},     {"audio_token", "<audio_soft_token>", "<|audio|>"},
+      {"video_token", nullptr, "<|video|>"},
+  };
+  std::vector<std::pair<int64_t, std::string>> out;
+  if (family != GemmaFamily::kGemma3 && family != GemmaFamily::kGemma3n && family != GemmaFamily::kGemma4) return out;
+  for (const Key& k : kKeys) {
+    const char* piece = family == GemmaFamily::kGemma4 ? k.gemma4 : k.gemma3;
+    if (piece == nullptr) continue;
+    for (const char* suffix : {"_id", "_index"}) {
+      auto it = top.find(std::string(k.stem) + suffix);
+      if (it != top.end() && it->is_number_integer()) {
+        out.emplace_back(it->get<int64_t>(), piece);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& label) {
   ASSIGN_OR_RETURN(Json top, ParseJson<Json>(json_text, label));
   if (!top.is_object()) return Status::Error(label + ": not a JSON object");
@@ -515,6 +545,7 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
   const bool unified = c.model_type.find("unified") != std::string::npos;
   const FamilyDefaults d = DefaultsFor(c.family, unified);
 
+  c.media_tokens = MediaTokens(top, c.family);
   const ConfigStep step{view, d, label, unified, c};
   // Every family reads the same steps; those that do not apply to a family do nothing for it.
   for (Status (*read)(const ConfigStep&) : {ReadSizes, ReadAttentionScaling, ReadLayerTypes, ReadRopes,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -31,6 +32,9 @@ struct HfConfig {
   bool has_text_config = false;  // a multimodal wrapper: decoder weights under model.language_model.
 
   int64_t vocab_size = 0;
+  // A multimodal wrapper's media tokens (image_token_id, boi_token_index, ...) with the pieces the
+  // released vocabularies give those ids ("<start_of_image>", "<|image|>", ...).
+  std::vector<std::pair<int64_t, std::string>> media_tokens;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;

@@ -219,6 +219,7 @@ struct Gemma4Tower {
   int64_t patch_size, hidden, ffn, n_layers, n_heads, n_kv_heads, head_dim, pool, position_size, text_hidden;
   double eps, rope_theta;
   bool standardize, clipped;
+  bool two_way_text;  // text_config.use_bidirectional_attention == "vision"
 };
 
 Result<Gemma4Tower> ReadGemma4Tower(const Json& config, const std::string& label) {
@@ -248,6 +249,9 @@ Result<Gemma4Tower> ReadGemma4Tower(const Json& config, const std::string& label
     ASSIGN_OR_RETURN(t.rope_theta, NumberOr(*rope, "rope_theta", 100.0, where + " rope_parameters"));
   }
   ASSIGN_OR_RETURN(t.standardize, BoolOr(*vit, "standardize", false, where));
+  if (auto two_way = text->find("use_bidirectional_attention"); two_way != text->end() && two_way->is_string()) {
+    t.two_way_text = two_way->get<std::string>() == "vision";
+  }
   ASSIGN_OR_RETURN(t.clipped, BoolOr(*vit, "use_clipped_linears", false, where));
   if (std::string act = vit->value("hidden_activation", std::string("gelu_pytorch_tanh")); act != "gelu_pytorch_tanh") {
     return Status::Error(where + ": hidden_activation '" + act + "' (gemlet's tower runs gelu_pytorch_tanh)");
@@ -361,6 +365,10 @@ Status PlanGemma4(const Json& config, const std::string& hf_dir, const Safetenso
   // image to it; llama.cpp has its own token range).
   writer.SetF32("clip.vision.rope.freq_base", static_cast<float>(t.rope_theta));
   if (stats.max_soft_tokens > 0) writer.SetU32("clip.vision.max_soft_tokens", static_cast<uint32_t>(stats.max_soft_tokens));
+  // Whether the text model attends both ways over an image's soft tokens (HF text_config's
+  // use_bidirectional_attention = "vision"): llama.cpp guesses it from the text width (all but E2B
+  // and E4B), which the tiny checkpoints defeat.
+  writer.SetBool("clip.vision.text_bidirectional", t.two_way_text);
   return Status::Ok();
 }
 

@@ -74,6 +74,9 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
   const std::string shape = "patch " + std::to_string(c.patch_size) + ", pooling " + std::to_string(c.pool) + ", hidden " +
                             std::to_string(c.hidden) + " over " + std::to_string(c.n_heads) + " heads";
   if (c.pool == 0 || c.max_soft_tokens == 0) return Status::Error("inconsistent vision tower: " + shape);
+  if (f.Has("clip.vision.text_bidirectional")) {
+    ASSIGN_OR_RETURN(c.text_bidirectional, f.GetBool("clip.vision.text_bidirectional"));
+  }
   if (gemma4) {
     // Two halves per head, each rotated "rotate half"; query heads share KV heads evenly.
     if (c.head_dim % 4 != 0 || c.n_heads % c.n_kv_heads != 0 || !(c.rope_theta > 0.0f)) {
@@ -87,6 +90,12 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
     return Status::Error("inconsistent vision tower: image " + std::to_string(c.image_size) + ", " + shape);
   }
   return c;
+}
+
+bool TextBidirectional(const VisionTowerConfig& config, int text_width) {
+  if (config.projector == VisionProjector::kGemma3) return true;
+  if (config.text_bidirectional.has_value()) return *config.text_bidirectional;
+  return text_width != 1536 && text_width != 2560;
 }
 
 }  // namespace gemlet

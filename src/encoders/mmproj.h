@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -34,6 +35,9 @@ struct VisionTowerConfig {
   int pool = 4;
   float rope_theta = 100.0f;   // Gemma 4's 2D RoPE base
   int max_soft_tokens = 280;   // Gemma 4: the processor's budget per image (HF's default when absent)
+  // Whether the text model attends both ways over an image's soft tokens: Gemma 3 always; Gemma 4
+  // as clip.vision.text_bidirectional says, else as llama.cpp decides (TextBidirectional).
+  std::optional<bool> text_bidirectional;
 
   // Gemma 3's fixed grid.
   int patches_per_side() const { return image_size / patch_size; }
@@ -41,6 +45,11 @@ struct VisionTowerConfig {
   int tokens_per_side() const { return patches_per_side() / pool; }
   int n_tokens() const { return tokens_per_side() * tokens_per_side(); }
 };
+
+// Whether a text model of width text_width attends both ways over this tower's soft tokens: Gemma 3
+// does; Gemma 4 does where its file says so, and without the key as llama.cpp assumes (every width
+// but E2B's 1536 and E4B's 2560).
+bool TextBidirectional(const VisionTowerConfig& config, int text_width);
 
 // The vision tower's settings; an error names the key that is missing or wrong, or says which
 // projector gemlet does not run yet.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_input.h"
+#include "runtime/media_prompt.h"
 #include "runtime/prefix_reuse.h"
 
 namespace gemlet::runtime {
@@ -35,7 +36,8 @@ std::string ChatSession::summary() const {
 }
 
 Result<std::vector<int32_t>> ChatSession::RenderTokens(bool add_generation_prompt) const {
-  return Render(messages_, add_generation_prompt);
+  ASSIGN_OR_RETURN(Prompt prompt, Render(messages_, add_generation_prompt));
+  return std::move(prompt.tokens);
 }
 
 // BOS, then the messages in the model's chat format, tokenized with special-token parsing off for
@@ -57,18 +59,28 @@ Result<std::vector<int32_t>> EncodeChat(const Engine& engine, const std::vector<
   return tokens;
 }
 
-Result<std::vector<int32_t>> ChatSession::Render(const std::vector<ChatTurn>& messages,
-                                                 bool add_generation_prompt) const {
+Result<Prompt> ChatSession::Render(const std::vector<ChatTurn>& messages, bool add_generation_prompt) const {
   std::vector<Message> all;
   if (!system_.empty()) all.push_back({"system", system_});
   for (const ChatTurn& m : messages) {
-    all.push_back({m.role, m.preface.empty() ? m.content : m.preface + "\n\n" + m.content});
+    if (m.parts.empty()) {
+      all.push_back({m.role, m.preface.empty() ? m.content : m.preface + "\n\n" + m.content});
+      continue;
+    }
+    Message with_parts{m.role, ""};
+    with_parts.parts = m.parts;
+    if (!m.preface.empty()) {
+      // The preface joins the first text part as it joins plain content (trimmed as one).
+      if (!with_parts.parts[0].media) with_parts.parts[0].text = m.preface + "\n\n" + with_parts.parts[0].text;
+      else with_parts.parts.insert(with_parts.parts.begin(), ContentPart{m.preface, nullptr});
+    }
+    all.push_back(std::move(with_parts));
   }
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
   o.thinking = thinking_;
   // No system message and every earlier turn dropped: what comes before the new turn is BOS alone.
-  return EncodeChat(session_->engine(), all, o);
+  return EncodeChatPrompt(session_->engine(), all, o);
 }
 
 Status ChatSession::MakeRoom(int room) {
@@ -90,7 +102,7 @@ Result<DroppedTurns> ChatSession::ShedOldTurns(int limit) {
 }
 
 Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t uncached) {
-  ASSIGN_OR_RETURN(std::vector<int32_t> want, Render(messages_, /*add_generation_prompt=*/true));
+  ASSIGN_OR_RETURN(std::vector<int32_t> want, RenderTokens(/*add_generation_prompt=*/true));
   DroppedTurns d;
   if (static_cast<int>(want.size()) <= limit) return d;
   // The oldest pairs go, as few as will do.
@@ -99,7 +111,8 @@ Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t unca
   while (static_cast<int>(want.size()) > limit && kept.size() >= keep + 2) {
     kept.erase(kept.begin(), kept.begin() + 2);
     drop += 2;
-    ASSIGN_OR_RETURN(want, Render(kept, /*add_generation_prompt=*/true));
+    ASSIGN_OR_RETURN(Prompt kept_prompt, Render(kept, /*add_generation_prompt=*/true));
+    want = std::move(kept_prompt.tokens);
   }
   if (drop == 0) return d;  // nothing to drop: Send reports what does not fit
   // Where the dropped messages lie in the cache: the renders with and without them (no generation
@@ -110,8 +123,10 @@ Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t unca
   };
   const std::vector<ChatTurn> old_messages = cached(messages_);
   const std::vector<ChatTurn> kept_old = cached(kept);
-  ASSIGN_OR_RETURN(std::vector<int32_t> before, Render(old_messages, false));
-  ASSIGN_OR_RETURN(std::vector<int32_t> after, Render(kept_old, false));
+  ASSIGN_OR_RETURN(Prompt before_prompt, Render(old_messages, false));
+  ASSIGN_OR_RETURN(Prompt after_prompt, Render(kept_old, false));
+  const std::vector<int32_t>& before = before_prompt.tokens;
+  const std::vector<int32_t>& after = after_prompt.tokens;
   size_t begin = 0;
   while (begin < after.size() && before[begin] == after[begin]) ++begin;
   const size_t count = before.size() - after.size();
@@ -137,9 +152,22 @@ Result<DroppedTurns> ChatSession::DropOldest(int limit, size_t keep, size_t unca
 
 Result<Generation> ChatSession::Send(const std::string& user_text, const GenerateOptions& options,
                                      const GenerationControls& controls, const StreamCallback& on_text) {
+  return SendTurn({{"user", user_text}, ""}, options, controls, on_text);
+}
+
+Result<Generation> ChatSession::Send(std::vector<ContentPart> parts, const GenerateOptions& options,
+                                     const GenerationControls& controls, const StreamCallback& on_text) {
+  ChatTurn turn{{"user", ""}, ""};
+  turn.parts = std::move(parts);
+  return SendTurn(std::move(turn), options, controls, on_text);
+}
+
+Result<Generation> ChatSession::SendTurn(ChatTurn turn, const GenerateOptions& options,
+                                         const GenerationControls& controls, const StreamCallback& on_text) {
   last_turn_ = GenerationStats{};
   last_turn_evaluated_ = 0;
-  messages_.push_back({{"user", user_text}, pending_preface_});
+  turn.preface = pending_preface_;
+  messages_.push_back(std::move(turn));
   // Room for the answer: what the caller allows, at most half the context (a quarter when unbounded),
   // and for a summary of what is dropped when summaries are on (with its preface's words).
   const int n_ctx = session_->n_ctx();
@@ -159,12 +187,13 @@ Result<Generation> ChatSession::Send(const std::string& user_text, const Generat
     }
     messages_.back().preface = pending_preface_;
   }
-  auto rendered = RenderTokens(/*add_generation_prompt=*/true);
+  auto rendered = Render(messages_, /*add_generation_prompt=*/true);
   if (!rendered.ok()) {
     messages_.pop_back();
     return rendered.status();
   }
-  const std::vector<int32_t>& want = rendered.value();
+  const std::vector<int32_t>& want = rendered.value().tokens;
+  const std::vector<MediaSpan>& media = rendered.value().media;
   if (static_cast<int>(want.size()) >= session_->n_ctx()) {
     messages_.pop_back();
     return Status::Error("the message (" + std::to_string(want.size()) + " tokens with the system message) does not fit "
@@ -174,14 +203,18 @@ Result<Generation> ChatSession::Send(const std::string& user_text, const Generat
   // Reuse the longest prefix the cache already holds.
   const int64_t before = session_->tokens_evaluated();
   size_t replayed = 0;
-  Result<size_t> kept = KeepCachedPrefix(*session_, want, &replayed);
+  Result<size_t> kept = KeepCachedPrefix(*session_, want, media, &replayed);
   if (!kept.ok()) {
     messages_.pop_back();
     return kept.status();
   }
   const size_t common = kept.value();
   const std::vector<int32_t> delta(want.begin() + static_cast<std::ptrdiff_t>(common), want.end());
-  auto result = Generate(*session_, sampler_, delta, options, controls, on_text);
+  std::vector<MediaSpan> delta_media;  // the media not in the cache, from the delta's first token
+  for (const MediaSpan& span : media) {
+    if (static_cast<size_t>(span.position) >= common) delta_media.push_back({span.position - static_cast<int>(common), span.media});
+  }
+  auto result = Generate(*session_, sampler_, delta, options, controls, on_text, delta_media);
   if (!result.ok()) {
     messages_.pop_back();
     return result.status();
@@ -212,11 +245,22 @@ Result<Generation> ChatSession::Send(const std::string& user_text, const Generat
 
 namespace {
 
+// A message's words: its content, or its text parts one after another.
+std::string TextOf(const Message& m) {
+  if (m.parts.empty()) return m.content;
+  std::string text;
+  for (const ContentPart& part : m.parts) {
+    if (!part.media) text += part.text;
+  }
+  return text;
+}
+
 // Chinese when CJK characters outnumber Latin letters (a Chinese message quoting SQL stays Chinese).
 bool MostlyChinese(const std::vector<ChatTurn>& turns) {
   size_t cjk = 0, latin = 0;
   for (const ChatTurn& t : turns) {
-    for (const std::string* text : {&t.preface, &t.content}) {
+    const std::string words = TextOf(t);
+    for (const std::string* text : {&t.preface, &words}) {
       for (size_t i = 0; i < text->size(); ++i) {
         const unsigned char c = static_cast<unsigned char>((*text)[i]);
         if (std::isalpha(c)) ++latin;
@@ -238,10 +282,11 @@ std::string ChatSession::SummaryPrompt(const std::vector<ChatTurn>& dropped) {
                             "decisions and open questions. Write only the summary.\n\n";
   for (const ChatTurn& t : dropped) {
     if (!t.preface.empty()) prompt += t.preface + "\n";
-    if (t.content.empty()) continue;
+    const std::string words = TextOf(t);
+    if (words.empty()) continue;
     if (t.role == "user") prompt += zh ? "用户：" : "User: ";
     else prompt += zh ? "助手：" : "Assistant: ";
-    prompt += StripThinking(t.content) + "\n";
+    prompt += StripThinking(words) + "\n";
   }
   return prompt;
 }
@@ -300,6 +345,20 @@ std::string ChatSession::MessagesJson() const {
   j["messages"] = nlohmann::json::array();
   for (const ChatTurn& m : messages_) {
     nlohmann::json jm = {{"role", m.role}, {"content", m.content}};
+    if (!m.parts.empty()) {
+      // Media by its content hash: a saved state (SaveState) holds the embeddings themselves, and
+      // SetFromJson finds them there again.
+      nlohmann::json parts = nlohmann::json::array();
+      for (const ContentPart& part : m.parts) {
+        if (!part.media) {
+          parts.push_back({{"type", "text"}, {"text", part.text}});
+        } else {
+          parts.push_back({{"type", part.media->kind == MediaKind::kAudio ? "audio" : "image"},
+                           {"content_hash", part.media->content_hash}});
+        }
+      }
+      jm["parts"] = std::move(parts);
+    }
     if (!m.preface.empty()) jm["preface"] = m.preface;
     j["messages"].push_back(std::move(jm));
   }
@@ -320,6 +379,22 @@ Status ChatSession::SetFromJson(const std::string& text, const std::string& what
     for (const auto& m : j.at("messages")) {
       messages.push_back({{m.at("role").get<std::string>(), m.at("content").get<std::string>()},
                           m.contains("preface") ? m.at("preface").get<std::string>() : std::string()});
+      if (!m.contains("parts")) continue;
+      for (const auto& part : m.at("parts")) {
+        const std::string type = part.at("type").get<std::string>();
+        if (type == "text") {
+          messages.back().parts.push_back({part.at("text").get<std::string>(), nullptr});
+          continue;
+        }
+        // The media the cache holds under that hash (a state file restores both); without it the
+        // conversation goes on with a note where the image or clip was.
+        const std::string hash = part.at("content_hash").get<std::string>();
+        std::shared_ptr<const EncodedMedia> found;
+        for (const MediaSpan& span : session_->media()) {
+          if (span.media->content_hash == hash) found = span.media;
+        }
+        messages.back().parts.push_back(found ? ContentPart{"", found} : ContentPart{"[" + type + " not kept]", nullptr});
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(what + " is not a saved gemlet conversation: " + e.what());

@@ -58,6 +58,10 @@ class ChatSession {
   // messages dropped and summarized to make room.
   Result<Generation> Send(const std::string& user_text, const GenerateOptions& options,
                           const GenerationControls& controls, const StreamCallback& on_text);
+  // A user message with images or audio (Message::parts): each is evaluated once, and stays in the
+  // cache with its turn until the turn is dropped.
+  Result<Generation> Send(std::vector<ContentPart> parts, const GenerateOptions& options,
+                          const GenerationControls& controls, const StreamCallback& on_text);
 
   void SetSystem(const std::string& system);  // empty: no system message
   void SetThinking(bool on) { thinking_ = on; }
@@ -98,8 +102,10 @@ class ChatSession {
   static std::string SummaryPreface(const std::string& summary, const std::vector<ChatTurn>& dropped);
 
  private:
-  // Renders system + messages (no generation prompt) to tokens.
-  Result<std::vector<int32_t>> Render(const std::vector<ChatTurn>& messages, bool add_generation_prompt) const;
+  // Renders system + messages to tokens, with their media.
+  Result<Prompt> Render(const std::vector<ChatTurn>& messages, bool add_generation_prompt) const;
+  Result<Generation> SendTurn(ChatTurn turn, const GenerateOptions& options, const GenerationControls& controls,
+                              const StreamCallback& on_text);
   std::string MessagesJson() const;
   Status SetFromJson(const std::string& text, const std::string& what);
   // Drops the oldest pairs of messages_ (the last message, the new user turn, always stays) until

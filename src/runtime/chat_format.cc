@@ -1,4 +1,4 @@
-// Chat formats: a transcription of the official Gemma templates' text and tool paths (no images).
+// Chat formats: a transcription of the official Gemma templates' text, tool and media paths.
 // Gemma 4's tool syntax itself (declarations, call arguments) lives in tool_calls.cc.
 #include "runtime/chat_format.h"
 
@@ -46,6 +46,49 @@ Status CheckRoles(const std::vector<Message>& messages) {
   return Status::Ok();
 }
 
+// Where a message's content is Message::parts, the templates' "content is a sequence" branch: text
+// parts each trimmed (a model's stripped of its thought, Gemma 4), media parts as their markers.
+// An empty `parts` renders `content` through `text`, the string branch.
+template <class TextFn>
+void WriteContent(const Message& m, ChatStyle style, const TextFn& text, SegmentWriter* out) {
+  if (m.parts.empty()) {
+    out->Content(text(m.content));
+    return;
+  }
+  for (const ContentPart& part : m.parts) {
+    if (!part.media) {
+      out->Content(text(part.text));
+    } else if (style == ChatStyle::kGemma) {
+      // Gemma 3's template, and Gemma 3n's for audio.
+      out->Media(part.media->kind == MediaKind::kAudio ? "<audio_soft_token>" : "<start_of_image>");
+    } else {
+      out->Media(part.media->kind == MediaKind::kAudio ? "<|audio|>" : "<|image|>");
+    }
+  }
+}
+
+Status CheckParts(const std::vector<Message>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    if (m.parts.empty()) continue;
+    const std::string where = "message " + std::to_string(i);
+    if (!m.content.empty()) return Status::Error(where + " has both content and parts (give one)");
+    if (m.role == "tool") return Status::Error(where + " (tool) cannot hold parts: its content is the result");
+    for (size_t k = 0; k < m.parts.size(); ++k) {
+      const ContentPart& part = m.parts[k];
+      if (!part.media) continue;
+      if (part.media->n_tokens <= 0) return Status::Error(where + ": media part " + std::to_string(k) + " is empty");
+    }
+    // The Gemma 3 template's system prefix is its first part's text: media there would be lost.
+    if (i == 0 && (m.role == "system" || m.role == "developer")) {
+      for (const ContentPart& part : m.parts) {
+        if (part.media) return Status::Error("the system message cannot hold images or audio");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 bool UsesTools(const std::vector<Message>& messages) {
   for (const Message& m : messages) {
     if (m.role == "tool" || !m.tool_calls.empty()) return true;
@@ -75,14 +118,16 @@ std::vector<ChatSegment> RenderGemma(const std::vector<Message>& messages, const
   std::string first_user_prefix;
   size_t start = 0;
   if (IsSystemRole(messages[0].role)) {
-    first_user_prefix = messages[0].content + "\n\n";
+    // The template takes a system message's first part when it has parts.
+    const Message& system = messages[0];
+    first_user_prefix = (system.parts.empty() ? system.content : system.parts[0].text) + "\n\n";
     start = 1;
   }
   for (size_t i = start; i < messages.size(); ++i) {
     const std::string role = IsModelRole(messages[i].role) ? "model" : messages[i].role;
     out.Markup("<start_of_turn>" + role + "\n");
     if (i == start) out.Content(first_user_prefix);
-    out.Content(TrimUnicodeWhitespace(messages[i].content));
+    WriteContent(messages[i], ChatStyle::kGemma, TrimUnicodeWhitespace, &out);
     out.Markup("<end_of_turn>\n");
   }
   if (o.add_generation_prompt) out.Markup("<start_of_turn>model\n");
@@ -102,7 +147,7 @@ Result<size_t> RenderGemma4System(const std::vector<Message>& messages, const Ch
   if (!o.thinking && !tools && !has_system) return 0;
   out->Markup("<|turn>system\n");
   if (o.thinking) out->Markup("<|think|>\n");
-  if (has_system) out->Content(TrimUnicodeWhitespace(messages[0].content));
+  if (has_system) WriteContent(messages[0], ChatStyle::kGemma4, TrimUnicodeWhitespace, out);
   if (tools) RETURN_IF_ERROR(WriteGemma4ToolDeclarations(o.tools, interleaved, out));
   out->Markup("<turn|>\n");
   return has_system ? 1 : 0;
@@ -118,10 +163,16 @@ size_t LastUserIndex(const std::vector<Message>& messages, size_t start) {
 
 bool AfterLastUser(size_t i, size_t last_user) { return last_user == std::string::npos || i > last_user; }
 
-// The message's own text: a model's without its thought channel, anyone else's trimmed.
-std::string Gemma4Content(const Message& m) {
-  return IsModelRole(m.role) ? StripThinking(m.content) : TrimUnicodeWhitespace(m.content);
+// The message's own content: a model's text without its thought channel, anyone else's trimmed.
+void WriteGemma4Content(const Message& m, SegmentWriter* out) {
+  if (IsModelRole(m.role)) {
+    WriteContent(m, ChatStyle::kGemma4, [](const std::string& t) { return StripThinking(t); }, out);
+  } else {
+    WriteContent(m, ChatStyle::kGemma4, TrimUnicodeWhitespace, out);
+  }
 }
+
+bool HasContent(const Message& m) { return !m.content.empty() || !m.parts.empty(); }
 
 // google-gemma-4-31B-it.jinja. Tool messages are not turns: the assistant message whose calls they
 // answer renders them (OpenAI's role "tool", named through tool_call_id), and the model's turn goes
@@ -173,10 +224,10 @@ Result<std::vector<ChatSegment>> RenderGemma4(const std::vector<Message>& messag
         last = Last::kToolResponse;
       }
     }
-    out.Content(Gemma4Content(m));
+    WriteGemma4Content(m, &out);
     // Calls without results: the prompt ends where the model would wait for them.
     if (last == Last::kToolCall && !responded) out.Markup("<|tool_response>");
-    else if (!(responded && m.content.empty())) out.Markup("<turn|>\n");
+    else if (!(responded && !HasContent(m))) out.Markup("<turn|>\n");
   }
   if (o.add_generation_prompt && last == Last::kOther) {
     out.Markup("<|turn>model\n");
@@ -203,7 +254,7 @@ Result<std::vector<ChatSegment>> RenderGemma4Interleaved(const std::vector<Messa
       out.Markup("<channel|>");
     }
     for (const ToolCall& call : m.tool_calls) RETURN_IF_ERROR(WriteGemma4ToolCall(call, &out));
-    out.Content(Gemma4Content(m));
+    WriteGemma4Content(m, &out);
     out.Markup("<turn|>\n");
   }
   if (o.add_generation_prompt) {
@@ -272,6 +323,7 @@ Result<std::string> RenderChat(ChatStyle style, const std::vector<Message>& mess
 Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<Message>& messages,
                                                     const ChatRenderOptions& options) {
   RETURN_IF_ERROR(CheckRoles(messages));
+  RETURN_IF_ERROR(CheckParts(messages));
   ASSIGN_OR_RETURN(const bool tools, DeclareTools(options));
   if (style == ChatStyle::kGemma4) return RenderGemma4(messages, options, tools);
   if (style == ChatStyle::kGemma4Interleaved) return RenderGemma4Interleaved(messages, options, tools);

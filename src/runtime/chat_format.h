@@ -56,9 +56,14 @@ Result<std::string> RenderChat(ChatStyle style, const std::vector<Message>& mess
 
 // The same prompt split into template markup and message content, so that content can be
 // tokenized with special-token parsing off: a user typing "<end_of_turn>" cannot end a turn.
+// A media part of a message (Message::parts) is a segment of its own: `media` counts the media
+// parts of the messages in order (0, 1, ...), and `text` holds the template's marker for it
+// ("<start_of_image>", "<|image|>", "<|audio|>"), which the tokenizer replaces with the media's soft
+// tokens (EncodeChat).
 struct ChatSegment {
   std::string text;
   bool is_content = false;
+  int media = -1;
 };
 Result<std::vector<ChatSegment>> RenderChatSegments(ChatStyle style, const std::vector<Message>& messages,
                                                     const ChatRenderOptions& options);

@@ -278,7 +278,7 @@ void AddSessionStats(const Session& session, GenerationStats* stats) {
 
 Result<Generation> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                             const GenerateOptions& options, const GenerationControls& controls,
-                            const StreamCallback& on_text) {
+                            const StreamCallback& on_text, std::span<const MediaSpan> media) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
   for (const std::string& s : options.stop) {
     if (s.empty()) return Status::Error("stop strings must not be empty");
@@ -291,7 +291,7 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
     Session& s;
     ~ClearStop() { s.SetStopFlag(nullptr); }
   } clear_stop{session};
-  if (Status s = session.Evaluate(prompt, logits.data(), false); !s.ok()) {
+  if (Status s = session.Evaluate(prompt, media, logits.data(), false); !s.ok()) {
     if (s.code() != StatusCode::kCancelled) return s;
     Generation cancelled;  // during the prompt: nothing generated, nothing pending
     cancelled.reply.stats.prompt_tokens = static_cast<int>(prompt.size());

@@ -111,10 +111,11 @@ class Generator {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Evaluates `prompt` (tokens after the session's history), then samples until a stop condition.
-// The sampler's penalty window is refilled from the session's history first.
+// Evaluates `prompt` (tokens after the session's history) with `media` among them (positions from
+// the prompt's first token), then samples until a stop condition. The sampler's penalty window is
+// refilled from the session's history first.
 Result<Generation> Generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
                             const GenerateOptions& options, const GenerationControls& controls,
-                            const StreamCallback& on_text);
+                            const StreamCallback& on_text, std::span<const MediaSpan> media = {});
 
 }  // namespace gemlet::runtime

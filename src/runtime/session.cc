@@ -1,6 +1,8 @@
 // Engine loading and the Session's evaluation entry point.
 #include "runtime/session.h"
 
+#include "runtime/media_prompt.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -164,19 +166,48 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
 }
 
 Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
+  return Evaluate(tokens, {}, logits, all_logits);
+}
+
+Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits,
+                         bool all_logits) {
+  RETURN_IF_ERROR(CheckMediaSpans(*engine_, media, static_cast<int>(tokens.size())));
   if (!keep_guard_) cache_->DropGuard();  // the drafts of an earlier verification are kept now
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();
+  // Media rows take their embeddings; a two-way span's rows see every key of the span.
+  std::vector<const float*> rows;
+  std::vector<int64_t> key_end;
+  if (!media.empty()) {
+    rows.assign(tokens.size(), nullptr);
+    key_end.resize(tokens.size());
+    for (size_t r = 0; r < tokens.size(); ++r) key_end[r] = before + static_cast<int64_t>(r) + 1;
+    for (const MediaSpan& span : media) {
+      const EncodedMedia& m = *span.media;
+      for (int j = 0; j < m.n_tokens; ++j) {
+        const size_t r = static_cast<size_t>(span.position + j);
+        rows[r] = m.embeddings.data() + static_cast<size_t>(j) * static_cast<size_t>(m.n_embd);
+        if (m.two_way) key_end[r] = before + span.position + m.n_tokens;
+      }
+    }
+  }
   workspace_->stop = stop_;
-  Status s = thermal_ && thermal_->active() && !tokens.empty()
+  // The thermal governor's chunks do not know media spans: a prompt with media runs unthrottled
+  // (its image is one chunk anyway).
+  Status s = thermal_ && thermal_->active() && !tokens.empty() && media.empty()
                  ? ForwardThrottled(tokens, logits, all_logits)
-                 : engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()), *cache_, *workspace_,
-                                            *ctx_, logits, all_logits, &progress_);
+                 : engine_->model().Forward(tokens.data(), static_cast<int>(tokens.size()),
+                                            rows.empty() ? nullptr : rows.data(),
+                                            key_end.empty() ? nullptr : key_end.data(), *cache_, *workspace_, *ctx_,
+                                            logits, all_logits, &progress_);
   workspace_->stop = nullptr;
   // The chunks evaluated before a stop stay in the cache; the stopped one may have written over
   // ring slots of positions still held, so the rings are refilled before the next evaluation.
   const int done = cache_->n_past() - before;
   history_.insert(history_.end(), tokens.begin(), tokens.begin() + done);
+  for (const MediaSpan& span : media) {
+    if (span.position + span.media->n_tokens <= done) media_.push_back({before + span.position, span.media});
+  }
   tokens_evaluated_ += done;
   if (s.code() == StatusCode::kCancelled) rings_stale_ = cache_->RollbackRoom() < cache_->n_ctx();
   return s;
@@ -207,11 +238,23 @@ Status Session::RefillRings(int n) {
   // the window will make this cheap (rollback of a few tokens without any replay).
   const int from = 0;
   std::vector<int32_t> replay(history_.begin() + from, history_.begin() + n);
+  std::vector<MediaSpan> media;
+  for (const MediaSpan& span : media_) {
+    if (span.position + span.media->n_tokens <= n) media.push_back({span.position - from, span.media});
+  }
   cache_->SetPast(from);
   cache_->ReleaseUnused();  // what the replay does not write again goes back (dropped turns, a deep rollback)
   history_.resize(static_cast<size_t>(from));
+  media_.clear();
   if (replay.empty()) return Status::Ok();
-  return Evaluate(replay, nullptr, false);
+  return Evaluate(replay, media, nullptr, false);
+}
+
+int Session::CutBefore(int n) const {
+  for (const MediaSpan& span : media_) {
+    if (span.position < n && n < span.position + span.media->n_tokens) return span.position;
+  }
+  return n;
 }
 
 Result<int> Session::Discard(int begin, int count) {
@@ -221,15 +264,27 @@ Result<int> Session::Discard(int begin, int count) {
                          ") of " + std::to_string(held));
   }
   if (count == 0) return 0;
+  if (CutBefore(begin) != begin || CutBefore(begin + count) != begin + count) {
+    return Status::Error("cannot drop tokens [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                         "): the range cuts an image or audio clip in two");
+  }
+  // Media inside the range goes; media after it moves down with its tokens.
+  std::vector<MediaSpan> kept_media;
+  for (const MediaSpan& span : media_) {
+    if (span.position < begin) kept_media.push_back(span);
+    else if (span.position >= begin + count) kept_media.push_back({span.position - count, span.media});
+  }
   if (!rings_stale_ && cache_->CanDiscard(begin, count)) {
     const Model& model = engine_->model();
     RETURN_IF_ERROR(cache_->Discard(begin, count, [&model](int layer) -> const std::vector<float>& {
       return model.KeyRope(layer);
     }));
     history_.erase(history_.begin() + begin, history_.begin() + begin + count);
+    media_ = std::move(kept_media);
     return 0;
   }
   history_.erase(history_.begin() + begin, history_.begin() + begin + count);
+  media_ = std::move(kept_media);
   const int kept = static_cast<int>(history_.size());
   const int64_t before = tokens_evaluated_;
   RETURN_IF_ERROR(RefillRings(kept));
@@ -244,7 +299,9 @@ void Session::SetThreads(int n) {
 Status Session::Truncate(int n) {
   const int held = cache_->n_past();
   if (n < 0 || n > held) return Status::Error("cannot truncate to " + std::to_string(n) + " of " + std::to_string(held) + " tokens");
+  n = CutBefore(n);
   if (n == held) return Status::Ok();
+  while (!media_.empty() && media_.back().position + media_.back().media->n_tokens > n) media_.pop_back();
   // Drafts of the last EvaluateAsDecode taken back: their slots are put back as they were.
   if (cache_->Guards(n) && !rings_stale_) {
     cache_->TakeBack(n);

@@ -99,6 +99,9 @@ class Session {
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
   Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits);
+  // The same with images or audio among the tokens: each span's rows take its media's embeddings
+  // (positions count from tokens' first; CheckMediaSpans). A span is evaluated whole, in one chunk.
+  Status Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits, bool all_logits);
   // Evaluate with every position's logits, each as decoding that token alone would give them, bit
   // for bit (Workspace::rows_as_decode): speculative verification. At most 8 tokens (the rows the
   // matmuls run through the decode kernels) and rollback_room().
@@ -110,15 +113,16 @@ class Session {
   // Evaluate returns kCancelled and keeps the chunks it finished; the session stays usable.
   void SetStopFlag(const std::atomic<bool>* stop) { stop_ = stop; }
 
-  // Forgets every token from position n on. Within rollback_room() of the end nothing is evaluated
-  // again; further back, sliding-window layers whose ring has overwritten positions needed before n
+  // Forgets every token from position n on (from the start of the media span n falls in: media is
+  // kept whole or not at all). Within rollback_room() of the end nothing is evaluated again; further back, sliding-window layers whose ring has overwritten positions needed before n
   // are refilled by re-evaluating the history up to n.
   Status Truncate(int n);
   // Removes tokens [begin, begin + count) from the cache (a conversation dropping its oldest turns):
   // the later ones move down and their keys are re-rotated to their new positions, nothing is
   // evaluated (KvCache::Discard). When the rings cannot keep up (the kept tail is shorter than a
   // ring, or a stopped evaluation left them stale), the kept history is evaluated again instead.
-  // Returns the tokens evaluated again: 0 when the cache was shifted in place.
+  // Returns the tokens evaluated again: 0 when the cache was shifted in place. Media inside the
+  // range goes with it; a range that cuts a media span in two is refused.
   Result<int> Discard(int begin, int count);
   // Suspend and resume: writes the tokens and the KV rows the cache holds (only those: not the
   // whole preallocated cache), with `extra` (the caller's own state, e.g. a conversation's
@@ -139,9 +143,12 @@ class Session {
   int n_ctx() const { return cache_->n_ctx(); }
   const KvCache& cache() const { return *cache_; }
   const std::vector<int32_t>& history() const { return history_; }  // the tokens held in the cache
+  // The images and audio among them, positions absolute, in order.
+  const std::vector<MediaSpan>& media() const { return media_; }
   void Reset() {
     cache_->Clear();
     history_.clear();
+    media_.clear();
     rings_stale_ = false;
   }
   int n_threads() const { return ctx_->n_threads(); }
@@ -174,7 +181,10 @@ class Session {
  private:
   Session() = default;
   std::vector<int32_t> history_;
+  std::vector<MediaSpan> media_;
   int64_t tokens_evaluated_ = 0;
+  // Where a cut at n lands when media must stay whole: the start of the span n falls inside, else n.
+  int CutBefore(int n) const;
   // Re-evaluates positions [0, n) and drops everything after: the rings' slots for them may hold
   // later positions.
   Status RefillRings(int n);

@@ -3,8 +3,11 @@
 //
 // Layout (little-endian): "GMLTSESS", u32 version, u64 file size, the model identity, the KV type,
 // n_past, the layer layout (per layer: heads, key and value widths, window, source), the tokens,
-// the caller's extra bytes, then per layer that stores rows: its first saved position, the count,
-// and the K and V rows in position order; last a 64-bit checksum of everything before it.
+// the caller's extra bytes, [version 2: the media among the tokens: their count, then each one's
+// position, kind, n_tokens, n_embd, two_way, content hash and embeddings], then per layer that
+// stores rows: its first saved position, the count, and the K and V rows in position order; last a
+// 64-bit checksum of everything before it. A session without media is written as version 1, which
+// every gemlet reads.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <algorithm>
 
+#include "runtime/media_prompt.h"
 #include "runtime/session.h"
 
 namespace gemlet::runtime {
@@ -20,7 +24,8 @@ namespace gemlet::runtime {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'S', 'E', 'S', 'S'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 1;       // text only
+constexpr uint32_t kMediaVersion = 2;  // with media
 
 // The KV type as the file stores it (version 1's codes, fixed: not the DType's values).
 uint32_t KvTypeCode(DType type) {
@@ -105,7 +110,7 @@ Status Session::SaveState(const std::string& path, const std::string& extra) con
   const KvCache& c = *cache_;
   Writer w;
   w.Bytes(kMagic, sizeof kMagic);
-  w.Put(kVersion);
+  w.Put(media_.empty() ? kVersion : kMediaVersion);
   w.Put(uint64_t{0});  // the file size, filled in below
   w.String(engine_->identity());
   w.Put(KvTypeCode(c.type()));
@@ -118,6 +123,21 @@ Status Session::SaveState(const std::string& path, const std::string& extra) con
   w.Put(static_cast<uint64_t>(history_.size()));
   w.Bytes(history_.data(), history_.size() * sizeof(int32_t));
   w.String(extra);
+  if (!media_.empty()) {
+    // The embeddings themselves: a resumed session can evaluate its history again (a deep rollback,
+    // dropped turns) and recognise the same image in a later prompt.
+    w.Put(static_cast<uint32_t>(media_.size()));
+    for (const MediaSpan& span : media_) {
+      const EncodedMedia& m = *span.media;
+      w.Put(static_cast<int32_t>(span.position));
+      w.Put(static_cast<uint32_t>(m.kind));
+      w.Put(static_cast<int32_t>(m.n_tokens));
+      w.Put(static_cast<int32_t>(m.n_embd));
+      w.Put(static_cast<uint8_t>(m.two_way));
+      w.String(m.content_hash);
+      w.Bytes(m.embeddings.data(), m.embeddings.size() * sizeof(float));
+    }
+  }
   for (size_t l = 0; l < layout.size(); ++l) {
     if (layout[l].source >= 0) continue;
     const int layer = static_cast<int>(l);
@@ -173,7 +193,10 @@ Result<std::string> Session::LoadState(const std::string& path) {
   r.Bytes(magic, 8);
   r.Get(&version);
   r.Get(&size);
-  if (version != kVersion) return Status::Error(what + "is a session of format " + std::to_string(version) + ", not " + std::to_string(kVersion));
+  if (version != kVersion && version != kMediaVersion) {
+    return Status::Error(what + "is a session of format " + std::to_string(version) + ", not " +
+                         std::to_string(kVersion) + " or " + std::to_string(kMediaVersion));
+  }
   if (size != data.size()) return Status::Error(what + "is truncated or damaged (" + std::to_string(data.size()) + " bytes of " + std::to_string(size) + ")");
   std::memcpy(&sum, data.data() + data.size() - sizeof sum, sizeof sum);
   if (sum != Checksum(data.data(), data.size() - sizeof sum)) return Status::Error(what + "is damaged (its checksum does not match)");
@@ -204,6 +227,29 @@ Result<std::string> Session::LoadState(const std::string& path) {
   }
   std::vector<int32_t> tokens(static_cast<size_t>(n_past));
   if (!r.Bytes(tokens.data(), tokens.size() * sizeof(int32_t)) || !r.String(&extra)) return Status::Error(what + "is damaged");
+  std::vector<MediaSpan> media;
+  if (version == kMediaVersion) {
+    uint32_t n_media = 0;
+    if (!r.Get(&n_media) || n_media > static_cast<uint32_t>(n_past)) return Status::Error(what + "is damaged");
+    for (uint32_t i = 0; i < n_media; ++i) {
+      auto m = std::make_shared<EncodedMedia>();
+      int32_t position = 0, n_tokens = 0, n_embd = 0;
+      uint32_t kind = 0;
+      uint8_t two_way = 0;
+      if (!r.Get(&position) || !r.Get(&kind) || !r.Get(&n_tokens) || !r.Get(&n_embd) || !r.Get(&two_way) ||
+          !r.String(&m->content_hash) || kind > 1 || n_tokens <= 0 || n_tokens > n_past || n_embd != engine_->config().d_model) {
+        return Status::Error(what + "is damaged");
+      }
+      m->kind = static_cast<MediaKind>(kind);
+      m->n_tokens = n_tokens;
+      m->n_embd = n_embd;
+      m->two_way = two_way != 0;
+      m->embeddings.resize(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_embd));
+      if (!r.Bytes(m->embeddings.data(), m->embeddings.size() * sizeof(float))) return Status::Error(what + "is damaged");
+      media.push_back({position, std::move(m)});
+    }
+    if (!CheckMediaSpans(*engine_, media, n_past).ok()) return Status::Error(what + "is damaged (its media)");
+  }
   // Every layer's rows are checked before any is written: a refused file changes nothing.
   struct Rows {
     int layer, first, count;
@@ -241,6 +287,7 @@ Result<std::string> Session::LoadState(const std::string& path) {
   cache_->SetPast(n_past);
   cache_->SetRingValidFrom(valid_from);
   history_ = std::move(tokens);
+  media_ = std::move(media);
   rings_stale_ = false;
   return extra;
 }

@@ -611,8 +611,12 @@ class CallParser {
 
 void SegmentWriter::Add(const std::string& text, bool content) {
   if (text.empty()) return;
-  if (!segments_.empty() && segments_.back().is_content == content) segments_.back().text += text;
-  else segments_.push_back({text, content});
+  if (!segments_.empty() && segments_.back().is_content == content && segments_.back().media < 0) {
+    segments_.back().text += text;
+  }
+  else {
+    segments_.push_back({text, content});
+  }
 }
 
 Status WriteGemma4ToolDeclarations(std::string_view tools_json, bool interleaved, SegmentWriter* out) {

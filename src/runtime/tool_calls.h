@@ -51,11 +51,14 @@ class SegmentWriter {
  public:
   void Markup(const std::string& text) { Add(text, false); }
   void Content(const std::string& text) { Add(text, true); }
+  // A media part: its own segment, never merged (ChatSegment::media).
+  void Media(const std::string& marker) { segments_.push_back({marker, false, media_count_++}); }
   std::vector<ChatSegment> Take() { return std::move(segments_); }
 
  private:
   void Add(const std::string& text, bool content);
   std::vector<ChatSegment> segments_;
+  int media_count_ = 0;
 };
 
 // Each declaration of `tools_json` (OpenAI's tools array) as <|tool>declaration:...<tool|>.

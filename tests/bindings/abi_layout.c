@@ -30,6 +30,7 @@ int main(void) {
   FIELD(gemlet_engine_options, memory_pressure_path, ", ");
   FIELD(gemlet_engine_options, on_memory_action, ", ");
   FIELD(gemlet_engine_options, memory_action_user_data, ", ");
+  FIELD(gemlet_engine_options, mmproj_path, ", ");
   printf("}}");
 
   Open("gemlet_session_options", sizeof(gemlet_session_options));
@@ -130,6 +131,9 @@ int main(void) {
   FIELD(gemlet_model_info, map_seconds, ", ");
   FIELD(gemlet_model_info, packed_cache, ", ");
   FIELD(gemlet_model_info, packed_cache_seconds, ", ");
+  FIELD(gemlet_model_info, takes_images, ", ");
+  FIELD(gemlet_model_info, takes_audio, ", ");
+  FIELD(gemlet_model_info, mmproj_projector, ", ");
   printf("}}");
 
   Open("gemlet_memory_usage", sizeof(gemlet_memory_usage));
@@ -188,6 +192,19 @@ int main(void) {
   FIELD(gemlet_message, reasoning, ", ");
   FIELD(gemlet_message, tool_call_id, ", ");
   FIELD(gemlet_message, name, ", ");
+  FIELD(gemlet_message, parts, ", ");
+  FIELD(gemlet_message, n_parts, ", ");
+  printf("}}");
+
+  Open("gemlet_content_part", sizeof(gemlet_content_part));
+  FIELD(gemlet_content_part, struct_size, "");
+  FIELD(gemlet_content_part, text, ", ");
+  FIELD(gemlet_content_part, media, ", ");
+  printf("}}");
+
+  Open("gemlet_image_options", sizeof(gemlet_image_options));
+  FIELD(gemlet_image_options, struct_size, "");
+  FIELD(gemlet_image_options, max_soft_tokens, ", ");
   printf("}}");
 
   Open("gemlet_chat_options", sizeof(gemlet_chat_options));

@@ -52,6 +52,7 @@ class EngineOptions(ctypes.Structure):
         ("memory_pressure_path", c_char_p),
         ("on_memory_action", c_void_p),  # a C function pointer; the binding leaves it NULL
         ("memory_action_user_data", c_void_p),
+        ("mmproj_path", c_char_p),
     ]
 
 
@@ -163,6 +164,9 @@ class ModelInfo(ctypes.Structure):
         ("map_seconds", c_double),
         ("packed_cache", c_char_p),
         ("packed_cache_seconds", c_double),
+        ("takes_images", c_bool),
+        ("takes_audio", c_bool),
+        ("mmproj_projector", c_char_p),
     ]
 
 
@@ -200,6 +204,14 @@ class ToolCall(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("arguments", c_char_p), ("id", c_char_p)]
 
 
+class ContentPart(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("text", c_char_p), ("media", c_void_p)]
+
+
+class ImageOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("max_soft_tokens", c_int)]
+
+
 class Message(ctypes.Structure):
     _fields_ = [
         ("struct_size", c_size_t),
@@ -210,6 +222,8 @@ class Message(ctypes.Structure):
         ("reasoning", c_char_p),
         ("tool_call_id", c_char_p),
         ("name", c_char_p),
+        ("parts", ctypes.POINTER(ContentPart)),
+        ("n_parts", c_size_t),
     ]
 
 
@@ -242,6 +256,8 @@ STRUCTS = {
     "gemlet_session_cost": SessionCost,
     "gemlet_tool_call": ToolCall,
     "gemlet_message": Message,
+    "gemlet_content_part": ContentPart,
+    "gemlet_image_options": ImageOptions,
     "gemlet_chat_options": ChatOptions,
     "gemlet_batch_options": BatchOptions,
 }

@@ -1,0 +1,223 @@
+// Images through the public API: the engine's towers (EngineOptions::mmproj_path), an image's bytes
+// or pixels into its soft tokens (EncodedMedia), and prompts that hold them. Decoding needs
+// src/media (Debian's image libraries); a build without it (the arm64 cross build) still encodes
+// pixels given preprocessed.
+#include <cinttypes>
+#include <cstdio>
+
+#include "api/api_internal.h"
+#include "encoders/vision_encoder.h"
+#include "kernels/packed_cache.h"
+#include "runtime/media_prompt.h"
+#if defined(GEMLET_HAVE_MEDIA)
+#include "media/image.h"
+#include "media/image_preprocess.h"
+#endif
+
+namespace gemlet {
+
+namespace api {
+
+Status LoadTowers(Engine::Impl& impl) {
+  const std::string& path = impl.options.mmproj_path;
+  if (path.empty()) return Status::Ok();
+  auto opened = VisionEncoder::Open(path);
+  if (!opened.ok()) return Status::Error(StatusCode::kInvalidArgument, "mmproj '" + path + "': " + opened.message());
+  const VisionTowerConfig& c = opened.value()->config();
+  const ModelConfig& m = impl.runtime->config();
+  const char* wants = c.projector == VisionProjector::kGemma4 ? "gemma4" : "gemma3";
+  if (m.arch != wants || !impl.runtime->model().TakesEmbeddings()) {
+    return Status::Error(StatusCode::kInvalidArgument, "mmproj '" + path + "': its vision tower (" + c.projector_name +
+                                                           ") is for a " + wants + " model, and this model is " +
+                                                           m.arch);
+  }
+  if (c.projection_dim != m.d_model) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         "mmproj '" + path + "': its vision tower projects to width " + std::to_string(c.projection_dim) +
+                             ", and this model's width is " + std::to_string(m.d_model) + ": it belongs to another model");
+  }
+  impl.vision = std::move(opened).value();
+  impl.info.takes_images = true;
+  impl.info.mmproj_projector = c.projector_name;
+  return Status::Ok();
+}
+
+}  // namespace api
+
+namespace {
+
+// 32 hex digits over what was encoded: two FNV-1a passes with different seeds.
+std::string ContentHash(std::span<const float> values, std::span<const int32_t> positions) {
+  uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+  for (uint64_t& x : h) {
+    x = Fnv1a64(values.data(), values.size_bytes(), x);
+    x = Fnv1a64(positions.data(), positions.size_bytes(), x);
+  }
+  char out[33];
+  std::snprintf(out, sizeof out, "%016" PRIx64 "%016" PRIx64, h[0], h[1]);
+  return out;
+}
+
+Result<const VisionEncoder*> Vision(const Engine::Impl& impl) {
+  if (!impl.vision) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         impl.runtime->model().TakesEmbeddings()
+                             ? "this engine has no vision tower: load it with its mmproj file (--mmproj)"
+                             : "this model (" + impl.runtime->config().arch + ") takes text only, no images");
+  }
+  return impl.vision.get();
+}
+
+// The tower on the engine's current kernels and threads (its thread limit included).
+Result<std::shared_ptr<const EncodedMedia>> EncodePixels(const Engine::Impl& impl, std::span<const float> values,
+                                                         std::span<const int32_t> positions) {
+  ASSIGN_OR_RETURN(const VisionEncoder* vision, Vision(impl));
+  const VisionTowerConfig& c = vision->config();
+  const Engine::Impl::Kernels k = impl.CurrentKernels();
+  int threads = runtime::ResolveThreads(impl.options.n_threads);
+  if (const int limit = impl.thread_limit.load(); limit > 0) threads = std::min(threads, limit);
+  KernelContext ctx(threads, k.table, k.options);
+  auto media = std::make_shared<EncodedMedia>();
+  media->kind = MediaKind::kImage;
+  media->n_embd = c.projection_dim;
+  media->two_way = TextBidirectional(c, impl.runtime->config().d_model);
+  if (c.projector == VisionProjector::kGemma3) {
+    const size_t want = 3 * static_cast<size_t>(c.image_size) * static_cast<size_t>(c.image_size);
+    if (values.size() != want || !positions.empty()) {
+      return Status::Error(StatusCode::kInvalidArgument,
+                           "Gemma 3 pixels are [3, " + std::to_string(c.image_size) + ", " + std::to_string(c.image_size) +
+                               "] floats (" + std::to_string(want) + "), without positions; got " +
+                               std::to_string(values.size()));
+    }
+    media->n_tokens = c.n_tokens();
+    media->embeddings.resize(static_cast<size_t>(media->n_tokens) * static_cast<size_t>(media->n_embd));
+    RETURN_IF_ERROR(vision->Encode(values.data(), media->embeddings.data(), ctx));
+  } else {
+    const size_t patch = 3 * static_cast<size_t>(c.patch_size) * static_cast<size_t>(c.patch_size);
+    const size_t rows = positions.size() / 2;
+    if (rows == 0 || positions.size() != 2 * rows || values.size() != rows * patch) {
+      return Status::Error(StatusCode::kInvalidArgument,
+                           "Gemma 4 pixels are patches [rows, " + std::to_string(patch) + "] with positions [rows, 2]; got " +
+                               std::to_string(values.size()) + " values and " + std::to_string(positions.size()) +
+                               " positions");
+    }
+    ASSIGN_OR_RETURN(media->n_tokens, vision->EncodePatches({values.data(), positions.data(), static_cast<int>(rows)},
+                                                            &media->embeddings, ctx));
+  }
+  media->content_hash = ContentHash(values, positions);
+  return std::shared_ptr<const EncodedMedia>(std::move(media));
+}
+
+#if defined(GEMLET_HAVE_MEDIA)
+Result<std::shared_ptr<const EncodedMedia>> EncodeDecoded(const Engine::Impl& impl, const media::Image& image,
+                                                          const ImageOptions& options) {
+  ASSIGN_OR_RETURN(const VisionEncoder* vision, Vision(impl));
+  const VisionTowerConfig& c = vision->config();
+  if (c.projector == VisionProjector::kGemma3) {
+    media::Gemma3ImageParams params;
+    params.height = params.width = c.image_size;
+    params.scaling.mean = c.mean;
+    params.scaling.std = c.std;
+    ASSIGN_OR_RETURN(std::vector<media::Gemma3Pixels> pixels, media::PreprocessGemma3(image, params));
+    return EncodePixels(impl, pixels[0].values, {});
+  }
+  if (options.max_soft_tokens < 0) {
+    return Status::Error(StatusCode::kInvalidArgument, "max_soft_tokens must be >= 0 (0: the model's default)");
+  }
+  media::Gemma4ImageParams params;
+  params.patch_size = c.patch_size;
+  params.pooling_kernel_size = c.pool;
+  params.max_soft_tokens = options.max_soft_tokens > 0 ? options.max_soft_tokens : c.max_soft_tokens;
+  ASSIGN_OR_RETURN(media::Gemma4Pixels pixels, media::PreprocessGemma4(image, params));
+  return EncodePixels(impl, pixels.pixel_values, pixels.position_ids);
+}
+#endif
+
+#if !defined(GEMLET_HAVE_MEDIA)
+Status NoMediaLibraries() {
+  return Status::Error("this gemlet was built without image decoding (libpng, libjpeg, libwebp, libheif): pass "
+                       "preprocessed pixels (EncodeImagePixels)");
+}
+#endif
+
+}  // namespace
+
+Result<std::shared_ptr<const EncodedMedia>> Engine::EncodeImage(std::span<const uint8_t> bytes,
+                                                                 const ImageOptions& options) const {
+  RETURN_IF_ERROR(Vision(*impl_).status());
+#if defined(GEMLET_HAVE_MEDIA)
+  auto image = media::DecodeImage(bytes);
+  if (!image.ok()) return image.status();
+  return EncodeDecoded(*impl_, image.value(), options);
+#else
+  (void)bytes;
+  (void)options;
+  return NoMediaLibraries();
+#endif
+}
+
+Result<std::shared_ptr<const EncodedMedia>> Engine::EncodeImageFile(const std::string& path,
+                                                                    const ImageOptions& options) const {
+  RETURN_IF_ERROR(Vision(*impl_).status());
+#if defined(GEMLET_HAVE_MEDIA)
+  auto image = media::LoadImageFile(path);
+  if (!image.ok()) return image.status();
+  return EncodeDecoded(*impl_, image.value(), options);
+#else
+  (void)path;
+  (void)options;
+  return NoMediaLibraries();
+#endif
+}
+
+Result<std::shared_ptr<const EncodedMedia>> Engine::EncodeImagePixels(std::span<const float> values,
+                                                                      std::span<const int32_t> positions) const {
+  return EncodePixels(*impl_, values, positions);
+}
+
+Result<Prompt> Engine::TokenizePrompt(std::span<const ContentPart> parts, const TokenizeOptions& options) const {
+  const runtime::Engine& rt = *impl_->runtime;
+  Prompt prompt;
+  if (options.add_special && rt.tokenizer().vocab().add_bos() && rt.tokenizer().bos_id() >= 0) {
+    prompt.tokens.push_back(rt.tokenizer().bos_id());
+  }
+  runtime::MediaMarkup markup[2];
+  for (const ContentPart& part : parts) {
+    if (!part.media) {
+      EncodeOptions e;
+      e.parse_special = options.parse_special;
+      rt.tokenizer().Encode(part.text, e, &prompt.tokens);
+      continue;
+    }
+    runtime::MediaMarkup& m = markup[static_cast<int>(part.media->kind)];
+    if (m.placeholder < 0) {
+      auto found = runtime::FindMediaMarkup(rt, part.media->kind);
+      if (!found.ok()) return Status::Error(StatusCode::kInvalidArgument, found.message());
+      m = std::move(found).value();
+    }
+    runtime::AppendMedia(m, part.media, &prompt);
+  }
+  if (options.add_special && rt.tokenizer().vocab().add_eos() && rt.tokenizer().eos_id() >= 0) {
+    prompt.tokens.push_back(rt.tokenizer().eos_id());
+  }
+  RETURN_IF_ERROR(runtime::CheckMediaSpans(rt, prompt.media, static_cast<int>(prompt.tokens.size())));
+  return prompt;
+}
+
+Result<int32_t> Engine::MediaToken(MediaKind kind) const {
+  auto markup = runtime::FindMediaMarkup(*impl_->runtime, kind);
+  if (!markup.ok()) return Status::Error(StatusCode::kInvalidArgument, markup.message());
+  return markup.value().placeholder;
+}
+
+Result<Prompt> Engine::ChatPrompt(std::span<const Message> messages, const ChatOptions& options) const {
+  if (messages.empty()) return Status::Error(StatusCode::kInvalidArgument, "the conversation is empty");
+  const std::vector<Message> chat(messages.begin(), messages.end());
+  runtime::ChatRenderOptions o;
+  static_cast<ChatOptions&>(o) = options;
+  ASSIGN_OR_RETURN(Prompt prompt, runtime::EncodeChatPrompt(*impl_->runtime, chat, o));
+  RETURN_IF_ERROR(runtime::CheckMediaSpans(*impl_->runtime, prompt.media, static_cast<int>(prompt.tokens.size())));
+  return prompt;
+}
+
+}  // namespace gemlet
