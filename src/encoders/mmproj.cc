@@ -1,4 +1,4 @@
-// ReadVisionTowerConfig: the clip.* keys of an mmproj GGUF.
+// ReadVisionTowerConfig, ReadAudioTowerConfig: the clip.* keys of an mmproj GGUF.
 #include "encoders/mmproj.h"
 
 #include <algorithm>
@@ -85,6 +85,54 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
   if (c.image_size % c.patch_size != 0 || c.patches_per_side() % c.pool != 0 || c.hidden % c.n_heads != 0 ||
       c.n_kv_heads != c.n_heads || c.head_dim * c.n_heads != c.hidden) {
     return Status::Error("inconsistent vision tower: image " + std::to_string(c.image_size) + ", " + shape);
+  }
+  return c;
+}
+
+Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& f) {
+  ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "clip") return Status::Error("not an mmproj file: general.architecture is '" + arch + "', not 'clip'");
+  ASSIGN_OR_RETURN(bool audio, f.GetBoolOr("clip.has_audio_encoder", false));
+  if (!audio) return Status::Error("the mmproj file holds no audio tower (clip.has_audio_encoder is absent or false)");
+  AudioTowerConfig c;
+  ASSIGN_OR_RETURN(c.projector_name, f.GetString("clip.audio.projector_type"));
+  if (c.projector_name == "gemma4a") {
+    c.projector = AudioProjector::kGemma4;
+  } else {
+    return Status::Error("the mmproj's audio projector '" + c.projector_name + "' is not one gemlet runs yet (gemma4a)");
+  }
+  ASSIGN_OR_RETURN(c.hidden, PositiveU32(f, "clip.audio.embedding_length"));
+  ASSIGN_OR_RETURN(c.ffn, PositiveU32(f, "clip.audio.feed_forward_length"));
+  ASSIGN_OR_RETURN(c.n_layers, PositiveU32(f, "clip.audio.block_count"));
+  ASSIGN_OR_RETURN(c.n_heads, PositiveU32(f, "clip.audio.attention.head_count"));
+  ASSIGN_OR_RETURN(c.projection_dim, PositiveU32(f, "clip.audio.projection_dim"));
+  if (f.Has("clip.audio.num_mel_bins")) {
+    ASSIGN_OR_RETURN(c.n_mels, PositiveU32(f, "clip.audio.num_mel_bins"));
+  }
+  // llama.cpp's loader ignores the eps it writes (a wrong value from its converter) and uses 1e-6;
+  // gemlet's converter writes the checkpoint's own.
+  ASSIGN_OR_RETURN(c.eps, f.GetF32Or("clip.audio.attention.layer_norm_epsilon", 1e-6f));
+  // Absent from llama.cpp's files: its graph's constants, which are the released models' values.
+  if (f.Has("clip.audio.chunk_size")) {
+    ASSIGN_OR_RETURN(c.chunk_size, PositiveU32(f, "clip.audio.chunk_size"));
+  }
+  if (f.Has("clip.audio.attention.context_left")) {
+    ASSIGN_OR_RETURN(c.context_left, PositiveU32(f, "clip.audio.attention.context_left"));
+  }
+  ASSIGN_OR_RETURN(uint32_t right, f.GetU32Or("clip.audio.attention.context_right", 0));
+  c.context_right = static_cast<int>(std::min<uint32_t>(right, 1u << 16));
+  ASSIGN_OR_RETURN(c.logit_cap, f.GetF32Or("clip.audio.attention.logit_softcapping", 50.0f));
+  if (f.Has("clip.audio.conv_kernel_size")) {
+    ASSIGN_OR_RETURN(c.conv_kernel, PositiveU32(f, "clip.audio.conv_kernel_size"));
+  }
+  ASSIGN_OR_RETURN(c.residual_weight, f.GetF32Or("clip.audio.residual_weight", 0.5f));
+  c.head_dim = c.hidden / c.n_heads;
+  if (c.head_dim * c.n_heads != c.hidden || c.head_dim % 2 != 0 || c.context_left < 2 || c.chunk_size > (1 << 16) ||
+      c.context_left > (1 << 16) || !(c.logit_cap > 0.0f) || !(c.eps > 0.0f)) {
+    return Status::Error("inconsistent audio tower: hidden " + std::to_string(c.hidden) + " over " +
+                         std::to_string(c.n_heads) + " heads, chunk " + std::to_string(c.chunk_size) + ", context " +
+                         std::to_string(c.context_left) + "/" + std::to_string(c.context_right) + ", logit cap " +
+                         std::to_string(c.logit_cap));
   }
   return c;
 }
