@@ -345,9 +345,15 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
       RETURN_IF_ERROR(mmproj::PlanGemma4Audio(config, o.hf_dir, checkpoint, writer, plan));
       result.projector += ", gemma4a";
     }
+  } else if (architecture == "Gemma3nForConditionalGeneration") {
+    // The audio tower only: gemlet has no writer for MobileNet-V5 (llama.cpp's gemma3nv), so the file
+    // holds no vision tower.
+    RETURN_IF_ERROR(mmproj::PlanGemma3nAudio(config, o.hf_dir, checkpoint, writer, plan));
+    result.projector = "gemma3na";
   } else {
     return Status::Error("no mmproj writer for '" + (architecture.empty() ? std::string("?") : architecture) +
-                         "' yet (Gemma3ForConditionalGeneration and Gemma4ForConditionalGeneration have one)");
+                         "' yet (Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration and the audio "
+                         "of Gemma3nForConditionalGeneration have one)");
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];

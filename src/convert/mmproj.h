@@ -19,7 +19,8 @@ struct MmprojOptions {
 };
 
 struct MmprojResult {
-  std::string projector;  // the projector types written: "gemma3", "gemma4v" or "gemma4v, gemma4a"
+  // The projector types written: "gemma3", "gemma4v", "gemma4v, gemma4a" or "gemma3na".
+  std::string projector;
   size_t n_tensors = 0;
 };
 
@@ -27,9 +28,10 @@ struct MmprojResult {
 bool HasVisionTower(const std::string& hf_dir);
 
 // Writes the towers of `checkpoint` (the checkpoint's text decoder goes to the model GGUF). Today:
-// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector) and
+// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector),
 // Gemma4ForConditionalGeneration (the vision tower, and the audio conformer where the checkpoint has
-// one, in one file); other multimodal checkpoints are refused with a message naming them.
+// one, in one file) and Gemma3nForConditionalGeneration's audio conformer (not its MobileNet-V5
+// vision tower); other multimodal checkpoints are refused with a message naming them.
 Result<MmprojResult> WriteMmproj(const MmprojOptions& options, const SafetensorsCheckpoint& checkpoint);
 
 }  // namespace gemlet

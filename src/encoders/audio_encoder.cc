@@ -1,5 +1,5 @@
 // AudioEncoder: opens an mmproj GGUF and hands each call to the tower its audio projector names
-// (gemma4_audio.cc).
+// (gemma4_audio.cc, gemma3n_audio.cc).
 #include "encoders/audio_encoder.h"
 
 #include "encoders/conformer.h"
@@ -22,7 +22,8 @@ Result<std::unique_ptr<AudioEncoder>> AudioEncoder::Open(const std::string& path
   if (!config.ok()) return config.status().WithContext(path);
   impl->c = config.value();
   impl->c.attention_mask = options.attention_mask;
-  auto tower = BindGemma4AudioTower(*impl->file, impl->c);
+  auto tower = impl->c.projector == AudioProjector::kGemma3n ? BindGemma3nAudioTower(*impl->file, impl->c)
+                                                            : BindGemma4AudioTower(*impl->file, impl->c);
   if (!tower.ok()) return tower.status().WithContext(path);
   impl->tower = std::move(tower.value());
   return std::unique_ptr<AudioEncoder>(new AudioEncoder(std::move(impl)));
@@ -33,6 +34,10 @@ const AudioTowerConfig& AudioEncoder::config() const { return impl_->c; }
 Result<int> AudioEncoder::Encode(const float* features, const uint8_t* valid_mask, int n_frames,
                                  std::vector<float>* embeddings, KernelContext& ctx, std::vector<float>* tower_out) const {
   return impl_->tower->Encode(features, valid_mask, n_frames, embeddings, ctx, tower_out);
+}
+
+Status AudioEncoder::EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const {
+  return impl_->tower->EmbedHardToken(token, out, ctx);
 }
 
 }  // namespace gemlet

@@ -35,12 +35,19 @@ class AudioEncoder {
 
   // features: [n_frames, n_mels] row-major, as media::ComputeLogMel makes them (HF's
   // input_features); valid_mask: [n_frames], 1 = a real frame (null: all real). Returns the number
-  // of soft tokens: Gemma 4, the valid encoder frames (HF keeps only those); embeddings is resized
-  // to [count, projection_dim]. tower_out (optional): the encoder's output before the embedder, every
-  // frame, padding included ([frames', output width]; Gemma 4: after output_proj). Threads and
-  // kernels from ctx.
+  // of soft tokens: Gemma 4, the valid encoder frames (HF keeps only those); Gemma 3n, always
+  // config().soft_token_count, the slots past the clip (and its padding frames) taking the padding
+  // token's hard embedding. embeddings is resized to [count, projection_dim]. tower_out (optional):
+  // the encoder's output before the embedder, every frame, padding included ([frames', output
+  // width]; Gemma 4: after output_proj; Gemma 3n: after the reduction, padding frames zero). Threads
+  // and kernels from ctx.
   Result<int> Encode(const float* features, const uint8_t* valid_mask, int n_frames, std::vector<float>* embeddings,
                      KernelContext& ctx, std::vector<float>* tower_out = nullptr) const;
+
+  // Gemma 3n: the text model's input row for an audio hard token (ids from config().vocab_offset on,
+  // e.g. end-of-audio), which HF takes from the audio embedder instead of the token table: out gets
+  // projection_dim values. Gemma 4 has no such tokens: an error.
+  Status EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const;
 
   struct Impl;
 

@@ -1,5 +1,6 @@
-// The USM conformer block of Gemma 3n's and Gemma 4's audio towers. Equations: transformers 5.17's
-// Gemma4AudioLayer (and Gemma3nAudioConformerBlock, the same block under other names).
+// The subsampling convolutions and the USM conformer block of Gemma 3n's and Gemma 4's audio towers.
+// Equations: transformers 5.17's Gemma4AudioLayer and Gemma3nAudioConformerBlock (the same block
+// under other names).
 #include "encoders/conformer.h"
 
 #include <algorithm>
@@ -8,6 +9,52 @@
 #include "tensor/dtype.h"
 
 namespace gemlet {
+
+Status AudioTower::EmbedHardToken(int32_t token, float*, KernelContext&) const {
+  return Status::Error("audio: token " + std::to_string(token) +
+                       " is not an audio hard token (this tower's model embeds no audio tokens itself)");
+}
+
+Status BindSubsamplingConv(const GgufFile& file, int index, int64_t in_ch, SubsamplingConv* conv) {
+  TowerTensors t(file);
+  const std::string name = "a.conv1d." + std::to_string(index);
+  const GgufTensor* w = file.FindTensor(name + ".weight");
+  if (w == nullptr) return Status::Error("mmproj: missing tensor '" + name + ".weight'");
+  conv->in_ch = in_ch;
+  conv->out_ch = w->ne[3];
+  ASSIGN_OR_RETURN(const GgufTensor* checked, t.Find(name + ".weight", {3, 3, in_ch, conv->out_ch}));
+  conv->w = TowerTensors::View(*checked, 9 * in_ch, conv->out_ch);
+  ASSIGN_OR_RETURN(conv->norm, t.Vector(name + ".norm.weight", conv->out_ch));
+  return Status::Ok();
+}
+
+void ConvolveStride2(const SubsamplingConv& l, const float* in, int64_t rows, int64_t cols, int first_row,
+                     const uint8_t* keep, float* out, KernelContext& ctx,
+                     const std::function<void(int64_t, int64_t)>& finish) {
+  const int64_t out_rows = Halved(rows), out_cols = Halved(cols), width = 9 * l.in_ch;
+  constexpr int64_t kBlockRows = 8;
+  std::vector<float> patches(static_cast<size_t>(std::min(kBlockRows, out_rows) * out_cols * width));
+  for (int64_t r0 = 0; r0 < out_rows; r0 += kBlockRows) {
+    const int64_t n_rows = std::min(kBlockRows, out_rows - r0);
+    ForEachRow(ctx, n_rows * out_cols, [&](int64_t i) {
+      const int64_t r = r0 + i / out_cols, col = i % out_cols;
+      float* patch = patches.data() + i * width;
+      for (int64_t ky = 0; ky < 3; ++ky) {
+        const int64_t y = 2 * r + first_row + ky;
+        const bool row_in = y >= 0 && y < rows && (keep == nullptr || keep[y] != 0);
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          const int64_t x = 2 * col - 1 + kx;
+          const bool in_range = row_in && x >= 0 && x < cols;
+          for (int64_t ch = 0; ch < l.in_ch; ++ch) {
+            patch[ch * 9 + ky * 3 + kx] = in_range ? in[(y * cols + x) * l.in_ch + ch] : 0.0f;
+          }
+        }
+      }
+    });
+    MatMul(l.w, patches.data(), n_rows * out_cols, out + r0 * out_cols * l.out_ch, ctx);
+    finish(r0, n_rows);
+  }
+}
 
 Status Conformer::Bind(const TowerTensors& t, const AudioTowerConfig& c, const ConformerNames& names,
                        const LocalAttention& a) {
@@ -41,7 +88,11 @@ Status Conformer::Bind(const TowerTensors& t, const AudioTowerConfig& c, const C
     if (!names.softplus_stored) {
       for (float& s : b.per_dim_scale) s = s > 20.0f ? s : std::log1p(std::exp(s));
     }
-    ASSIGN_OR_RETURN(const GgufTensor* dw, t.Find(pre + "conv_dw.weight", {c.conv_kernel, d}));
+    // Gemma 4's converter drops the kernel's middle axis ([K, channels]); Gemma 3n's keeps it.
+    const GgufTensor* raw = t.Raw(pre + "conv_dw.weight");
+    const bool middle = raw != nullptr && raw->ne[1] == 1 && raw->ne[2] == d;
+    ASSIGN_OR_RETURN(const GgufTensor* dw, middle ? t.Find(pre + "conv_dw.weight", {c.conv_kernel, 1, d})
+                                                  : t.Find(pre + "conv_dw.weight", {c.conv_kernel, d}));
     b.conv_dw.resize(static_cast<size_t>(d * c.conv_kernel));
     for (int64_t ch = 0; ch < d; ++ch) {
       DequantizeRow(dw->type, dw->data + ch * RowBytes(dw->type, c.conv_kernel), b.conv_dw.data() + ch * c.conv_kernel,

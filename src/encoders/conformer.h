@@ -1,10 +1,12 @@
-// Inside src/encoders: the USM conformer block Gemma 3n's and Gemma 4's audio towers share (two
-// half-step FFNs around chunked local self-attention with relative positions and a light causal
-// convolution), and the interface each audio tower file implements.
+// Inside src/encoders: what Gemma 3n's and Gemma 4's audio towers share — the subsampling
+// convolutions, the USM conformer block (two half-step FFNs around chunked local self-attention with
+// relative positions and a light causal convolution) — and the interface each audio tower file
+// implements.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +25,32 @@ class AudioTower {
   virtual ~AudioTower() = default;
   virtual Result<int> Encode(const float* features, const uint8_t* valid_mask, int n_frames,
                              std::vector<float>* embeddings, KernelContext& ctx, std::vector<float>* tower_out) const = 0;
+  virtual Status EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const;
 };
 
+Result<std::unique_ptr<AudioTower>> BindGemma3nAudioTower(const GgufFile& file, const AudioTowerConfig& c);
 Result<std::unique_ptr<AudioTower>> BindGemma4AudioTower(const GgufFile& file, const AudioTowerConfig& c);
+
+// What a 3x3 stride-2 convolution padded by 1 (or, Gemma 3n, by 2 after the frames) leaves of n rows.
+inline int64_t Halved(int64_t n) { return (n - 1) / 2 + 1; }
+
+// One of the two subsampling convolutions, a.conv1d.N: the kernel [out_ch, in_ch, 3, 3] as matrix
+// rows, and its norm's weight.
+struct SubsamplingConv {
+  WeightMatrix w;           // [out_ch, in_ch * 9]
+  std::vector<float> norm;  // [out_ch]
+  int64_t in_ch = 0, out_ch = 0;
+};
+Status BindSubsamplingConv(const GgufFile& file, int index, int64_t in_ch, SubsamplingConv* conv);
+
+// The convolution as a matmul over 3x3 patches, a block of output rows at a time. in: [rows, cols,
+// in_ch] (time, frequency, channels); out: [Halved(rows), Halved(cols), out_ch]. Output row r reads
+// input rows 2r + first_row .. 2r + first_row + 2 and column c columns 2c - 1 .. 2c + 1; rows past
+// either end, and rows keep[] marks 0 (keep may be null), read as zeros. After each block of rows,
+// finish(first output row, rows) runs (the norm and activation, while the block is in cache).
+void ConvolveStride2(const SubsamplingConv& l, const float* in, int64_t rows, int64_t cols, int first_row,
+                     const uint8_t* keep, float* out, KernelContext& ctx,
+                     const std::function<void(int64_t, int64_t)>& finish);
 
 // Where the two conformers differ in their local attention.
 struct LocalAttention {

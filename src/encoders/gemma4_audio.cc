@@ -13,15 +13,6 @@ namespace gemlet {
 
 namespace {
 
-// What a 3x3 stride-2 convolution padded by 1 leaves of n rows (HF's Conv2d, padding=1).
-int64_t Halved(int64_t n) { return (n - 1) / 2 + 1; }
-
-struct ConvLayer {
-  WeightMatrix w;            // [out_ch, in_ch * 9]: PyTorch's kernel [out_ch, in_ch, 3, 3] as rows
-  std::vector<float> norm;   // [out_ch]: the LayerNorm's weight (no bias)
-  int64_t in_ch = 0, out_ch = 0;
-};
-
 class Gemma4AudioTower final : public AudioTower {
  public:
   explicit Gemma4AudioTower(const AudioTowerConfig& c) : c_(c) {}
@@ -30,11 +21,11 @@ class Gemma4AudioTower final : public AudioTower {
                      KernelContext& ctx, std::vector<float>* tower_out) const override;
 
  private:
-  void Conv(const ConvLayer& l, const float* in, int64_t rows, int64_t cols, const uint8_t* keep, float* out,
+  void Conv(const SubsamplingConv& l, const float* in, int64_t rows, int64_t cols, const uint8_t* keep, float* out,
             KernelContext& ctx) const;
 
   AudioTowerConfig c_;
-  ConvLayer conv_[2];
+  SubsamplingConv conv_[2];
   WeightMatrix input_proj_;  // [hidden, freq' * ch1]
   Conformer conformer_;
   int64_t out_dim_ = 0;
@@ -47,17 +38,8 @@ class Gemma4AudioTower final : public AudioTower {
 Status Gemma4AudioTower::Bind(const GgufFile& file) {
   TowerTensors t(file);
   const int64_t d = c_.hidden;
-  for (int i = 0; i < 2; ++i) {
-    const std::string name = "a.conv1d." + std::to_string(i);
-    const GgufTensor* w = file.FindTensor(name + ".weight");
-    if (w == nullptr) return Status::Error("mmproj: missing tensor '" + name + ".weight'");
-    ConvLayer& l = conv_[i];
-    l.in_ch = i == 0 ? 1 : conv_[0].out_ch;
-    l.out_ch = w->ne[3];
-    ASSIGN_OR_RETURN(const GgufTensor* checked, t.Find(name + ".weight", {3, 3, l.in_ch, l.out_ch}));
-    l.w = TowerTensors::View(*checked, 9 * l.in_ch, l.out_ch);
-    ASSIGN_OR_RETURN(l.norm, t.Vector(name + ".norm.weight", l.out_ch));
-  }
+  RETURN_IF_ERROR(BindSubsamplingConv(file, 0, 1, &conv_[0]));
+  RETURN_IF_ERROR(BindSubsamplingConv(file, 1, conv_[0].out_ch, &conv_[1]));
   const int64_t freq = Halved(Halved(c_.n_mels));
   ASSIGN_OR_RETURN(input_proj_, t.Matrix("a.input_projection.weight", freq * conv_[1].out_ch, d));
   LocalAttention a;
@@ -88,40 +70,19 @@ Status Gemma4AudioTower::Bind(const GgufFile& file) {
   return Status::Ok();
 }
 
-// One subsampling layer (HF's Gemma4AudioSubSampleConvProjectionLayer) over in: [rows, cols,
-// in_ch] (time, frequency, channels), the rows keep[] marks as padding read as zeros (HF multiplies
-// them by the mask first): the convolution as a matmul over 3x3 patches, a block of output rows at
-// a time, then LayerNorm over the channels and ReLU. out: [rows', cols', out_ch].
-void Gemma4AudioTower::Conv(const ConvLayer& l, const float* in, int64_t rows, int64_t cols, const uint8_t* keep,
+// One subsampling layer (HF's Gemma4AudioSubSampleConvProjectionLayer): padding rows read as zeros
+// (HF multiplies the input by the mask first), the convolution padded by 1 all round, then LayerNorm
+// over the channels (weight, no bias) and ReLU.
+void Gemma4AudioTower::Conv(const SubsamplingConv& l, const float* in, int64_t rows, int64_t cols, const uint8_t* keep,
                             float* out, KernelContext& ctx) const {
-  const int64_t out_rows = Halved(rows), out_cols = Halved(cols), width = 9 * l.in_ch;
-  constexpr int64_t kBlockRows = 8;
-  std::vector<float> patches(static_cast<size_t>(std::min(kBlockRows, out_rows) * out_cols * width));
-  for (int64_t r0 = 0; r0 < out_rows; r0 += kBlockRows) {
-    const int64_t n_rows = std::min(kBlockRows, out_rows - r0);
+  const int64_t out_cols = Halved(cols);
+  ConvolveStride2(l, in, rows, cols, -1, keep, out, ctx, [&](int64_t r0, int64_t n_rows) {
     ForEachRow(ctx, n_rows * out_cols, [&](int64_t i) {
-      const int64_t r = r0 + i / out_cols, col = i % out_cols;
-      float* patch = patches.data() + i * width;
-      for (int64_t ky = 0; ky < 3; ++ky) {
-        const int64_t y = 2 * r - 1 + ky;
-        const bool row_in = y >= 0 && y < rows && keep[y] != 0;
-        for (int64_t kx = 0; kx < 3; ++kx) {
-          const int64_t x = 2 * col - 1 + kx;
-          const bool in_range = row_in && x >= 0 && x < cols;
-          for (int64_t ch = 0; ch < l.in_ch; ++ch) {
-            patch[ch * 9 + ky * 3 + kx] = in_range ? in[(y * cols + x) * l.in_ch + ch] : 0.0f;
-          }
-        }
-      }
-    });
-    float* y = out + r0 * out_cols * l.out_ch;
-    MatMul(l.w, patches.data(), n_rows * out_cols, y, ctx);
-    ForEachRow(ctx, n_rows * out_cols, [&](int64_t i) {
-      float* v = y + i * l.out_ch;
+      float* v = out + (r0 * out_cols + i) * l.out_ch;
       ctx.kernels().layer_norm(v, l.norm.data(), nullptr, l.out_ch, c_.eps, v);
       for (int64_t ch = 0; ch < l.out_ch; ++ch) v[ch] = std::max(v[ch], 0.0f);
     });
-  }
+  });
 }
 
 Result<int> Gemma4AudioTower::Encode(const float* features, const uint8_t* valid_mask, int n_frames,

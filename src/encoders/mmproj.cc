@@ -31,7 +31,10 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
     if (!vision) return Status::Error("the mmproj file holds no vision tower (clip.has_vision_encoder is false)");
   }
   VisionTowerConfig c;
-  // Gemma 3 writes the one key; Gemma 3n and 4 a key per modality.
+  // Gemma 3 writes the one key; Gemma 3n and 4 a key per modality (an audio-only file has neither).
+  if (!f.Has("clip.projector_type") && !f.Has("clip.vision.projector_type")) {
+    return Status::Error("the mmproj file holds no vision tower (no clip.vision.projector_type)");
+  }
   const char* key = f.Has("clip.projector_type") ? "clip.projector_type" : "clip.vision.projector_type";
   ASSIGN_OR_RETURN(c.projector_name, f.GetString(key));
   if (c.projector_name == "gemma3") {
@@ -98,8 +101,11 @@ Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& f) {
   ASSIGN_OR_RETURN(c.projector_name, f.GetString("clip.audio.projector_type"));
   if (c.projector_name == "gemma4a") {
     c.projector = AudioProjector::kGemma4;
+  } else if (c.projector_name == "gemma3na") {
+    c.projector = AudioProjector::kGemma3n;
   } else {
-    return Status::Error("the mmproj's audio projector '" + c.projector_name + "' is not one gemlet runs yet (gemma4a)");
+    return Status::Error("the mmproj's audio projector '" + c.projector_name +
+                         "' is not one gemlet runs yet (gemma4a, gemma3na)");
   }
   ASSIGN_OR_RETURN(c.hidden, PositiveU32(f, "clip.audio.embedding_length"));
   ASSIGN_OR_RETURN(c.ffn, PositiveU32(f, "clip.audio.feed_forward_length"));
@@ -126,6 +132,24 @@ Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& f) {
     ASSIGN_OR_RETURN(c.conv_kernel, PositiveU32(f, "clip.audio.conv_kernel_size"));
   }
   ASSIGN_OR_RETURN(c.residual_weight, f.GetF32Or("clip.audio.residual_weight", 0.5f));
+  if (c.projector == AudioProjector::kGemma3n) {
+    // Absent from llama.cpp's gemma3na files (llama.cpp does not run them): HF's defaults.
+    ASSIGN_OR_RETURN(c.conv_norm_eps, f.GetF32Or("clip.audio.conv_norm_epsilon", 1e-3f));
+    ASSIGN_OR_RETURN(uint32_t reduction, f.GetU32Or("clip.audio.reduction_factor", 4));
+    ASSIGN_OR_RETURN(uint32_t soft_tokens, f.GetU32Or("clip.audio.soft_token_count", 188));
+    ASSIGN_OR_RETURN(uint32_t offset, f.GetU32Or("clip.audio.vocab_offset", 262272));
+    ASSIGN_OR_RETURN(uint32_t padding, f.GetU32Or("clip.audio.padding_token_id", 262399));
+    if (reduction == 0 || reduction > 1024 || soft_tokens == 0 || soft_tokens > (1u << 20) || padding < offset ||
+        padding > (1u << 30)) {
+      return Status::Error("inconsistent Gemma 3n audio keys: reduction " + std::to_string(reduction) + ", " +
+                           std::to_string(soft_tokens) + " soft tokens, padding token " + std::to_string(padding) +
+                           " before the audio vocabulary at " + std::to_string(offset));
+    }
+    c.reduction = static_cast<int>(reduction);
+    c.soft_token_count = static_cast<int>(soft_tokens);
+    c.vocab_offset = static_cast<int>(offset);
+    c.padding_token_id = static_cast<int>(padding);
+  }
   c.head_dim = c.hidden / c.n_heads;
   if (c.head_dim * c.n_heads != c.hidden || c.head_dim % 2 != 0 || c.context_left < 2 || c.chunk_size > (1 << 16) ||
       c.context_left > (1 << 16) || !(c.logit_cap > 0.0f) || !(c.eps > 0.0f)) {

@@ -48,7 +48,8 @@ struct VisionTowerConfig {
 Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& file);
 
 enum class AudioProjector {
-  kGemma4,  // USM conformer: two conv subsamplings, chunked local attention, light conv, output_proj ("gemma4a")
+  kGemma3n,  // USM conformer: cumulative-group-norm subsampling, conformer, reduction, hard/soft embedder ("gemma3na")
+  kGemma4,   // USM conformer: two conv subsamplings, chunked local attention, light conv, output_proj ("gemma4a")
 };
 
 // Which keys Gemma 4's local attention lets a query see. Not a property of the file: the two
@@ -86,6 +87,14 @@ struct AudioTowerConfig {
   int conv_kernel = 5;          // the light convolution's causal depthwise kernel
   float residual_weight = 0.5f;  // the half-step FFNs' scale
   AudioAttentionMask attention_mask = AudioAttentionMask::kHfEager;  // the caller's choice, not the file's
+  // Gemma 3n: the subsampling norms' eps; every reduction-th conformer frame is kept; the clip always
+  // takes soft_token_count soft tokens, padded with the embedding of padding_token_id, an audio hard
+  // token (ids from vocab_offset on index mm.a.embedding).
+  float conv_norm_eps = 1e-3f;
+  int reduction = 1;
+  int soft_token_count = 0;  // 0: as many as the clip's valid frames (Gemma 4)
+  int vocab_offset = 0;
+  int padding_token_id = -1;
 
   // Frames after the two stride-2 subsamplings (HF: mask[::2][::2]).
   static int SubsampledFrames(int n_frames) { return ((n_frames - 1) / 2 + 1 - 1) / 2 + 1; }
