@@ -1,40 +1,25 @@
-// WriteMmproj: a multimodal checkpoint's vision tower and projector -> llama.cpp's mmproj GGUF.
+// WriteMmproj: a multimodal checkpoint's towers and projectors -> llama.cpp's mmproj GGUF; here the
+// vision towers, in mmproj_audio.cc the audio ones.
 #include "convert/mmproj.h"
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
-#include "base/json_input.h"
-#include "convert/tensor_plan.h"
+#include "convert/mmproj_parts.h"
 #include "gguf/gguf_writer.h"
 
 namespace gemlet {
 
 namespace {
 
-using Json = nlohmann::json;
-
-Result<Json> ReadJsonFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read '" + path.string() + "'");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSIGN_OR_RETURN(Json j, ParseJson(text, path.string()));
-  if (!j.is_object()) return Status::Error(path.string() + ": not a JSON object");
-  return j;
-}
-
-Result<int64_t> PositiveInt(const Json& object, const char* key, const std::string& where) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
-    return Status::Error(where + ": '" + key + "' must be a positive integer");
-  }
-  return it->get<int64_t>();
-}
+using mmproj::BoolOr;
+using mmproj::Json;
+using mmproj::NeedTensor;
+using mmproj::NumberOr;
+using mmproj::Planned;
+using mmproj::PositiveInt;
+using mmproj::ReadJsonFile;
 
 // The image processor's settings: preprocessor_config.json as the hub has it, or what a processor's
 // save_pretrained writes (image_processor_config.json). Mean and std default to SigLIP's 0.5.
@@ -66,33 +51,6 @@ Result<ProcessorStats> ReadProcessorStats(const std::string& dir) {
     break;
   }
   return stats;
-}
-
-// A checkpoint tensor planned under its GGUF name, its data as stored (GGUF's ne is the shape
-// reversed, so nothing moves).
-PlannedTensor Planned(const StTensor& t, std::string name, bool keep_f32, bool add_one = false) {
-  PlannedTensor p;
-  p.name = std::move(name);
-  p.ne.assign(t.shape.rbegin(), t.shape.rend());
-  if (p.ne.empty()) p.ne.push_back(1);
-  p.sources = {&t};
-  p.keep_f32 = keep_f32 || p.ne.size() == 1;
-  p.add_one = add_one;
-  p.hf_name = t.name;
-  return p;
-}
-
-Result<const StTensor*> NeedTensor(const SafetensorsCheckpoint& ck, const std::string& name,
-                                   const std::vector<int64_t>& shape) {
-  const StTensor* s = ck.Find(name);
-  if (s == nullptr) return Status::Error("missing tensor '" + name + "'");
-  if (s->shape != shape) {
-    std::ostringstream want;
-    want << "[";
-    for (size_t i = 0; i < shape.size(); ++i) want << (i ? ", " : "") << shape[i];
-    return Status::Error("tensor '" + name + "' has shape " + s->ShapeString() + ", expected " + want.str() + "]");
-  }
-  return s;
 }
 
 struct Gemma3Tower {
@@ -198,20 +156,6 @@ Status PlanGemma3(const Json& config, const std::string& hf_dir, const Safetenso
   const int64_t pool = side / static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(t.tokens_per_image))));
   if (pool != 4) writer.SetU32("clip.vision.projector.scale_factor", static_cast<uint32_t>(pool));
   return Status::Ok();
-}
-
-// A number or bool of vision_config with HF's default when absent; a value of another type is an error.
-Result<double> NumberOr(const Json& object, const char* key, double fallback, const std::string& where) {
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_number()) return Status::Error(where + ": '" + key + "' must be a number");
-  return it->get<double>();
-}
-Result<bool> BoolOr(const Json& object, const char* key, bool fallback, const std::string& where) {
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return Status::Error(where + ": '" + key + "' must be true or false");
-  return it->get<bool>();
 }
 
 // Gemma4VisionConfig's fields, HF's defaults where a key is absent.
@@ -403,9 +347,21 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
   } else if (architecture == "Gemma4ForConditionalGeneration") {
     RETURN_IF_ERROR(PlanGemma4(config, o.hf_dir, checkpoint, o.outtype, writer, plan));
     result.projector = "gemma4v";
+    // The audio tower goes into the same file, as llama.cpp's converter writes it (the large
+    // models have none: audio_config null).
+    if (auto audio = config.find("audio_config"); audio != config.end() && audio->is_object()) {
+      RETURN_IF_ERROR(mmproj::PlanGemma4Audio(config, o.hf_dir, checkpoint, writer, plan));
+      result.projector += ", gemma4a";
+    }
+  } else if (architecture == "Gemma3nForConditionalGeneration") {
+    // The audio tower only: gemlet has no writer for MobileNet-V5 (llama.cpp's gemma3nv), so the file
+    // holds no vision tower.
+    RETURN_IF_ERROR(mmproj::PlanGemma3nAudio(config, o.hf_dir, checkpoint, writer, plan));
+    result.projector = "gemma3na";
   } else {
     return Status::Error("no mmproj writer for '" + (architecture.empty() ? std::string("?") : architecture) +
-                         "' yet (Gemma3ForConditionalGeneration and Gemma4ForConditionalGeneration have one)");
+                         "' yet (Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration and the audio "
+                         "of Gemma3nForConditionalGeneration have one)");
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];

@@ -1,6 +1,6 @@
-// The vision tower and projector of a multimodal Gemma checkpoint as llama.cpp's mmproj GGUF
-// (general.architecture "clip", clip.* keys, v.* / mm.* tensors, named and laid out as its
-// converter writes them): what `gemlet convert --mmproj-out` writes and the encoders read.
+// The vision and audio towers and projectors of a multimodal Gemma checkpoint as llama.cpp's mmproj
+// GGUF (general.architecture "clip", clip.* keys, v.* / mm.* and a.* / mm.a.* tensors, named and laid
+// out as its converter writes them): what `gemlet convert --mmproj-out` writes and the encoders read.
 #pragma once
 
 #include <string>
@@ -19,7 +19,8 @@ struct MmprojOptions {
 };
 
 struct MmprojResult {
-  std::string projector;  // the vision projector type: "gemma3" or "gemma4v"
+  // The projector types written: "gemma3", "gemma4v", "gemma4v, gemma4a" or "gemma3na".
+  std::string projector;
   size_t n_tensors = 0;
 };
 
@@ -27,9 +28,10 @@ struct MmprojResult {
 bool HasVisionTower(const std::string& hf_dir);
 
 // Writes the towers of `checkpoint` (the checkpoint's text decoder goes to the model GGUF). Today:
-// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector) and the vision side of
-// Gemma4ForConditionalGeneration (its audio tower is not written yet); other multimodal checkpoints
-// are refused with a message naming them.
+// Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector),
+// Gemma4ForConditionalGeneration (the vision tower, and the audio conformer where the checkpoint has
+// one, in one file) and Gemma3nForConditionalGeneration's audio conformer (not its MobileNet-V5
+// vision tower); other multimodal checkpoints are refused with a message naming them.
 Result<MmprojResult> WriteMmproj(const MmprojOptions& options, const SafetensorsCheckpoint& checkpoint);
 
 }  // namespace gemlet

@@ -5,9 +5,9 @@
 // Equations: transformers 5.17's Gemma4VisionModel and Gemma4MultimodalEmbedder.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 
+#include "encoders/tower_ops.h"
 #include "encoders/vision_tower.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
@@ -16,49 +16,11 @@ namespace gemlet {
 
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// HF's Gemma4ClippableLinear: clamp(W clamp(x, in_min, in_max), out_min, out_max); a tower without
-// clipped linears keeps the infinite bounds (llama.cpp: -FLT_MAX / FLT_MAX, the same here).
-struct ClippedLinear {
-  WeightMatrix w;
-  float in_min = -kInf, in_max = kInf, out_min = -kInf, out_max = kInf;
-};
-
 struct Block {
   std::vector<float> ln1, attn_post_norm, ln2, ffn_post_norm;  // [hidden]
   std::vector<float> q_norm, k_norm;                           // [head_dim]
   ClippedLinear q, k, v, o, gate, up, down;
 };
-
-// Calls fn(row) for rows [0, n), split across the pool.
-template <class Fn>
-void ForEachRow(KernelContext& ctx, int64_t n, const Fn& fn) {
-  ctx.pool().ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) {
-    for (size_t r = begin; r < end; ++r) fn(static_cast<int64_t>(r));
-  });
-}
-
-// y = clamp(W clamp(x)) for n rows; `clamped` holds the clamped input when the bounds are finite.
-void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx) {
-  const int64_t n_in = l.w.n_in, n_out = l.w.n_out;
-  if (l.in_min != -kInf || l.in_max != kInf) {
-    clamped.resize(static_cast<size_t>(n * n_in));
-    for (size_t i = 0; i < clamped.size(); ++i) clamped[i] = std::clamp(x[i], l.in_min, l.in_max);
-    x = clamped.data();
-  }
-  MatMul(l.w, x, n, y, ctx);
-  if (l.out_min != -kInf || l.out_max != kInf) {
-    for (int64_t i = 0; i < n * n_out; ++i) y[i] = std::clamp(y[i], l.out_min, l.out_max);
-  }
-}
-
-// RMSNorm of n rows of width d (HF's Gemma4RMSNorm: x / sqrt(mean(x^2) + eps) * w, no 1 + w; w
-// empty: no weight).
-void NormRows(const float* x, int64_t n, int64_t d, const std::vector<float>& w, float eps, float* out,
-              KernelContext& ctx) {
-  ForEachRow(ctx, n, [&](int64_t r) { ctx.kernels().rms_norm(x + r * d, w.empty() ? nullptr : w.data(), d, eps, out + r * d); });
-}
 
 class Gemma4Tower final : public VisionTower {
  public:
@@ -68,7 +30,6 @@ class Gemma4Tower final : public VisionTower {
                             std::vector<float>* tower_out) const override;
 
  private:
-  Status BindLinear(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out, ClippedLinear* l) const;
   void Embed(const ImagePatches& patches, const std::vector<int>& rows, float* x, KernelContext& ctx) const;
   void Layer(const Block& b, const int32_t* const* pos, int64_t n, float* x, KernelContext& ctx) const;
   Result<std::vector<float>> Pool(const ImagePatches& patches, const std::vector<int>& rows, const float* x) const;
@@ -82,19 +43,6 @@ class Gemma4Tower final : public VisionTower {
   WeightMatrix projection_;                  // [projection_dim, hidden]
   std::vector<float> inv_freq_;              // [head_dim / 4]: the RoPE of each half-head
 };
-
-Status Gemma4Tower::BindLinear(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out,
-                               ClippedLinear* l) const {
-  ASSIGN_OR_RETURN(l->w, t.Matrix(name + ".weight", n_in, n_out));
-  // llama.cpp's loader: each bound is optional, a missing one is open.
-  for (auto [suffix, bound] : {std::pair{".input_min", &l->in_min}, std::pair{".input_max", &l->in_max},
-                               std::pair{".output_min", &l->out_min}, std::pair{".output_max", &l->out_max}}) {
-    if (!t.Has(name + suffix)) continue;
-    ASSIGN_OR_RETURN(std::vector<float> v, t.Vector(name + suffix, 1));
-    *bound = v[0];
-  }
-  return Status::Ok();
-}
 
 Status Gemma4Tower::Bind(const GgufFile& file) {
   TowerTensors t(file);
@@ -115,13 +63,13 @@ Status Gemma4Tower::Bind(const GgufFile& file) {
     ASSIGN_OR_RETURN(b.ffn_post_norm, t.Vector(pre + "ffn_post_norm.weight", d));
     ASSIGN_OR_RETURN(b.q_norm, t.Vector(pre + "attn_q_norm.weight", hd));
     ASSIGN_OR_RETURN(b.k_norm, t.Vector(pre + "attn_k_norm.weight", hd));
-    RETURN_IF_ERROR(BindLinear(t, pre + "attn_q", d, q_width, &b.q));
-    RETURN_IF_ERROR(BindLinear(t, pre + "attn_k", d, kv_width, &b.k));
-    RETURN_IF_ERROR(BindLinear(t, pre + "attn_v", d, kv_width, &b.v));
-    RETURN_IF_ERROR(BindLinear(t, pre + "attn_out", q_width, d, &b.o));
-    RETURN_IF_ERROR(BindLinear(t, pre + "ffn_gate", d, c_.ffn, &b.gate));
-    RETURN_IF_ERROR(BindLinear(t, pre + "ffn_up", d, c_.ffn, &b.up));
-    RETURN_IF_ERROR(BindLinear(t, pre + "ffn_down", c_.ffn, d, &b.down));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "attn_q", d, q_width, &b.q));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "attn_k", d, kv_width, &b.k));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "attn_v", d, kv_width, &b.v));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "attn_out", q_width, d, &b.o));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "ffn_gate", d, c_.ffn, &b.gate));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "ffn_up", d, c_.ffn, &b.up));
+    RETURN_IF_ERROR(BindClippedLinear(t, pre + "ffn_down", c_.ffn, d, &b.down));
     blocks_.push_back(std::move(b));
   }
   // Standardisation where both vectors are present (llama.cpp's rule; HF's `standardize`).

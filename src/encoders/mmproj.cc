@@ -1,4 +1,4 @@
-// ReadVisionTowerConfig: the clip.* keys of an mmproj GGUF.
+// ReadVisionTowerConfig, ReadAudioTowerConfig: the clip.* keys of an mmproj GGUF.
 #include "encoders/mmproj.h"
 
 #include <algorithm>
@@ -31,7 +31,10 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
     if (!vision) return Status::Error("the mmproj file holds no vision tower (clip.has_vision_encoder is false)");
   }
   VisionTowerConfig c;
-  // Gemma 3 writes the one key; Gemma 3n and 4 a key per modality.
+  // Gemma 3 writes the one key; Gemma 3n and 4 a key per modality (an audio-only file has neither).
+  if (!f.Has("clip.projector_type") && !f.Has("clip.vision.projector_type")) {
+    return Status::Error("the mmproj file holds no vision tower (no clip.vision.projector_type)");
+  }
   const char* key = f.Has("clip.projector_type") ? "clip.projector_type" : "clip.vision.projector_type";
   ASSIGN_OR_RETURN(c.projector_name, f.GetString(key));
   if (c.projector_name == "gemma3") {
@@ -96,6 +99,75 @@ bool TextBidirectional(const VisionTowerConfig& config, int text_width) {
   if (config.projector == VisionProjector::kGemma3) return true;
   if (config.text_bidirectional.has_value()) return *config.text_bidirectional;
   return text_width != 1536 && text_width != 2560;
+}
+
+Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& f) {
+  ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "clip") return Status::Error("not an mmproj file: general.architecture is '" + arch + "', not 'clip'");
+  ASSIGN_OR_RETURN(bool audio, f.GetBoolOr("clip.has_audio_encoder", false));
+  if (!audio) return Status::Error("the mmproj file holds no audio tower (clip.has_audio_encoder is absent or false)");
+  AudioTowerConfig c;
+  ASSIGN_OR_RETURN(c.projector_name, f.GetString("clip.audio.projector_type"));
+  if (c.projector_name == "gemma4a") {
+    c.projector = AudioProjector::kGemma4;
+  } else if (c.projector_name == "gemma3na") {
+    c.projector = AudioProjector::kGemma3n;
+  } else {
+    return Status::Error("the mmproj's audio projector '" + c.projector_name +
+                         "' is not one gemlet runs yet (gemma4a, gemma3na)");
+  }
+  ASSIGN_OR_RETURN(c.hidden, PositiveU32(f, "clip.audio.embedding_length"));
+  ASSIGN_OR_RETURN(c.ffn, PositiveU32(f, "clip.audio.feed_forward_length"));
+  ASSIGN_OR_RETURN(c.n_layers, PositiveU32(f, "clip.audio.block_count"));
+  ASSIGN_OR_RETURN(c.n_heads, PositiveU32(f, "clip.audio.attention.head_count"));
+  ASSIGN_OR_RETURN(c.projection_dim, PositiveU32(f, "clip.audio.projection_dim"));
+  if (f.Has("clip.audio.num_mel_bins")) {
+    ASSIGN_OR_RETURN(c.n_mels, PositiveU32(f, "clip.audio.num_mel_bins"));
+  }
+  // llama.cpp's loader ignores the eps it writes (a wrong value from its converter) and uses 1e-6;
+  // gemlet's converter writes the checkpoint's own.
+  ASSIGN_OR_RETURN(c.eps, f.GetF32Or("clip.audio.attention.layer_norm_epsilon", 1e-6f));
+  // Absent from llama.cpp's files: its graph's constants, which are the released models' values.
+  if (f.Has("clip.audio.chunk_size")) {
+    ASSIGN_OR_RETURN(c.chunk_size, PositiveU32(f, "clip.audio.chunk_size"));
+  }
+  if (f.Has("clip.audio.attention.context_left")) {
+    ASSIGN_OR_RETURN(c.context_left, PositiveU32(f, "clip.audio.attention.context_left"));
+  }
+  ASSIGN_OR_RETURN(uint32_t right, f.GetU32Or("clip.audio.attention.context_right", 0));
+  c.context_right = static_cast<int>(std::min<uint32_t>(right, 1u << 16));
+  ASSIGN_OR_RETURN(c.logit_cap, f.GetF32Or("clip.audio.attention.logit_softcapping", 50.0f));
+  if (f.Has("clip.audio.conv_kernel_size")) {
+    ASSIGN_OR_RETURN(c.conv_kernel, PositiveU32(f, "clip.audio.conv_kernel_size"));
+  }
+  ASSIGN_OR_RETURN(c.residual_weight, f.GetF32Or("clip.audio.residual_weight", 0.5f));
+  if (c.projector == AudioProjector::kGemma3n) {
+    // Absent from llama.cpp's gemma3na files (llama.cpp does not run them): HF's defaults.
+    ASSIGN_OR_RETURN(c.conv_norm_eps, f.GetF32Or("clip.audio.conv_norm_epsilon", 1e-3f));
+    ASSIGN_OR_RETURN(uint32_t reduction, f.GetU32Or("clip.audio.reduction_factor", 4));
+    ASSIGN_OR_RETURN(uint32_t soft_tokens, f.GetU32Or("clip.audio.soft_token_count", 188));
+    ASSIGN_OR_RETURN(uint32_t offset, f.GetU32Or("clip.audio.vocab_offset", 262272));
+    ASSIGN_OR_RETURN(uint32_t padding, f.GetU32Or("clip.audio.padding_token_id", 262399));
+    if (reduction == 0 || reduction > 1024 || soft_tokens == 0 || soft_tokens > (1u << 20) || padding < offset ||
+        padding > (1u << 30)) {
+      return Status::Error("inconsistent Gemma 3n audio keys: reduction " + std::to_string(reduction) + ", " +
+                           std::to_string(soft_tokens) + " soft tokens, padding token " + std::to_string(padding) +
+                           " before the audio vocabulary at " + std::to_string(offset));
+    }
+    c.reduction = static_cast<int>(reduction);
+    c.soft_token_count = static_cast<int>(soft_tokens);
+    c.vocab_offset = static_cast<int>(offset);
+    c.padding_token_id = static_cast<int>(padding);
+  }
+  c.head_dim = c.hidden / c.n_heads;
+  if (c.head_dim * c.n_heads != c.hidden || c.head_dim % 2 != 0 || c.context_left < 2 || c.chunk_size > (1 << 16) ||
+      c.context_left > (1 << 16) || !(c.logit_cap > 0.0f) || !(c.eps > 0.0f)) {
+    return Status::Error("inconsistent audio tower: hidden " + std::to_string(c.hidden) + " over " +
+                         std::to_string(c.n_heads) + " heads, chunk " + std::to_string(c.chunk_size) + ", context " +
+                         std::to_string(c.context_left) + "/" + std::to_string(c.context_right) + ", logit cap " +
+                         std::to_string(c.logit_cap));
+  }
+  return c;
 }
 
 }  // namespace gemlet

@@ -1,5 +1,6 @@
 // An mmproj GGUF (llama.cpp's "clip" files, as its converter and `gemlet convert --mmproj-out`
-// write them): which vision tower it holds and that tower's settings, read once from the clip.* keys.
+// write them): which vision and audio towers it holds and their settings, read once from the clip.*
+// keys.
 #pragma once
 
 #include <array>
@@ -54,5 +55,62 @@ bool TextBidirectional(const VisionTowerConfig& config, int text_width);
 // The vision tower's settings; an error names the key that is missing or wrong, or says which
 // projector gemlet does not run yet.
 Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& file);
+
+enum class AudioProjector {
+  kGemma3n,  // USM conformer: cumulative-group-norm subsampling, conformer, reduction, hard/soft embedder ("gemma3na")
+  kGemma4,   // USM conformer: two conv subsamplings, chunked local attention, light conv, output_proj ("gemma4a")
+};
+
+// Which keys Gemma 4's local attention lets a query see. Not a property of the file: the two
+// references disagree, and the caller picks (AudioEncoder::Open).
+enum class AudioAttentionMask {
+  // transformers 5.17's eager attention, which made the hf-mm goldens: it builds the blocked mask as
+  // an additive float mask (0 = allowed, finfo.min = hidden) and then hides where logical_not(mask)
+  // is true, i.e. where it meant to allow. A query sees the real and padding frames of its block's
+  // context *outside* its causal window, never itself; with none, all context slots equally. The
+  // goldens match this to 1.5e-6 and miss the window rule by 1.3.
+  kHfEager,
+  // The window the model describes: the real frames from context_left - 2 back up to the query
+  // itself (llama.cpp's gemma4a graph; transformers' sdpa path, whose mask stays boolean).
+  kLocalWindow,
+};
+
+struct AudioTowerConfig {
+  AudioProjector projector = AudioProjector::kGemma4;
+  std::string projector_name;  // clip.audio.projector_type as written
+  int n_mels = 128;            // clip.audio.num_mel_bins: the features' width
+  int hidden = 0;              // clip.audio.embedding_length
+  int ffn = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int head_dim = 0;            // hidden / n_heads
+  int projection_dim = 0;      // the text model's hidden size
+  float eps = 1e-6f;
+  // The conformer's local attention: queries in chunks of chunk_size, each seeing context_left - 1
+  // frames back (itself included) and context_right ahead; logits soft-capped. llama.cpp hard-codes
+  // these (12, 13, 0, 50); gemlet's converter writes them.
+  int chunk_size = 12;
+  int context_left = 13;
+  int context_right = 0;
+  float logit_cap = 50.0f;
+  int conv_kernel = 5;          // the light convolution's causal depthwise kernel
+  float residual_weight = 0.5f;  // the half-step FFNs' scale
+  AudioAttentionMask attention_mask = AudioAttentionMask::kHfEager;  // the caller's choice, not the file's
+  // Gemma 3n: the subsampling norms' eps; every reduction-th conformer frame is kept; the clip always
+  // takes soft_token_count soft tokens, padded with the embedding of padding_token_id, an audio hard
+  // token (ids from vocab_offset on index mm.a.embedding).
+  float conv_norm_eps = 1e-3f;
+  int reduction = 1;
+  int soft_token_count = 0;  // 0: as many as the clip's valid frames (Gemma 4)
+  int vocab_offset = 0;
+  int padding_token_id = -1;
+
+  // Frames after the two stride-2 subsamplings (HF: mask[::2][::2]).
+  static int SubsampledFrames(int n_frames) { return ((n_frames - 1) / 2 + 1 - 1) / 2 + 1; }
+};
+
+// The audio tower's settings; an error names the key that is missing or wrong, or says which
+// projector gemlet does not run yet.
+Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& file);
 
 }  // namespace gemlet

@@ -35,6 +35,8 @@ class TowerTensors {
   explicit TowerTensors(const GgufFile& f) : f_(f) {}
 
   bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
+  // The tensor as stored (null if absent), for a caller that accepts more than one shape.
+  const GgufTensor* Raw(const std::string& name) const { return f_.FindTensor(name); }
   // ne: the GGUF shape, innermost first; missing trailing dimensions must be 1.
   Result<const GgufTensor*> Find(const std::string& name, std::initializer_list<int64_t> ne) const;
   Result<std::vector<float>> Vector(const std::string& name, int64_t n) const;

@@ -179,8 +179,8 @@ TEST_P(Gemma4Vision, ImageFileGivesHfEmbeddings) {
 // placeholder ids read as pad for the per-layer inputs, as HF replaces them), and with
 // use_bidirectional_attention = "vision" they attend to their whole image. Against logits.f32 and
 // against what ignoring the image, or its two-way block, would give. gemma4_e2b_image_audio has an
-// audio clip after the image that gemlet cannot place yet: its rows from the first audio
-// placeholder on are not compared (causal model: the rows before it do not see the audio).
+// audio clip after the image: here its rows from the first audio placeholder on are not compared
+// (causal model: the rows before it do not see the audio); gemma4_audio_test places both.
 TEST_P(Gemma4Vision, LogitsWithTheImageMatchHf) {
   static hfmm::TempFiles text_files;
   const std::string text_path = hfmm::TempPath(model_ + "-text-" + std::get<1>(GetParam()));

@@ -203,7 +203,7 @@ TEST(VisionEncoder, RefusesWhatItCannotRun) {
 
 // A family whose forward does not place embeddings refuses them rather than ignore the image.
 TEST(VisionEncoder, OtherFamiliesRefuseImageRows) {
-  auto model = LoadModelFile(std::string(GEMLET_TESTDATA_DIR) + "/gguf/gemma3n_e2b_like.gguf");
+  auto model = LoadModelFile(std::string(GEMLET_TESTDATA_DIR) + "/gguf/gemma1_2b_like_mqa.gguf");
   ASSERT_TRUE(model.ok()) << model.message();
   auto cache = KvCache::Create(model.value()->KvLayout(), 16, DType::kF32, 4);
   ASSERT_TRUE(cache.ok());

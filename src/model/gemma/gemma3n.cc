@@ -43,6 +43,7 @@ float RootMeanSquare(const float* x, int d) {
 class Gemma3n final : public Model {
  public:
   using Model::Model;
+  bool TakesEmbeddings() const override { return true; }
 
   Status Load() {
     const GgufFile& f = *gguf_;
@@ -231,7 +232,11 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
   const Scratch s = Layout(ws.max_batch, arena);
 
   EmbedTokens(head_.embedding, step.tokens, n, c.embed_scale, ws.x.data());
-  ple_.Compute(c, step.tokens, nullptr, n, ws.x.data(), ctx, s.table_row, s.per_layer);
+  // Audio rows (the encoder's soft tokens, the audio embedder's hard tokens such as end-of-audio)
+  // take their embeddings unscaled; the per-layer projection sees them, the table part reads row 0
+  // for those ids (HF: Gemma3nModel.forward merges inputs_embeds before the text model projects it).
+  PlaceEmbeddings(step, d, ws.x.data());
+  ple_.Compute(c, step.tokens, step.embeddings, n, ws.x.data(), ctx, s.table_row, s.per_layer);
 
   // Stream 0 is the embedding; stream k > 0 is altup_proj[k-1](embedding) rescaled to the embedding's
   // RMS, with the new RMS floored at sqrt(1e-5) (HF: Gemma3nTextModel.forward).

@@ -1,0 +1,45 @@
+// Inside src/encoders: the pieces every tower file builds with — clipped linears (HF's
+// Gemma4ClippableLinear, llama.cpp's clamp_info_map), row-wise RMSNorm and loops split across the
+// context's threads.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "encoders/vision_tower.h"
+#include "kernels/kernels.h"
+
+namespace gemlet {
+
+constexpr float kTowerInf = std::numeric_limits<float>::infinity();
+
+// clamp(W clamp(x, in_min, in_max), out_min, out_max); a linear without bounds keeps the infinite
+// ones (llama.cpp: -FLT_MAX / FLT_MAX, the same here).
+struct ClippedLinear {
+  WeightMatrix w;
+  float in_min = -kTowerInf, in_max = kTowerInf, out_min = -kTowerInf, out_max = kTowerInf;
+};
+
+// name.weight ([n_out, n_in]) and the optional name.input_min ... name.output_max, each a 1-element
+// tensor (llama.cpp's loader: a missing bound is open).
+Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out, ClippedLinear* l);
+
+// y = clamp(W clamp(x)) for n rows; `clamped` holds the clamped input when the bounds are finite.
+void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx);
+
+// Calls fn(row) for rows [0, n), split across the pool.
+template <class Fn>
+void ForEachRow(KernelContext& ctx, int64_t n, const Fn& fn) {
+  ctx.pool().ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) {
+    for (size_t r = begin; r < end; ++r) fn(static_cast<int64_t>(r));
+  });
+}
+
+// RMSNorm of n rows of width d (Gemma 3n / 4: x / sqrt(mean(x^2) + eps) * w, no 1 + w; w empty: no
+// weight). out may alias x.
+void NormRows(const float* x, int64_t n, int64_t d, const std::vector<float>& w, float eps, float* out, KernelContext& ctx);
+
+}  // namespace gemlet
