@@ -44,21 +44,28 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
       });
 }
 
-void AddImageFlag(CLI::App& app, std::vector<std::string>* paths) {
-  app.add_option("--image", *paths, "an image for the prompt (PNG, JPEG, WebP, HEIC; repeatable, placed before the text; "
-                                    "needs --mmproj)")
+void AddMediaFlags(CLI::App& app, MediaFlags* flags) {
+  app.add_option("--image", flags->images, "an image for the prompt (PNG, JPEG, WebP, HEIC; repeatable, placed before "
+                                           "the text; needs --mmproj)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audio", flags->audio, "an audio clip for the prompt (WAV, FLAC, Ogg, MP3; up to 30 s; repeatable, "
+                                          "after the images; needs --mmproj)")
       ->check(CLI::ExistingFile);
 }
 
-Result<std::vector<ContentPart>> EncodeImages(const Engine& engine, const ModelOptions& o,
-                                              const std::vector<std::string>& paths) {
+Result<std::vector<ContentPart>> EncodeMedia(const Engine& engine, const ModelOptions& o, const MediaFlags& flags) {
   std::vector<ContentPart> parts;
   ImageOptions options;
   options.max_soft_tokens = o.max_soft_tokens;
-  for (const std::string& path : paths) {
+  for (const std::string& path : flags.images) {
     auto image = engine.EncodeImageFile(path, options);
     if (!image.ok()) return image.status();
     parts.push_back({"", image.value()});
+  }
+  for (const std::string& path : flags.audio) {
+    auto clip = engine.EncodeAudioFile(path);
+    if (!clip.ok()) return clip.status();
+    parts.push_back({"", clip.value()});
   }
   return parts;
 }

@@ -47,11 +47,15 @@ struct GenerationFlags {
 
 // The model and engine flags of run, chat, serve and the tasks (flags.h's shared ones among them).
 void AddModelOptions(CLI::App& app, ModelOptions* o);
-// --image FILE (repeatable) for the commands that take images with their prompt.
-void AddImageFlag(CLI::App& app, std::vector<std::string>* paths);
-// The images encoded for a message (needs --mmproj): its media parts, in order.
-Result<std::vector<ContentPart>> EncodeImages(const Engine& engine, const ModelOptions& o,
-                                              const std::vector<std::string>& paths);
+// --image FILE and --audio FILE (repeatable) for the commands that take them with their prompt.
+struct MediaFlags {
+  std::vector<std::string> images;
+  std::vector<std::string> audio;
+  bool empty() const { return images.empty() && audio.empty(); }
+};
+void AddMediaFlags(CLI::App& app, MediaFlags* flags);
+// The images, then the clips, encoded for a message (needs --mmproj): its media parts, in order.
+Result<std::vector<ContentPart>> EncodeMedia(const Engine& engine, const ModelOptions& o, const MediaFlags& flags);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 
 // The model to use: -m, else $GEMLET_MODEL, else the bundled demo model. A path that exists stays a

@@ -42,6 +42,7 @@ const char* kHelp =
     "  /save FILE      save the conversation as JSON (no FILE, with --session: save the session now)\n"
     "  /load FILE      load a saved conversation\n"
     "  /image FILE     attach an image to the next message (needs --mmproj; repeatable)\n"
+    "  /audio FILE     attach an audio clip to the next message (needs --mmproj; repeatable)\n"
     "  /keep           keep this conversation in the history, and every turn after (gemlet history)\n"
     "  /stats          speeds and memory of the last answer\n"
     "  /help           this list\n"
@@ -88,14 +89,14 @@ struct ChatFlags {
   bool summarize = false, keep_history = false;
   int64_t resume_id = 0;
   HistoryFlags history;
-  std::vector<std::string> images;  // --image: with the first message
+  MediaFlags media;  // --image, --audio: with the first message
 };
 
 void AddChatFlags(CLI::App& app, ChatFlags* f) {
   AddModelOptions(app, &f->model);
   AddGenerationOptions(app, &f->generation);
   app.add_option("--system", f->system, "system message");
-  AddImageFlag(app, &f->images);
+  AddMediaFlags(app, &f->media);
   // Nothing is recorded unless asked: --history, /keep or --resume.
   app.add_flag("--history", f->keep_history, "keep this conversation in the history store from the start (gemlet history)");
   app.add_option("--resume", f->resume_id, "go on with kept conversation ID (gemlet history list), keeping its new turns")
@@ -146,9 +147,9 @@ struct BackgroundPrepare {
 class ChatLoop {
  public:
   ChatLoop(ChatFlags& f, const LoadedModel& m, Conversation& chat, ChatRecorder& recorder, bool interactive,
-           std::vector<ContentPart> first_images)
+           std::vector<ContentPart> first_media)
       : f_(f), m_(m), chat_(chat), recorder_(recorder), interactive_(interactive),
-        go_(MakeGenerateOptions(f.generation)), pending_images_(std::move(first_images)) {
+        go_(MakeGenerateOptions(f.generation)), pending_media_(std::move(first_media)) {
     if (interactive_) prepare_.Start(m.engine);
   }
 
@@ -233,8 +234,8 @@ class ChatLoop {
       if (SaveSession()) std::fprintf(stderr, "(session saved to %s)\n", f_.session_path.c_str());
     } else if (cmd == "/save" || cmd == "/load") {
       SaveOrLoad(cmd, arg);
-    } else if (cmd == "/image") {
-      AttachImage(arg);
+    } else if (cmd == "/image" || cmd == "/audio") {
+      Attach(cmd, arg);
     } else if (cmd == "/keep") {
       if (Status s = recorder_.Keep(chat_, f_.system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
       else if (recorder_.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
@@ -254,20 +255,22 @@ class ChatLoop {
     return true;
   }
 
-  // Encodes an image for the next message (now: a bad file is said at once, not after typing).
-  void AttachImage(const std::string& path) {
+  // Encodes an image or clip for the next message (now: a bad file is said at once, not after typing).
+  void Attach(const std::string& cmd, const std::string& path) {
     if (path.empty()) {
-      std::fputs("usage: /image FILE\n", stderr);
+      std::fprintf(stderr, "usage: %s FILE\n", cmd.c_str());
       return;
     }
-    auto parts = EncodeImages(*m_.engine, f_.model, {path});
+    MediaFlags one;
+    (cmd == "/image" ? one.images : one.audio).push_back(path);
+    auto parts = EncodeMedia(*m_.engine, f_.model, one);
     if (!parts.ok()) {
       std::fprintf(stderr, "gemlet: %s\n", parts.message().c_str());
       return;
     }
-    pending_images_.push_back(parts.value()[0]);
-    std::fprintf(stderr, "(image %s attached to the next message: %d soft tokens)\n", path.c_str(),
-                 parts.value()[0].media->n_tokens);
+    pending_media_.push_back(parts.value()[0]);
+    std::fprintf(stderr, "(%s %s attached to the next message: %d soft tokens)\n", cmd == "/image" ? "image" : "clip",
+                 path.c_str(), parts.value()[0].media->n_tokens);
   }
 
   void SaveOrLoad(const std::string& cmd, const std::string& arg) {
@@ -291,11 +294,11 @@ class ChatLoop {
       return PrintChunk(f_.generation, color_, kind, text);
     };
     Result<Reply> result = Status::Error("unreachable");
-    if (pending_images_.empty()) {
+    if (pending_media_.empty()) {
       result = chat_.Send(input, go_, print);
     } else {
-      std::vector<ContentPart> parts = std::move(pending_images_);
-      pending_images_.clear();
+      std::vector<ContentPart> parts = std::move(pending_media_);
+      pending_media_.clear();
       parts.push_back({input, nullptr});
       result = chat_.Send(parts, go_, print);
     }
@@ -333,7 +336,7 @@ class ChatLoop {
   BackgroundPrepare prepare_;
   Reply last_;
   bool have_last_ = false;
-  std::vector<ContentPart> pending_images_;  // --image and /image: for the next message
+  std::vector<ContentPart> pending_media_;  // --image, --audio, /image, /audio: for the next message
 };
 
 int RunChat(int argc, char** argv) {
@@ -373,11 +376,13 @@ int RunChat(int argc, char** argv) {
   } else if (f.keep_history) {
     if (Status s = recorder.Keep(chat, f.system); !s.ok()) return Fail(s);
   }
-  if (!f.images.empty() && f.model.mmproj.empty()) return UsageError("--image needs the model's vision tower: --mmproj FILE");
-  auto first_images = EncodeImages(*m.engine, f.model, f.images);
-  if (!first_images.ok()) return Fail(first_images.message());
+  if (!f.media.empty() && f.model.mmproj.empty()) {
+    return UsageError("--image and --audio need the model's towers: --mmproj FILE");
+  }
+  auto first_media = EncodeMedia(*m.engine, f.model, f.media);
+  if (!first_media.ok()) return Fail(first_media.message());
   InstallChatSignals(!f.session_path.empty());
-  return ChatLoop(f, m, chat, recorder, interactive, std::move(first_images).value()).Run();
+  return ChatLoop(f, m, chat, recorder, interactive, std::move(first_media).value()).Run();
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // `gemlet logits`: raw logits of a forward pass (or of greedy decode steps) for tests and acceptance,
-// with images placed on the runs of image placeholders in --tokens (HF's processor output).
+// with images and clips placed on the runs of their placeholders in --tokens (HF's processor output).
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -62,16 +63,17 @@ Result<std::vector<T>> ReadRawFile(const std::string& path) {
   return out;
 }
 
-// The images, in prompt order, on the runs of image placeholders in tokens: one run per image, as
-// long as the image's soft tokens.
-Result<Prompt> PlaceImages(const Engine& engine, std::vector<int32_t> tokens,
-                           const std::vector<std::shared_ptr<const EncodedMedia>>& images) {
-  Prompt prompt{std::move(tokens), {}};
-  if (images.empty()) return prompt;
-  const Result<int32_t> image_token = engine.MediaToken(MediaKind::kImage);
-  if (!image_token.ok()) return image_token.status();
-  const int32_t placeholder = image_token.value();
-  const std::vector<int32_t>& t = prompt.tokens;
+// Media of one kind, in prompt order, on the runs of that kind's placeholder in tokens: one run per
+// image or clip, as long as its soft tokens. Spans of both kinds are merged in position order.
+Status PlaceMedia(const Engine& engine, MediaKind kind, const std::vector<std::shared_ptr<const EncodedMedia>>& items,
+                  Prompt* prompt) {
+  if (items.empty()) return Status::Ok();
+  const char* what = kind == MediaKind::kAudio ? "clip" : "image";
+  const Result<int32_t> media_token = engine.MediaToken(kind);
+  if (!media_token.ok()) return media_token.status();
+  const int32_t placeholder = media_token.value();
+  const std::vector<int32_t>& t = prompt->tokens;
+  size_t placed = 0;
   for (size_t i = 0; i < t.size();) {
     if (t[i] != placeholder) {
       ++i;
@@ -79,23 +81,78 @@ Result<Prompt> PlaceImages(const Engine& engine, std::vector<int32_t> tokens,
     }
     size_t end = i;
     while (end < t.size() && t[end] == placeholder) ++end;
-    const size_t k = prompt.media.size();
-    if (k == images.size()) {
-      return Status::Error("--tokens holds more runs of the image placeholder (" + std::to_string(placeholder) +
-                           ") than the " + std::to_string(images.size()) + " image(s) given");
+    if (placed == items.size()) {
+      return Status::Error("--tokens holds more runs of the " + std::string(what) + " placeholder (" +
+                           std::to_string(placeholder) + ") than the " + std::to_string(items.size()) + " given");
     }
-    if (static_cast<int>(end - i) != images[k]->n_tokens) {
-      return Status::Error("image " + std::to_string(k + 1) + " has " + std::to_string(images[k]->n_tokens) +
-                           " soft tokens, but its run of placeholders at position " + std::to_string(i) + " has " +
-                           std::to_string(end - i));
+    if (static_cast<int>(end - i) != items[placed]->n_tokens) {
+      return Status::Error(std::string(what) + " " + std::to_string(placed + 1) + " has " +
+                           std::to_string(items[placed]->n_tokens) + " soft tokens, but its run of placeholders at position " +
+                           std::to_string(i) + " has " + std::to_string(end - i));
     }
-    prompt.media.push_back({static_cast<int>(i), images[k]});
+    prompt->media.push_back({static_cast<int>(i), items[placed++]});
     i = end;
   }
-  if (prompt.media.size() != images.size()) {
-    return Status::Error(std::to_string(images.size()) + " image(s) given, but --tokens holds " +
-                         std::to_string(prompt.media.size()) + " run(s) of the image placeholder (" +
+  if (placed != items.size()) {
+    return Status::Error(std::to_string(items.size()) + " " + what + "(s) given, but --tokens holds " +
+                         std::to_string(placed) + " run(s) of the " + what + " placeholder (" +
                          std::to_string(placeholder) + ")");
+  }
+  std::sort(prompt->media.begin(), prompt->media.end(),
+            [](const MediaSpan& a, const MediaSpan& b) { return a.position < b.position; });
+  return Status::Ok();
+}
+
+// The media flags of gemlet logits: files, or HF's own preprocessed inputs.
+struct LogitsMedia {
+  std::vector<std::string> image_paths, pixel_paths, position_paths, audio_paths, feature_paths, feature_mask_paths;
+  int max_soft_tokens = 0;
+};
+
+// A second file per entry of `paths` (positions beside pixels, masks beside features), read as T.
+template <class T>
+Result<std::vector<T>> Companion(const std::vector<std::string>& companions, size_t i) {
+  if (companions.empty()) return std::vector<T>();
+  return ReadRawFile<T>(companions[i]);
+}
+
+// --tokens with the media the flags give, encoded and placed on their placeholder runs.
+Result<Prompt> MediaPrompt(const Engine& engine, const std::vector<int32_t>& tokens, const LogitsMedia& m) {
+  std::vector<std::shared_ptr<const EncodedMedia>> images, clips;
+  // Each encoding in turn; the first failure names its file.
+  auto add = [](Result<std::shared_ptr<const EncodedMedia>> r, const std::string& path,
+                std::vector<std::shared_ptr<const EncodedMedia>>* to) -> Status {
+    if (!r.ok()) return Status::Error(path + ": " + r.message());
+    to->push_back(r.value());
+    return Status::Ok();
+  };
+  ImageOptions image_options;
+  image_options.max_soft_tokens = m.max_soft_tokens;
+  for (const std::string& path : m.image_paths) {
+    if (Status s = add(engine.EncodeImageFile(path, image_options), path, &images); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < m.pixel_paths.size(); ++i) {
+    auto values = ReadRawFile<float>(m.pixel_paths[i]);
+    auto positions = Companion<int32_t>(m.position_paths, i);
+    if (!values.ok() || !positions.ok()) return values.ok() ? positions.status() : values.status();
+    if (Status s = add(engine.EncodeImagePixels(values.value(), positions.value()), m.pixel_paths[i], &images); !s.ok()) {
+      return s;
+    }
+  }
+  for (const std::string& path : m.audio_paths) {
+    if (Status s = add(engine.EncodeAudioFile(path), path, &clips); !s.ok()) return s;
+  }
+  for (size_t i = 0; i < m.feature_paths.size(); ++i) {
+    auto values = ReadRawFile<float>(m.feature_paths[i]);
+    auto mask = Companion<uint8_t>(m.feature_mask_paths, i);
+    if (!values.ok() || !mask.ok()) return values.ok() ? mask.status() : values.status();
+    if (Status s = add(engine.EncodeAudioFeatures(values.value(), mask.value()), m.feature_paths[i], &clips); !s.ok()) {
+      return s;
+    }
+  }
+  Prompt prompt{tokens, {}};
+  for (auto [kind, items] : {std::pair(MediaKind::kImage, &images), std::pair(MediaKind::kAudio, &clips)}) {
+    if (Status s = PlaceMedia(engine, kind, *items, &prompt); !s.ok()) return s;
   }
   return prompt;
 }
@@ -123,29 +180,43 @@ int RunLogits(int argc, char** argv) {
   AddKvTypeFlag(app, kv_type_name);
   EngineOptions engine_options;
   AddKernelFlags(app, engine_options.kernels);
-  std::vector<std::string> image_paths, pixel_paths, position_paths;
-  int max_soft_tokens = 0;
+  LogitsMedia media;
   app.add_option("--mmproj", engine_options.mmproj_path, "the model's vision tower (llama.cpp mmproj GGUF)");
-  app.add_option("--image", image_paths,
+  app.add_option("--image", media.image_paths,
                  "an image file (PNG, JPEG, WebP, HEIC) for the next run of image placeholders in --tokens; "
                  "repeatable, in prompt order")
       ->check(CLI::ExistingFile);
-  app.add_option("--pixel-values", pixel_paths,
+  app.add_option("--pixel-values", media.pixel_paths,
                  "an image as HF's processor preprocessed it (raw float32), instead of --image; repeatable")
       ->check(CLI::ExistingFile);
-  app.add_option("--pixel-positions", position_paths,
+  app.add_option("--pixel-positions", media.position_paths,
                  "Gemma 4: each --pixel-values' patch positions (raw int32 [rows, 2], HF's image_position_ids)")
       ->check(CLI::ExistingFile);
-  app.add_option("--max-soft-tokens", max_soft_tokens, "Gemma 4: soft tokens per --image at most (0: the mmproj's)")
+  app.add_option("--audio", media.audio_paths,
+                 "an audio clip (WAV, FLAC, Ogg, MP3) for the next run of audio placeholders in --tokens; repeatable")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audio-features", media.feature_paths,
+                 "a clip as HF's feature extractor gave it (raw float32 [frames, mels]), instead of --audio; repeatable")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audio-mask", media.feature_mask_paths, "each --audio-features' valid frames (raw uint8, 1 = valid)")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--hf-eager-audio-mask", engine_options.audio_hf_eager_mask,
+               "Gemma 4 audio with transformers' eager attention mask (to compare with goldens made with it)");
+  app.add_option("--max-soft-tokens", media.max_soft_tokens, "Gemma 4: soft tokens per --image at most (0: the mmproj's)")
       ->check(NonNegative());
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(engine_options.kernels); !err.empty()) return UsageError(err);
-  if (!image_paths.empty() && !pixel_paths.empty()) return UsageError("give images as --image or --pixel-values, not both");
-  if (!position_paths.empty() && position_paths.size() != pixel_paths.size()) {
+  if (!media.image_paths.empty() && !media.pixel_paths.empty()) return UsageError("give images as --image or --pixel-values, not both");
+  if (!media.position_paths.empty() && media.position_paths.size() != media.pixel_paths.size()) {
     return UsageError("--pixel-positions needs one file per --pixel-values");
   }
-  if ((!image_paths.empty() || !pixel_paths.empty()) && engine_options.mmproj_path.empty()) {
-    return UsageError("images need the model's vision tower: --mmproj FILE");
+  if (!media.audio_paths.empty() && !media.feature_paths.empty()) return UsageError("give clips as --audio or --audio-features, not both");
+  if (!media.feature_mask_paths.empty() && media.feature_mask_paths.size() != media.feature_paths.size()) {
+    return UsageError("--audio-mask needs one file per --audio-features");
+  }
+  if ((!media.image_paths.empty() || !media.pixel_paths.empty() || !media.audio_paths.empty() || !media.feature_paths.empty()) &&
+      engine_options.mmproj_path.empty()) {
+    return UsageError("images and audio need the model's towers: --mmproj FILE");
   }
 
   std::vector<int32_t> tokens;
@@ -156,28 +227,7 @@ int RunLogits(int argc, char** argv) {
   if (!engine.ok()) return Fail(engine.message());
   const int n_vocab = engine.value()->info().n_vocab;
 
-  std::vector<std::shared_ptr<const EncodedMedia>> images;
-  ImageOptions image_options;
-  image_options.max_soft_tokens = max_soft_tokens;
-  for (const std::string& path : image_paths) {
-    auto image = engine.value()->EncodeImageFile(path, image_options);
-    if (!image.ok()) return Fail(image.message());
-    images.push_back(image.value());
-  }
-  for (size_t i = 0; i < pixel_paths.size(); ++i) {
-    auto values = ReadRawFile<float>(pixel_paths[i]);
-    if (!values.ok()) return Fail(values.message());
-    std::vector<int32_t> positions;
-    if (!position_paths.empty()) {
-      auto read = ReadRawFile<int32_t>(position_paths[i]);
-      if (!read.ok()) return Fail(read.message());
-      positions = std::move(read).value();
-    }
-    auto image = engine.value()->EncodeImagePixels(values.value(), positions);
-    if (!image.ok()) return Fail(pixel_paths[i] + ": " + image.message());
-    images.push_back(image.value());
-  }
-  auto prompt = PlaceImages(*engine.value(), tokens, images);
+  Result<Prompt> prompt = MediaPrompt(*engine.value(), tokens, media);
   if (!prompt.ok()) return Fail(prompt.message());
 
   SessionOptions options;

@@ -16,11 +16,11 @@ int RunRun(int argc, char** argv) {
   ModelOptions mo;
   GenerationFlags gf;
   std::string prompt, system;
-  std::vector<std::string> images;
+  MediaFlags media;
   bool raw = false, have_prompt = false;
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
-  AddImageFlag(app, &images);
+  AddMediaFlags(app, &media);
   app.add_option("-p,--prompt", prompt, "the prompt (default: read stdin)")->each([&](const std::string&) { have_prompt = true; });
   app.add_option("--system", system, "system instruction (e.g. \"Rewrite this more formally\")");
   app.add_flag("--raw", raw, "send the prompt as is, without the chat template");
@@ -32,17 +32,17 @@ int RunRun(int argc, char** argv) {
   if (!have_prompt) {
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  if (prompt.empty() && system.empty() && images.empty()) return Fail("the prompt is empty (give -p TEXT or pipe text in)");
-  if (!images.empty() && mo.mmproj.empty()) return UsageError("--image needs the model's vision tower: --mmproj FILE");
+  if (prompt.empty() && system.empty() && media.empty()) return Fail("the prompt is empty (give -p TEXT or pipe text in)");
+  if (!media.empty() && mo.mmproj.empty()) return UsageError("--image and --audio need the model's towers: --mmproj FILE");
   if (raw && !system.empty()) return UsageError("--system has no effect with --raw");
 
   auto loaded = LoadForGeneration(mo);
   if (!loaded.ok()) return Fail(loaded.message());
   if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   const LoadedModel& m = loaded.value();
-  auto parts = EncodeImages(*m.engine, mo, images);
+  auto parts = EncodeMedia(*m.engine, mo, media);
   if (!parts.ok()) return Fail(parts.message());
-  if (!prompt.empty() || images.empty()) parts.value().push_back({raw ? prompt : (prompt.empty() ? system : prompt), nullptr});
+  if (!prompt.empty() || media.empty()) parts.value().push_back({raw ? prompt : (prompt.empty() ? system : prompt), nullptr});
   const bool color = StdoutIsTerminal();
   const StreamCallback print = [&](ChunkKind kind, std::string_view text) { return PrintChunk(gf, color, kind, text); };
   // The session (or conversation) lives until the stats are printed: its KV cache counts in
@@ -67,7 +67,7 @@ int RunRun(int argc, char** argv) {
     chat = std::move(created).value();
     if (gf.stats) std::fputs(chat->memory_plan().text.c_str(), stderr);
     // A system instruction with no prompt text is allowed: the instruction is the whole request.
-    reply = images.empty() ? chat->Send(prompt.empty() ? system : prompt, go, print) : chat->Send(parts.value(), go, print);
+    reply = media.empty() ? chat->Send(prompt.empty() ? system : prompt, go, print) : chat->Send(parts.value(), go, print);
   }
   if (!reply.ok()) return Fail(reply.message());
   if (color || !reply->text.empty()) std::fputs("\n", stdout);

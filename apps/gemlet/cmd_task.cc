@@ -1,5 +1,7 @@
-// `gemlet polish | summarize | rewrite | translate | explain | sql`: the task presets
-// (include/gemlet/tasks.hpp) as shell filters. Text comes from stdin, -f FILE or --clipboard;
+// `gemlet polish | summarize | rewrite | translate | explain | sql | describe | transcribe`: the task
+// presets (include/gemlet/tasks.hpp) as shell filters. Text comes from stdin, -f FILE or --clipboard;
+// describe takes an image and transcribe a clip (FILE, needs --mmproj), translate either (--image,
+// --audio) instead of text;
 // stdout gets the result alone, so `vim :%!gemlet polish` and pipes work. Exit 0, 1 for a model or
 // input error (empty input included), 2 for a usage error.
 #include <cstdio>
@@ -57,6 +59,18 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   bool clipboard = false, glossary_strict = false;
   AddModelOptions(app, &mo);
   AddGenerationOptions(app, &gf);
+  // The media tasks: the image or clip is the input; words of the user's are optional (-p).
+  const bool media_task = task == "describe" || task == "transcribe";
+  MediaFlags media;
+  std::string media_file, request;
+  if (media_task) {
+    app.add_option("file", media_file, task == "describe" ? "the image (PNG, JPEG, WebP, HEIC)" : "the clip (WAV, FLAC, Ogg, MP3; up to 30 s)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    app.add_option("-p,--prompt", request, "what to look or listen for, in words (default: the task's own request)");
+  } else if (task == "translate") {
+    AddMediaFlags(app, &media);
+  }
   auto* from_file = app.add_option("-f,--file", file, "read the text from FILE instead of stdin");
   app.add_flag("--clipboard", clipboard, "read the text from the clipboard (wl-paste, xclip or pbpaste)")->excludes(from_file);
   app.add_option("--glossary", glossary_file,
@@ -76,8 +90,14 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   to.thinking = gf.think;
   if (std::string err = Validate(to.generate); !err.empty()) return UsageError(err);
 
+  if (media_task) (task == "describe" ? media.images : media.audio).push_back(media_file);
+  if (!media.empty() && mo.mmproj.empty()) {
+    return UsageError("gemlet " + task + " needs the model's towers: --mmproj FILE");
+  }
   std::string input;
-  if (clipboard) {
+  if (!media.empty() && file.empty() && !clipboard) {
+    input = request;  // the image or clip is the input; stdin is not read
+  } else if (clipboard) {
     Result<std::string> text = ReadClipboard();
     if (!text.ok()) return Fail(text.message());
     input = std::move(text).value();
@@ -88,7 +108,7 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   } else {
     input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  if (input.find_first_not_of(" \t\r\n") == std::string::npos) {
+  if (media.empty() && input.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Fail("the input is empty: pipe the text in, or give -f FILE or --clipboard");
   }
   if (!glossary_file.empty()) {
@@ -107,6 +127,9 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   auto session = Session::Create(loaded.value().engine, loaded.value().session);
   if (!session.ok()) return Fail(session.message());
+  auto parts = EncodeMedia(*loaded.value().engine, mo, media);
+  if (!parts.ok()) return Fail(parts.message());
+  for (const ContentPart& part : parts.value()) to.media.push_back(part.media);
   Result<TaskReply> reply = RunTask(*session.value(), input, to);
   if (!reply.ok()) return Fail(reply.status());
   if (reply->output.empty()) return Fail("the model gave an empty answer");
@@ -135,6 +158,8 @@ int RunRewrite(int argc, char** argv) { return RunTaskCommand("rewrite", argc, a
 int RunTranslate(int argc, char** argv) { return RunTaskCommand("translate", argc, argv); }
 int RunExplain(int argc, char** argv) { return RunTaskCommand("explain", argc, argv); }
 int RunSql(int argc, char** argv) { return RunTaskCommand("sql", argc, argv); }
+int RunDescribe(int argc, char** argv) { return RunTaskCommand("describe", argc, argv); }
+int RunTranscribe(int argc, char** argv) { return RunTaskCommand("transcribe", argc, argv); }
 
 }  // namespace
 
@@ -144,5 +169,8 @@ GEMLET_COMMAND("rewrite", "rewrite stdin's text in another style (--style formal
 GEMLET_COMMAND("translate", "translate stdin's text (--to zh|zh-Hant|en|ja|...)", RunTranslate);
 GEMLET_COMMAND("explain", "explain a maths step, a term or some code from stdin", RunExplain);
 GEMLET_COMMAND("sql", "write one SQL query for what stdin asks (--schema FILE)", RunSql);
+GEMLET_COMMAND("describe", "describe an image: what it shows and the text in it (needs --mmproj)", RunDescribe);
+GEMLET_COMMAND("transcribe", "the words spoken in an audio clip as text (--to LANG translates; needs --mmproj)",
+               RunTranscribe);
 
 }  // namespace gemlet::cli

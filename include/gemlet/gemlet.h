@@ -147,6 +147,8 @@ typedef struct gemlet_engine_options {
   void* memory_action_user_data;
   /* A multimodal model's towers: llama.cpp's mmproj GGUF (NULL: text only). */
   const char* mmproj_path;
+  /* Gemma 4 audio with transformers' eager attention mask (checks against its goldens only). */
+  bool audio_hf_eager_mask;
 } gemlet_engine_options;
 
 GEMLET_API gemlet_engine_options gemlet_engine_options_default(void);
@@ -639,6 +641,19 @@ GEMLET_API gemlet_status gemlet_engine_encode_image_file(const gemlet_engine* en
 GEMLET_API gemlet_status gemlet_engine_encode_image_pixels(const gemlet_engine* engine, const float* values,
                                                            size_t n_values, const int32_t* positions,
                                                            size_t n_positions, gemlet_media** out);
+/* A clip's bytes (WAV, FLAC, Ogg Opus/Vorbis, MP3) or file, at most the model's 30 s. */
+GEMLET_API gemlet_status gemlet_engine_encode_audio(const gemlet_engine* engine, const uint8_t* bytes, size_t n_bytes,
+                                                    gemlet_media** out);
+GEMLET_API gemlet_status gemlet_engine_encode_audio_file(const gemlet_engine* engine, const char* path,
+                                                         gemlet_media** out);
+/* Samples from a microphone callback: `channels` interleaved floats in [-1, 1] per frame at sample_rate. */
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pcm(const gemlet_engine* engine, const float* samples,
+                                                        size_t n_samples, int sample_rate, int channels,
+                                                        gemlet_media** out);
+/* Log-mel features as HF's extractor gives them ([frames, mels]) and the valid-frame mask (NULL: all). */
+GEMLET_API gemlet_status gemlet_engine_encode_audio_features(const gemlet_engine* engine, const float* features,
+                                                             size_t n_features, const uint8_t* mask, size_t n_mask,
+                                                             gemlet_media** out);
 GEMLET_API void gemlet_media_free(gemlet_media* media);
 GEMLET_API gemlet_media_kind gemlet_media_get_kind(const gemlet_media* media);
 GEMLET_API int gemlet_media_n_tokens(const gemlet_media* media);

@@ -134,6 +134,20 @@ class GEMLET_CXX_API Engine {
   // [rows, 3 * p * p] with their positions [rows, 2] ((column, row); (-1, -1) for padding rows).
   Result<std::shared_ptr<const EncodedMedia>> EncodeImagePixels(std::span<const float> values,
                                                                 std::span<const int32_t> positions = {}) const;
+  // An audio file's bytes (WAV, FLAC, Ogg Opus or Vorbis, MP3; not AAC), mixed to mono, resampled to
+  // the model's rate and turned into log-mel features as the model's HF feature extractor does, then
+  // encoded by the audio tower. A clip is at most the model's 30 s: a longer one is an error.
+  Result<std::shared_ptr<const EncodedMedia>> EncodeAudio(std::span<const uint8_t> bytes) const;
+  Result<std::shared_ptr<const EncodedMedia>> EncodeAudioFile(const std::string& path) const;
+  // Samples straight from a microphone callback: `channels` interleaved floats in [-1, 1] per frame
+  // at sample_rate (any rate: resampled).
+  Result<std::shared_ptr<const EncodedMedia>> EncodeAudioPcm(std::span<const float> samples, int sample_rate,
+                                                             int channels = 1) const;
+  // Log-mel features computed already, as HF's feature extractor gives them: [frames, mels], and a
+  // mask of valid frames (1; empty: every frame valid). Checks from outside (`gemlet logits
+  // --audio-features`).
+  Result<std::shared_ptr<const EncodedMedia>> EncodeAudioFeatures(std::span<const float> features,
+                                                                  std::span<const uint8_t> mask = {}) const;
   // Text and media with no chat format (a raw prompt): text parts tokenized as Tokenize does (BOS
   // first when options.add_special), each media part expanded as the model's processor places it.
   Result<Prompt> TokenizePrompt(std::span<const ContentPart> parts, const TokenizeOptions& options = {}) const;

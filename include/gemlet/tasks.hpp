@@ -1,4 +1,5 @@
-// The everyday task presets over a session: polish, summarize, rewrite, translate, explain, sql.
+// The everyday task presets over a session: polish, summarize, rewrite, translate, explain, sql;
+// describe (an image) and transcribe (a clip), and translate of what an image or clip holds.
 // Each builds its prompt in the input's language (English, Simplified or Traditional Chinese;
 // Chinese with English words in it is answered in Chinese), lists the glossary's terms that occur
 // in the input, generates, and returns only the result (no thought, no lead-in line, no fences).
@@ -25,6 +26,9 @@ struct TaskOptions {
   std::string glossary = {}; // TSV text: term TAB rendering [TAB note] per line
   bool thinking = false;     // Gemma 4: think first (the thought is not part of the output)
   GenerateOptions generate = {};
+  // describe: the image; transcribe: the clip; translate: either, or none for text. Placed before the
+  // input's text, which may then be empty (the task's own request is used).
+  std::vector<std::shared_ptr<const EncodedMedia>> media = {};
 };
 
 struct TaskReply {

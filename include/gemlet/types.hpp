@@ -122,6 +122,10 @@ struct EngineOptions {
   // mmproj file published beside the model). Empty: text only. Mapped like the model file; a tower
   // the model cannot take (another width, another family) fails the load.
   std::string mmproj_path{};
+  // Gemma 4 audio: run its local attention with transformers' eager mask, which hides the frames it
+  // means to show (docs/multimodal.md), instead of the model's window (llama.cpp's, and HF's sdpa
+  // path). For checks against goldens made with HF's eager attention only.
+  bool audio_hf_eager_mask = false;
 };
 
 // What a loaded model is.

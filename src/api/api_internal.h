@@ -19,6 +19,7 @@
 
 namespace gemlet {
 
+class AudioEncoder;   // encoders/audio_encoder.h
 class VisionEncoder;  // encoders/vision_encoder.h
 
 struct Engine::Impl {
@@ -68,9 +69,10 @@ struct Engine::Impl {
   std::atomic<MemoryPressure> pressure{MemoryPressure::kNone};
   std::atomic<bool> background{false};
 
-  // EngineOptions::mmproj_path's vision tower (null: none), shared so that this header needs only
-  // its name.
+  // EngineOptions::mmproj_path's towers (null: none), shared so that this header needs only their
+  // names.
   std::shared_ptr<const VisionEncoder> vision;
+  std::shared_ptr<const AudioEncoder> audio;
 };
 
 // A draft model's session beside a target's (SessionOptions::draft_model): the draft engine and its

@@ -21,6 +21,7 @@ EngineOptions ToEngineOptions(const gemlet_engine_options& o) {
   e.thermal.enabled = !o.thermal_off;
   if (o.memory_pressure_path) e.memory_pressure_path = o.memory_pressure_path;
   if (o.mmproj_path) e.mmproj_path = o.mmproj_path;
+  e.audio_hf_eager_mask = o.audio_hf_eager_mask;
   if (o.on_memory_action) {
     const gemlet_memory_action_fn fn = o.on_memory_action;
     void* user = o.memory_action_user_data;

@@ -123,6 +123,49 @@ gemlet_status gemlet_engine_encode_image_pixels(const gemlet_engine* engine, con
   });
 }
 
+gemlet_status gemlet_engine_encode_audio(const gemlet_engine* engine, const uint8_t* bytes, size_t n_bytes,
+                                         gemlet_media** out) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (out == nullptr) return NullHandle("out");
+    if (bytes == nullptr && n_bytes > 0) return NullHandle("bytes");
+    return HandResult(engine->engine->EncodeAudio(std::span<const uint8_t>(bytes, n_bytes)), out);
+  });
+}
+
+gemlet_status gemlet_engine_encode_audio_file(const gemlet_engine* engine, const char* path, gemlet_media** out) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (path == nullptr) return NullHandle("path");
+    if (out == nullptr) return NullHandle("out");
+    return HandResult(engine->engine->EncodeAudioFile(path), out);
+  });
+}
+
+gemlet_status gemlet_engine_encode_audio_pcm(const gemlet_engine* engine, const float* samples, size_t n_samples,
+                                             int sample_rate, int channels, gemlet_media** out) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (out == nullptr) return NullHandle("out");
+    if (samples == nullptr && n_samples > 0) return NullHandle("samples");
+    return HandResult(engine->engine->EncodeAudioPcm(std::span<const float>(samples, n_samples), sample_rate, channels),
+                      out);
+  });
+}
+
+gemlet_status gemlet_engine_encode_audio_features(const gemlet_engine* engine, const float* features, size_t n_features,
+                                                  const uint8_t* mask, size_t n_mask, gemlet_media** out) {
+  return Guard([&] {
+    if (engine == nullptr) return NullHandle("engine");
+    if (out == nullptr) return NullHandle("out");
+    if (features == nullptr && n_features > 0) return NullHandle("features");
+    if (mask == nullptr && n_mask > 0) return NullHandle("mask");
+    return HandResult(engine->engine->EncodeAudioFeatures(std::span<const float>(features, n_features),
+                                                          std::span<const uint8_t>(mask, n_mask)),
+                      out);
+  });
+}
+
 void gemlet_media_free(gemlet_media* media) { delete media; }
 gemlet_media_kind gemlet_media_get_kind(const gemlet_media* media) {
   return media != nullptr && media->media->kind == gemlet::MediaKind::kAudio ? GEMLET_MEDIA_AUDIO : GEMLET_MEDIA_IMAGE;

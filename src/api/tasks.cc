@@ -16,13 +16,30 @@ int AnswerRoom(const Session& session, const TaskOptions& o) {
   return std::min(asked, session.n_ctx() / 2);
 }
 
+// The task's chat with its media placed before the user's words.
+Result<Prompt> TaskPromptTokens(const Engine& engine, TaskPrompt prompt, const TaskOptions& o) {
+  ChatOptions chat;
+  chat.thinking = o.thinking;
+  if (o.media.empty()) {
+    ASSIGN_OR_RETURN(std::vector<int32_t> tokens, engine.TokenizeChat(prompt.messages, chat));
+    return Prompt{std::move(tokens), {}};
+  }
+  Message& user = prompt.messages.back();
+  for (const auto& m : o.media) {
+    if (!m) return Status::Error(StatusCode::kInvalidArgument, "a media entry of the task is empty");
+    user.parts.push_back({"", m});
+  }
+  user.parts.push_back({std::move(user.content), nullptr});
+  user.content.clear();
+  return engine.ChatPrompt(prompt.messages, chat);
+}
+
 Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const TaskOptions& o,
                                const StreamCallback& on_text, int round) {
   ASSIGN_OR_RETURN(TaskPrompt prompt, TaskMessages(input, o));
   const Engine& engine = session.engine();
-  ChatOptions chat;
-  chat.thinking = o.thinking;
-  ASSIGN_OR_RETURN(std::vector<int32_t> tokens, engine.TokenizeChat(prompt.messages, chat));
+  ASSIGN_OR_RETURN(Prompt tokens_and_media, TaskPromptTokens(engine, prompt, o));
+  const std::vector<int32_t>& tokens = tokens_and_media.tokens;
   const std::string& text = prompt.messages.back().content;
 
   const int room = AnswerRoom(session, o);
@@ -63,7 +80,7 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
   if (on_text) {
     answer_only = [&on_text](ChunkKind kind, std::string_view text) { return kind != ChunkKind::kText || on_text(kind, text); };
   }
-  ASSIGN_OR_RETURN(Reply r, session.Complete(tokens, g, answer_only));
+  ASSIGN_OR_RETURN(Reply r, session.Complete(tokens_and_media, g, answer_only));
   TaskOutput out = FinishTaskOutput(r.text, prompt);
   reply.output = std::move(out.text);
   reply.glossary_repaired = std::move(out.glossary_repaired);
@@ -76,6 +93,13 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
 
 Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& o) {
   flows::TaskRequest request{o.task, std::string(input), o.style, o.to, o.schema, o.glossary};
+  // A task takes one kind at a time: images or clips.
+  for (const auto& m : o.media) {
+    if (m && o.media[0] && m->kind != o.media[0]->kind) {
+      return Status::Error(StatusCode::kInvalidArgument, "a task takes images or audio, not both at once");
+    }
+  }
+  if (!o.media.empty() && o.media[0]) request.media = o.media[0]->kind == MediaKind::kAudio ? "audio" : "image";
   ASSIGN_OR_RETURN(flows::TaskPrompt p, flows::BuildTaskPrompt(request));
   TaskPrompt out;
   out.task = o.task;

@@ -2,6 +2,7 @@
 #include "encoders/mmproj.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace gemlet {
 
@@ -93,6 +94,17 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
     return Status::Error("inconsistent vision tower: image " + std::to_string(c.image_size) + ", " + shape);
   }
   return c;
+}
+
+Result<MmprojTowers> ReadMmprojTowers(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  ASSIGN_OR_RETURN(std::string arch, f->GetString("general.architecture"));
+  if (arch != "clip") return Status::Error("not an mmproj file: general.architecture is '" + arch + "', not 'clip'");
+  MmprojTowers t;
+  // Gemma 3's files (llama.cpp's older layout) say clip.projector_type alone: a vision tower.
+  ASSIGN_OR_RETURN(t.vision, f->GetBoolOr("clip.has_vision_encoder", f->Has("clip.projector_type")));
+  ASSIGN_OR_RETURN(t.audio, f->GetBoolOr("clip.has_audio_encoder", false));
+  return t;
 }
 
 bool TextBidirectional(const VisionTowerConfig& config, int text_width) {

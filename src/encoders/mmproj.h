@@ -47,6 +47,14 @@ struct VisionTowerConfig {
   int n_tokens() const { return tokens_per_side() * tokens_per_side(); }
 };
 
+// Which towers an mmproj file holds (its clip.has_*_encoder flags, and Gemma 3's single projector key);
+// an error for a file that is not an mmproj.
+struct MmprojTowers {
+  bool vision = false;
+  bool audio = false;
+};
+Result<MmprojTowers> ReadMmprojTowers(const std::string& path);
+
 // Whether a text model of width text_width attends both ways over this tower's soft tokens: Gemma 3
 // does; Gemma 4 does where its file says so, and without the key as llama.cpp assumes (every width
 // but E2B's 1536 and E4B's 2560).

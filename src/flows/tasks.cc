@@ -117,6 +117,8 @@ const std::vector<TaskInfo>& Tasks() {
       {"translate", "into another language (--to zh|zh-Hant|en|ja|...)"},
       {"explain", "a maths step, a term or some code, explained plainly"},
       {"sql", "one SQL query for what is asked (--schema FILE)"},
+      {"describe", "what a photo shows, and the text in it (an image; --to LANG answers in another language)"},
+      {"transcribe", "the words spoken in a clip, as plain text (--to LANG translates them)"},
   };
   return tasks;
 }
@@ -165,12 +167,27 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
     for (const TaskInfo& t : tasks) names += (names.empty() ? "" : ", ") + std::string(t.name);
     return Status::Error(StatusCode::kInvalidArgument, "unknown task '" + r.task + "' (one of " + names + ")");
   }
+  // The media a task takes: describe an image, transcribe a clip, translate what either holds.
+  const bool wants_image = r.task == "describe", wants_audio = r.task == "transcribe";
+  if ((wants_image && r.media != "image") || (wants_audio && r.media != "audio")) {
+    return Status::Error(StatusCode::kInvalidArgument,
+                         r.task + (wants_image ? " needs an image (--image FILE)" : " needs an audio clip (FILE or --audio FILE)"));
+  }
+  if (!r.media.empty() && !wants_image && !wants_audio && r.task != "translate") {
+    return Status::Error(StatusCode::kInvalidArgument, r.task + " takes text, not " +
+                                                           (r.media == "audio" ? "audio" : "images") +
+                                                           " (describe, transcribe and translate take them)");
+  }
   TaskPrompt p;
   p.user = Trim(r.text);
-  if (p.user.empty()) return Status::Error("the input is empty: give the text on stdin or with -f FILE");
+  if (p.user.empty() && r.media.empty()) return Status::Error("the input is empty: give the text on stdin or with -f FILE");
   p.input = DetectLanguage(p.user);
-  const bool chinese_prompt = p.input.language == Language::kChineseSimplified ||
-                              p.input.language == Language::kChineseTraditional || p.input.language == Language::kMixed;
+  // Without words of the user's, the prompt is in the language of the answer asked for.
+  const bool to_chinese = r.to.rfind("zh", 0) == 0 || r.to == "cn" || r.to == "tw";
+  const bool chinese_prompt = p.user.empty() ? to_chinese
+                                             : p.input.language == Language::kChineseSimplified ||
+                                                   p.input.language == Language::kChineseTraditional ||
+                                                   p.input.language == Language::kMixed;
   // The answer's language: the input's (mixed lines are answered in Chinese, in their script),
   // unless --to names another.
   const LanguageName* answer = nullptr;
@@ -185,7 +202,20 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   p.answer_language = std::string(answer->tag);
 
   ASSIGN_OR_RETURN(p.system, PromptSection(r.task, chinese_prompt ? "zh" : "en"));
+  if (p.user.empty()) {
+    // The message is the media alone: the task's request in words, as a user would type it.
+    ASSIGN_OR_RETURN(p.user, PromptSection(r.task, std::string(chinese_prompt ? "zh-" : "en-") + r.media + "-request"));
+  }
   ReplaceAll(&p.system, "{answer_language}", chinese_prompt ? answer->zh : answer->en);
+  if (r.task == "transcribe") {
+    // Without --to the words stay in the language spoken; with it they are translated.
+    const std::string target(chinese_prompt ? answer->zh : answer->en);
+    std::string rule = r.to.empty() ? (chinese_prompt ? "用说话时的语言" : "in the language they are spoken in")
+                                    : (chinese_prompt ? "用" + target + "：如果说的是别的语言，就翻译过来"
+                                                      : "in " + target + ": if they are spoken in another language, translate them");
+    ReplaceAll(&p.system, "{language_rule}", rule);
+    if (r.to.empty()) p.answer_language = "as spoken";
+  }
   ReplaceAll(&p.system, "{target}", chinese_prompt ? answer->zh : answer->en);
 
   std::string style = r.style.empty() ? "formal" : r.style;

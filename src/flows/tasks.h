@@ -25,6 +25,10 @@ struct TaskRequest {
                        // language instead of the input's ("" keeps the input's)
   std::string schema = {};  // sql: the tables, as CREATE TABLE text or any description
   std::string glossary_tsv = {};  // term TAB rendering [TAB note] lines; "#" lines and blank lines skipped
+  // What the message carries besides its text: "image", "audio" or "" (describe takes an image,
+  // transcribe a clip, translate either or text). With media the text may be empty: the task's own
+  // request is then the message's words.
+  std::string media = {};
 };
 
 struct GlossaryEntry {

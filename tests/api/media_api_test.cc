@@ -23,6 +23,7 @@
 
 #include "gemlet/gemlet.h"
 #include "gemlet/gemlet.hpp"
+#include "gemlet/tasks.hpp"
 #include "gemlet/tools.hpp"
 
 namespace gemlet {
@@ -96,10 +97,12 @@ const Converted& Convert(const std::string& name) {
   return done.emplace(name, c).first->second;
 }
 
-std::shared_ptr<Engine> LoadWithMmproj(const std::string& name, const std::string& kernels = "auto") {
+std::shared_ptr<Engine> LoadWithMmproj(const std::string& name, const std::string& kernels = "auto",
+                                       bool hf_eager_audio = false) {
   const Converted& c = Convert(name);
   EngineOptions o;
   o.mmproj_path = c.mmproj;
+  o.audio_hf_eager_mask = hf_eager_audio;
   o.n_threads = 2;
   o.kernels.kernels = kernels;
   o.thermal.enabled = false;
@@ -149,8 +152,10 @@ TEST_P(MediaApi, LogitsWithTheImageMatchHf) {
     auto engine = LoadWithMmproj(name, kernels);
     ASSERT_NE(engine, nullptr);
     EXPECT_TRUE(engine->info().takes_images);
-    EXPECT_FALSE(engine->info().takes_audio);
-    EXPECT_EQ(engine->info().mmproj_projector, engine->info().architecture == "gemma4" ? "gemma4v" : "gemma3");
+    const bool with_audio = name == "gemma4_e2b_image_audio";
+    EXPECT_EQ(engine->info().takes_audio, with_audio);
+    EXPECT_EQ(engine->info().mmproj_projector,
+              engine->info().architecture == "gemma4" ? (with_audio ? "gemma4v,gemma4a" : "gemma4v") : "gemma3");
     const Golden g = ReadGolden(name);
     const int n_vocab = engine->info().n_vocab;
     const size_t rows = static_cast<size_t>(g.compared_rows);
@@ -364,6 +369,159 @@ TEST(MediaApiErrors, EachMisuseHasOneClearError) {
   const std::vector<int32_t> ids(20, 5);
   EXPECT_EQ(s->Evaluate(Prompt{ids, {{10, image.value()}}}).code(), StatusCode::kInvalidArgument);  // 10 + 16 > 20
   EXPECT_EQ(s->n_past(), 0);
+}
+
+// Gemma 4 E2B-like with the image and the clip both in HF's prompt: every row of the logits. The
+// goldens were made with transformers' eager attention, whose audio mask the engine reproduces on
+// request (EngineOptions::audio_hf_eager_mask); the default is the model's own window.
+TEST(MediaApiAudio, ImageAndClipLogitsMatchHf) {
+  const std::string name = "gemma4_e2b_image_audio";
+  std::ifstream in(kHfMm + name + "/input_ids.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
+  const int audio_first = j["placeholders"]["audio"]["first_position"].get<int>();
+  const int audio_count = j["placeholders"]["audio"]["count"].get<int>();
+  const Golden g = ReadGolden(name);
+  const std::vector<float> golden = ReadRaw<float>(kHfMm + name + "/logits.f32");
+  const std::vector<float> features = ReadRaw<float>(kHfMm + name + "/input_features.f32");
+  const std::vector<uint8_t> mask = ReadRaw<uint8_t>(kHfMm + name + "/input_features_mask.u8");
+  const std::vector<float> embeds = ReadRaw<float>(kHfMm + name + "/audio_embeds.f32");
+  for (const std::string kernels : {"ref", "auto"}) {
+    SCOPED_TRACE(kernels);
+    auto engine = LoadWithMmproj(name, kernels, /*hf_eager_audio=*/true);
+    ASSERT_NE(engine, nullptr);
+    EXPECT_TRUE(engine->info().takes_images);
+    EXPECT_TRUE(engine->info().takes_audio);
+    EXPECT_EQ(engine->info().mmproj_projector, "gemma4v,gemma4a");
+    const int n_vocab = engine->info().n_vocab;
+    auto image = EncodeHfPixels(*engine, name);
+    ASSERT_TRUE(image.ok()) << image.message();
+    auto clip = engine->EncodeAudioFeatures(features, mask);
+    ASSERT_TRUE(clip.ok()) << clip.message();
+    EXPECT_EQ(clip.value()->kind, MediaKind::kAudio);
+    EXPECT_FALSE(clip.value()->two_way);
+    ASSERT_EQ(clip.value()->n_tokens, audio_count);
+    EXPECT_LT(MaxAbsDiff(clip.value()->embeddings.data(), embeds.data(), embeds.size()), 1e-4);
+
+    const auto logits_of = [&](std::shared_ptr<const EncodedMedia> audio) {
+      auto session = NewSession(engine);
+      const Prompt prompt{ids, {{g.image_first, image.value()}, {audio_first, std::move(audio)}}};
+      std::vector<float> logits(ids.size() * static_cast<size_t>(n_vocab));
+      const Status s = session->Evaluate(prompt, logits.data(), true);
+      EXPECT_TRUE(s.ok()) << s.message();
+      return logits;
+    };
+    const std::vector<float> logits = logits_of(clip.value());
+    const double diff = MaxAbsDiff(logits.data(), golden.data(), golden.size());
+    std::printf("[%s, %s] logits of all %zu rows, image and clip: max |diff| %.2e\n", name.c_str(), kernels.c_str(),
+                ids.size(), diff);
+    EXPECT_LT(diff, 1e-4);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      EXPECT_EQ(ArgMax(&logits[r * n_vocab], n_vocab), ArgMax(&golden[r * n_vocab], n_vocab)) << "row " << r;
+    }
+    // From audio.wav: decoding, HF's log-mel, the tower; and the same samples given as PCM.
+    auto from_file = engine->EncodeAudioFile(kHfMm + name + "/audio.wav");
+    ASSERT_TRUE(from_file.ok()) << from_file.message();
+    const std::vector<float> file_logits = logits_of(from_file.value());
+    const double file_diff = MaxAbsDiff(file_logits.data(), golden.data(), golden.size());
+    std::printf("[%s, %s] from audio.wav: max |diff| %.2e\n", name.c_str(), kernels.c_str(), file_diff);
+    EXPECT_LT(file_diff, 1e-3);
+    // A silent clip of the same length: far off, so the clip is not ignored.
+    auto silent = std::make_shared<EncodedMedia>(*clip.value());
+    std::fill(silent->embeddings.begin(), silent->embeddings.end(), 0.0f);
+    const std::vector<float> silent_logits = logits_of(silent);
+    EXPECT_GT(MaxAbsDiff(silent_logits.data(), golden.data(), golden.size()), 1e-2);
+  }
+
+  // The processor's markup around the clip; PCM from a microphone gives the file's embeddings.
+  auto engine = LoadWithMmproj(name);
+  ASSERT_NE(engine, nullptr);
+  auto clip = engine->EncodeAudioFile(kHfMm + name + "/audio.wav");
+  ASSERT_TRUE(clip.ok()) << clip.message();
+  auto prompt = engine->TokenizePrompt(std::vector<ContentPart>{{"", clip.value()}});
+  ASSERT_TRUE(prompt.ok()) << prompt.message();
+  EXPECT_EQ(prompt.value().tokens, std::vector<int32_t>(ids.begin() + audio_first - 1, ids.begin() + audio_first + audio_count + 1));
+  std::ifstream wav(kHfMm + name + "/audio.wav", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(wav)), std::istreambuf_iterator<char>());
+  std::vector<float> pcm((bytes.size() - 44) / 2);  // the golden's plain 44-byte header, int16 mono
+  for (size_t i = 0; i < pcm.size(); ++i) {
+    int16_t v;
+    std::memcpy(&v, bytes.data() + 44 + 2 * i, 2);
+    pcm[i] = static_cast<float>(v) / 32768.0f;
+  }
+  auto from_pcm = engine->EncodeAudioPcm(pcm, 16000);
+  ASSERT_TRUE(from_pcm.ok()) << from_pcm.message();
+  EXPECT_EQ(from_pcm.value()->embeddings, clip.value()->embeddings);
+  // Stereo at 48 kHz (the same clip twice, resampled) is taken too.
+  std::vector<float> stereo;
+  for (float v : pcm) stereo.insert(stereo.end(), {v, v, v, v, v, v});  // 3x the rate, 2 channels
+  auto resampled = engine->EncodeAudioPcm(stereo, 48000, 2);
+  ASSERT_TRUE(resampled.ok()) << resampled.message();
+  EXPECT_NEAR(resampled.value()->n_tokens, clip.value()->n_tokens, 1);
+
+  // Bad clips: too long, empty, not audio, 0 Hz; audio for an engine without an audio tower.
+  const std::vector<float> long_clip(16000 * 31, 0.1f);
+  auto too_long = engine->EncodeAudioPcm(long_clip, 16000);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.message().find("30 s"), std::string::npos) << too_long.message();
+  EXPECT_FALSE(engine->EncodeAudioPcm({}, 16000).ok());
+  EXPECT_FALSE(engine->EncodeAudioPcm(pcm, 0).ok());
+  EXPECT_FALSE(engine->EncodeAudioFile(kHfMm + name + "/image.png").ok());
+  auto vision_only = LoadWithMmproj("gemma4_bidir_image");
+  ASSERT_NE(vision_only, nullptr);
+  auto no_tower = vision_only->EncodeAudioFile(kHfMm + name + "/audio.wav");
+  ASSERT_FALSE(no_tower.ok());
+  EXPECT_EQ(no_tower.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_tower.message().find("not audio"), std::string::npos) << no_tower.message();
+}
+
+// The task presets with media: describe places the image before the request, transcribe the clip;
+// a task that takes text refuses them.
+TEST(MediaApiTasks, DescribeAndTranscribeCarryTheirMedia) {
+  auto engine = LoadWithMmproj("gemma4_e2b_image_audio");
+  ASSERT_NE(engine, nullptr);
+  auto image = engine->EncodeImageFile(kHfMm + "gemma4_e2b_image_audio/image.png");
+  auto clip = engine->EncodeAudioFile(kHfMm + "gemma4_e2b_image_audio/audio.wav");
+  ASSERT_TRUE(image.ok() && clip.ok());
+  auto session = NewSession(engine);
+  TaskOptions describe;
+  describe.task = "describe";
+  describe.media = {image.value()};
+  describe.generate.max_tokens = 3;
+  describe.generate.sampling.temperature = 0;
+  auto described = RunTask(*session, "", describe);
+  ASSERT_TRUE(described.ok()) << described.message();
+  EXPECT_EQ(described->answer_language, "en");
+  ASSERT_EQ(session->media().size(), 1u);
+  EXPECT_EQ(session->media()[0].media, image.value());
+  // The image's placeholders, between <|image> and <image|>, with the request's words after them.
+  const std::vector<int32_t>& held = session->tokens();
+  const MediaSpan& span = session->media()[0];
+  const int32_t soft = engine->MediaToken(MediaKind::kImage).value();
+  ASSERT_GT(span.position, 0);
+  EXPECT_EQ(held[static_cast<size_t>(span.position - 1)], 505);  // the test vocabulary's <|image>
+  for (int k = 0; k < span.media->n_tokens; ++k) EXPECT_EQ(held[static_cast<size_t>(span.position + k)], soft);
+  EXPECT_EQ(held[static_cast<size_t>(span.position + span.media->n_tokens)], 506);  // <image|>
+  EXPECT_GT(held.size(), static_cast<size_t>(span.position + span.media->n_tokens + 4));
+
+  TaskOptions transcribe;
+  transcribe.task = "transcribe";
+  transcribe.to = "zh";
+  transcribe.media = {clip.value()};
+  transcribe.generate = describe.generate;
+  auto heard = RunTask(*session, "", transcribe);
+  ASSERT_TRUE(heard.ok()) << heard.message();
+  EXPECT_EQ(heard->answer_language, "zh-Hans");
+  ASSERT_EQ(session->media().size(), 1u);
+  EXPECT_EQ(session->media()[0].media->kind, MediaKind::kAudio);
+
+  TaskOptions polish;
+  polish.task = "polish";
+  polish.media = {image.value()};
+  EXPECT_EQ(RunTask(*session, "hi", polish).status().code(), StatusCode::kInvalidArgument);
+  TaskOptions both = describe;
+  both.media.push_back(clip.value());
+  EXPECT_EQ(RunTask(*session, "", both).status().code(), StatusCode::kInvalidArgument);
 }
 
 // The C API over the same: an image from the file, a prompt of parts, every row's logits equal to

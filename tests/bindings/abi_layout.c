@@ -31,6 +31,7 @@ int main(void) {
   FIELD(gemlet_engine_options, on_memory_action, ", ");
   FIELD(gemlet_engine_options, memory_action_user_data, ", ");
   FIELD(gemlet_engine_options, mmproj_path, ", ");
+  FIELD(gemlet_engine_options, audio_hf_eager_mask, ", ");
   printf("}}");
 
   Open("gemlet_session_options", sizeof(gemlet_session_options));

@@ -48,6 +48,45 @@ TEST(Tasks, TargetsSchemasAndBadRequests) {
   EXPECT_NE(BuildTaskPrompt({.task = "rewrite", .text = "hi", .style = "pirate"}).message().find("unknown style"), std::string::npos);
 }
 
+// describe takes an image, transcribe a clip, translate either; the media may be the whole input.
+TEST(Tasks, MediaTasksTakeTheirMediaAndNoOtherTaskDoes) {
+  Result<TaskPrompt> describe = BuildTaskPrompt({.task = "describe", .media = "image"});
+  ASSERT_TRUE(describe.ok()) << describe.message();
+  EXPECT_EQ(describe->user, "Describe this image.");
+  EXPECT_EQ(describe->answer_language, "en");
+  Result<TaskPrompt> describe_zh = BuildTaskPrompt({.task = "describe", .to = "zh", .media = "image"});
+  ASSERT_TRUE(describe_zh.ok());
+  EXPECT_EQ(describe_zh->user, "描述这张图片。");
+  EXPECT_NE(describe_zh->system.find("用简体中文书写"), std::string::npos) << describe_zh->system;
+  // The user's own words lead, in their language.
+  Result<TaskPrompt> asked = BuildTaskPrompt({.task = "describe", .text = "这张登机牌上的登机口是几号？", .media = "image"});
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(asked->user, "这张登机牌上的登机口是几号？");
+  EXPECT_EQ(asked->answer_language, "zh-Hans");
+
+  // Transcribing keeps the language spoken unless --to asks for a translation.
+  Result<TaskPrompt> as_spoken = BuildTaskPrompt({.task = "transcribe", .media = "audio"});
+  ASSERT_TRUE(as_spoken.ok());
+  EXPECT_EQ(as_spoken->answer_language, "as spoken");
+  EXPECT_NE(as_spoken->system.find("in the language they are spoken in"), std::string::npos) << as_spoken->system;
+  Result<TaskPrompt> into_zh = BuildTaskPrompt({.task = "transcribe", .to = "zh", .media = "audio"});
+  ASSERT_TRUE(into_zh.ok());
+  EXPECT_EQ(into_zh->answer_language, "zh-Hans");
+  EXPECT_NE(into_zh->system.find("用简体中文：如果说的是别的语言，就翻译过来"), std::string::npos) << into_zh->system;
+  Result<TaskPrompt> boarding = BuildTaskPrompt({.task = "translate", .to = "zh", .media = "image"});
+  ASSERT_TRUE(boarding.ok());
+  EXPECT_EQ(boarding->user, "翻译这张图片中的文字。");
+  for (const auto* p : {&*describe, &*describe_zh, &*as_spoken, &*into_zh, &*boarding}) {
+    EXPECT_EQ(p->system.find('{'), std::string::npos) << p->system;
+  }
+
+  EXPECT_NE(BuildTaskPrompt({.task = "describe", .text = "hi"}).message().find("needs an image"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "describe", .media = "audio"}).message().find("needs an image"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "transcribe", .media = "image"}).message().find("needs an audio clip"), std::string::npos);
+  EXPECT_NE(BuildTaskPrompt({.task = "polish", .text = "hi", .media = "image"}).message().find("takes text, not images"),
+            std::string::npos);
+}
+
 TEST(Tasks, GlossaryTermsInTheTextAreListed) {
   const std::string glossary = "# term\trendering\tnote\n毛肚\tbeef tripe\thotpot\n钵钵鸡\tbobo chicken\nGemlet\tGemlet\tproduct name\n\nunused\tnever\n";
   Result<std::vector<GlossaryEntry>> parsed = ParseGlossary(glossary);

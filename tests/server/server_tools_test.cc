@@ -331,7 +331,7 @@ TEST_F(ToolCalls, TaskPresetsOverHttpAnswerWithTheResultAlone) {
   EXPECT_EQ(polished["glossary_missing"], json::array({"毛肚"})) << polished.dump();
   EXPECT_EQ(polished["glossary_repaired"], json::array());
   json list = json::parse(s.client->Get("/v1/tasks")->body);
-  EXPECT_EQ(list["data"].size(), 6u);
+  EXPECT_EQ(list["data"].size(), 8u);  // describe and transcribe among them
   EXPECT_TRUE(s.Post("/v1/tasks/haiku", {{"input", "x"}}, 404).contains("error"));
   auto streamed = s.client->Post("/v1/tasks/polish", json({{"input", "x"}, {"stream", true}}).dump(), "application/json");
   ASSERT_TRUE(streamed);

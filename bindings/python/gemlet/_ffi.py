@@ -53,6 +53,7 @@ class EngineOptions(ctypes.Structure):
         ("on_memory_action", c_void_p),  # a C function pointer; the binding leaves it NULL
         ("memory_action_user_data", c_void_p),
         ("mmproj_path", c_char_p),
+        ("audio_hf_eager_mask", c_bool),
     ]
 
 
