@@ -49,8 +49,8 @@ int RunServe(int argc, char** argv) {
                  "0: none kept)")
       ->capture_default_str()->check(size_check);
   app.add_option("--max-image", max_image,
-                 "the largest image file a request may carry (more: 413); bodies with images may be up to 32M, or "
-                 "this and a half more")
+                 "the largest image file a request may carry (more: 413); a body with images may be 32M, or the "
+                 "base64 of this and 4M more")
       ->capture_default_str()->check([](const std::string& v) {
         return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 20M";
       });
