@@ -53,6 +53,7 @@ TABLE = {
     "Session::Generate(Prompt, GenerateOptions, StreamCallback)": "gemlet_session_generate_prompt",
     "Session::Complete(Prompt, GenerateOptions, StreamCallback)": "gemlet_session_complete_prompt",
     "Session::media": "gemlet_session_media_at",  # with gemlet_session_n_media
+    "BatchDecoder::Submit(Session, Prompt, GenerateOptions, StreamCallback)": "gemlet_batch_decoder_submit_prompt",
     "Conversation::Send(span, GenerateOptions, StreamCallback)": "gemlet_conversation_send_parts",
 }
 

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -29,13 +30,30 @@ Result<std::string> ReadKeyFile(const std::string& path) {
 
 int RunServe(int argc, char** argv) {
   CLI::App app{"Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and /v1/models, "
-               "Ollama's /api/chat and /api/generate, /health, /metrics and a chat page at /"};
+               "Ollama's /api/chat and /api/generate, /health, /metrics and a chat page at /. With --mmproj the "
+               "model sees images: OpenAI's image_url parts (data: URLs) and Ollama's images"};
   app.name("gemlet serve");
   ModelOptions mo;
   ServerOptions so;
-  std::string api_key_file, alias;
+  std::string api_key_file, alias, image_cache = "64M", max_image = "20M";
   int parallel = 4, idle_unload = 0;
   AddModelOptions(app, &mo);
+  app.get_option("--mmproj")->description(
+      "the model's vision tower (llama.cpp's mmproj GGUF): requests may then carry images, OpenAI's image_url "
+      "parts as data: URLs (remote URLs are refused: nothing leaves the device) and Ollama's base64 images");
+  const auto size_check = [](const std::string& v) {
+    return v == "0" || ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 64M or 1G";
+  };
+  app.add_option("--image-cache", image_cache,
+                 "encoded images kept for later requests (a conversation resent every turn encodes its images once; "
+                 "0: none kept)")
+      ->capture_default_str()->check(size_check);
+  app.add_option("--max-image", max_image,
+                 "the largest image file a request may carry (more: 413); a body with images may be 32M, or the "
+                 "base64 of this and 4M more")
+      ->capture_default_str()->check([](const std::string& v) {
+        return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 20M";
+      });
   app.add_option("--host", so.host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port; the chosen one is printed)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -87,6 +105,11 @@ int RunServe(int argc, char** argv) {
   so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   so.idle_unload_seconds = idle_unload;
+  so.image.max_soft_tokens = mo.max_soft_tokens;
+  so.image_cache_bytes = image_cache == "0" ? 0 : static_cast<size_t>(ParseByteSize(image_cache));
+  so.max_image_bytes = static_cast<size_t>(ParseByteSize(max_image));
+  // base64 writes 4 characters for 3 bytes: room for the largest image and the rest of the body.
+  so.max_image_body_bytes = std::max(so.max_image_body_bytes, so.max_image_bytes / 3 * 4 + (4u << 20));
   // Always able to load the model again: --idle-unload and Ollama's keep_alive unload it.
   so.reload = [mo]() -> Result<std::shared_ptr<Engine>> {
     auto again = LoadForGeneration(mo);

@@ -796,6 +796,13 @@ GEMLET_API gemlet_status gemlet_batch_decoder_submit(gemlet_batch_decoder* decod
                                                      const int32_t* prompt, size_t n_prompt,
                                                      const gemlet_generate_options* options, gemlet_stream_fn callback,
                                                      void* user_data, int* id);
+/* The same with images or audio in the prompt (gemlet_engine_chat_prompt, gemlet_prompt_new), as
+ * gemlet_session_complete_prompt would: the prompt up to its last image is evaluated in a step of
+ * its own on the request's session. The prompt may be freed once this returns. */
+GEMLET_API gemlet_status gemlet_batch_decoder_submit_prompt(gemlet_batch_decoder* decoder, gemlet_session* session,
+                                                            const gemlet_prompt* prompt,
+                                                            const gemlet_generate_options* options,
+                                                            gemlet_stream_fn callback, void* user_data, int* id);
 /* One step of every running request; *n_finished receives how many finished in it, which
  * gemlet_batch_decoder_finished reads (until the next step). */
 GEMLET_API gemlet_status gemlet_batch_decoder_step(gemlet_batch_decoder* decoder, size_t* n_finished);

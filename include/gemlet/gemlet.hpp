@@ -300,6 +300,11 @@ class GEMLET_CXX_API BatchDecoder {
   // Returns the request's id (> 0); kInvalidArgument when max_requests are running.
   Result<int> Submit(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options,
                      StreamCallback on_text = {});
+  // The same with images or audio in the prompt (Engine::ChatPrompt), as Session::Complete(Prompt)
+  // would: media counts as cached only where the cache holds the same media at the same place. The
+  // prompt up to the end of its last image is evaluated in a step of its own on the request's
+  // session (each image's rows in one chunk); the rest joins the batched steps.
+  Result<int> Submit(Session& session, const Prompt& prompt, const GenerateOptions& options, StreamCallback on_text = {});
   struct Finished {
     int id = 0;
     Result<Reply> reply;

@@ -1,7 +1,8 @@
 // gemlet's local HTTP server: OpenAI's chat and text completions (streamed as server-sent events or
 // not), models, llama-server's /health, /metrics, /tokenize and /detokenize, and Ollama's /api/chat,
 // /api/generate, /api/tags and /api/show, over the public API (gemlet.hpp). `parallel` requests are
-// decoded at once, one forward for all of them per token.
+// decoded at once, one forward for all of them per token. Images (OpenAI's image_url data URLs,
+// Ollama's images) when the engine has a vision tower.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,15 @@ struct ServerOptions {
   SessionOptions slot;             // each slot's session: n_ctx (its context), KV cache type, threads
   int queue_size = 64;             // requests waiting for a slot; more get 503 with Retry-After
   size_t max_body_bytes = 4u << 20;  // larger request bodies get 413
+  // Images (a model with a vision tower: EngineOptions::mmproj_path). They come inline, base64 in
+  // the body, so such a server takes bodies up to max_image_body_bytes instead; one image's file
+  // may be max_image_bytes (more: 413), and its pixels the decoder's limit (50 M; more: 400).
+  size_t max_image_body_bytes = 32u << 20;
+  size_t max_image_bytes = 20u << 20;
+  ImageOptions image{};  // how images are encoded (Gemma 4: max_soft_tokens)
+  // Encoded images kept for later requests (their embeddings' bytes; 0: none kept): a conversation
+  // resent every turn encodes its images once, and the slots' prefix reuse keeps their KV.
+  size_t image_cache_bytes = 64u << 20;
   int max_tokens = 4096;           // the most tokens a request may ask for (more: 400)
   std::string model_name;          // the id /v1/models lists; empty: the file name without .gguf
   // Browsers. Any web page the user opens can send requests to a local server, so a request

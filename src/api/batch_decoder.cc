@@ -9,6 +9,7 @@
 #include "api/api_internal.h"
 #include "runtime/batch.h"
 #include "runtime/generate.h"
+#include "runtime/media_prompt.h"
 #include "runtime/prefix_reuse.h"
 #include "sampling/sampler.h"
 
@@ -31,6 +32,11 @@ struct BatchDecoder::Impl {
     runtime::Session* rt = nullptr;
     std::vector<int32_t> prompt;  // what the cache did not hold: evaluated in chunks
     size_t evaluated = 0;         // of prompt
+    // Images and clips in `prompt` (positions from its start) and where the last one ends: tokens
+    // up to there are evaluated on the request's own session, which keeps each image's rows in one
+    // chunk, before the rest joins the batched steps.
+    std::vector<MediaSpan> media;
+    size_t media_end = 0;
     int kept = 0;                 // prompt tokens the cache held (before `prompt`)
     int cached = 0;               // ... of which reused as they were (not evaluated again for the rings)
     StreamCallback on_text;
@@ -53,6 +59,7 @@ struct BatchDecoder::Impl {
   int next_id = 1;
   int last_step_tokens = 0;
   std::vector<float> logits;  // [max_requests, n_vocab]
+  std::vector<float> media_logits;  // [n_vocab]: a prompt that ends with an image's markup
   // The step's activations (rows: every decoding request's token and the prompt chunks), made at
   // the first step from a session's threads and kernels, again when a longer context joins.
   std::unique_ptr<runtime::BatchWorkspace> workspace;
@@ -69,6 +76,33 @@ struct BatchDecoder::Impl {
   }
 
   Finished Complete(Request& r) { return Reply(r, std::move(r.generator->Finish().reply)); }
+
+  Result<int> Submit(Session& session, std::span<const int32_t> prompt, std::span<const MediaSpan> media,
+                     const GenerateOptions& options, StreamCallback on_text);
+
+  // The request's prompt up to the end of its last image or clip, on its own session (an image's
+  // rows in one chunk); with `logits` (the prompt ends there) the last row's.
+  Status EvaluateMedia(Request& r, float* logits) {
+    std::vector<int32_t> head(r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated),
+                              r.prompt.begin() + static_cast<ptrdiff_t>(r.media_end));
+    std::vector<MediaSpan> spans;
+    for (const MediaSpan& m : r.media) {
+      if (static_cast<size_t>(m.position) >= r.evaluated) spans.push_back({m.position - static_cast<int>(r.evaluated), m.media});
+    }
+    r.rt->SetStopFlag(&r.cancel);
+    Status s = r.rt->Evaluate(head, spans, logits, false);
+    r.rt->SetStopFlag(nullptr);
+    if (s.ok()) r.evaluated = r.media_end;
+    return s;
+  }
+
+  // The prompt is in the cache: sampling starts from the last row's logits. False when it ended there.
+  bool StartGenerating(Request& r, const float* logits) {
+    r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.controls, r.on_text,
+                                                       static_cast<int>(r.prompt.size()), Seconds(r.start));
+    r.next_token = r.generator->Next(logits);
+    return r.next_token >= 0;
+  }
 
   // A request cancelled before its prompt was in: nothing generated.
   Finished CancelledInPrompt(Request& r) {
@@ -98,7 +132,17 @@ Result<std::unique_ptr<BatchDecoder>> BatchDecoder::Create(std::shared_ptr<Engin
 
 Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options,
                                  StreamCallback on_text) {
-  Impl& d = *impl_;
+  return impl_->Submit(session, prompt, {}, options, std::move(on_text));
+}
+
+Result<int> BatchDecoder::Submit(Session& session, const Prompt& prompt, const GenerateOptions& options,
+                                 StreamCallback on_text) {
+  return impl_->Submit(session, prompt.tokens, prompt.media, options, std::move(on_text));
+}
+
+Result<int> BatchDecoder::Impl::Submit(Session& session, std::span<const int32_t> prompt, std::span<const MediaSpan> media,
+                                       const GenerateOptions& options, StreamCallback on_text) {
+  Impl& d = *this;
   RETURN_IF_ERROR(CheckGenerateOptions(options));
   if (prompt.empty()) return Status::Error(StatusCode::kInvalidArgument, "the prompt is empty");
   if (&session.engine() != d.engine.get()) {
@@ -109,6 +153,8 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
                                                            " tokens, more than the context's " +
                                                            std::to_string(session.n_ctx()));
   }
+  Session::Impl& s = session.impl();
+  RETURN_IF_ERROR(runtime::CheckMediaSpans(s.session->engine(), media, static_cast<int>(prompt.size())));
   // Before anything changes: a schema outside the supported subset is the request's error.
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::TokenConstraint> constraint,
                    d.engine->impl().Constraint(options, session.n_ctx()));
@@ -122,14 +168,19 @@ Result<int> BatchDecoder::Submit(Session& session, std::span<const int32_t> prom
   auto r = std::make_unique<Impl::Request>();
   r->id = d.next_id++;
   r->session = &session;
-  Session::Impl& s = session.impl();
   r->rt = s.session.get();
   s.BeginCall();
   size_t replayed = 0;
-  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*r->rt, prompt, &replayed));
+  ASSIGN_OR_RETURN(const size_t common, runtime::KeepCachedPrefix(*r->rt, prompt, media, &replayed));
   r->kept = static_cast<int>(common);
   r->cached = static_cast<int>(common - replayed);
   r->prompt.assign(prompt.begin() + static_cast<ptrdiff_t>(common), prompt.end());
+  // The media the cache does not hold yet, its positions from the first token evaluated.
+  for (const MediaSpan& span : media) {
+    if (static_cast<size_t>(span.position) < common) continue;
+    r->media.push_back({span.position - static_cast<int>(common), span.media});
+    r->media_end = static_cast<size_t>(r->media.back().position + span.media->n_tokens);
+  }
   r->on_text = std::move(on_text);
   r->options = options;
   r->constraint = std::move(constraint);
@@ -164,11 +215,33 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
 
   // This step's rows: a token for every decoding request, then prompt chunks in arrival order in
   // what is left (a long prompt takes several steps; the others keep decoding meanwhile).
+  // A prompt with images or clips first evaluates up to the end of the last one on its own
+  // session (its image rows in one chunk), one such request per step so that the others keep
+  // decoding; the rest of its prompt then joins the batched rows.
+  for (size_t i = 0; i < running.size(); ++i) {
+    Impl::Request& r = *running[i];
+    if (!r.prefilling() || r.evaluated >= r.media_end || r.cancel.load()) continue;
+    const bool whole = r.media_end == r.prompt.size();
+    d.media_logits.resize(whole ? static_cast<size_t>(n_vocab) : 0);
+    const Status s = d.EvaluateMedia(r, whole ? d.media_logits.data() : nullptr);
+    if (s.code() == StatusCode::kCancelled) {
+      end_cancelled(i);
+    } else if (!s.ok()) {
+      finished.push_back(d.Finish(r, s));
+      done[i] = true;
+    } else if (whole && !d.StartGenerating(r, d.media_logits.data())) {
+      finished.push_back(d.Complete(r));
+      done[i] = true;
+    }
+    break;
+  }
+
   std::vector<size_t> in_step;
   std::vector<std::vector<int32_t>> tokens(running.size());
   int budget = d.step_rows();
   for (size_t i = 0; i < running.size(); ++i) {
     Impl::Request& r = *running[i];
+    if (done[i]) continue;
     if (r.cancel.load()) {
       end_cancelled(i);
     } else if (!r.prefilling()) {
@@ -179,7 +252,7 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
   }
   for (size_t i = 0; i < running.size() && budget > 0; ++i) {
     Impl::Request& r = *running[i];
-    if (done[i] || !r.prefilling()) continue;
+    if (done[i] || !r.prefilling() || r.evaluated < r.media_end) continue;
     const size_t n = std::min({r.prompt.size() - r.evaluated, static_cast<size_t>(d.options.prefill_chunk),
                                static_cast<size_t>(budget)});
     tokens[i].assign(r.prompt.begin() + static_cast<ptrdiff_t>(r.evaluated),
@@ -233,14 +306,16 @@ std::vector<BatchDecoder::Finished> BatchDecoder::Step() {
       done[i] = true;
       continue;
     }
+    bool more = true;
     if (r.prefilling()) {
       r.evaluated += tokens[i].size();
       if (r.evaluated < r.prompt.size()) continue;
-      r.generator = std::make_unique<runtime::Generator>(*r.rt, *r.sampler, r.options, r.controls, r.on_text,
-                                                         static_cast<int>(r.prompt.size()), Seconds(r.start));
+      more = d.StartGenerating(r, logits);
+    } else {
+      r.next_token = r.generator->Next(logits);
+      more = r.next_token >= 0;
     }
-    r.next_token = r.generator->Next(logits);
-    if (r.next_token < 0) {
+    if (!more) {
       finished.push_back(d.Complete(r));
       done[i] = true;
     }

@@ -311,6 +311,25 @@ gemlet_status gemlet_batch_decoder_submit(gemlet_batch_decoder* decoder, gemlet_
   });
 }
 
+gemlet_status gemlet_batch_decoder_submit_prompt(gemlet_batch_decoder* decoder, gemlet_session* session,
+                                                 const gemlet_prompt* prompt, const gemlet_generate_options* options,
+                                                 gemlet_stream_fn callback, void* user_data, int* id) {
+  return Guard([&] {
+    if (id) *id = 0;
+    if (decoder == nullptr) return NullHandle("decoder");
+    if (session == nullptr) return NullHandle("session");
+    if (prompt == nullptr) return NullHandle("prompt");
+    gemlet_generate_options o = gemlet_generate_options_default();
+    if (!ReadOptions(options, &o)) return BadStruct("gemlet_generate_options");
+    gemlet::GenerateOptions g;
+    if (!ToGenerateOptions(o, &g)) return GEMLET_INVALID_ARGUMENT;
+    auto r = decoder->decoder->Submit(*session->session, *PromptOf(prompt), g, ToStreamCallback(callback, user_data));
+    if (!r.ok()) return Report(r.status());
+    if (id) *id = *r;
+    return GEMLET_OK;
+  });
+}
+
 gemlet_status gemlet_batch_decoder_step(gemlet_batch_decoder* decoder, size_t* n_finished) {
   return Guard([&] {
     if (n_finished) *n_finished = 0;

@@ -4,6 +4,7 @@
 #include "server/protocol.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -156,6 +157,109 @@ std::optional<ApiError> ReadLogitBias(const json& body, std::vector<std::pair<in
   return std::nullopt;
 }
 
+}  // namespace
+
+bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large) {
+  *too_large = false;
+  out->clear();
+  // Three bytes for every four characters: refuse an image too large before decoding it.
+  if (text.size() / 4 * 3 > max_bytes + 3 + text.size() / 16) {
+    // (whitespace may pad the text; a line every 64 characters at most costs 1/16 of it)
+    size_t chars = 0;
+    for (char c : text) chars += c != '\n' && c != '\r' && c != ' ' && c != '\t' && c != '=';
+    if (chars / 4 * 3 + (chars % 4 > 1 ? chars % 4 - 1 : 0) > max_bytes) {
+      *too_large = true;
+      *error = "is too large: more than " + std::to_string(max_bytes) + " bytes decoded (the server's limit per image)";
+      return false;
+    }
+  }
+  out->reserve(text.size() / 4 * 3 + 3);
+  uint32_t bits = 0;
+  int n_bits = 0;
+  size_t padding = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+' || c == '-') v = 62;
+    else if (c == '/' || c == '_') v = 63;
+    else if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
+    else if (c == '=') {
+      ++padding;
+      continue;
+    }
+    if (v < 0 || padding > 0) {
+      *error = "is not valid base64 (" + std::string(v < 0 ? "an unexpected character" : "data after the '=' padding") +
+               " at offset " + std::to_string(i) + ")";
+      return false;
+    }
+    bits = (bits << 6) | static_cast<uint32_t>(v);
+    n_bits += 6;
+    if (n_bits >= 8) {
+      n_bits -= 8;
+      out->push_back(static_cast<char>((bits >> n_bits) & 0xFF));
+    }
+  }
+  // Leftover bits: 0 (complete), 2 or 4 (one or two bytes short of a group, padded or not); 6 is one
+  // character alone, which no encoder writes.
+  if (n_bits == 6 || padding > 2) {
+    *error = "is not valid base64 (its length does not end a group of four characters)";
+    return false;
+  }
+  if (out->size() > max_bytes) {
+    *too_large = true;
+    *error = "is too large: " + std::to_string(out->size()) + " bytes decoded, more than the server's limit of " +
+             std::to_string(max_bytes) + " per image";
+    return false;
+  }
+  return true;
+}
+
+std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& where, const std::string& param,
+                                     const Limits& limits, std::string* bytes) {
+  const auto starts = [&url](std::string_view prefix) {
+    if (url.size() < prefix.size()) return false;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(url[i])) != prefix[i]) return false;
+    }
+    return true;
+  };
+  if (starts("http://") || starts("https://")) {
+    return Invalid(param, "'" + where + "': remote image URLs are not fetched, since nothing leaves this device; send the "
+                          "image inline as a data URL (data:image/png;base64,...)");
+  }
+  if (!starts("data:")) {
+    return Invalid(param, "'" + where + "': the image must be a data URL (data:image/png;base64,...); no other URL is read");
+  }
+  const size_t comma = url.find(',');
+  if (comma == std::string_view::npos) {
+    return Invalid(param, "'" + where + "': a malformed data URL (no ',' before the data)");
+  }
+  const std::string_view head = url.substr(5, comma - 5);  // "image/png;base64"
+  const std::string_view type = head.substr(0, head.find(';'));
+  if (!type.empty() && type.substr(0, 6) != "image/") {
+    std::string shown;  // the type as sent, printable ASCII only
+    for (char c : type.substr(0, 40)) shown += c > ' ' && c < 127 && c != '\'' ? c : '?';
+    return Invalid(param, "'" + where + "': a data URL of type '" + shown + "', not an image");
+  }
+  if (head.size() < 7 || head.substr(head.size() - 7) != ";base64") {
+    return Invalid(param, "'" + where + "': the data URL must be base64 (data:image/png;base64,...)");
+  }
+  std::string error;
+  bool too_large = false;
+  if (!DecodeBase64(url.substr(comma + 1), limits.max_image_bytes, bytes, &error, &too_large)) {
+    ApiError e = Invalid(param, "'" + where + "': the image " + error);
+    if (too_large) e.status = 413;
+    return e;
+  }
+  if (bytes->empty()) return Invalid(param, "'" + where + "': the data URL holds no image");
+  return std::nullopt;
+}
+
+namespace {
+
 // The sampling and length fields both OpenAI endpoints share.
 std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& limits, CompletionRequest* r) {
   SamplingOptions& s = r->options.sampling;
@@ -215,26 +319,79 @@ std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& lim
   return std::nullopt;
 }
 
-// A message's content: a string, null, or an array of parts of which only text is understood.
-std::optional<ApiError> ReadContent(const json& m, size_t index, std::string* out) {
+// A message's content: a string, null, or an array of text and image_url parts. Text alone is
+// joined into msg->content; with images every part goes into msg->parts in order, each image's
+// part left for the server to fill (r->images). `message` is the index msg will have.
+std::optional<ApiError> ReadContent(const json& m, size_t index, size_t message, const Limits& limits, Message* msg,
+                                    CompletionRequest* r) {
   const std::string where = "messages[" + std::to_string(index) + "].content";
   auto it = m.find("content");
   if (it == m.end() || it->is_null()) return std::nullopt;
   if (it->is_string()) {
-    *out = it->get<std::string>();
+    msg->content = it->get<std::string>();
     return std::nullopt;
   }
   if (!it->is_array()) return Invalid(where, "'" + where + "' must be a string or an array of parts");
-  for (const json& part : *it) {
+  std::vector<ContentPart> parts;
+  std::vector<RequestImage> images;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& part = (*it)[k];
+    const std::string at = where + "[" + std::to_string(k) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
       return Invalid(where, "each part of '" + where + "' must be an object with a 'type'");
     }
     const std::string type = part["type"].get<std::string>();
-    if (type != "text") return Invalid(where, "'" + type + "' parts are not supported (text only)");
-    if (!part.contains("text") || !part["text"].is_string()) {
-      return Invalid(where, "a text part of '" + where + "' needs a string 'text'");
+    if (type == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) {
+        return Invalid(where, "a text part of '" + where + "' needs a string 'text'");
+      }
+      parts.push_back({part["text"].get<std::string>(), nullptr});
+    } else if (type == "image_url") {
+      // {"image_url": {"url": ..., "detail": ...}}; some clients send the URL as a plain string.
+      // detail (low, high, auto) is accepted and ignored: the model's processor sets the resolution.
+      const json* u = part.contains("image_url") ? &part["image_url"] : nullptr;
+      if (u != nullptr && u->is_object()) u = u->contains("url") ? &(*u)["url"] : nullptr;
+      if (u == nullptr || !u->is_string()) {
+        return Invalid(where, "'" + at + "' needs 'image_url': {\"url\": \"data:image/png;base64,...\"}");
+      }
+      RequestImage image{message, parts.size(), {}, where, at};
+      if (auto e = ReadImageUrl(u->get<std::string>(), at, where, limits, &image.bytes)) return e;
+      images.push_back(std::move(image));
+      parts.push_back({});
+    } else {
+      return Invalid(where, "'" + at + "': '" + type + "' parts are not supported (text and image_url only)");
     }
-    *out += part["text"].get<std::string>();
+  }
+  if (images.empty()) {
+    for (const ContentPart& p : parts) msg->content += p.text;
+    return std::nullopt;
+  }
+  msg->parts = std::move(parts);
+  for (RequestImage& image : images) r->images.push_back(std::move(image));
+  return std::nullopt;
+}
+
+// Ollama's "images": base64 strings, placed before the text they come with (as Ollama does).
+// Appends their parts to *parts (the text part is the caller's) and the images to r->images.
+std::optional<ApiError> ReadOllamaImages(const json& object, const std::string& param, size_t message,
+                                         const Limits& limits, std::vector<ContentPart>* parts, CompletionRequest* r) {
+  auto it = object.find("images");
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) return Invalid(param, "'" + param + "' must be an array of base64 strings");
+  for (size_t k = 0; k < it->size(); ++k) {
+    const std::string at = param + "[" + std::to_string(k) + "]";
+    if (!(*it)[k].is_string()) return Invalid(param, "'" + at + "' must be a base64 string");
+    RequestImage image{message, parts->size(), {}, param, at};
+    std::string error;
+    bool too_large = false;
+    if (!DecodeBase64((*it)[k].get<std::string>(), limits.max_image_bytes, &image.bytes, &error, &too_large)) {
+      ApiError e = Invalid(param, "'" + at + "' " + error);
+      if (too_large) e.status = 413;
+      return e;
+    }
+    if (image.bytes.empty()) return Invalid(param, "'" + at + "' is empty");
+    r->images.push_back(std::move(image));
+    parts->push_back({});
   }
   return std::nullopt;
 }
@@ -305,7 +462,7 @@ std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits,
       return Invalid(where + ".role", "'" + where + ".role' must be system, developer, user, assistant or tool");
     }
     Message msg{role, ""};
-    if (auto e = ReadContent(m, i, &msg.content)) return e;
+    if (auto e = ReadContent(m, i, r->messages.size(), limits, &msg, r)) return e;
     if (role == "tool") {
       if (auto e = ReadString(m, "tool_call_id", &msg.tool_call_id)) return e;
       if (auto e = ReadString(m, "name", &msg.name)) return e;
@@ -432,13 +589,6 @@ std::optional<ApiError> ReadOllamaFormat(const json& body, CompletionRequest* r)
   return std::nullopt;
 }
 
-// Images sent to a model that cannot see them are refused, not dropped.
-std::optional<ApiError> RefuseImages(const json& object, const std::string& where) {
-  auto it = object.find("images");
-  if (it == object.end() || it->is_null() || (it->is_array() && it->empty())) return std::nullopt;
-  return Invalid(where, "'" + where + "': this model has no vision tower, so it cannot take images");
-}
-
 // Options that change the answer and are not implemented: refused, unless at the value that turns
 // them off (clients send Ollama's defaults).
 std::optional<ApiError> RefuseUnsupportedOptions(const json& o) {
@@ -467,7 +617,6 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
   if (auto e = ReadString(body, "model", &r->model)) return e;
   if (auto e = ReadBool(body, "think", &r->thinking)) return e;
   if (auto e = ReadOllamaFormat(body, r)) return e;
-  if (auto e = RefuseImages(body, "images")) return e;
   for (const char* key : {"template", "suffix", "context"}) {
     if (auto it = body.find(key); it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()) &&
                                   !(it->is_array() && it->empty())) {
@@ -491,12 +640,20 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
       const json& m = (*it)[i];
       Message msg;
       if (!m.is_object()) return Invalid("messages", "each message must be an object");
-      if (auto e = RefuseImages(m, "messages[" + std::to_string(i) + "].images")) return e;
       if (auto e = ReadString(m, "role", &msg.role)) return e;
       if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
         return Invalid("messages", "a message's role must be system, user, assistant or tool");
       }
       if (auto e = ReadString(m, "content", &msg.content)) return e;
+      const size_t before = r->images.size();
+      if (auto e = ReadOllamaImages(m, "messages[" + std::to_string(i) + "].images", r->messages.size(), limits,
+                                    &msg.parts, r)) {
+        return e;
+      }
+      if (r->images.size() > before) {  // the images, then the text
+        if (!msg.content.empty()) msg.parts.push_back({std::move(msg.content), nullptr});
+        msg.content.clear();
+      }
       if (msg.role == "assistant") {
         if (auto e = ReadString(m, "thinking", &msg.reasoning)) return e;
         if (auto e = ReadToolCalls(m, "messages[" + std::to_string(i) + "]", &msg.tool_calls)) return e;
@@ -514,14 +671,21 @@ std::optional<ApiError> ParseOllamaRequest(const json& body, bool chat, const Li
     if (auto e = ReadString(body, "system", &system)) return e;
     bool raw = false;
     if (auto e = ReadBool(body, "raw", &raw)) return e;
-    if (r->prompt.empty()) {
+    std::vector<ContentPart> parts;
+    const size_t message = raw ? 0 : system.empty() ? 0 : 1;
+    if (auto e = ReadOllamaImages(body, "images", message, limits, &parts, r)) return e;
+    if (r->prompt.empty() && parts.empty()) {
       r->load_only = true;  // Ollama: no prompt loads the model (keep_alive 0: unloads it)
       return std::nullopt;
     }
+    if (!parts.empty() && !r->prompt.empty()) parts.push_back({r->prompt, nullptr});  // the images, then the prompt
     if (!raw) {  // /api/generate applies the chat template unless raw
       r->chat = true;
       if (!system.empty()) r->messages.push_back({"system", system});
-      r->messages.push_back({"user", r->prompt});
+      r->messages.push_back({"user", parts.empty() ? r->prompt : std::string()});
+      r->messages.back().parts = std::move(parts);
+    } else {
+      r->prompt_parts = std::move(parts);
     }
   }
   r->options.max_tokens = limits.max_tokens;

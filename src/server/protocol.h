@@ -32,12 +32,26 @@ nlohmann::json ErrorJson(const ApiError& e);
 // 100,000 levels deep is a 400, never a walk that overflows the stack.
 std::optional<ApiError> ParseBody(std::string_view body, size_t max_bytes, nlohmann::json* out);
 
+// An image a request carries inline (OpenAI's image_url data URL, Ollama's images), its base64
+// decoded; the server encodes it (Engine::EncodeImage, through its cache) into its content part.
+struct RequestImage {
+  size_t message = 0;  // the message whose parts hold it (raw /api/generate: CompletionRequest::prompt_parts)
+  size_t part = 0;     // the part that takes its EncodedMedia
+  std::string bytes;   // the image file's bytes (PNG, JPEG, WebP, HEIC: the decoder sniffs which)
+  std::string param;   // the request's field, for errors: "messages[0].content", "images"
+  std::string where;   // the image itself, for messages: "messages[0].content[1]", "images[0]"
+};
+
 // What every dialect's request comes down to.
 struct CompletionRequest {
   bool chat = true;                 // messages (else a raw prompt)
   std::vector<Message> messages;
   std::string prompt;               // text completions
   std::vector<int32_t> prompt_tokens;  // text completions given as token ids
+  // Images, in request order: each fills messages[message].parts[part].media (or prompt_parts'),
+  // a part the parser left empty. A message with images has its text in parts too, in order.
+  std::vector<RequestImage> images;
+  std::vector<ContentPart> prompt_parts;  // raw /api/generate with images: the images, then the prompt
   bool thinking = false;            // Gemma 4: think before answering
   std::string tools;                // Gemma 4: OpenAI's tools array, as JSON text ("" none)
   std::string tool_choice;          // as JSON text ("" auto)
@@ -64,7 +78,17 @@ struct Limits {
   int max_tokens = 4096;  // the most a request may ask for
   int max_stop = 16;      // stop strings
   int max_choices = 8;    // OpenAI's n
+  size_t max_image_bytes = 20u << 20;  // one image's file, decoded from base64 (more: 413)
 };
+
+// An image's bytes from base64 (RFC 4648's alphabet, padding optional, line breaks and spaces
+// skipped; '-' and '_' of the URL-safe alphabet taken too). false, with *error saying where, when
+// the text is not base64 or decodes to more than max_bytes (*too_large then set).
+bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large);
+// OpenAI's image_url.url: a data URL (data:image/png;base64,...) decoded into *bytes. Remote
+// (http, https) and other URLs are refused: nothing leaves the device.
+std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& where, const std::string& param,
+                                     const Limits& limits, std::string* bytes);
 
 // OpenAI: POST /v1/chat/completions and /v1/completions. Unknown fields are ignored; wrong types
 // and values out of range are refused with a message naming the field.
@@ -73,8 +97,9 @@ std::optional<ApiError> ParseCompletionRequest(const nlohmann::json& body, const
 // Ollama: POST /api/chat and /api/generate (options.temperature, num_predict, ...; stream defaults on;
 // `format` "json" or a schema is a response_format). Options that would change the answer and are
 // not implemented (mirostat, typical_p, tfs_z) are refused unless at their no-op values; `images`
-// are refused (no vision tower yet); the runner's own settings (num_gpu, num_thread, num_batch,
-// use_mmap, ...) are the server's and listed in docs/server.md as ignored.
+// (base64 strings, on /api/chat's messages and /api/generate) go before the text they come with, as
+// Ollama places them; the runner's own settings (num_gpu, num_thread, num_batch, use_mmap, ...) are
+// the server's and listed in docs/server.md as ignored.
 
 std::optional<ApiError> ParseOllamaRequest(const nlohmann::json& body, bool chat, const Limits& limits,
                                            CompletionRequest* out);

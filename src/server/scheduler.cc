@@ -4,6 +4,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace gemlet::server {
 
@@ -84,15 +85,38 @@ SchedulerStats Scheduler::stats() const {
   return stats_;
 }
 
+namespace {
+
+// How much of `prompt` a session's cache holds: the common tokens, up to the first image that is
+// not the same image on both sides (by content hash: enough to choose a slot; the session's prefix
+// reuse compares the embeddings themselves).
+size_t CommonPrefix(const Session& session, const Prompt& prompt) {
+  const std::vector<int32_t>& held = session.tokens();
+  size_t common = 0;
+  while (common < held.size() && common < prompt.tokens.size() && held[common] == prompt.tokens[common]) ++common;
+  const std::vector<MediaSpan>& held_media = session.media();
+  for (size_t k = 0; k < std::max(held_media.size(), prompt.media.size()); ++k) {
+    const MediaSpan* a = k < held_media.size() ? &held_media[k] : nullptr;
+    const MediaSpan* b = k < prompt.media.size() ? &prompt.media[k] : nullptr;
+    const size_t first = static_cast<size_t>(std::min(a ? a->position : INT32_MAX, b ? b->position : INT32_MAX));
+    if (first >= common) break;
+    if (!a || !b || a->position != b->position ||
+        (a->media != b->media && a->media->content_hash != b->media->content_hash)) {
+      return first;
+    }
+  }
+  return common;
+}
+
+}  // namespace
+
 int Scheduler::PickSlot(const Job& job) const {
   int best = -1;
   size_t best_common = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.job) continue;
-    const std::vector<int32_t>& held = s.session->tokens();
-    size_t common = 0;
-    while (common < held.size() && common < job.prompt.size() && held[common] == job.prompt[common]) ++common;
+    const size_t common = CommonPrefix(*s.session, job.prompt);
     if (best < 0 || common > best_common || (common == best_common && s.last_used < slots_[best].last_used)) {
       best = static_cast<int>(i);
       best_common = common;

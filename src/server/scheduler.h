@@ -20,7 +20,7 @@ namespace gemlet::server {
 
 // One request's generation, shared by the HTTP thread that answers it and the scheduler.
 struct Job {
-  std::vector<int32_t> prompt;
+  Prompt prompt;  // tokens, and the images among them
   GenerateOptions options;
 
   // Set by the HTTP side (client gone, server stopping): the scheduler cancels the generation,

@@ -26,6 +26,7 @@
 #include "server/admission.h"
 #include "server/http_front.h"
 #include "server/http_guard.h"
+#include "server/image_cache.h"
 #include "server/protocol.h"
 #include "server/scheduler.h"
 #include "server/web/web_assets.h"
@@ -82,6 +83,7 @@ struct Server::Impl {
   int slot_ctx = 0;
   std::string model_name;
   server::Limits limits;
+  std::unique_ptr<server::ImageCache> images;  // encoded images by their bytes' hash (model_mutex: cleared on unload)
   RoutedServer http;
   std::unique_ptr<server::HttpFront> front;
 
@@ -153,7 +155,9 @@ struct Server::Impl {
   // The dialects' handlers share this: parse, tokenize, queue, answer.
   enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate, kTask };
   void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
-  std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, std::vector<int32_t>* tokens) const;
+  // The request's images encoded (through the cache) into their content parts.
+  std::optional<ApiError> EncodeImages(const Engine& engine, CompletionRequest* r);
+  std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, gemlet::Prompt* prompt) const;
   void StreamOpenAi(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, CompletionRequest r, server::ResponseContext c,
                     std::shared_ptr<Lease> lease);
   void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
@@ -192,6 +196,10 @@ Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, c
   char hostname[256] = {};
   if (gethostname(hostname, sizeof(hostname) - 1) == 0) impl->machine_hostname = hostname;
   impl->limits.max_tokens = options.max_tokens;
+  impl->limits.max_image_bytes = options.max_image_bytes;
+  // Images come inline in the body (base64): a server that takes them takes larger bodies.
+  if (impl->info.takes_images) impl->options.max_body_bytes = std::max(options.max_body_bytes, options.max_image_body_bytes);
+  impl->images = std::make_unique<server::ImageCache>(options.image_cache_bytes);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -353,6 +361,7 @@ void Server::Impl::UnloadLocked(const std::string& why) {
   scheduler->Stop();
   scheduler.reset();
   engine.reset();
+  images->Clear();
 #if defined(__GLIBC__)
   malloc_trim(0);  // glibc keeps freed heap pages mapped; give them back too
 #endif
@@ -378,13 +387,38 @@ void Server::Impl::IdleLoop() {
   }
 }
 
+namespace {
+
+// What the model takes: text, and images with a vision tower (audio: not through the server yet).
+json InputModalities(const ModelInfo& info) {
+  json m = json::array({"text"});
+  if (info.takes_images) m.push_back("image");
+  return m;
+}
+
+// Ollama's capabilities: "completion"; "vision" with a vision tower; "tools" and "thinking" where
+// the chat format has them (Gemma 4's).
+json OllamaCapabilities(const ModelInfo& info) {
+  json c = json::array({"completion"});
+  if (info.takes_images) c.push_back("vision");
+  if (info.chat_format == "gemma4") {
+    c.push_back("tools");
+    c.push_back("thinking");
+  }
+  return c;
+}
+
+}  // namespace
+
 json Server::Impl::ModelJson() const {
   return {{"id", model_name},
           {"object", "model"},
           {"created", created},
           {"owned_by", "gemlet"},
+          {"input_modalities", InputModalities(info)},
           {"meta",
            {{"architecture", info.architecture},
+            {"mmproj_projector", info.mmproj_projector},
             {"n_vocab", info.n_vocab},
             {"n_ctx_train", info.n_ctx_train},
             {"n_ctx", slot_ctx},
@@ -419,10 +453,12 @@ void Server::Impl::Routes() {
   });
   http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { Account(req, res); });
   // Unknown routes, oversized bodies (413) and the like: an OpenAI-shaped error when nothing was written.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http.set_error_handler([limit = options.max_body_bytes, images = info.takes_images](const httplib::Request& req,
+                                                                                      httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string message = res.status == 404   ? "no route " + server::LogSafe(req.method) + " " + server::LogSafe(req.path)
-                          : res.status == 413 ? "the request body is too large"
+                          : res.status == 413 ? "the request body is too large (" + std::to_string(limit) + " bytes at most" +
+                                                    (images ? ", images included)" : ")")
                                               : "the request failed (HTTP " + std::to_string(res.status) + ")";
     res.set_content(server::ErrorText(MakeError(res.status, message)), kJson);
   });
@@ -504,7 +540,8 @@ void Server::Impl::Routes() {
                 {info.architecture + ".context_length", info.n_ctx_train},
                 {info.architecture + ".block_count", info.n_layers},
                 {info.architecture + ".embedding_length", info.d_model}}},
-              {"capabilities", json::array({"completion"})}};
+              {"capabilities", OllamaCapabilities(info)}};
+    if (info.takes_images) j["projector_info"] = {{"clip.projector_type", info.mmproj_projector}};
     res.set_content(j.dump(), kJson);
   });
 
@@ -521,16 +558,53 @@ void Server::Impl::Routes() {
   });
 }
 
+std::optional<ApiError> Server::Impl::EncodeImages(const Engine& engine, CompletionRequest* r) {
+  if (r->images.empty()) return std::nullopt;
+  if (!info.takes_images) {
+    ApiError e = MakeError(400, "'" + r->images[0].param + "': this model has no vision tower, so it cannot take "
+                                "images (a model that has one is served with its mmproj file: gemlet serve --mmproj FILE)");
+    e.param = r->images[0].param;
+    return e;
+  }
+  for (server::RequestImage& image : r->images) {
+    Result<std::shared_ptr<const EncodedMedia>> media = images->Encode(engine, image.bytes, options.image);
+    if (!media.ok()) {
+      // The bytes are the client's: an image that does not decode (corrupt, truncated, not an image,
+      // over the decoder's pixel limit) is the request's fault.
+      ApiError e = MakeError(400, "'" + image.where + "': the image cannot be used: " + media.message());
+      e.param = image.param;
+      return e;
+    }
+    std::vector<ContentPart>& parts = image.message < r->messages.size() && r->chat ? r->messages[image.message].parts
+                                                                                      : r->prompt_parts;
+    parts[image.part].media = std::move(media).value();
+    image.bytes = std::string();  // the file is not needed any more
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const CompletionRequest& r,
-                                             std::vector<int32_t>* tokens) const {
+                                             gemlet::Prompt* prompt) const {
+  std::vector<int32_t>* tokens = &prompt->tokens;
   if (r.chat) {
     ChatOptions o;
     o.thinking = r.thinking;
     o.tools = r.tools;
     o.tool_choice = r.tool_choice;
-    Result<std::vector<int32_t>> t = engine.TokenizeChat(r.messages, o);
-    if (!t.ok()) return MakeError(400, t.message(), "invalid_request_error");
-    *tokens = std::move(t).value();
+    if (r.images.empty()) {
+      Result<std::vector<int32_t>> t = engine.TokenizeChat(r.messages, o);
+      if (!t.ok()) return MakeError(400, t.message(), "invalid_request_error");
+      *tokens = std::move(t).value();
+    } else {
+      Result<gemlet::Prompt> p = engine.ChatPrompt(r.messages, o);
+      if (!p.ok()) return MakeError(400, p.message(), "invalid_request_error");
+      *prompt = std::move(p).value();
+    }
+  } else if (!r.prompt_parts.empty()) {
+    // Raw /api/generate with images: the images, then the text, no chat template.
+    Result<gemlet::Prompt> p = engine.TokenizePrompt(r.prompt_parts, {.add_special = true, .parse_special = true});
+    if (!p.ok()) return MakeError(400, p.message(), "invalid_request_error");
+    *prompt = std::move(p).value();
   } else if (!r.prompt_tokens.empty()) {
     for (int32_t id : r.prompt_tokens) {
       if (id < 0 || id >= info.n_vocab) {
@@ -606,11 +680,12 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   if (!leased.ok()) return server::SendError(res, MakeError(500, leased.message(), "server_error"));
   std::shared_ptr<Lease> lease = std::move(leased).value();
   auto job = std::make_shared<Job>();
+  if (auto e = EncodeImages(*lease->engine, &r)) return server::SendError(res, *e);
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
   job->options = r.options;
   if (r.num_ctx > 0) {
     // Ollama's num_ctx below the slot's: the prompt and the answer together stay within it.
-    const int room = r.num_ctx - static_cast<int>(job->prompt.size());
+    const int room = r.num_ctx - static_cast<int>(job->prompt.tokens.size());
     job->options.max_tokens = job->options.max_tokens > 0 ? std::min(job->options.max_tokens, room) : room;
   }
   if (!r.options.response_format.empty() || !r.options.tool_choice.empty()) {
@@ -916,6 +991,16 @@ std::string Server::Impl::Metrics() {
   metric("decode_steps_total", "counter", "Batched forward steps run.", static_cast<double>(s.steps_total));
   metric("step_tokens_total", "counter", "Tokens evaluated by those steps.", static_cast<double>(s.step_tokens_total));
   metric("busy_seconds_total", "counter", "Seconds spent stepping.", s.busy_seconds);
+  const server::ImageCacheStats im = images->stats();
+  metric("image_encodes_total", "counter", "Images decoded and run through the vision tower (not found in the image cache).",
+         static_cast<double>(im.encodes));
+  metric("image_cache_hits_total", "counter", "Images taken from the encoded-image cache (the same bytes sent again).",
+         static_cast<double>(im.hits));
+  metric("image_cache_evictions_total", "counter", "Encoded images dropped to keep the cache within its bound.",
+         static_cast<double>(im.evictions));
+  metric("image_cache_bytes", "gauge", "Bytes of encoded images (their embeddings) the cache holds.",
+         static_cast<double>(im.bytes));
+  metric("image_encode_seconds_total", "counter", "Seconds spent decoding and encoding images.", im.encode_seconds);
   metric("process_anon_bytes", "gauge", "Anonymous (dirty) memory of the process.", static_cast<double>(anon_bytes));
   metric("model_loaded", "gauge", "1 while the model is loaded (0: unloaded when idle).", loaded ? 1 : 0);
   metric("model_loads_total", "counter", "Times the model was loaded (the first time included).", static_cast<double>(n_loads));

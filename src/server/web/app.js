@@ -1,5 +1,5 @@
-// app.js: the chat page: the conversation, the composer, the settings, and answers streamed into
-// the message list as they arrive.
+// app.js: the chat page: the conversation, the composer (text and photos), the settings, and
+// answers streamed into the message list as they arrive.
 import { ApiError, firstModel, streamChat } from "./client.js";
 import { updateMarkdown } from "./markdown.js";
 
@@ -9,6 +9,7 @@ const ui = {
   stop: $("stop"), newChat: $("new-chat"), model: $("model"), settingsToggle: $("settings-toggle"),
   settings: $("settings"), apiKey: $("api-key"), system: $("system-prompt"),
   temperature: $("temperature"), maxTokens: $("max-tokens"),
+  attach: $("attach"), imageInput: $("image-input"), attachments: $("attachments"),
 };
 
 const SETTINGS_KEY = "gemlet.chat.settings";
@@ -19,7 +20,10 @@ const chat = {
   controller: null,  // aborts the answer streaming now
   generation: 0,     // New chat bumps it, so an answer still arriving stays out of the next chat
   model: null,
+  takesImages: null, // from /v1/models: true, false, or null (not known)
   modelReady: null,  // the pending GET /v1/models
+  photos: [],        // attached to the next message: [{name, url (blob:, the thumbnail), dataUrl}]
+  photoUrls: [],     // the blob: URLs of this chat's sent photos, let go by New chat
 };
 
 // ---- settings ----
@@ -68,11 +72,26 @@ function addMessage(node) {
   return node;
 }
 
-function addUserMessage(text) {
+function thumbnail(photo) {
+  const img = document.createElement("img");
+  img.className = "thumb";
+  img.src = photo.url;
+  img.alt = photo.name || "photo";
+  return img;
+}
+
+function addUserMessage(text, photos = []) {
   const node = div("msg user");
-  const body = div("body", text);
-  setLang(body, text);
-  node.append(body);
+  if (photos.length) {
+    const strip = div("photos");
+    strip.append(...photos.map(thumbnail));
+    node.append(strip);
+  }
+  if (text || !photos.length) {
+    const body = div("body", text);
+    setLang(body, text);
+    node.append(body);
+  }
   return addMessage(node);
 }
 
@@ -110,6 +129,66 @@ function addError(err) {
 const nearBottom = () => ui.messages.scrollHeight - ui.messages.scrollTop - ui.messages.clientHeight < 48;
 const scrollDown = () => { ui.messages.scrollTop = ui.messages.scrollHeight; };
 
+// ---- photos ----
+
+// A file the browser can name as an image (HEIC from a phone may come with no type).
+const isImage = (file) => file.type.startsWith("image/") || /\.(heic|heif)$/i.test(file.name);
+
+function readDataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+function renderPhotos() {
+  ui.attachments.replaceChildren(...chat.photos.map((photo) => {
+    const item = div("attachment");
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "remove";
+    remove.textContent = "×";
+    remove.title = `Remove ${photo.name || "the photo"}`;
+    remove.setAttribute("aria-label", remove.title);
+    remove.addEventListener("click", () => {
+      chat.photos = chat.photos.filter((p) => p !== photo);
+      URL.revokeObjectURL(photo.url);
+      renderPhotos();
+      ui.input.focus();
+    });
+    item.append(thumbnail(photo), remove);
+    return item;
+  }));
+  ui.attachments.hidden = chat.photos.length === 0;
+}
+
+// Attaches the image files among `files` to the next message: a thumbnail each, and the bytes as a
+// data URL (the server reads only inline images: nothing it is sent makes it reach out).
+async function attachPhotos(files) {
+  const images = [...files].filter(isImage);
+  if (!images.length) return;
+  if (chat.takesImages === false) {
+    addError(new Error("this model takes text only: the server was started without its vision tower (gemlet serve --mmproj FILE)"));
+    scrollDown();
+    return;
+  }
+  for (const file of images) {
+    let dataUrl;
+    try {
+      dataUrl = await readDataUrl(file);
+    } catch (err) {
+      addError(new Error(`cannot read ${file.name}: ${err?.message ?? err}`));
+      continue;
+    }
+    // The type as the server expects it: an image's, whatever the browser guessed.
+    if (!/^data:image\//.test(dataUrl)) dataUrl = dataUrl.replace(/^data:[^;,]*/, "data:image/heic");
+    chat.photos.push({ name: file.name, url: URL.createObjectURL(file), dataUrl });
+  }
+  renderPhotos();
+}
+
 // ---- sending ----
 
 function requestBody() {
@@ -145,12 +224,21 @@ function metaLine({ stopped, finish, usage, seconds }) {
 
 async function send() {
   const text = ui.input.value;
-  if (!text.trim() || chat.controller) return;
+  const photos = chat.photos;
+  if ((!text.trim() && !photos.length) || chat.controller) return;
   ui.input.value = "";
   fitInput();
+  chat.photos = [];
+  renderPhotos();
+  chat.photoUrls.push(...photos.map((p) => p.url));
   const generation = chat.generation;
-  const question = addUserMessage(text);
-  chat.history.push({ role: "user", content: text });
+  const question = addUserMessage(text, photos);
+  // With photos, OpenAI's content parts: the photos, then the text (as Ollama places them).
+  const asked = !photos.length ? text : [
+    ...photos.map((p) => ({ type: "image_url", image_url: { url: p.dataUrl } })),
+    ...(text.trim() ? [{ type: "text", text }] : []),
+  ];
+  chat.history.push({ role: "user", content: asked });
   const view = addAssistantMessage();
   scrollDown();
   const controller = new AbortController();
@@ -213,6 +301,10 @@ async function send() {
     question.classList.add("unanswered");
     if (!reasoning) view.node.remove();
     if (!ui.input.value) { ui.input.value = text; fitInput(); }
+    if (!chat.photos.length && photos.length) {
+      chat.photos = photos.map((p) => ({ ...p, url: URL.createObjectURL(dataUrlBlob(p.dataUrl)) }));
+      renderPhotos();
+    }
   }
   if (failure) {
     addError(failure);
@@ -220,6 +312,13 @@ async function send() {
   }
   scrollDown();
   if (!failure || failure.status !== 401) ui.input.focus();
+}
+
+// The bytes of a data URL, for a new thumbnail of a photo sent back to the composer.
+function dataUrlBlob(dataUrl) {
+  const [head, data] = dataUrl.split(",", 2);
+  const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  return new Blob([bytes], { type: head.slice(5).split(";")[0] });
 }
 
 function stop() {
@@ -233,12 +332,17 @@ function newChat() {
   setStreaming(false);
   chat.history = [];
   ui.messages.replaceChildren();
+  for (const url of chat.photoUrls) URL.revokeObjectURL(url);
+  chat.photoUrls = [];
   ui.input.focus();
 }
 
 async function loadModel() {
   try {
-    chat.model = await firstModel({ apiKey: ui.apiKey.value.trim() });
+    const model = await firstModel({ apiKey: ui.apiKey.value.trim() });
+    chat.model = model.id;
+    chat.takesImages = model.images;
+    ui.attach.hidden = !model.images;
     ui.model.textContent = chat.model ?? "";
     ui.model.title = "The model the server runs";
     ui.model.classList.remove("problem");
@@ -275,6 +379,34 @@ document.addEventListener("keydown", (event) => {
   if (event.key === "Escape" && !event.isComposing && chat.controller) stop(); // not an IME's cancel
 });
 ui.newChat.addEventListener("click", newChat);
+ui.attach.addEventListener("click", () => ui.imageInput.click());
+ui.imageInput.addEventListener("change", async () => {
+  await attachPhotos(ui.imageInput.files);
+  ui.imageInput.value = ""; // the same file again is a new attachment
+  ui.input.focus();
+});
+// Photos dropped anywhere on the page, or pasted into the message box.
+const carriesFiles = (event) => [...(event.dataTransfer?.types ?? [])].includes("Files");
+document.addEventListener("dragover", (event) => {
+  if (!carriesFiles(event)) return;
+  event.preventDefault();
+  document.body.classList.add("dropping");
+});
+document.addEventListener("dragleave", (event) => {
+  if (event.relatedTarget === null) document.body.classList.remove("dropping");
+});
+document.addEventListener("drop", (event) => {
+  document.body.classList.remove("dropping");
+  if (!carriesFiles(event)) return;
+  event.preventDefault(); // else the browser opens the file in place of the page
+  attachPhotos(event.dataTransfer.files);
+});
+ui.input.addEventListener("paste", (event) => {
+  const files = [...(event.clipboardData?.files ?? [])].filter(isImage);
+  if (!files.length) return;
+  event.preventDefault();
+  attachPhotos(files);
+});
 ui.settingsToggle.addEventListener("click", () => showSettings(ui.settings.hidden));
 ui.settings.addEventListener("submit", (event) => event.preventDefault()); // Enter in a field: nothing to post
 for (const field of [ui.apiKey, ui.system, ui.temperature, ui.maxTokens]) field.addEventListener("input", saveSettings);

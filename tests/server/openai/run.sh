@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
 # OpenAI's Node.js client against gemlet serve (client.test.mjs), and the README's curl line.
-# Usage: run.sh GEMLET MODEL [SCRIPTED_MODEL]   (exit 77: skipped, Node.js or npm missing)
+# Usage: run.sh GEMLET MODEL [SCRIPTED_MODEL [HF_MM_DIR]]   (exit 77: skipped, Node.js or npm missing)
 # SCRIPTED_MODEL: `gemlet synth --script ../scripted/gemma4_tools.json`, for tools.test.mjs.
+# HF_MM_DIR: shared/testdata/hf-mm, whose gemma3_image is converted (text GGUF + mmproj) for images.test.mjs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 gemlet="$1"
 model="$2"
 scripted="${3:-}"
+hf_mm="${4:-}"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then echo "skipped: Node.js and npm are needed"; exit 77; fi
 if [ ! -d "$here/node_modules/openai" ]; then (cd "$here" && npm ci --no-audit --no-fund >/dev/null); fi
 node "$here/client.test.mjs" --server-cmd "$gemlet serve -m $model --port 0 -c 1024 -n 2 --no-cache"
 if [ -n "$scripted" ]; then
   node "$here/tools.test.mjs" --server-cmd "$gemlet serve -m $scripted --port 0 -c 1024 -n 2 --no-cache"
+fi
+if [ -n "$hf_mm" ] && [ -d "$hf_mm/gemma3_image" ]; then
+  work="$(mktemp -d)"
+  "$gemlet" convert "$hf_mm/gemma3_image" -o "$work/m.gguf" --mmproj-out "$work/mmproj.gguf" --outtype f32 >/dev/null 2>&1 ||
+    { echo "FAIL: gemlet convert $hf_mm/gemma3_image"; exit 1; }
+  status=0
+  node "$here/images.test.mjs" --image "$hf_mm/gemma3_image/image.png" \
+    --server-cmd "$gemlet serve -m $work/m.gguf --mmproj $work/mmproj.gguf --port 0 -c 512 -n 2 --no-cache" || status=$?
+  rm -rf "$work"
+  [ "$status" = 0 ] || exit "$status"
 fi
 
 # curl, streamed, as the README shows it.

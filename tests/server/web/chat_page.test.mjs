@@ -8,7 +8,9 @@
 // scripted answers run only when that server is the mock (it answers GET /mock/state); the others
 // (page load, a real answer streaming in, Stop, New chat, and the renderer on fixed inputs) run
 // against anything that serves the page and the API. Exit 0 when every check passes.
-import { existsSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { startMockServer } from "./mock_server.mjs";
 
 const puppeteer = (await import("puppeteer-core").catch(() => {
@@ -656,6 +658,85 @@ test("renderer: the Markdown and TeX modules on tricky inputs", async () => {
   checkEqual(found, [], "dangerous elements");
   checkEqual(problems, [], "problems");
 });
+
+// A 4x4 PNG (red and blue halves), as a file the file chooser picks.
+const PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAE0lEQVR4nGP4z8AARGDiPwNxHACeow/xfxmViwAAAABJRU5ErkJggg==";
+const pngFile = path.join(os.tmpdir(), `gemlet-chat-page-${process.pid}.png`);
+writeFileSync(pngFile, Buffer.from(PNG_BASE64, "base64"));
+process.on("exit", () => rmSync(pngFile, { force: true }));
+
+// The photos of the conversation: the composer's tray and the user messages' thumbnails (decoded: a
+// natural width), with their src schemes.
+const photosShown = (page) => page.evaluate(() => ({
+  tray: [...document.querySelectorAll("#attachments:not([hidden]) img.thumb")].map((img) => img.naturalWidth),
+  sent: [...document.querySelectorAll(".msg.user")].map((m) => [...m.querySelectorAll("img.thumb")].map((img) => [img.naturalWidth, img.src.split(":")[0]])),
+}));
+
+// A model that takes images (the mock's; a real server's with --mmproj): attach, drop, remove, send.
+test("photos: attached or dropped, shown as thumbnails, removable, sent as image_url data URLs, resent with the history", async () => {
+  const { page, problems, bodies } = await openPage();
+  const takesImages = !(await page.$eval("#attach", (el) => el.hidden));
+  if (!isMock && !takesImages) return; // a text-only model: the Photo button stays hidden (checked below)
+  check(takesImages, "the Photo button is hidden for a model that takes images");
+  const chooser = await page.$("#image-input");
+  await chooser.uploadFile(pngFile);
+  await page.waitForSelector("#attachments:not([hidden]) img.thumb");
+  await chooser.uploadFile(pngFile);
+  await page.waitForFunction(() => document.querySelectorAll("#attachments img.thumb").length === 2);
+  await page.click("#attachments .attachment:last-child .remove");
+  await page.waitForFunction(() => document.querySelectorAll("#attachments img.thumb").length === 1);
+  checkEqual((await photosShown(page)).tray, [4], "the tray's thumbnail (decoded)");
+  if (isMock) await script(pieces("Red on the left, blue on the right.", 6));
+  await sendAndWait(page, "What colours?");
+  const first = bodies[bodies.length - 1].messages.at(-1);
+  checkEqual(first.role, "user", "the role");
+  checkEqual(first.content.map((p) => p.type), ["image_url", "text"], "the parts: the photo, then the text");
+  checkEqual(first.content[0].image_url.url, `data:image/png;base64,${PNG_BASE64}`, "the photo's data URL");
+  checkEqual(first.content[1].text, "What colours?", "the text part");
+  let shown = await photosShown(page);
+  checkEqual(shown.tray, [], "the tray after sending");
+  checkEqual(shown.sent, [[[4, "blob"]]], "the sent photo in the conversation");
+
+  // A photo dropped on the page, sent alone (Enter with no text).
+  await page.evaluate((b64) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const dt = new DataTransfer();
+    dt.items.add(new File([bytes], "dropped.png", { type: "image/png" }));
+    const target = document.getElementById("messages");
+    target.dispatchEvent(new DragEvent("dragover", { dataTransfer: dt, bubbles: true, cancelable: true }));
+    target.dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, PNG_BASE64);
+  await page.waitForSelector("#attachments:not([hidden]) img.thumb");
+  check(!(await page.evaluate(() => document.body.classList.contains("dropping"))), "the drop highlight stays after the drop");
+  if (isMock) await script(pieces("The same picture.", 6));
+  await sendAndWait(page, "");
+  const second = bodies[bodies.length - 1].messages;
+  checkEqual(second.length, 3, "the second request's messages");
+  checkEqual(second[0], first, "the first turn resent as it was, photo included");
+  checkEqual(second[2].content.map((p) => p.type), ["image_url"], "a photo alone");
+  shown = await photosShown(page);
+  checkEqual(shown.sent, [[[4, "blob"]], [[4, "blob"]]], "both photos in the conversation");
+  checkEqual(await page.$$eval(".msg.error", (els) => els.map((el) => el.textContent)), [], "errors");
+  if (!isMock) check((await lastAnswer(page)).length > 0, "no answer to the photo");
+
+  // New chat: the photos go with the conversation.
+  await page.click("#new-chat");
+  checkEqual((await photosShown(page)).sent, [], "photos after New chat");
+  checkEqual(problems, [], "problems");
+});
+
+test("photos: a failed send puts the photo back in the tray", async () => {
+  await script({ status: 400, error: { message: "'messages[0].content[0]': the image cannot be used: corrupt PNG", type: "invalid_request_error" } });
+  const { page, problems } = await openPage({ allowHttpErrors: true });
+  await (await page.$("#image-input")).uploadFile(pngFile);
+  await page.waitForSelector("#attachments:not([hidden]) img.thumb");
+  await sendAndWait(page, "Look");
+  const shown = await photosShown(page);
+  checkEqual(shown.tray, [4], "the photo back in the tray");
+  check(/corrupt PNG/.test(await page.$eval(".msg.error", (el) => el.textContent)), "the server's message");
+  checkEqual(await page.$eval("#input", (el) => el.value), "Look", "the text back in the input");
+  checkEqual(problems, [], "problems");
+}, { mockOnly: true });
 
 // Whatever the server's model says (the mock echoes): the answer streams in, and Stop stops it.
 test("any server: an answer streams in, Chinese included, and Stop stops a long one", async () => {

@@ -6,7 +6,8 @@
 //
 // --plain hides the /mock/ endpoints, so the test treats it as a real server (echo answers only).
 //
-// The page's endpoints: GET /v1/models, POST /v1/chat/completions (streamed when asked).
+// The page's endpoints: GET /v1/models (a model that takes text and images), POST
+// /v1/chat/completions (streamed when asked).
 // The test's endpoints:
 //   POST /mock/next    a script: the answer to the next chat completion (they queue up)
 //   GET  /mock/state   {requests: [{body, authorization, aborted, finished}], queued}
@@ -53,9 +54,15 @@ async function readBody(req) {
   return text ? JSON.parse(text) : {};
 }
 
+// A message's text: its content, or its text parts and "[image]" for each image part.
+function textOf(content) {
+  if (!Array.isArray(content)) return content ?? "";
+  return content.map((part) => (part.type === "text" ? part.text : `[${part.type === "image_url" ? "image" : part.type}]`)).join(" ");
+}
+
 function echoScript(body) {
   const last = [...(body.messages ?? [])].reverse().find((m) => m.role === "user");
-  const words = `You said: ${last?.content ?? ""}`.split(/(?<= )/);
+  const words = `You said: ${textOf(last?.content)}`.split(/(?<= )/);
   return { chunks: words.map((w) => ({ content: w })), delayMs: 10 };
 }
 
@@ -145,7 +152,7 @@ export async function startMockServer({ port = 0, host = "127.0.0.1", plain = fa
     try {
       if (url.pathname === "/v1/models" && req.method === "GET") {
         if (!authorized(req)) return unauthorized(res);
-        return json(res, 200, { object: "list", data: [{ id: MODEL_ID, object: "model", created: 0, owned_by: "gemlet" }] });
+        return json(res, 200, { object: "list", data: [{ id: MODEL_ID, object: "model", created: 0, owned_by: "gemlet", input_modalities: ["text", "image"] }] });
       }
       if (url.pathname === "/v1/chat/completions" && req.method === "POST") return await chat(req, res);
       if (plain && url.pathname.startsWith("/mock/")) return json(res, 404, { error: { message: "not found", type: "not_found" } });
