@@ -81,6 +81,8 @@ Status PlaceMedia(const Engine& engine, MediaKind kind, const std::vector<std::s
     }
     size_t end = i;
     while (end < t.size() && t[end] == placeholder) ++end;
+    // Media with its own end marker (Gemma 3n audio) covers that token as well.
+    if (placed < items.size() && items[placed]->end_token >= 0 && end < t.size() && t[end] == items[placed]->end_token) ++end;
     if (placed == items.size()) {
       return Status::Error("--tokens holds more runs of the " + std::string(what) + " placeholder (" +
                            std::to_string(placeholder) + ") than the " + std::to_string(items.size()) + " given");

@@ -5,8 +5,10 @@
 # (-merge=1: only those that add coverage); a crash input is copied there too, so the replay ctest
 # fails until it is fixed.
 #
-#   bench/fuzz/run_fuzz.sh [--build DIR] [--jobs J] [TARGET[=RUNS] ...]
+#   bench/fuzz/run_fuzz.sh [--build DIR] [--jobs J] [TARGET[:FORMAT][=RUNS] ...]
 #
+# TARGET:FORMAT holds fuzz_image (png, jpeg, webp, heic) or fuzz_audio (wav, flac, ogg, mp3) to one
+# decoder (GEMLET_FUZZ_FORMAT), on the target's whole corpus: `image:png=1000000`.
 # Default: every target, 10 M executions for http_parser, http_body and json_schema, 1 M for the
 # others, 20 minutes at most each. The build directory (default build-fuzz) is configured with clang and
 # -fsanitize=fuzzer-no-link,address,undefined for every library (tests/fuzz/README.md).
@@ -28,13 +30,19 @@ done
                                      hf_config=1000000 chat_format=1000000 safetensors=1000000 tokenizer_json=1000000
                                      session=1000000 delta=1000000 image=1000000 audio=1000000)
 names=()
-for t in "${targets[@]}"; do names+=("fuzz_${t%%=*}"); done
+for t in "${targets[@]}"; do
+  spec=${t%%=*}
+  names+=("fuzz_${spec%%:*}")
+done
 cmake --build "$build" -j "$jobs" --target "${names[@]}" > /dev/null
 
 echo "| target | executions | seconds | exec/s | coverage (edges) | corpus files (before -> after) | crashes |"
 echo "|---|---|---|---|---|---|---|"
 for t in "${targets[@]}"; do
-  name=${t%%=*}
+  spec=${t%%=*}
+  name=${spec%%:*}
+  format=""
+  [ "$spec" = "$name" ] || format=${spec#*:}
   runs=${t#*=}
   [ "$runs" = "$t" ] && runs=1000000
   bin=$(find "$build" -name "fuzz_$name" -type f -perm -u+x | head -1)
@@ -48,7 +56,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$artifacts"
   start=$(date +%s.%N)
   set +e
-  ASAN_OPTIONS=detect_leaks=1 "$bin" "$work" "$corpus" -runs="$runs" -max_total_time="$max_seconds" -max_len=8192 \
+  GEMLET_FUZZ_FORMAT=$format ASAN_OPTIONS=detect_leaks=1 "$bin" "$work" "$corpus" -runs="$runs" -max_total_time="$max_seconds" -max_len=8192 \
     -rss_limit_mb=2048 -timeout=10 -artifact_prefix="$artifacts/" -print_final_stats=1 > "$log" 2>&1
   status=$?
   set -e
@@ -64,7 +72,7 @@ for t in "${targets[@]}"; do
   [ $status -eq 0 ] || [ $crashes -gt 0 ] || { tail -20 "$log" >&2; echo "fuzz_$name failed (status $status)" >&2; }
   "$bin" -merge=1 -artifact_prefix="$artifacts/" "$corpus" "$work" > /dev/null 2>&1 || true
   after=$(ls "$corpus" | wc -l)
-  printf '| %s | %s | %.0f | %.0f | %s | %s -> %s | %s |\n' "$name" "$execs" "$seconds" \
+  printf '| %s | %s | %.0f | %.0f | %s | %s -> %s | %s |\n' "$name${format:+ ($format)}" "$execs" "$seconds" \
     "$(awk -v n="$execs" -v s="$seconds" 'BEGIN { print n / s }')" "$cov" "$before" "$after" "$crashes"
   rm -rf "$work" "$log" "$artifacts"
 done

@@ -77,8 +77,11 @@ struct BatchDecoder::Impl {
 
   Finished Complete(Request& r) { return Reply(r, std::move(r.generator->Finish().reply)); }
 
-  Result<int> Submit(Session& session, std::span<const int32_t> prompt, std::span<const MediaSpan> media,
-                     const GenerateOptions& options, StreamCallback on_text);
+  // Defined below the class; hidden, as the pimpl's internals must not join libgemlet.so's exports
+  // (BatchDecoder is exported, and its nested types' members would be too).
+  [[gnu::visibility("hidden")]] Result<int> Submit(Session& session, std::span<const int32_t> prompt,
+                                                   std::span<const MediaSpan> media, const GenerateOptions& options,
+                                                   StreamCallback on_text);
 
   // The request's prompt up to the end of its last image or clip, on its own session (an image's
   // rows in one chunk); with `logits` (the prompt ends there) the last row's.

@@ -68,12 +68,8 @@ Status LoadTowers(Engine::Impl& impl) {
     auto audio = AudioEncoder::Open(path, o);
     if (!audio.ok()) return refused(audio.message());
     const AudioTowerConfig& c = audio.value()->config();
-    if (c.projector != AudioProjector::kGemma4) {
-      // Gemma 3n ends a clip with a hard token the tower embeds: not placed through prompts yet.
-      return refused("its audio tower (" + c.projector_name + ") runs below the API, but prompts cannot hold Gemma 3n "
-                     "audio yet (gemma4a can)");
-    }
-    RETURN_IF_ERROR(CheckTowerFits(impl, "audio", c.projector_name, "gemma4", c.projection_dim));
+    RETURN_IF_ERROR(CheckTowerFits(impl, "audio", c.projector_name,
+                                   c.projector == AudioProjector::kGemma4 ? "gemma4" : "gemma3n", c.projection_dim));
     impl.audio = std::move(audio).value();
     impl.info.takes_audio = true;
     projectors += (projectors.empty() ? "" : ",") + c.projector_name;
@@ -177,7 +173,7 @@ Result<const AudioEncoder*> Audio(const Engine::Impl& impl) {
   if (!impl.audio) {
     return Status::Error(StatusCode::kInvalidArgument,
                          impl.info.takes_images ? "this model's mmproj has no audio tower: it takes images, not audio"
-                         : impl.runtime->config().arch == "gemma4"
+                         : impl.runtime->config().arch == "gemma4" || impl.runtime->config().arch == "gemma3n"
                              ? "this engine has no audio tower: load it with its mmproj file (--mmproj)"
                              : "this model (" + impl.runtime->config().arch + ") takes no audio");
   }
@@ -206,6 +202,17 @@ Result<std::shared_ptr<const EncodedMedia>> EncodeFeatures(const Engine::Impl& i
   ASSIGN_OR_RETURN(media->n_tokens, audio->Encode(features.data(), mask.empty() ? nullptr : mask.data(),
                                                   static_cast<int>(frames), &media->embeddings, ctx));
   if (media->n_tokens == 0) return Status::Error("the clip is too short: it gives the audio tower no frame");
+  if (c.projector == AudioProjector::kGemma3n) {
+    // Gemma 3n's end-of-audio token is embedded by the tower (a hard token of its vocabulary): it
+    // travels with the clip as its last row.
+    auto end = impl.runtime->tokenizer().vocab().Find("<end_of_audio>");
+    if (end < 0) return Status::Error("the vocabulary has no '<end_of_audio>' (Gemma 3n's audio markup)");
+    media->embeddings.resize(media->embeddings.size() + static_cast<size_t>(c.projection_dim));
+    RETURN_IF_ERROR(audio->EmbedHardToken(end, media->embeddings.data() + static_cast<size_t>(media->n_tokens) * c.projection_dim,
+                                          ctx));
+    media->n_tokens += 1;
+    media->end_token = end;
+  }
   const std::vector<int32_t> mask_words(mask.begin(), mask.end());
   media->content_hash = ContentHash(features, mask_words);
   return std::shared_ptr<const EncodedMedia>(std::move(media));
@@ -214,7 +221,8 @@ Result<std::shared_ptr<const EncodedMedia>> EncodeFeatures(const Engine::Impl& i
 #if defined(GEMLET_HAVE_MEDIA)
 Result<std::shared_ptr<const EncodedMedia>> EncodeClip(const Engine::Impl& impl, const media::Audio& clip) {
   ASSIGN_OR_RETURN(const AudioEncoder* audio, Audio(impl));
-  media::LogMelParams params = media::Gemma4LogMelParams();
+  media::LogMelParams params = audio->config().projector == AudioProjector::kGemma3n ? media::Gemma3nLogMelParams()
+                                                                                      : media::Gemma4LogMelParams();
   params.feature_size = audio->config().n_mels;
   if (clip.Seconds() > static_cast<double>(params.max_samples) / params.sampling_rate) {
     char text[96];

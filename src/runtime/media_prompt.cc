@@ -52,8 +52,13 @@ Result<MediaMarkup> FindMediaMarkup(const Engine& engine, MediaKind kind) {
 void AppendMedia(const MediaMarkup& markup, std::shared_ptr<const EncodedMedia> media, Prompt* prompt) {
   prompt->tokens.insert(prompt->tokens.end(), markup.before.begin(), markup.before.end());
   const int position = static_cast<int>(prompt->tokens.size());
-  prompt->tokens.insert(prompt->tokens.end(), static_cast<size_t>(media->n_tokens), markup.placeholder);
-  prompt->tokens.insert(prompt->tokens.end(), markup.after.begin(), markup.after.end());
+  // Media that embeds its own end marker (Gemma 3n) covers that token too: the markup's copy goes.
+  const bool own_end = media->end_token >= 0;
+  prompt->tokens.insert(prompt->tokens.end(), static_cast<size_t>(media->n_tokens - (own_end ? 1 : 0)), markup.placeholder);
+  if (own_end) prompt->tokens.push_back(media->end_token);
+  auto after = markup.after.begin();
+  if (own_end && after != markup.after.end() && *after == media->end_token) ++after;
+  prompt->tokens.insert(prompt->tokens.end(), after, markup.after.end());
   prompt->media.push_back({position, std::move(media)});
 }
 

@@ -31,7 +31,8 @@ struct MediaMarkup {
 // an error names the piece the vocabulary lacks.
 Result<MediaMarkup> FindMediaMarkup(const Engine& engine, MediaKind kind);
 
-// Appends `media` with its markup to `prompt`: the placeholders, and the span over them.
+// Appends `media` with its markup to `prompt`: the placeholders (and its own end token, Gemma 3n),
+// and the span over them.
 void AppendMedia(const MediaMarkup& markup, std::shared_ptr<const EncodedMedia> media, Prompt* prompt);
 
 // The chat's prompt (EncodeChat) with the messages' media parts expanded, in order.

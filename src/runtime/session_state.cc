@@ -4,7 +4,7 @@
 // Layout (little-endian): "GMLTSESS", u32 version, u64 file size, the model identity, the KV type,
 // n_past, the layer layout (per layer: heads, key and value widths, window, source), the tokens,
 // the caller's extra bytes, [version 2: the media among the tokens: their count, then each one's
-// position, kind, n_tokens, n_embd, two_way, content hash and embeddings], then per layer that
+// position, kind, n_tokens, n_embd, two_way, end token, content hash and embeddings], then per layer that
 // stores rows: its first saved position, the count, and the K and V rows in position order; last a
 // 64-bit checksum of everything before it. A session without media is written as version 1, which
 // every gemlet reads.
@@ -134,6 +134,7 @@ Status Session::SaveState(const std::string& path, const std::string& extra) con
       w.Put(static_cast<int32_t>(m.n_tokens));
       w.Put(static_cast<int32_t>(m.n_embd));
       w.Put(static_cast<uint8_t>(m.two_way));
+      w.Put(static_cast<int32_t>(m.end_token));
       w.String(m.content_hash);
       w.Bytes(m.embeddings.data(), m.embeddings.size() * sizeof(float));
     }
@@ -233,10 +234,11 @@ Result<std::string> Session::LoadState(const std::string& path) {
     if (!r.Get(&n_media) || n_media > static_cast<uint32_t>(n_past)) return Status::Error(what + "is damaged");
     for (uint32_t i = 0; i < n_media; ++i) {
       auto m = std::make_shared<EncodedMedia>();
-      int32_t position = 0, n_tokens = 0, n_embd = 0;
+      int32_t position = 0, n_tokens = 0, n_embd = 0, end_token = -1;
       uint32_t kind = 0;
       uint8_t two_way = 0;
       if (!r.Get(&position) || !r.Get(&kind) || !r.Get(&n_tokens) || !r.Get(&n_embd) || !r.Get(&two_way) ||
+          !r.Get(&end_token) ||
           !r.String(&m->content_hash) || kind > 1 || n_tokens <= 0 || n_tokens > n_past || n_embd != engine_->config().d_model) {
         return Status::Error(what + "is damaged");
       }
@@ -244,6 +246,7 @@ Result<std::string> Session::LoadState(const std::string& path) {
       m->n_tokens = n_tokens;
       m->n_embd = n_embd;
       m->two_way = two_way != 0;
+      m->end_token = end_token;
       m->embeddings.resize(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_embd));
       if (!r.Bytes(m->embeddings.data(), m->embeddings.size() * sizeof(float))) return Status::Error(what + "is damaged");
       media.push_back({position, std::move(m)});

@@ -254,7 +254,7 @@ TEST(BatchDecoder, RefusesBadRequestsWithoutDisturbingOthers) {
   auto batch = BatchDecoder::Create(DemoEngine(), bo);
   ASSERT_TRUE(batch.ok());
   auto a = NewSession(), b = NewSession(64);
-  EXPECT_FALSE(batch.value()->Submit(*a, {}, Greedy(4)).ok());
+  EXPECT_FALSE(batch.value()->Submit(*a, std::span<const int32_t>(), Greedy(4)).ok());
   GenerateOptions bad = Greedy(4);
   bad.sampling.top_p = 2;
   EXPECT_FALSE(batch.value()->Submit(*a, Prompt("hi"), bad).ok());

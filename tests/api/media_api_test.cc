@@ -475,6 +475,48 @@ TEST(MediaApiAudio, ImageAndClipLogitsMatchHf) {
   EXPECT_NE(no_tower.message().find("not audio"), std::string::npos) << no_tower.message();
 }
 
+// Gemma 3n's clip: 16 fixed soft slots and its end-of-audio token, which the tower embeds, placed
+// as Gemma3nProcessor places them; every row of the logits (the bound for 3n is 1e-2).
+TEST(MediaApiAudio, Gemma3nClipCarriesItsEndToken) {
+  const std::string name = "gemma3n_audio";
+  std::ifstream in(kHfMm + name + "/input_ids.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
+  const int first = j["placeholders"]["audio"]["first_position"].get<int>();
+  const int count = j["placeholders"]["audio"]["count"].get<int>();
+  const std::vector<float> golden = ReadRaw<float>(kHfMm + name + "/logits.f32");
+  auto engine = LoadWithMmproj(name, "ref");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_TRUE(engine->info().takes_audio);
+  EXPECT_EQ(engine->info().mmproj_projector, "gemma3na");
+  const int n_vocab = engine->info().n_vocab;
+  for (const bool from_file : {false, true}) {
+    SCOPED_TRACE(from_file ? "audio.wav" : "HF's features");
+    auto clip = from_file ? engine->EncodeAudioFile(kHfMm + name + "/audio.wav")
+                          : engine->EncodeAudioFeatures(ReadRaw<float>(kHfMm + name + "/input_features.f32"),
+                                                        ReadRaw<uint8_t>(kHfMm + name + "/input_features_mask.u8"));
+    ASSERT_TRUE(clip.ok()) << clip.message();
+    ASSERT_EQ(clip.value()->n_tokens, count + 1);  // the slots and <end_of_audio>
+    EXPECT_EQ(clip.value()->end_token, ids[static_cast<size_t>(first + count)]);
+    // The processor's expansion, end token included.
+    auto prompt = engine->TokenizePrompt(std::vector<ContentPart>{{"", clip.value()}});
+    ASSERT_TRUE(prompt.ok()) << prompt.message();
+    EXPECT_EQ(prompt.value().tokens, std::vector<int32_t>(ids.begin() + first - 2, ids.begin() + first + count + 2));
+    ASSERT_EQ(prompt.value().media.size(), 1u);
+    EXPECT_EQ(prompt.value().media[0].position, 2);
+    auto session = NewSession(engine);
+    std::vector<float> logits(ids.size() * static_cast<size_t>(n_vocab));
+    ASSERT_TRUE(session->Evaluate(Prompt{ids, {{first, clip.value()}}}, logits.data(), true).ok());
+    const double diff = MaxAbsDiff(logits.data(), golden.data(), golden.size());
+    std::printf("[gemma3n_audio, ref, %s] logits of all %zu rows: max |diff| %.2e\n", from_file ? "audio.wav" : "features",
+                ids.size(), diff);
+    EXPECT_LT(diff, 2e-3);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      EXPECT_EQ(ArgMax(&logits[r * n_vocab], n_vocab), ArgMax(&golden[r * n_vocab], n_vocab)) << "row " << r;
+    }
+  }
+}
+
 // The task presets with media: describe places the image before the request, transcribe the clip;
 // a task that takes text refuses them.
 TEST(MediaApiTasks, DescribeAndTranscribeCarryTheirMedia) {

@@ -40,10 +40,10 @@ echo "== libgemlet.so exports the public API only"
 # allowed; anything else is an internal symbol.
 nm -D --defined-only -C "$libdir/libgemlet.so" | sed -E 's/^[0-9a-f]+ [A-Za-z] //' > "$tmp/exports"
 leaked=$(grep -Ev '^gemlet_[a-z0-9_]+$|^gemlet::(Engine|Session|Conversation|TextTokenizer|MemoryUsage|BatchDecoder)::|^gemlet::(Version|ThermalStateName|MemoryPressureName|SetLogCallback|SetFootprintCallback|ResolveThreadCount|StopReasonName|Validate|AvailableKernels|MeasureProcessMemory|MemoryActionName|KvCacheTypeName|ParseKvCacheType|FitToBudget|FitFileToBudget|PlanSession|ParseByteSize|DefaultMemoryBudget|TaskNames|TaskSummary|TaskMessages|CleanTaskOutput|FinishTaskOutput|DetectLanguageTag|RunTask)(\[abi:cxx11\])?\(|^gemlet::delta::[A-Za-z0-9]+(\[abi:cxx11\])?\(|^((typeinfo|typeinfo name|vtable) for )?std::|^(void|bool|int|char|long|unsigned( int| long)?) std::' "$tmp/exports" || true)
-leaked+=$(grep -E '^gemlet::[A-Za-z]+::Impl::' "$tmp/exports" || true)
+leaked+=$'\n'$(grep -E '^gemlet::[A-Za-z]+::Impl::' "$tmp/exports" || true)
 # GNU ld's own section bounds (_edata, _end, __bss_start) name no code of ours: it adds them to the
 # dynamic table of some libraries (here since the audio decoders are linked in).
-leaked=$(grep -Ev '^(_edata|_end|__bss_start)$' <<< "$leaked" || true)
+leaked=$(grep -Ev '^(_edata|_end|__bss_start|)$' <<< "$leaked" || true)
 [ -z "$leaked" ] || fail "libgemlet.so exports internal symbols:"$'\n'"$leaked"
 echo "$(grep -c '^gemlet_' "$tmp/exports") C functions, $(grep -c '^gemlet::' "$tmp/exports") C++ API symbols, $(grep -vc '^gemlet' "$tmp/exports") std:: instances"
 
