@@ -30,8 +30,11 @@ int RunConvert(int argc, char** argv) {
                  "folder's tokenizer.json, else its tokenizer.model); tokenizer_config.json still comes from the folder");
   app.add_option("--name", options.model_name, "general.name (default: the folder's name)");
   app.add_option("--mmproj-out", options.mmproj_output_path,
-                 "also write the vision tower and projector of a multimodal checkpoint to this llama.cpp mmproj "
-                 "GGUF (Gemma3ForConditionalGeneration)");
+                 "also write the vision and audio towers of a multimodal checkpoint to this llama.cpp mmproj GGUF "
+                 "(Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration, Gemma 3n's audio)");
+  app.add_option("--mmproj-type", options.mmproj_outtype,
+                 "f32, f16, bf16 or q8_0 for the mmproj's matrices (default: --outtype's)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
 
   const bool tty = ::isatty(STDERR_FILENO) != 0;

@@ -32,6 +32,9 @@ struct ConvertOptions {
   // Non-empty: the checkpoint's vision tower and projector also go to this llama.cpp mmproj GGUF
   // (Gemma3ForConditionalGeneration today); a checkpoint without a tower is an error.
   std::string mmproj_output_path;
+  // The mmproj's matrices: "f32", "f16", "bf16" or "q8_0" (norms, biases, embeddings and convolutions
+  // stay F32, matrices whose rows are not whole Q8_0 blocks F16). Empty: the text model's type.
+  std::string mmproj_outtype;
   std::function<void(size_t index, size_t count, const std::string& tensor)> progress{};
   std::function<void(const std::string& warning)> warn{};
 };

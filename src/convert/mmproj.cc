@@ -330,14 +330,18 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
                                               (*it)[0].is_string()) {
     architecture = (*it)[0].get<std::string>();
   }
-  if (o.outtype != DType::kF32 && o.outtype != DType::kF16 && o.outtype != DType::kBF16) {
-    return Status::Error(std::string("unsupported mmproj type ") + DTypeName(o.outtype) + " (choose f32, f16 or bf16)");
+  if (o.outtype != DType::kF32 && o.outtype != DType::kF16 && o.outtype != DType::kBF16 && o.outtype != DType::kQ8_0) {
+    return Status::Error(std::string("unsupported mmproj type ") + DTypeName(o.outtype) + " (choose f32, f16, bf16 or q8_0)");
   }
   GgufWriter writer;
   writer.SetString("general.architecture", "clip");
   writer.SetString("general.type", "mmproj");
   writer.SetString("general.name", o.model_name);
-  writer.SetU32("general.file_type", o.outtype == DType::kF16 ? 1 : o.outtype == DType::kBF16 ? 32 : 0);
+  // llama.cpp's file types: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  writer.SetU32("general.file_type", o.outtype == DType::kF16    ? 1
+                                     : o.outtype == DType::kQ8_0 ? 7
+                                     : o.outtype == DType::kBF16 ? 32
+                                                                 : 0);
   writer.SetU32("general.quantization_version", 2);
   std::vector<PlannedTensor> plan;
   MmprojResult result;
@@ -365,7 +369,9 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];
-    const DType type = p->keep_f32 ? DType::kF32 : o.outtype;
+    DType type = p->keep_f32 ? DType::kF32 : o.outtype;
+    // Q8_0 blocks are 32 values of a row: other matrices stay F16, as llama.cpp's converter keeps them.
+    if (type == DType::kQ8_0 && (p->ne.size() < 2 || p->ne[0] % 32 != 0)) type = DType::kF16;
     RETURN_IF_ERROR(writer.AddTensor(p->name, type, p->ne, [p, type](ByteSink& sink) {
       return ProducePlannedTensor(*p, type, sink).WithContext(p->hf_name);
     }));

@@ -49,6 +49,13 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
     m.hf_dir = o.hf_dir;
     m.output_path = o.mmproj_output_path;
     m.outtype = c.outtype.value_or(r.outtype);
+    if (o.mmproj_outtype == "q8_0" || o.mmproj_outtype == "Q8_0") {
+      m.outtype = DType::kQ8_0;
+    } else if (!o.mmproj_outtype.empty()) {
+      Result<DType> type = ParseOutType(o.mmproj_outtype);
+      if (!type.ok()) return Status::Error(StatusCode::kInvalidArgument, "--mmproj-type: " + type.message() + " or q8_0");
+      m.outtype = *type;
+    }
     m.model_name = o.model_name.empty() ? std::filesystem::path(o.output_path).stem().string() : o.model_name;
     ASSIGN_OR_RETURN(MmprojResult mr, WriteMmproj(m, *checkpoint));
     report.mmproj_projector = mr.projector;
