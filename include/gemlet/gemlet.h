@@ -36,7 +36,8 @@ typedef enum gemlet_status {
   GEMLET_CANCELLED = 3,        /* stopped by *_cancel() or by a callback's return value */
   GEMLET_CONTEXT_FULL = 4,     /* the context has no room for the tokens */
   GEMLET_OUT_OF_MEMORY = 5,
-  GEMLET_BUFFER_TOO_SMALL = 6  /* an output buffer cannot hold the result: the call says the size needed */
+  GEMLET_BUFFER_TOO_SMALL = 6, /* an output buffer cannot hold the result: the call says the size needed */
+  GEMLET_TOO_LARGE = 7         /* the input is over a limit the caller set (a clip longer than max_seconds) */
 } gemlet_status;
 
 typedef struct gemlet_engine gemlet_engine;
