@@ -655,6 +655,32 @@ GEMLET_API gemlet_status gemlet_engine_encode_audio_pcm(const gemlet_engine* eng
 GEMLET_API gemlet_status gemlet_engine_encode_audio_features(const gemlet_engine* engine, const float* features,
                                                              size_t n_features, const uint8_t* mask, size_t n_mask,
                                                              gemlet_media** out);
+/* A clip of any length (up to options->max_seconds, 10 minutes by default; longer: GEMLET_TOO_LARGE)
+ * in pieces the model hears one at a time: each at most its 30 s, cut at the quietest moment of the
+ * window's last 5 s (a pause between words), in order and without gaps; a clip within the window is
+ * one piece. options NULL: defaults. */
+typedef struct gemlet_audio_options {
+  size_t struct_size;
+  double max_seconds;
+} gemlet_audio_options;
+GEMLET_API gemlet_audio_options gemlet_audio_options_default(void);
+typedef struct gemlet_audio_pieces gemlet_audio_pieces;
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces(const gemlet_engine* engine, const uint8_t* bytes,
+                                                           size_t n_bytes, const gemlet_audio_options* options,
+                                                           gemlet_audio_pieces** out);
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces_file(const gemlet_engine* engine, const char* path,
+                                                                const gemlet_audio_options* options,
+                                                                gemlet_audio_pieces** out);
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces_pcm(const gemlet_engine* engine, const float* samples,
+                                                               size_t n_samples, int sample_rate, int channels,
+                                                               const gemlet_audio_options* options,
+                                                               gemlet_audio_pieces** out);
+GEMLET_API size_t gemlet_audio_pieces_count(const gemlet_audio_pieces* pieces);
+/* Piece i: its media (a new reference, freed with gemlet_media_free; NULL: not wanted) and where it
+ * lies in the clip, in seconds (NULL: not wanted). */
+GEMLET_API gemlet_status gemlet_audio_pieces_at(const gemlet_audio_pieces* pieces, size_t index, gemlet_media** media,
+                                                double* start_seconds, double* end_seconds);
+GEMLET_API void gemlet_audio_pieces_free(gemlet_audio_pieces* pieces);
 GEMLET_API void gemlet_media_free(gemlet_media* media);
 GEMLET_API gemlet_media_kind gemlet_media_get_kind(const gemlet_media* media);
 GEMLET_API int gemlet_media_n_tokens(const gemlet_media* media);
