@@ -869,6 +869,10 @@ typedef struct gemlet_task_options {
   const char* schema;    /* sql: the tables; NULL: none */
   const char* glossary;  /* TSV text, term TAB rendering [TAB note] per line; NULL: none */
   bool thinking;         /* Gemma 4: think first (never part of the output) */
+  /* describe: the image; transcribe: the clip, or a long clip's pieces in order (gemlet_audio_pieces_at:
+   * one generation each, the texts joined); translate: either. NULL with n_media 0: none. */
+  const gemlet_media* const* media;
+  size_t n_media;
 } gemlet_task_options;
 
 GEMLET_API gemlet_task_options gemlet_task_options_default(void);

@@ -223,6 +223,38 @@ TEST(AudioPieces, TheCApiGivesThePieces) {
     gemlet_media_free(media);
   }
   EXPECT_EQ(gemlet_audio_pieces_at(pieces, cpp->size(), nullptr, nullptr, nullptr), GEMLET_INVALID_ARGUMENT);
+
+  // The transcribe task over the pieces, as the C++ API runs it.
+  std::vector<gemlet_media*> media(cpp->size());
+  for (size_t i = 0; i < media.size(); ++i) ASSERT_EQ(gemlet_audio_pieces_at(pieces, i, &media[i], nullptr, nullptr), GEMLET_OK);
+  gemlet_session_options so = gemlet_session_options_default();
+  so.n_ctx = 1024;
+  gemlet_session* session = nullptr;
+  ASSERT_EQ(gemlet_session_create(engine, &so, &session), GEMLET_OK) << gemlet_last_error();
+  gemlet_task_options task = gemlet_task_options_default();
+  task.task = "transcribe";
+  task.media = media.data();
+  task.n_media = media.size();
+  gemlet_generate_options g = gemlet_generate_options_default();
+  g.max_tokens = 4;
+  g.temperature = 0;
+  const char* output = nullptr;
+  ASSERT_EQ(gemlet_task_run(session, "", &task, &g, &output, nullptr), GEMLET_OK) << gemlet_last_error();
+  SessionOptions cpp_so;
+  cpp_so.n_ctx = 1024;
+  auto cpp_session = Session::Create(Load(), cpp_so);
+  ASSERT_TRUE(cpp_session.ok());
+  TaskOptions o;
+  o.task = "transcribe";
+  o.generate.max_tokens = 4;
+  o.generate.sampling.temperature = 0;
+  for (const AudioPiece& p : cpp.value()) o.media.push_back(p.media);
+  auto want = RunTask(*cpp_session.value(), "", o);
+  ASSERT_TRUE(want.ok()) << want.message();
+  EXPECT_EQ(std::string(output), want->output);
+  EXPECT_EQ(want->parts, static_cast<int>(media.size()));
+  for (gemlet_media* m : media) gemlet_media_free(m);
+  gemlet_session_free(session);
   gemlet_audio_pieces_free(pieces);
 
   gemlet_audio_options minute = gemlet_audio_options_default();
