@@ -31,16 +31,18 @@ Result<std::string> ReadKeyFile(const std::string& path) {
 int RunServe(int argc, char** argv) {
   CLI::App app{"Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and /v1/models, "
                "Ollama's /api/chat and /api/generate, /health, /metrics and a chat page at /. With --mmproj the "
-               "model sees images: OpenAI's image_url parts (data: URLs) and Ollama's images"};
+               "model sees images: OpenAI's image_url parts (data: URLs) and Ollama's images; and, where the mmproj "
+               "has an audio tower (Gemma 4 E2B, E4B), hears: OpenAI's input_audio parts and /v1/audio/transcriptions"};
   app.name("gemlet serve");
   ModelOptions mo;
   ServerOptions so;
-  std::string api_key_file, alias, image_cache = "64M", max_image = "20M";
+  std::string api_key_file, alias, image_cache = "64M", max_image = "20M", audio_cache = "64M", max_audio = "25M";
   int parallel = 4, idle_unload = 0;
   AddModelOptions(app, &mo);
   app.get_option("--mmproj")->description(
-      "the model's vision tower (llama.cpp's mmproj GGUF): requests may then carry images, OpenAI's image_url "
-      "parts as data: URLs (remote URLs are refused: nothing leaves the device) and Ollama's base64 images");
+      "the model's vision and audio towers (llama.cpp's mmproj GGUF): requests may then carry images, OpenAI's "
+      "image_url parts as data: URLs (remote URLs are refused: nothing leaves the device) and Ollama's base64 images, "
+      "and with an audio tower clips: input_audio parts and uploads to /v1/audio/transcriptions");
   const auto size_check = [](const std::string& v) {
     return v == "0" || ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 64M or 1G";
   };
@@ -54,6 +56,17 @@ int RunServe(int argc, char** argv) {
       ->capture_default_str()->check([](const std::string& v) {
         return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 20M";
       });
+  app.add_option("--audio-cache", audio_cache, "encoded clips kept for later requests (0: none kept)")
+      ->capture_default_str()->check(size_check);
+  app.add_option("--max-audio", max_audio,
+                 "the largest audio file a request may carry (more: 413); a body with audio may be the base64 of "
+                 "this and 4M more")
+      ->capture_default_str()->check([](const std::string& v) {
+        return ParseByteSize(v) > 0 ? std::string() : "'" + v + "' is not a size such as 25M";
+      });
+  app.add_option("--max-audio-seconds", so.max_audio_seconds,
+                 "the longest clip a request may carry (more: 413); one over the model's 30 s is cut at its pauses")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--host", so.host, "address to listen on (default 127.0.0.1: this machine only)")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port; the chosen one is printed)")->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -108,6 +121,8 @@ int RunServe(int argc, char** argv) {
   so.image.max_soft_tokens = mo.max_soft_tokens;
   so.image_cache_bytes = image_cache == "0" ? 0 : static_cast<size_t>(ParseByteSize(image_cache));
   so.max_image_bytes = static_cast<size_t>(ParseByteSize(max_image));
+  so.audio_cache_bytes = audio_cache == "0" ? 0 : static_cast<size_t>(ParseByteSize(audio_cache));
+  so.max_audio_bytes = static_cast<size_t>(ParseByteSize(max_audio));
   // base64 writes 4 characters for 3 bytes: room for the largest image and the rest of the body.
   so.max_image_body_bytes = std::max(so.max_image_body_bytes, so.max_image_bytes / 3 * 4 + (4u << 20));
   // Always able to load the model again: --idle-unload and Ollama's keep_alive unload it.

@@ -1,7 +1,7 @@
 // `gemlet polish | summarize | rewrite | translate | explain | sql | describe | transcribe`: the task
 // presets (include/gemlet/tasks.hpp) as shell filters. Text comes from stdin, -f FILE or --clipboard;
-// describe takes an image and transcribe a clip (FILE, needs --mmproj), translate either (--image,
-// --audio) instead of text;
+// describe takes an image and transcribe a clip (FILE, needs --mmproj; a long one in pieces cut at its
+// pauses), translate either (--image, --audio) instead of text;
 // stdout gets the result alone, so `vim :%!gemlet polish` and pipes work. Exit 0, 1 for a model or
 // input error (empty input included), 2 for a usage error.
 #include <cstdio>
@@ -44,6 +44,24 @@ Result<std::string> ReadClipboard() {
   return Status::Error("--clipboard needs wl-paste, xclip or pbpaste, and none is installed");
 }
 
+// The task's media: the images, then each clip in the pieces the model hears (one for a clip within
+// its 30 s window; RunTask transcribes or translates a long one piece by piece).
+Result<std::vector<std::shared_ptr<const EncodedMedia>>> TaskMedia(const Engine& engine, const ModelOptions& mo,
+                                                                   MediaFlags media, const AudioOptions& audio) {
+  const std::vector<std::string> clips = std::move(media.audio);
+  media.audio.clear();
+  auto parts = EncodeMedia(engine, mo, media);
+  if (!parts.ok()) return parts.status();
+  std::vector<std::shared_ptr<const EncodedMedia>> out;
+  for (const ContentPart& part : parts.value()) out.push_back(part.media);
+  for (const std::string& path : clips) {
+    auto pieces = engine.EncodeAudioPiecesFile(path, audio);
+    if (!pieces.ok()) return pieces.status();
+    for (const AudioPiece& piece : pieces.value()) out.push_back(piece.media);
+  }
+  return out;
+}
+
 int RunTaskCommand(const std::string& task, int argc, char** argv) {
   CLI::App app{TaskSummary(task) + ".\nReads stdin (or -f FILE, or --clipboard) and prints the result alone; the answer is "
                "in the input's language (English, Simplified or Traditional Chinese) unless --to says otherwise"};
@@ -64,7 +82,10 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   MediaFlags media;
   std::string media_file, request;
   if (media_task) {
-    app.add_option("file", media_file, task == "describe" ? "the image (PNG, JPEG, WebP, HEIC)" : "the clip (WAV, FLAC, Ogg, MP3; up to 30 s)")
+    app.add_option("file", media_file,
+                   task == "describe" ? "the image (PNG, JPEG, WebP, HEIC)"
+                                      : "the clip (WAV, FLAC, Ogg, MP3; a clip over the model's 30 s is cut at its pauses "
+                                        "and transcribed piece by piece)")
         ->required()
         ->check(CLI::ExistingFile);
     app.add_option("-p,--prompt", request, "what to look or listen for, in words (default: the task's own request)");
@@ -77,6 +98,12 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
                  "TSV of terms to keep verbatim (translate: to render as given): term<TAB>rendering[<TAB>note]");
   app.add_flag("--glossary-strict", glossary_strict,
                "fail (exit 1, nothing on stdout) when the answer lacks a glossary term, instead of warning");
+  AudioOptions audio;
+  if (task == "transcribe" || task == "translate") {
+    app.add_option("--max-audio-seconds", audio.max_seconds, "refuse a clip longer than this")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+  }
   if (task == "rewrite") app.add_option("--style", to.style, "formal (default), casual or concise");
   if (task == "translate") {
     app.add_option("--to", to.to, "the language to translate into: zh, zh-Hant, en, ja, ko, fr, de, es, ...")->required();
@@ -127,9 +154,9 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   if (Status s = AttachDraftModel(gf, mo, &loaded.value()); !s.ok()) return Fail(s.message());
   auto session = Session::Create(loaded.value().engine, loaded.value().session);
   if (!session.ok()) return Fail(session.message());
-  auto parts = EncodeMedia(*loaded.value().engine, mo, media);
-  if (!parts.ok()) return Fail(parts.message());
-  for (const ContentPart& part : parts.value()) to.media.push_back(part.media);
+  auto task_media = TaskMedia(*loaded.value().engine, mo, media, audio);
+  if (!task_media.ok()) return Fail(task_media.message());
+  to.media = std::move(task_media).value();
   Result<TaskReply> reply = RunTask(*session.value(), input, to);
   if (!reply.ok()) return Fail(reply.status());
   if (reply->output.empty()) return Fail("the model gave an empty answer");

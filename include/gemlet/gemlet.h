@@ -36,7 +36,8 @@ typedef enum gemlet_status {
   GEMLET_CANCELLED = 3,        /* stopped by *_cancel() or by a callback's return value */
   GEMLET_CONTEXT_FULL = 4,     /* the context has no room for the tokens */
   GEMLET_OUT_OF_MEMORY = 5,
-  GEMLET_BUFFER_TOO_SMALL = 6  /* an output buffer cannot hold the result: the call says the size needed */
+  GEMLET_BUFFER_TOO_SMALL = 6, /* an output buffer cannot hold the result: the call says the size needed */
+  GEMLET_TOO_LARGE = 7         /* the input is over a limit the caller set (a clip longer than max_seconds) */
 } gemlet_status;
 
 typedef struct gemlet_engine gemlet_engine;
@@ -654,6 +655,32 @@ GEMLET_API gemlet_status gemlet_engine_encode_audio_pcm(const gemlet_engine* eng
 GEMLET_API gemlet_status gemlet_engine_encode_audio_features(const gemlet_engine* engine, const float* features,
                                                              size_t n_features, const uint8_t* mask, size_t n_mask,
                                                              gemlet_media** out);
+/* A clip of any length (up to options->max_seconds, 10 minutes by default; longer: GEMLET_TOO_LARGE)
+ * in pieces the model hears one at a time: each at most its 30 s, cut at the quietest moment of the
+ * window's last 5 s (a pause between words), in order and without gaps; a clip within the window is
+ * one piece. options NULL: defaults. */
+typedef struct gemlet_audio_options {
+  size_t struct_size;
+  double max_seconds;
+} gemlet_audio_options;
+GEMLET_API gemlet_audio_options gemlet_audio_options_default(void);
+typedef struct gemlet_audio_pieces gemlet_audio_pieces;
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces(const gemlet_engine* engine, const uint8_t* bytes,
+                                                           size_t n_bytes, const gemlet_audio_options* options,
+                                                           gemlet_audio_pieces** out);
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces_file(const gemlet_engine* engine, const char* path,
+                                                                const gemlet_audio_options* options,
+                                                                gemlet_audio_pieces** out);
+GEMLET_API gemlet_status gemlet_engine_encode_audio_pieces_pcm(const gemlet_engine* engine, const float* samples,
+                                                               size_t n_samples, int sample_rate, int channels,
+                                                               const gemlet_audio_options* options,
+                                                               gemlet_audio_pieces** out);
+GEMLET_API size_t gemlet_audio_pieces_count(const gemlet_audio_pieces* pieces);
+/* Piece i: its media (a new reference, freed with gemlet_media_free; NULL: not wanted) and where it
+ * lies in the clip, in seconds (NULL: not wanted). */
+GEMLET_API gemlet_status gemlet_audio_pieces_at(const gemlet_audio_pieces* pieces, size_t index, gemlet_media** media,
+                                                double* start_seconds, double* end_seconds);
+GEMLET_API void gemlet_audio_pieces_free(gemlet_audio_pieces* pieces);
 GEMLET_API void gemlet_media_free(gemlet_media* media);
 GEMLET_API gemlet_media_kind gemlet_media_get_kind(const gemlet_media* media);
 GEMLET_API int gemlet_media_n_tokens(const gemlet_media* media);
@@ -842,6 +869,10 @@ typedef struct gemlet_task_options {
   const char* schema;    /* sql: the tables; NULL: none */
   const char* glossary;  /* TSV text, term TAB rendering [TAB note] per line; NULL: none */
   bool thinking;         /* Gemma 4: think first (never part of the output) */
+  /* describe: the image; transcribe: the clip, or a long clip's pieces in order (gemlet_audio_pieces_at:
+   * one generation each, the texts joined); translate: either. NULL with n_media 0: none. */
+  const gemlet_media* const* media;
+  size_t n_media;
 } gemlet_task_options;
 
 GEMLET_API gemlet_task_options gemlet_task_options_default(void);

@@ -143,6 +143,15 @@ class GEMLET_CXX_API Engine {
   // at sample_rate (any rate: resampled).
   Result<std::shared_ptr<const EncodedMedia>> EncodeAudioPcm(std::span<const float> samples, int sample_rate,
                                                              int channels = 1) const;
+  // A clip of any length up to options.max_seconds (10 minutes by default) in pieces the model hears
+  // one at a time: each at most the model's 30 s, cut at the quietest moment of the window's last
+  // 5 s, so a piece ends in a pause between words unless there was none (the rule:
+  // src/media/audio_split.h). In order, covering the clip without gaps or overlaps; a clip within
+  // the window is one piece, EncodeAudio's. Longer than max_seconds: kTooLarge.
+  Result<std::vector<AudioPiece>> EncodeAudioPieces(std::span<const uint8_t> bytes, const AudioOptions& options = {}) const;
+  Result<std::vector<AudioPiece>> EncodeAudioPiecesFile(const std::string& path, const AudioOptions& options = {}) const;
+  Result<std::vector<AudioPiece>> EncodeAudioPiecesPcm(std::span<const float> samples, int sample_rate, int channels = 1,
+                                                       const AudioOptions& options = {}) const;
   // Log-mel features computed already, as HF's feature extractor gives them: [frames, mels], and a
   // mask of valid frames (1; empty: every frame valid). Checks from outside (`gemlet logits
   // --audio-features`).

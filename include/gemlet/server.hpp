@@ -2,7 +2,8 @@
 // not), models, llama-server's /health, /metrics, /tokenize and /detokenize, and Ollama's /api/chat,
 // /api/generate, /api/tags and /api/show, over the public API (gemlet.hpp). `parallel` requests are
 // decoded at once, one forward for all of them per token. Images (OpenAI's image_url data URLs,
-// Ollama's images) when the engine has a vision tower.
+// Ollama's images) when the engine has a vision tower; audio (OpenAI's input_audio parts and
+// /v1/audio/transcriptions) when it has an audio tower.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,14 @@ struct ServerOptions {
   // Encoded images kept for later requests (their embeddings' bytes; 0: none kept): a conversation
   // resent every turn encodes its images once, and the slots' prefix reuse keeps their KV.
   size_t image_cache_bytes = 64u << 20;
+  // Audio (a model with an audio tower: EngineOptions::mmproj_path of Gemma 4 E2B/E4B): OpenAI's
+  // input_audio parts and POST /v1/audio/transcriptions. One clip's file may be max_audio_bytes (more:
+  // 413; a server that takes audio takes bodies that hold one, base64 too) and max_audio_seconds long
+  // (more: 413); a clip over the model's 30 s is cut at its pauses into pieces (Engine::EncodeAudioPieces).
+  size_t max_audio_bytes = 25u << 20;  // OpenAI's limit for an upload
+  double max_audio_seconds = 600.0;
+  // Encoded clips kept for later requests (their pieces' embeddings; 0: none kept).
+  size_t audio_cache_bytes = 64u << 20;
   int max_tokens = 4096;           // the most tokens a request may ask for (more: 400)
   std::string model_name;          // the id /v1/models lists; empty: the file name without .gguf
   // Browsers. Any web page the user opens can send requests to a local server, so a request

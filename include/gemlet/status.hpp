@@ -18,6 +18,8 @@ enum class StatusCode {
   kCancelled = 3,        // stopped by Cancel() or a callback's answer
   kContextFull = 4,      // the session's context has no room for the tokens
   kOutOfMemory = 5,      // an allocation, or the memory budget, failed
+  // (6 is the C API's GEMLET_BUFFER_TOO_SMALL, which C++ callers never meet)
+  kTooLarge = 7,         // the input is over a limit the caller set (a clip over AudioOptions::max_seconds)
 };
 
 // A failed operation says what went wrong in words a user can act on; success carries no text.

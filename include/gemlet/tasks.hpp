@@ -8,6 +8,7 @@
 // untranslated, is repaired, and a term still absent is reported (TaskReply::glossary_missing).
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +28,9 @@ struct TaskOptions {
   bool thinking = false;     // Gemma 4: think first (the thought is not part of the output)
   GenerateOptions generate = {};
   // describe: the image; transcribe: the clip; translate: either, or none for text. Placed before the
-  // input's text, which may then be empty (the task's own request is used).
+  // input's text, which may then be empty (the task's own request is used). transcribe and translate
+  // take a long clip as its pieces (Engine::EncodeAudioPieces), in order: one generation each, the
+  // texts joined as JoinTranscripts joins them (TaskReply::parts says how many).
   std::vector<std::shared_ptr<const EncodedMedia>> media = {};
 };
 
@@ -40,8 +43,8 @@ struct TaskReply {
   // those put in by a repair, and those it still lacks.
   std::vector<std::string> glossary_repaired;
   std::vector<std::string> glossary_missing;
-  int parts = 1;                // summarize: how many parts a long input was summarized in
-  GenerationStats stats;        // of the last generation
+  int parts = 1;                // summarize: how many parts a long input was summarized in; a clip's pieces
+  GenerationStats stats;        // of the last generation (a clip's pieces: the token counts added up)
 };
 
 // A task's prompt as chat messages, for callers that generate themselves (a server batching it with
@@ -60,6 +63,13 @@ struct TaskPrompt {
   std::vector<GlossaryTerm> glossary;       // the same, whole
 };
 GEMLET_CXX_API Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& options);
+// The prompt RunTask evaluates for it: the chat with options.media placed before the user's words
+// (one piece of a clip at a time: pass a TaskOptions whose media is that piece).
+GEMLET_CXX_API Result<Prompt> TaskChatPrompt(const Engine& engine, const TaskPrompt& prompt, const TaskOptions& options);
+// The transcripts of a clip's pieces as one text: a space between two pieces, nothing where the text
+// on either side of the seam is Chinese or Japanese (no spaces between their words); empty pieces
+// left out.
+GEMLET_CXX_API std::string JoinTranscripts(std::span<const std::string> pieces);
 
 struct TaskOutput {
   std::string text;  // the result alone

@@ -231,6 +231,20 @@ struct ImageOptions {
   int max_soft_tokens = 0;
 };
 
+// How a clip of any length is taken (Engine::EncodeAudioPieces).
+struct AudioOptions {
+  // A longer clip is refused with StatusCode::kTooLarge, the message naming both durations (from a
+  // file's header, before it is decoded, where the header tells).
+  double max_seconds = 600.0;
+};
+
+// One piece of a long clip, encoded as EncodeAudio encodes a clip, and where it lies in the clip.
+struct AudioPiece {
+  std::shared_ptr<const EncodedMedia> media;
+  double start_seconds = 0;
+  double end_seconds = 0;
+};
+
 // One part of a message's content (OpenAI's content parts): text, or an image or clip.
 struct ContentPart {
   std::string text;                           // a text part

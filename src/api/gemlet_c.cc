@@ -24,6 +24,7 @@ gemlet_status Code(StatusCode code) {
     case StatusCode::kCancelled: return GEMLET_CANCELLED;
     case StatusCode::kContextFull: return GEMLET_CONTEXT_FULL;
     case StatusCode::kOutOfMemory: return GEMLET_OUT_OF_MEMORY;
+    case StatusCode::kTooLarge: return GEMLET_TOO_LARGE;
   }
   return GEMLET_ERROR;
 }
@@ -107,6 +108,7 @@ const char* gemlet_status_name(gemlet_status status) {
     case GEMLET_CONTEXT_FULL: return "context full";
     case GEMLET_OUT_OF_MEMORY: return "out of memory";
     case GEMLET_BUFFER_TOO_SMALL: return "buffer too small";
+    case GEMLET_TOO_LARGE: return "too large";
   }
   return "unknown status";
 }

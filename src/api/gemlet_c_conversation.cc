@@ -304,6 +304,11 @@ gemlet_status gemlet_task_run(gemlet_session* session, const char* input, const 
     to.schema = t.schema ? t.schema : "";
     to.glossary = t.glossary ? t.glossary : "";
     to.thinking = t.thinking;
+    if (t.media == nullptr && t.n_media > 0) return NullHandle("options->media");
+    for (size_t i = 0; i < t.n_media; ++i) {
+      if (t.media[i] == nullptr) return NullHandle("options->media[i]");
+      to.media.push_back(t.media[i]->media);
+    }
     auto reply = gemlet::RunTask(*session->session, input, to);
     if (!reply.ok()) return Report(reply.status());
     session->task_output = std::move(reply->output);

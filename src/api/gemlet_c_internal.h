@@ -47,6 +47,12 @@ struct gemlet_reply {
   // C copies of each reply.logprobs[i].top (gemlet_reply_logprob hands out pointers into them).
   std::vector<std::vector<gemlet_token_logprob>> top_logprobs = {};
 };
+struct gemlet_media {
+  std::shared_ptr<const gemlet::EncodedMedia> media;
+};
+struct gemlet_audio_pieces {
+  std::vector<gemlet::AudioPiece> pieces;
+};
 struct gemlet_tokenizer {
   std::unique_ptr<gemlet::TextTokenizer> tokenizer;
 };

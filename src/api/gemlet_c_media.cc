@@ -8,9 +8,6 @@ using gemlet::capi::Guard;
 using gemlet::capi::NullHandle;
 using gemlet::capi::Report;
 
-struct gemlet_media {
-  std::shared_ptr<const gemlet::EncodedMedia> media;
-};
 struct gemlet_prompt {
   gemlet::Prompt prompt;
 };

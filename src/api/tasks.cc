@@ -34,8 +34,92 @@ Result<Prompt> TaskPromptTokens(const Engine& engine, TaskPrompt prompt, const T
   return engine.ChatPrompt(prompt.messages, chat);
 }
 
+// The first (last) code point of UTF-8 text, 0 when empty or not UTF-8 there.
+char32_t FirstCodePoint(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = static_cast<unsigned char>(s[0]);
+  const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+  if (n == 0 || s.size() < static_cast<size_t>(n)) return 0;
+  char32_t c = n == 1 ? b : b & (0x7F >> n);
+  for (int i = 1; i < n; ++i) c = (c << 6) | (static_cast<unsigned char>(s[static_cast<size_t>(i)]) & 0x3F);
+  return c;
+}
+char32_t LastCodePoint(std::string_view s) {
+  size_t i = s.size();
+  while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
+  return i == 0 ? 0 : FirstCodePoint(s.substr(i - 1));
+}
+
+// Written without spaces between words: Chinese characters, kana, and their punctuation and
+// full-width forms (Hangul is not: Korean puts spaces between words).
+bool Unspaced(char32_t c) {
+  return (c >= 0x3000 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFF00 && c <= 0xFFEF) || (c >= 0x20000 && c <= 0x3FFFF);
+}
+
+const char* Seam(std::string_view left, std::string_view right) {
+  return Unspaced(LastCodePoint(left)) || Unspaced(FirstCodePoint(right)) ? "" : " ";
+}
+
+Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const TaskOptions& o,
+                               const StreamCallback& on_text, int round);
+
+// A clip in pieces (Engine::EncodeAudioPieces): transcribe or translate each on its own, then join
+// the texts. The stream gets each piece's text, with the seam JoinTranscripts puts between them.
+Result<TaskReply> RunPieces(Session& session, std::string_view input, const TaskOptions& o, const StreamCallback& on_text) {
+  std::vector<std::string> texts;
+  TaskReply whole;
+  std::string streamed_last;  // the text streamed so far ends with this piece of it
+  for (size_t i = 0; i < o.media.size(); ++i) {
+    TaskOptions one = o;
+    one.media = {o.media[i]};
+    bool seam_due = i > 0;
+    StreamCallback stream;
+    if (on_text) {
+      stream = [&](ChunkKind kind, std::string_view text) {
+        if (kind == ChunkKind::kText && seam_due && !text.empty()) {
+          seam_due = false;
+          const std::string seam = Seam(streamed_last, text);
+          if (!seam.empty() && !on_text(kind, seam)) return false;
+        }
+        if (kind == ChunkKind::kText && !text.empty()) streamed_last = std::string(text);
+        return on_text(kind, text);
+      };
+    }
+    ASSIGN_OR_RETURN(TaskReply r, RunTaskRound(session, input, one, stream, 0));
+    texts.push_back(r.output);
+    if (i == 0) {
+      whole.input_language = r.input_language;
+      whole.answer_language = r.answer_language;
+      whole.glossary_terms = r.glossary_terms;
+    }
+    const auto merge = [](std::vector<std::string>* into, const std::vector<std::string>& from) {
+      for (const std::string& t : from) {
+        if (std::find(into->begin(), into->end(), t) == into->end()) into->push_back(t);
+      }
+    };
+    merge(&whole.glossary_repaired, r.glossary_repaired);
+    merge(&whole.glossary_missing, r.glossary_missing);
+    const GenerationStats sum = whole.stats;
+    whole.stats = r.stats;
+    whole.stats.prompt_tokens += sum.prompt_tokens;
+    whole.stats.cached_tokens += sum.cached_tokens;
+    whole.stats.generated_tokens += sum.generated_tokens;
+  }
+  whole.output = JoinTranscripts(texts);
+  whole.parts = static_cast<int>(o.media.size());
+  return whole;
+}
+
+// Pieces of one clip: several audio media for a task that takes one clip at a time.
+bool IsPieces(const TaskOptions& o) {
+  if (o.media.size() < 2 || (o.task != "transcribe" && o.task != "translate")) return false;
+  return std::all_of(o.media.begin(), o.media.end(), [](const auto& m) { return m && m->kind == MediaKind::kAudio; });
+}
+
 Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const TaskOptions& o,
                                const StreamCallback& on_text, int round) {
+  if (IsPieces(o)) return RunPieces(session, input, o, on_text);
   ASSIGN_OR_RETURN(TaskPrompt prompt, TaskMessages(input, o));
   const Engine& engine = session.engine();
   ASSIGN_OR_RETURN(Prompt tokens_and_media, TaskPromptTokens(engine, prompt, o));
@@ -109,6 +193,20 @@ Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& o) {
   for (const flows::GlossaryEntry& e : p.terms) {
     out.glossary_terms.push_back(e.term);
     out.glossary.push_back({e.term, e.rendering, e.note});
+  }
+  return out;
+}
+
+Result<Prompt> TaskChatPrompt(const Engine& engine, const TaskPrompt& prompt, const TaskOptions& options) {
+  return TaskPromptTokens(engine, prompt, options);
+}
+
+std::string JoinTranscripts(std::span<const std::string> pieces) {
+  std::string out;
+  for (const std::string& piece : pieces) {
+    if (piece.empty()) continue;
+    if (!out.empty()) out += Seam(out, piece);
+    out += piece;
   }
   return out;
 }

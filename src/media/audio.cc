@@ -104,8 +104,8 @@ AudioFormat SniffAudioFormat(std::span<const uint8_t> bytes) {
 Result<Audio> DecodeAudio(std::span<const uint8_t> bytes, const AudioLimits& limits) {
   if (bytes.empty()) return Status::Error("the audio is empty (0 bytes)");
   if (bytes.size() > limits.max_bytes) {
-    return Status::Error("the audio is " + std::to_string(bytes.size()) + " bytes, over the limit of " +
-                         std::to_string(limits.max_bytes) + " bytes");
+    return Status::Error(StatusCode::kTooLarge, "the audio is " + std::to_string(bytes.size()) +
+                                                    " bytes, over the limit of " + std::to_string(limits.max_bytes) + " bytes");
   }
   const AudioFormat format = SniffAudioFormat(bytes);
   Result<Audio> audio = DecodeSniffed(bytes, format, limits);
@@ -124,8 +124,8 @@ Result<Audio> LoadAudioFile(const std::string& path, const AudioLimits& limits) 
   if (::stat(path.c_str(), &st) != 0) return Status::Error("cannot open audio '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return Status::Error("audio '" + path + "' is not a regular file");
   if (static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
-    return Status::Error("audio '" + path + "' is " + std::to_string(st.st_size) + " bytes, over the limit of " +
-                         std::to_string(limits.max_bytes) + " bytes");
+    return Status::Error(StatusCode::kTooLarge, "audio '" + path + "' is " + std::to_string(st.st_size) +
+                                                    " bytes, over the limit of " + std::to_string(limits.max_bytes) + " bytes");
   }
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) return Status::Error("cannot open audio '" + path + "': " + std::strerror(errno));
@@ -157,8 +157,8 @@ Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const
     std::snprintf(text, sizeof(text), "%.1f s", seconds);
     char limit[32];
     std::snprintf(limit, sizeof(limit), "%g s", limits.max_seconds);
-    return Status::Error(std::string(format) + " audio is " + text + " (" + std::to_string(frames) + " frames at " +
-                         std::to_string(sample_rate) + " Hz), over the limit of " + limit);
+    return Status::Error(StatusCode::kTooLarge, std::string(format) + " audio is " + text + " (" + std::to_string(frames) +
+                                                    " frames at " + std::to_string(sample_rate) + " Hz), over the limit of " + limit);
   }
   return Status::Ok();
 }
@@ -166,7 +166,7 @@ Status CheckStream(uint64_t frames, int64_t sample_rate, int64_t channels, const
 Status OverLimitWhileDecoding(const char* format, const AudioLimits& limits) {
   char limit[32];
   std::snprintf(limit, sizeof(limit), "%g s", limits.max_seconds);
-  return Status::Error(std::string(format) + " audio runs past the limit of " + limit + " as it decodes");
+  return Status::Error(StatusCode::kTooLarge, std::string(format) + " audio runs past the limit of " + limit + " as it decodes");
 }
 
 size_t Id3v2TagSize(std::span<const uint8_t> bytes) {

@@ -23,7 +23,8 @@ struct Audio {
 // What a clip from outside may cost. The duration is checked against the header's frame count before
 // anything is decoded, and again while decoding (an MP3's header only estimates its length), so a
 // small file that claims hours of audio (FLAC of silence compresses a thousandfold) is refused without
-// the allocation. The models take 30 s a clip; longer recordings are the caller's to cut.
+// the allocation (StatusCode::kTooLarge, as for max_bytes). The models take 30 s a clip; longer
+// recordings are cut by audio_split.h.
 struct AudioLimits {
   double max_seconds = 600.0;
   size_t max_bytes = size_t{256} << 20;

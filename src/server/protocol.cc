@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "gemlet/json_input.hpp"
+#include "server/audio_protocol.h"
 
 namespace gemlet::server {
 
@@ -159,7 +160,8 @@ std::optional<ApiError> ReadLogitBias(const json& body, std::vector<std::pair<in
 
 }  // namespace
 
-bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large) {
+bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large,
+                  const char* what) {
   *too_large = false;
   out->clear();
   // Three bytes for every four characters: refuse an image too large before decoding it.
@@ -169,7 +171,7 @@ bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std
     for (char c : text) chars += c != '\n' && c != '\r' && c != ' ' && c != '\t' && c != '=';
     if (chars / 4 * 3 + (chars % 4 > 1 ? chars % 4 - 1 : 0) > max_bytes) {
       *too_large = true;
-      *error = "is too large: more than " + std::to_string(max_bytes) + " bytes decoded (the server's limit per image)";
+      *error = "is too large: more than " + std::to_string(max_bytes) + " bytes decoded (the server's limit per " + what + ")";
       return false;
     }
   }
@@ -211,7 +213,7 @@ bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std
   if (out->size() > max_bytes) {
     *too_large = true;
     *error = "is too large: " + std::to_string(out->size()) + " bytes decoded, more than the server's limit of " +
-             std::to_string(max_bytes) + " per image";
+             std::to_string(max_bytes) + " per " + what;
     return false;
   }
   return true;
@@ -334,6 +336,7 @@ std::optional<ApiError> ReadContent(const json& m, size_t index, size_t message,
   if (!it->is_array()) return Invalid(where, "'" + where + "' must be a string or an array of parts");
   std::vector<ContentPart> parts;
   std::vector<RequestImage> images;
+  std::vector<RequestAudio> audio;
   for (size_t k = 0; k < it->size(); ++k) {
     const json& part = (*it)[k];
     const std::string at = where + "[" + std::to_string(k) + "]";
@@ -358,16 +361,22 @@ std::optional<ApiError> ReadContent(const json& m, size_t index, size_t message,
       if (auto e = ReadImageUrl(u->get<std::string>(), at, where, limits, &image.bytes)) return e;
       images.push_back(std::move(image));
       parts.push_back({});
+    } else if (type == "input_audio") {
+      RequestAudio clip{message, parts.size(), {}, {}, where, at};
+      if (auto e = ReadInputAudio(part, limits, &clip)) return e;
+      audio.push_back(std::move(clip));
+      parts.push_back({});
     } else {
-      return Invalid(where, "'" + at + "': '" + type + "' parts are not supported (text and image_url only)");
+      return Invalid(where, "'" + at + "': '" + type + "' parts are not supported (text, image_url and input_audio)");
     }
   }
-  if (images.empty()) {
+  if (images.empty() && audio.empty()) {
     for (const ContentPart& p : parts) msg->content += p.text;
     return std::nullopt;
   }
   msg->parts = std::move(parts);
   for (RequestImage& image : images) r->images.push_back(std::move(image));
+  for (RequestAudio& clip : audio) r->audio.push_back(std::move(clip));
   return std::nullopt;
 }
 

@@ -42,6 +42,18 @@ struct RequestImage {
   std::string where;   // the image itself, for messages: "messages[0].content[1]", "images[0]"
 };
 
+// A clip a request carries inline (OpenAI's input_audio part), its base64 decoded; the server
+// encodes it (Engine::EncodeAudioPieces, through its cache) into its content part, or into as many
+// parts in a row as the pieces of a clip longer than the model's window.
+struct RequestAudio {
+  size_t message = 0;  // the message whose parts hold it
+  size_t part = 0;     // the part that takes its first piece
+  std::string bytes;   // the file's bytes (WAV, FLAC, Ogg, MP3: the decoder sniffs which)
+  std::string format;  // as the client named it ("wav", "mp3", ...), for messages
+  std::string param;   // "messages[0].content"
+  std::string where;   // "messages[0].content[1]"
+};
+
 // What every dialect's request comes down to.
 struct CompletionRequest {
   bool chat = true;                 // messages (else a raw prompt)
@@ -52,6 +64,8 @@ struct CompletionRequest {
   // a part the parser left empty. A message with images has its text in parts too, in order.
   std::vector<RequestImage> images;
   std::vector<ContentPart> prompt_parts;  // raw /api/generate with images: the images, then the prompt
+  // Clips (chat), in request order, each in the part the parser left empty for it.
+  std::vector<RequestAudio> audio;
   bool thinking = false;            // Gemma 4: think before answering
   std::string tools;                // Gemma 4: OpenAI's tools array, as JSON text ("" none)
   std::string tool_choice;          // as JSON text ("" auto)
@@ -79,12 +93,15 @@ struct Limits {
   int max_stop = 16;      // stop strings
   int max_choices = 8;    // OpenAI's n
   size_t max_image_bytes = 20u << 20;  // one image's file, decoded from base64 (more: 413)
+  size_t max_audio_bytes = 25u << 20;  // one clip's file, from base64 or uploaded (more: 413)
 };
 
 // An image's bytes from base64 (RFC 4648's alphabet, padding optional, line breaks and spaces
 // skipped; '-' and '_' of the URL-safe alphabet taken too). false, with *error saying where, when
 // the text is not base64 or decodes to more than max_bytes (*too_large then set).
-bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large);
+// `what` names the thing in the limit's message ("image", "clip").
+bool DecodeBase64(std::string_view text, size_t max_bytes, std::string* out, std::string* error, bool* too_large,
+                  const char* what = "image");
 // OpenAI's image_url.url: a data URL (data:image/png;base64,...) decoded into *bytes. Remote
 // (http, https) and other URLs are refused: nothing leaves the device.
 std::optional<ApiError> ReadImageUrl(std::string_view url, const std::string& where, const std::string& param,

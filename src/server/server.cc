@@ -29,6 +29,7 @@
 #include "server/image_cache.h"
 #include "server/protocol.h"
 #include "server/scheduler.h"
+#include "server/server_impl.h"
 #include "server/web/web_assets.h"
 
 namespace gemlet {
@@ -41,132 +42,17 @@ using server::MakeError;
 
 namespace {
 
-constexpr const char* kJson = "application/json; charset=utf-8";
+using server::FailedReply;
+using server::kJson;
+using server::UnixNow;
+using server::WriteRaw;
+
 constexpr int kMinHttpThreads = 32;
 
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// A generation that failed after it was queued: the request's fault (400), the server stopping or
-// the job cancelled (503), else the server's (500).
-ApiError FailedReply(const Status& s) {
-  const int status = s.code() == StatusCode::kCancelled ? 503 : s.code() == StatusCode::kInvalidArgument ? 400 : 500;
-  return MakeError(status, s.message(), status == 400 ? "invalid_request_error" : "server_error");
-}
-
-bool WriteRaw(httplib::DataSink& sink, const std::string& text) { return sink.write(text.data(), text.size()); }
 bool WriteEvent(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, "data: " + j.dump() + "\n\n"); }
 bool WriteLine(httplib::DataSink& sink, const json& j) { return WriteRaw(sink, j.dump() + "\n"); }
 
-// cpp-httplib's routes and request handling (its parser, the pre- and post-routing handlers), run
-// on the connections server::HttpFront hands over instead of on connections of its own.
-class RoutedServer : public httplib::Server {
- public:
-  // While serving, cpp-httplib's streamed answers look at the listening socket to tell whether the
-  // server is shutting down; the front holds the real one, so this stands in for it.
-  void MarkServing(bool serving) { svr_sock_ = serving ? kServing : INVALID_SOCKET; }
-  bool Handle(httplib::Stream& stream, bool close_after) {
-    bool closed = false;
-    return process_request(stream, close_after, closed, nullptr) && !closed;
-  }
-
- private:
-  static constexpr socket_t kServing = 0;  // never closed: cpp-httplib closes it only after its own listen
-};
-
 }  // namespace
-
-struct Server::Impl {
-  ServerOptions options;
-  ModelInfo info;  // of the model file: the same whether loaded or not
-  int slot_ctx = 0;
-  std::string model_name;
-  server::Limits limits;
-  std::unique_ptr<server::ImageCache> images;  // encoded images by their bytes' hash (model_mutex: cleared on unload)
-  RoutedServer http;
-  std::unique_ptr<server::HttpFront> front;
-
-  // The model, while loaded: the engine and the scheduler over its slots. Every request that needs
-  // them holds a lease; with none held for idle_unload_seconds both are let go, and the next
-  // Acquire loads them again.
-  std::mutex model_mutex;
-  std::shared_ptr<Engine> engine;
-  std::shared_ptr<server::Scheduler> scheduler;
-  int leases = 0;
-  std::chrono::steady_clock::time_point last_release = std::chrono::steady_clock::now();
-  server::SchedulerStats retired;  // counters of the schedulers unloaded so far
-  uint64_t loads = 0, unloads = 0;
-  std::condition_variable idle_wake;
-  std::thread idle_thread;
-
-  struct Lease {
-    Impl* owner;
-    std::shared_ptr<Engine> engine;
-    std::shared_ptr<server::Scheduler> scheduler;
-    Lease(Impl* o, std::shared_ptr<Engine> e, std::shared_ptr<server::Scheduler> s)
-        : owner(o), engine(std::move(e)), scheduler(std::move(s)) {}
-    ~Lease() { owner->Release(); }
-  };
-  // The loaded model (loading it again if it was unloaded), held until the lease is dropped.
-  Result<std::shared_ptr<Lease>> Acquire();
-  void Release();
-  Status LoadLocked();  // model_mutex held
-  void IdleLoop();
-  std::optional<std::chrono::duration<double>> IdleLimitLocked() const;
-  void UnloadLocked(const std::string& why);  // model_mutex held, the model loaded
-  std::optional<double> keep_alive;  // seconds, from the last request that gave one (model_mutex)
-  // Ollama's keep_alive for the model after this request; 400 when the server cannot load it again.
-  std::optional<ApiError> KeepAlive(const CompletionRequest& r);
-  void OllamaLoad(httplib::Response& res, const CompletionRequest& r, bool chat);
-
-  int port = 0;
-  int64_t created = UnixNow();
-  std::atomic<uint64_t> next_id{1};
-
-  std::mutex state_mutex;
-  std::condition_variable state_changed;
-  bool running = false;
-  bool stopped = false;
-
-  std::mutex metrics_mutex;
-  std::map<std::pair<std::string, int>, uint64_t> responses;  // (route label, status) -> count
-  std::set<std::string> route_paths;  // the fixed paths routed, filled by Routes before listening
-  std::string machine_hostname;
-
-  void Routes();
-  // After every route: the metrics, the log line (server::Admit runs before).
-  void Account(const httplib::Request& req, httplib::Response& res);
-  // /metrics' label for a request: the route's path or template, else "other", so that probed
-  // paths cannot grow the table.
-  std::string RouteLabel(const httplib::Request& req) const;
-  template <class Handler>
-  void Get(const std::string& path, Handler handler) {
-    route_paths.insert(path);
-    http.Get(path, handler);
-  }
-  template <class Handler>
-  void Post(const std::string& path, Handler handler) {
-    route_paths.insert(path);
-    http.Post(path, handler);
-  }
-  std::string NewId(const char* prefix) { return std::string(prefix) + std::to_string(created) + "-" + std::to_string(next_id++); }
-
-  // The dialects' handlers share this: parse, tokenize, queue, answer.
-  enum class Dialect { kOpenAiChat, kOpenAiText, kOllamaChat, kOllamaGenerate, kTask };
-  void Generate(const httplib::Request& req, httplib::Response& res, Dialect dialect);
-  // The request's images encoded (through the cache) into their content parts.
-  std::optional<ApiError> EncodeImages(const Engine& engine, CompletionRequest* r);
-  std::optional<ApiError> Prompt(const Engine& engine, const CompletionRequest& r, gemlet::Prompt* prompt) const;
-  void StreamOpenAi(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, CompletionRequest r, server::ResponseContext c,
-                    std::shared_ptr<Lease> lease);
-  void StreamOllama(httplib::Response& res, std::shared_ptr<Job> job, CompletionRequest r, server::ResponseContext c,
-                    std::shared_ptr<Lease> lease);
-  void Tokenize(const httplib::Request& req, httplib::Response& res);
-  void Detokenize(const httplib::Request& req, httplib::Response& res);
-  std::string Metrics();
-  json ModelJson() const;
-};
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
@@ -197,9 +83,17 @@ Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, c
   if (gethostname(hostname, sizeof(hostname) - 1) == 0) impl->machine_hostname = hostname;
   impl->limits.max_tokens = options.max_tokens;
   impl->limits.max_image_bytes = options.max_image_bytes;
-  // Images come inline in the body (base64): a server that takes them takes larger bodies.
+  impl->limits.max_audio_bytes = options.max_audio_bytes;
+  if (!(options.max_audio_seconds > 0)) return Status::Error(StatusCode::kInvalidArgument, "max_audio_seconds must be > 0");
+  // Images and clips come inline in the body (base64; a transcription's upload as it is): a server
+  // that takes them takes larger bodies.
   if (impl->info.takes_images) impl->options.max_body_bytes = std::max(options.max_body_bytes, options.max_image_body_bytes);
+  if (impl->info.takes_audio) {
+    impl->options.max_body_bytes = std::max({impl->options.max_body_bytes, options.max_image_body_bytes,
+                                             options.max_audio_bytes / 3 * 4 + (size_t{4} << 20)});
+  }
   impl->images = std::make_unique<server::ImageCache>(options.image_cache_bytes);
+  impl->clips = std::make_unique<server::AudioCache>(options.audio_cache_bytes);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -362,6 +256,7 @@ void Server::Impl::UnloadLocked(const std::string& why) {
   scheduler.reset();
   engine.reset();
   images->Clear();
+  clips->Clear();
 #if defined(__GLIBC__)
   malloc_trim(0);  // glibc keeps freed heap pages mapped; give them back too
 #endif
@@ -389,18 +284,20 @@ void Server::Impl::IdleLoop() {
 
 namespace {
 
-// What the model takes: text, and images with a vision tower (audio: not through the server yet).
+// What the model takes: text, images with a vision tower, audio with an audio tower.
 json InputModalities(const ModelInfo& info) {
   json m = json::array({"text"});
   if (info.takes_images) m.push_back("image");
+  if (info.takes_audio) m.push_back("audio");
   return m;
 }
 
-// Ollama's capabilities: "completion"; "vision" with a vision tower; "tools" and "thinking" where
-// the chat format has them (Gemma 4's).
+// Ollama's capabilities: "completion"; "vision" with a vision tower, "audio" with an audio tower;
+// "tools" and "thinking" where the chat format has them (Gemma 4's).
 json OllamaCapabilities(const ModelInfo& info) {
   json c = json::array({"completion"});
   if (info.takes_images) c.push_back("vision");
+  if (info.takes_audio) c.push_back("audio");
   if (info.chat_format == "gemma4") {
     c.push_back("tools");
     c.push_back("thinking");
@@ -453,12 +350,12 @@ void Server::Impl::Routes() {
   });
   http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) { Account(req, res); });
   // Unknown routes, oversized bodies (413) and the like: an OpenAI-shaped error when nothing was written.
-  http.set_error_handler([limit = options.max_body_bytes, images = info.takes_images](const httplib::Request& req,
-                                                                                      httplib::Response& res) {
+  http.set_error_handler([limit = options.max_body_bytes, media = info.takes_images || info.takes_audio](
+                             const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     std::string message = res.status == 404   ? "no route " + server::LogSafe(req.method) + " " + server::LogSafe(req.path)
                           : res.status == 413 ? "the request body is too large (" + std::to_string(limit) + " bytes at most" +
-                                                    (images ? ", images included)" : ")")
+                                                    (media ? ", images and audio included)" : ")")
                                               : "the request failed (HTTP " + std::to_string(res.status) + ")";
     res.set_content(server::ErrorText(MakeError(res.status, message)), kJson);
   });
@@ -502,6 +399,10 @@ void Server::Impl::Routes() {
     for (const std::string& name : TaskNames()) tasks.push_back({{"name", name}, {"summary", TaskSummary(name)}});
     res.set_content(json({{"object", "list"}, {"data", tasks}}).dump(), kJson);
   });
+  // OpenAI's transcriptions: a clip uploaded as multipart/form-data (transcription.cc).
+  const auto transcribe = [this](const httplib::Request& req, httplib::Response& res) { Transcribe(req, res); };
+  Post("/v1/audio/transcriptions", transcribe);
+  Post("/audio/transcriptions", transcribe);
   Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
   Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
   Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -541,7 +442,7 @@ void Server::Impl::Routes() {
                 {info.architecture + ".block_count", info.n_layers},
                 {info.architecture + ".embedding_length", info.d_model}}},
               {"capabilities", OllamaCapabilities(info)}};
-    if (info.takes_images) j["projector_info"] = {{"clip.projector_type", info.mmproj_projector}};
+    if (info.takes_images || info.takes_audio) j["projector_info"] = {{"clip.projector_type", info.mmproj_projector}};
     res.set_content(j.dump(), kJson);
   });
 
@@ -591,7 +492,7 @@ std::optional<ApiError> Server::Impl::Prompt(const Engine& engine, const Complet
     o.thinking = r.thinking;
     o.tools = r.tools;
     o.tool_choice = r.tool_choice;
-    if (r.images.empty()) {
+    if (r.images.empty() && r.audio.empty()) {
       Result<std::vector<int32_t>> t = engine.TokenizeChat(r.messages, o);
       if (!t.ok()) return MakeError(400, t.message(), "invalid_request_error");
       *tokens = std::move(t).value();
@@ -681,6 +582,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   std::shared_ptr<Lease> lease = std::move(leased).value();
   auto job = std::make_shared<Job>();
   if (auto e = EncodeImages(*lease->engine, &r)) return server::SendError(res, *e);
+  if (auto e = EncodeAudio(*lease->engine, &r)) return server::SendError(res, *e);
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
   job->options = r.options;
   if (r.num_ctx > 0) {
@@ -1001,6 +903,16 @@ std::string Server::Impl::Metrics() {
   metric("image_cache_bytes", "gauge", "Bytes of encoded images (their embeddings) the cache holds.",
          static_cast<double>(im.bytes));
   metric("image_encode_seconds_total", "counter", "Seconds spent decoding and encoding images.", im.encode_seconds);
+  const server::ImageCacheStats au = clips->stats();
+  metric("audio_encodes_total", "counter", "Clips decoded and run through the audio tower (not found in the audio cache).",
+         static_cast<double>(au.encodes));
+  metric("audio_cache_hits_total", "counter", "Clips taken from the encoded-audio cache (the same bytes sent again).",
+         static_cast<double>(au.hits));
+  metric("audio_cache_evictions_total", "counter", "Encoded clips dropped to keep the cache within its bound.",
+         static_cast<double>(au.evictions));
+  metric("audio_cache_bytes", "gauge", "Bytes of encoded clips (their pieces' embeddings) the cache holds.",
+         static_cast<double>(au.bytes));
+  metric("audio_encode_seconds_total", "counter", "Seconds spent decoding and encoding clips.", au.encode_seconds);
   metric("process_anon_bytes", "gauge", "Anonymous (dirty) memory of the process.", static_cast<double>(anon_bytes));
   metric("model_loaded", "gauge", "1 while the model is loaded (0: unloaded when idle).", loaded ? 1 : 0);
   metric("model_loads_total", "counter", "Times the model was loaded (the first time included).", static_cast<double>(n_loads));

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/long_clip.h"
 #include "common/test_util.h"
 
 namespace gemlet {
@@ -36,7 +37,10 @@ class MediaCli : public ::testing::Test {
     std::ifstream in(kDir + "/input_ids.json");
     const nlohmann::json j = nlohmann::json::parse(in);  // kept: the loop below reads into it
     std::string ids;
-    for (int id : j["input_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    for (int id : j["input_ids"]) {
+      if (!ids.empty()) ids += ',';
+      ids += std::to_string(id);  // (not "," + to_string: GCC 12 misreads that as an overlapping copy)
+    }
     return ids;
   }
   // The largest difference from HF's logits of `gemlet logits ... MEDIA` over every row.
@@ -77,6 +81,20 @@ TEST_F(MediaCli, TasksAndRunAnswerWithMedia) {
     EXPECT_EQ(r.exit_code, 0) << args;
     EXPECT_FALSE(r.out.empty()) << args;
   }
+}
+
+// A clip over the model's 30 s: transcribed in pieces cut at its pauses; over --max-audio-seconds, refused.
+TEST_F(MediaCli, TranscribeTakesALongClip) {
+  const std::string clip = dir_->File("long.wav");
+  {
+    std::ofstream out(clip, std::ios::binary);
+    out << test::LongClipWav(70.0);
+  }
+  const std::string m = " -m " + Model() + " --mmproj " + Mmproj() + " --no-cache -t 2 -n 3 --stats ";
+  const auto r = test::RunCommand(test::GemletBinary() + " transcribe" + m + clip + " 2>&1 </dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(", 3 parts,"), std::string::npos) << r.out;
+  test::ExpectOneClearErrorLine({{"transcribe" + m + clip + " --max-audio-seconds 60", "70.0 s"}});
 }
 
 TEST_F(MediaCli, BadMediaIsOneClearLine) {

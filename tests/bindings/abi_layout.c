@@ -208,6 +208,11 @@ int main(void) {
   FIELD(gemlet_image_options, max_soft_tokens, ", ");
   printf("}}");
 
+  Open("gemlet_audio_options", sizeof(gemlet_audio_options));
+  FIELD(gemlet_audio_options, struct_size, "");
+  FIELD(gemlet_audio_options, max_seconds, ", ");
+  printf("}}");
+
   Open("gemlet_chat_options", sizeof(gemlet_chat_options));
   FIELD(gemlet_chat_options, struct_size, "");
   FIELD(gemlet_chat_options, add_generation_prompt, ", ");

@@ -322,6 +322,11 @@ TEST(AudioDecode, OverTheLimitsIsRefusedBeforeDecoding) {
   EXPECT_EQ(Decoded(flac).samples.size(), second.size());
   EXPECT_TRUE(Contains(ErrorOf(flac, half_second), "FLAC audio runs past the limit of 0.5 s as it decodes"))
       << ErrorOf(flac, half_second);
+  // Each is StatusCode::kTooLarge (a server answers 413), unlike a corrupt file.
+  EXPECT_EQ(DecodeAudio(wav, half_second).status().code(), StatusCode::kTooLarge);
+  EXPECT_EQ(DecodeAudio(wav, few_bytes).status().code(), StatusCode::kTooLarge);
+  EXPECT_EQ(DecodeAudio(flac, half_second).status().code(), StatusCode::kTooLarge);
+  EXPECT_EQ(DecodeAudio(Bytes(wav.begin(), wav.begin() + 60)).status().code(), StatusCode::kError);
 }
 
 TEST(AudioDecode, UnknownFormatsNameTheSupportedOnes) {

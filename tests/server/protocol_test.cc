@@ -156,7 +156,8 @@ TEST(Protocol, ImagePartsKeepTheirPlaceAmongTheText) {
   EXPECT_EQ(r.images[1].bytes, std::string("\x04\x05"));
 
   for (const json& part : {json{{"type", "image_url"}}, json{{"type", "image_url"}, {"image_url", {{"detail", "low"}}}},
-                           json{{"type", "input_audio"}, {"input_audio", {{"data", "AA=="}}}}}) {
+                           json{{"type", "input_audio"}, {"input_audio", {{"format", "wav"}}}},
+                           json{{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AA=="}}}}}) {
     json bad = body;
     bad["messages"][1]["content"][1] = part;
     CompletionRequest refused;

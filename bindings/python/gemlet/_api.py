@@ -24,6 +24,7 @@ class Status(_IntEnum):
     CONTEXT_FULL = 4
     OUT_OF_MEMORY = 5
     BUFFER_TOO_SMALL = 6
+    TOO_LARGE = 7
 
 
 class ChunkKind(_IntEnum):

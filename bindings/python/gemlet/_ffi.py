@@ -213,6 +213,10 @@ class ImageOptions(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("max_soft_tokens", c_int)]
 
 
+class AudioOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("max_seconds", c_double)]
+
+
 class Message(ctypes.Structure):
     _fields_ = [
         ("struct_size", c_size_t),
@@ -259,6 +263,7 @@ STRUCTS = {
     "gemlet_message": Message,
     "gemlet_content_part": ContentPart,
     "gemlet_image_options": ImageOptions,
+    "gemlet_audio_options": AudioOptions,
     "gemlet_chat_options": ChatOptions,
     "gemlet_batch_options": BatchOptions,
 }

@@ -1,5 +1,6 @@
-// app.js: the chat page: the conversation, the composer (text and photos), the settings, and
+// app.js: the chat page: the conversation, the composer (text, photos and clips), the settings, and
 // answers streamed into the message list as they arrive.
+import { canRecord, readClip, startRecording } from "./audio.js";
 import { ApiError, firstModel, streamChat } from "./client.js";
 import { updateMarkdown } from "./markdown.js";
 
@@ -10,6 +11,7 @@ const ui = {
   settings: $("settings"), apiKey: $("api-key"), system: $("system-prompt"),
   temperature: $("temperature"), maxTokens: $("max-tokens"),
   attach: $("attach"), imageInput: $("image-input"), attachments: $("attachments"),
+  attachAudio: $("attach-audio"), audioInput: $("audio-input"), record: $("record"),
 };
 
 const SETTINGS_KEY = "gemlet.chat.settings";
@@ -23,7 +25,10 @@ const chat = {
   takesImages: null, // from /v1/models: true, false, or null (not known)
   modelReady: null,  // the pending GET /v1/models
   photos: [],        // attached to the next message: [{name, url (blob:, the thumbnail), dataUrl}]
-  photoUrls: [],     // the blob: URLs of this chat's sent photos, let go by New chat
+  photoUrls: [],     // the blob: URLs of this chat's sent photos and clips, let go by New chat
+  takesAudio: null,  // from /v1/models, as takesImages
+  clips: [],         // attached to the next message: [{name, url (blob:, the player), blob, data (base64), format}]
+  stopRecording: null, // while the microphone records: ends it, resolves with the clip
 };
 
 // ---- settings ----
@@ -80,14 +85,29 @@ function thumbnail(photo) {
   return img;
 }
 
-function addUserMessage(text, photos = []) {
+function player(clip) {
+  const audio = document.createElement("audio");
+  audio.className = "clip";
+  audio.controls = true;
+  audio.preload = "metadata";
+  audio.src = clip.url;
+  audio.title = clip.name || "clip";
+  return audio;
+}
+
+function addUserMessage(text, photos = [], clips = []) {
   const node = div("msg user");
   if (photos.length) {
     const strip = div("photos");
     strip.append(...photos.map(thumbnail));
     node.append(strip);
   }
-  if (text || !photos.length) {
+  if (clips.length) {
+    const strip = div("clips");
+    strip.append(...clips.map(player));
+    node.append(strip);
+  }
+  if (text || (!photos.length && !clips.length)) {
     const body = div("body", text);
     setLang(body, text);
     node.append(body);
@@ -143,25 +163,29 @@ function readDataUrl(file) {
   });
 }
 
+// The tray: each photo's thumbnail and each clip's player, with a button that removes it.
 function renderPhotos() {
-  ui.attachments.replaceChildren(...chat.photos.map((photo) => {
-    const item = div("attachment");
+  const item = (thing, view, what, drop) => {
+    const node = div(`attachment ${what}`);
     const remove = document.createElement("button");
     remove.type = "button";
     remove.className = "remove";
     remove.textContent = "×";
-    remove.title = `Remove ${photo.name || "the photo"}`;
+    remove.title = `Remove ${thing.name || `the ${what}`}`;
     remove.setAttribute("aria-label", remove.title);
     remove.addEventListener("click", () => {
-      chat.photos = chat.photos.filter((p) => p !== photo);
-      URL.revokeObjectURL(photo.url);
+      drop();
+      URL.revokeObjectURL(thing.url);
       renderPhotos();
       ui.input.focus();
     });
-    item.append(thumbnail(photo), remove);
-    return item;
-  }));
-  ui.attachments.hidden = chat.photos.length === 0;
+    node.append(view, remove);
+    return node;
+  };
+  ui.attachments.replaceChildren(
+    ...chat.photos.map((photo) => item(photo, thumbnail(photo), "photo", () => { chat.photos = chat.photos.filter((p) => p !== photo); })),
+    ...chat.clips.map((clip) => item(clip, player(clip), "clip", () => { chat.clips = chat.clips.filter((c) => c !== clip); })));
+  ui.attachments.hidden = chat.photos.length === 0 && chat.clips.length === 0;
 }
 
 // Attaches the image files among `files` to the next message: a thumbnail each, and the bytes as a
@@ -187,6 +211,73 @@ async function attachPhotos(files) {
     chat.photos.push({ name: file.name, url: URL.createObjectURL(file), dataUrl });
   }
   renderPhotos();
+}
+
+// ---- clips ----
+
+const isAudio = (file) => file.type.startsWith("audio/") || /\.(wav|mp3|flac|ogg|oga|opus|m4a|aac|webm)$/i.test(file.name);
+
+function refuseAudio() {
+  if (chat.takesAudio !== false) return false;
+  addError(new Error("this model does not hear: the server has no audio tower (Gemma 4 E2B and E4B hear, served with their mmproj file)"));
+  scrollDown();
+  return true;
+}
+
+function addClip(clip) {
+  chat.clips.push({ ...clip, url: URL.createObjectURL(clip.blob) });
+  renderPhotos();
+}
+
+// Attaches the audio files among `files` to the next message: a player each, and the bytes as
+// base64 for an input_audio part (what the server cannot read, the browser turns into WAV).
+async function attachClips(files) {
+  const clips = [...files].filter(isAudio);
+  if (!clips.length || refuseAudio()) return;
+  for (const file of clips) {
+    try {
+      addClip(await readClip(file));
+    } catch (err) {
+      addError(new Error(`cannot read ${file.name}: ${err?.message ?? err}`));
+      scrollDown();
+    }
+  }
+}
+
+// Record starts the microphone; pressed again, the recording joins the tray as a clip.
+async function toggleRecording() {
+  if (chat.stopRecording) {
+    const stop = chat.stopRecording;
+    chat.stopRecording = null;
+    showRecording(false);
+    try {
+      addClip(await stop());
+    } catch (err) {
+      addError(new Error(`the recording failed: ${err?.message ?? err}`));
+    }
+    ui.input.focus();
+    return;
+  }
+  if (refuseAudio()) return;
+  try {
+    chat.stopRecording = await startRecording();
+    showRecording(true);
+  } catch (err) {
+    addError(new Error(`cannot record: ${err?.message ?? err}`));
+    scrollDown();
+  }
+}
+
+function showRecording(on) {
+  ui.record.setAttribute("aria-pressed", String(on));
+  ui.record.textContent = on ? "Stop recording" : "Record";
+  ui.record.classList.toggle("recording", on);
+}
+
+// Photos and clips among dropped or pasted files.
+function attachFiles(files) {
+  attachPhotos(files);
+  attachClips(files);
 }
 
 // ---- sending ----
@@ -225,17 +316,21 @@ function metaLine({ stopped, finish, usage, seconds }) {
 async function send() {
   const text = ui.input.value;
   const photos = chat.photos;
-  if ((!text.trim() && !photos.length) || chat.controller) return;
+  const clips = chat.clips;
+  if ((!text.trim() && !photos.length && !clips.length) || chat.controller) return;
   ui.input.value = "";
   fitInput();
   chat.photos = [];
+  chat.clips = [];
   renderPhotos();
-  chat.photoUrls.push(...photos.map((p) => p.url));
+  chat.photoUrls.push(...photos.map((p) => p.url), ...clips.map((c) => c.url));
   const generation = chat.generation;
-  const question = addUserMessage(text, photos);
-  // With photos, OpenAI's content parts: the photos, then the text (as Ollama places them).
-  const asked = !photos.length ? text : [
+  const question = addUserMessage(text, photos, clips);
+  // With photos or clips, OpenAI's content parts: the photos, the clips, then the text (as Ollama
+  // places images).
+  const asked = !photos.length && !clips.length ? text : [
     ...photos.map((p) => ({ type: "image_url", image_url: { url: p.dataUrl } })),
+    ...clips.map((c) => ({ type: "input_audio", input_audio: { data: c.data, format: c.format } })),
     ...(text.trim() ? [{ type: "text", text }] : []),
   ];
   chat.history.push({ role: "user", content: asked });
@@ -305,6 +400,10 @@ async function send() {
       chat.photos = photos.map((p) => ({ ...p, url: URL.createObjectURL(dataUrlBlob(p.dataUrl)) }));
       renderPhotos();
     }
+    if (!chat.clips.length && clips.length) {
+      chat.clips = clips.map((c) => ({ ...c, url: URL.createObjectURL(c.blob) }));
+      renderPhotos();
+    }
   }
   if (failure) {
     addError(failure);
@@ -334,6 +433,7 @@ function newChat() {
   ui.messages.replaceChildren();
   for (const url of chat.photoUrls) URL.revokeObjectURL(url);
   chat.photoUrls = [];
+  if (chat.stopRecording) toggleRecording(); // a recording under way joins the new chat's tray
   ui.input.focus();
 }
 
@@ -343,6 +443,9 @@ async function loadModel() {
     chat.model = model.id;
     chat.takesImages = model.images;
     ui.attach.hidden = !model.images;
+    chat.takesAudio = model.audio;
+    ui.attachAudio.hidden = !model.audio;
+    ui.record.hidden = !model.audio || !canRecord();
     ui.model.textContent = chat.model ?? "";
     ui.model.title = "The model the server runs";
     ui.model.classList.remove("problem");
@@ -385,7 +488,14 @@ ui.imageInput.addEventListener("change", async () => {
   ui.imageInput.value = ""; // the same file again is a new attachment
   ui.input.focus();
 });
-// Photos dropped anywhere on the page, or pasted into the message box.
+ui.attachAudio.addEventListener("click", () => ui.audioInput.click());
+ui.audioInput.addEventListener("change", async () => {
+  await attachClips(ui.audioInput.files);
+  ui.audioInput.value = "";
+  ui.input.focus();
+});
+ui.record.addEventListener("click", toggleRecording);
+// Photos and clips dropped anywhere on the page, or pasted into the message box.
 const carriesFiles = (event) => [...(event.dataTransfer?.types ?? [])].includes("Files");
 document.addEventListener("dragover", (event) => {
   if (!carriesFiles(event)) return;
@@ -399,13 +509,13 @@ document.addEventListener("drop", (event) => {
   document.body.classList.remove("dropping");
   if (!carriesFiles(event)) return;
   event.preventDefault(); // else the browser opens the file in place of the page
-  attachPhotos(event.dataTransfer.files);
+  attachFiles(event.dataTransfer.files);
 });
 ui.input.addEventListener("paste", (event) => {
-  const files = [...(event.clipboardData?.files ?? [])].filter(isImage);
+  const files = [...(event.clipboardData?.files ?? [])].filter((file) => isImage(file) || isAudio(file));
   if (!files.length) return;
   event.preventDefault();
-  attachPhotos(files);
+  attachFiles(files);
 });
 ui.settingsToggle.addEventListener("click", () => showSettings(ui.settings.hidden));
 ui.settings.addEventListener("submit", (event) => event.preventDefault()); // Enter in a field: nothing to post

@@ -48,16 +48,16 @@ async function send(url, init) {
   }
 }
 
-// The first model the server lists: GET /v1/models -> data[0]: {id, images} (images: whether it
+// The first model the server lists: GET /v1/models -> data[0]: {id, images, audio} (whether it
 // takes them, from gemlet's input_modalities; false when the server does not say).
 export async function firstModel({ apiKey, signal } = {}) {
   const res = await send("v1/models", { headers: headers(apiKey, false), signal });
   if (!res.ok) throw await responseError(res);
   const list = await res.json();
   const model = list?.data?.[0];
-  if (!model) return { id: null, images: false };
+  if (!model) return { id: null, images: false, audio: false };
   const modalities = Array.isArray(model.input_modalities) ? model.input_modalities : [];
-  return { id: model.id ?? null, images: modalities.includes("image") };
+  return { id: model.id ?? null, images: modalities.includes("image"), audio: modalities.includes("audio") };
 }
 
 // POSTs a streaming chat completion and yields {content, reasoning, finish, usage} per chunk (each

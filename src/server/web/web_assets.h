@@ -20,12 +20,13 @@ std::span<const WebAsset> WebAssets();
 const WebAsset* FindWebAsset(std::string_view path);
 
 // The Content-Security-Policy header to send with the page: scripts, styles and images from the
-// page's own files only (and blob: images, the thumbnails of the photos the user attaches, which
-// only the page's own script can make: model output is never HTML), requests to its own origin
+// page's own files only (and blob: images and media, the thumbnails of the photos and the players
+// of the clips the user attaches or records, which only the page's own script can make: model output
+// is never HTML), requests to its own origin
 // only, no framing. index.html carries the same policy in a <meta> tag (less frame-ancestors, which
 // a <meta> cannot set).
 inline constexpr std::string_view kWebContentSecurityPolicy =
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; media-src 'self' blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 }  // namespace gemlet::server

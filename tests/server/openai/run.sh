@@ -2,7 +2,8 @@
 # OpenAI's Node.js client against gemlet serve (client.test.mjs), and the README's curl line.
 # Usage: run.sh GEMLET MODEL [SCRIPTED_MODEL [HF_MM_DIR]]   (exit 77: skipped, Node.js or npm missing)
 # SCRIPTED_MODEL: `gemlet synth --script ../scripted/gemma4_tools.json`, for tools.test.mjs.
-# HF_MM_DIR: shared/testdata/hf-mm, whose gemma3_image is converted (text GGUF + mmproj) for images.test.mjs.
+# HF_MM_DIR: shared/testdata/hf-mm, whose gemma3_image is converted (text GGUF + mmproj) for images.test.mjs,
+# and gemma4_e2b_image_audio for audio.test.mjs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 gemlet="$1"
@@ -22,6 +23,18 @@ if [ -n "$hf_mm" ] && [ -d "$hf_mm/gemma3_image" ]; then
   status=0
   node "$here/images.test.mjs" --image "$hf_mm/gemma3_image/image.png" \
     --server-cmd "$gemlet serve -m $work/m.gguf --mmproj $work/mmproj.gguf --port 0 -c 512 -n 2 --no-cache" || status=$?
+  rm -rf "$work"
+  [ "$status" = 0 ] || exit "$status"
+fi
+
+if [ -n "$hf_mm" ] && [ -d "$hf_mm/gemma4_e2b_image_audio" ]; then
+  work="$(mktemp -d)"
+  "$gemlet" convert "$hf_mm/gemma4_e2b_image_audio" -o "$work/m.gguf" --mmproj-out "$work/mmproj.gguf" --outtype f32 >/dev/null 2>&1 ||
+    { echo "FAIL: gemlet convert $hf_mm/gemma4_e2b_image_audio"; exit 1; }
+  status=0
+  node "$here/audio.test.mjs" --clip "$hf_mm/gemma4_e2b_image_audio/audio.wav" \
+    --server-cmd "$gemlet serve -m $work/m.gguf --mmproj $work/mmproj.gguf --port 0 -c 2048 -n 2 --no-cache --max-tokens 8 --max-audio-seconds 100" ||
+    status=$?
   rm -rf "$work"
   [ "$status" = 0 ] || exit "$status"
 fi

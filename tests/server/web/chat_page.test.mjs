@@ -1,6 +1,7 @@
 // chat_page.test.mjs: the chat page of `gemlet serve` in headless Chromium: sending (English and
 // Chinese, IME-safe Enter), streaming, Stop, New chat, settings, errors, reasoning, Markdown, maths,
-// and that model output can never run script.
+// photos and clips (a file, and a recording from Chromium's fake microphone), and that model output
+// can never run script.
 //
 //   node chat_page.test.mjs [--base-url URL] [--chromium PATH] [--only TEXT]
 //
@@ -63,7 +64,9 @@ if (!existsSync(chromium)) {
   console.error(`chat_page.test: no Chromium at ${chromium} (pass --chromium PATH)`);
   process.exit(2);
 }
-const args = ["--disable-dev-shm-usage", "--disable-gpu", "--no-first-run", "--lang=en-US"];
+const args = ["--disable-dev-shm-usage", "--disable-gpu", "--no-first-run", "--lang=en-US",
+  // A microphone that plays a beep, granted without asking: the Record button's test.
+  "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"];
 if (process.getuid?.() === 0) args.push("--no-sandbox"); // Chromium refuses to sandbox as root
 // Over a pipe, not the DevTools URL Chromium prints: no stdout to parse. On a loaded CI machine (two
 // cores, sanitizer tests beside it) a cold start has taken over puppeteer's default 30 s, so wait
@@ -735,6 +738,104 @@ test("photos: a failed send puts the photo back in the tray", async () => {
   checkEqual(shown.tray, [4], "the photo back in the tray");
   check(/corrupt PNG/.test(await page.$eval(".msg.error", (el) => el.textContent)), "the server's message");
   checkEqual(await page.$eval("#input", (el) => el.value), "Look", "the text back in the input");
+  checkEqual(problems, [], "problems");
+}, { mockOnly: true });
+
+// A 0.5 s 440 Hz tone as a 16 kHz mono 16-bit WAV, as a file the file chooser picks.
+function toneWav(seconds) {
+  const n = Math.round(seconds * 16000);
+  const wav = Buffer.alloc(44 + 2 * n);
+  wav.write("RIFF", 0); wav.writeUInt32LE(36 + 2 * n, 4); wav.write("WAVEfmt ", 8); wav.writeUInt32LE(16, 16);
+  wav.writeUInt16LE(1, 20); wav.writeUInt16LE(1, 22); wav.writeUInt32LE(16000, 24); wav.writeUInt32LE(32000, 28);
+  wav.writeUInt16LE(2, 32); wav.writeUInt16LE(16, 34); wav.write("data", 36); wav.writeUInt32LE(2 * n, 40);
+  for (let i = 0; i < n; i++) wav.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 16000)), 44 + 2 * i);
+  return wav;
+}
+const WAV = toneWav(0.5);
+const wavFile = path.join(os.tmpdir(), `gemlet-chat-page-${process.pid}.wav`);
+writeFileSync(wavFile, WAV);
+process.on("exit", () => rmSync(wavFile, { force: true }));
+
+// The clips of the conversation: the tray's players and the user messages', as their src schemes.
+const clipsShown = (page) => page.evaluate(() => ({
+  tray: [...document.querySelectorAll("#attachments:not([hidden]) audio.clip")].map((a) => a.src.split(":")[0]),
+  sent: [...document.querySelectorAll(".msg.user")].map((m) => [...m.querySelectorAll("audio.clip")].map((a) => a.src.split(":")[0])),
+}));
+// The newest tray player's duration once it has read the clip (the CSP lets blob: media play).
+const trayDuration = async (page) => (await page.waitForFunction(() => {
+  const audio = [...document.querySelectorAll("#attachments audio.clip")].pop();
+  return audio && audio.readyState >= 1 && Number.isFinite(audio.duration) && audio.duration;
+}, { timeout: 5000 })).jsonValue();
+
+// A model that hears (the mock's; a real server's with an audio tower): attach, remove, record, send.
+test("clips: attached or recorded, shown as players, removable, sent as input_audio, resent with the history", async () => {
+  const { page, problems, bodies } = await openPage();
+  const hears = !(await page.$eval("#attach-audio", (el) => el.hidden));
+  if (!isMock && !hears) return; // a model without an audio tower: the Audio button stays hidden
+  check(hears, "the Audio button is hidden for a model that hears");
+  const chooser = await page.$("#audio-input");
+  await chooser.uploadFile(wavFile);
+  await page.waitForSelector("#attachments:not([hidden]) audio.clip");
+  check(Math.abs((await trayDuration(page)) - 0.5) < 0.01, "the player's duration");
+  await chooser.uploadFile(wavFile);
+  await page.waitForFunction(() => document.querySelectorAll("#attachments audio.clip").length === 2);
+  await page.click("#attachments .attachment:last-child .remove");
+  await page.waitForFunction(() => document.querySelectorAll("#attachments audio.clip").length === 1);
+  if (isMock) await script(pieces("A tone at 440 Hz.", 5));
+  await sendAndWait(page, "What is this?");
+  const first = bodies[bodies.length - 1].messages.at(-1);
+  checkEqual(first.content.map((p) => p.type), ["input_audio", "text"], "the parts: the clip, then the text");
+  checkEqual(first.content[0].input_audio, { data: WAV.toString("base64"), format: "wav" }, "the clip's bytes, as they were");
+  let shown = await clipsShown(page);
+  checkEqual(shown, { tray: [], sent: [["blob"]] }, "the clip after sending");
+
+  // Recorded from the (fake) microphone: WAV made in the page from what MediaRecorder gave.
+  check(!(await page.$eval("#record", (el) => el.hidden)), "the Record button is hidden");
+  await page.click("#record");
+  await page.waitForFunction(() => document.getElementById("record").getAttribute("aria-pressed") === "true", { timeout: 5000 });
+  await sleep(800);
+  await page.click("#record");
+  await page.waitForSelector("#attachments:not([hidden]) audio.clip", { timeout: 10000 });
+  const recorded = await trayDuration(page);
+  check(recorded > 0.3 && recorded < 5, `the recording's duration: ${recorded}`);
+  checkEqual(await page.$eval("#record", (el) => el.getAttribute("aria-pressed")), "false", "Record after stopping");
+  if (isMock) await script(pieces("A beep.", 4));
+  await sendAndWait(page, "");
+  const second = bodies[bodies.length - 1].messages;
+  checkEqual(second.length, 3, "the second request's messages");
+  checkEqual(second[0], first, "the first turn resent as it was, clip included");
+  checkEqual(second[2].content.map((p) => p.type), ["input_audio"], "a recording alone");
+  const made = Buffer.from(second[2].content[0].input_audio.data, "base64");
+  checkEqual([second[2].content[0].input_audio.format, made.toString("latin1", 0, 4), made.readUInt32LE(24)], ["wav", "RIFF", 16000],
+             "the recording as 16 kHz WAV");
+  shown = await clipsShown(page);
+  checkEqual(shown.sent, [["blob"], ["blob"]], "both clips in the conversation");
+  checkEqual(await page.$$eval(".msg.error", (els) => els.map((el) => el.textContent)), [], "errors");
+  if (!isMock) check((await lastAnswer(page)).length > 0, "no answer to the clip");
+
+  await page.click("#new-chat");
+  checkEqual((await clipsShown(page)).sent, [], "clips after New chat");
+  checkEqual(problems, [], "problems");
+});
+
+test("clips: a failed send puts the clip back in the tray; a file the browser cannot decode is one error", async () => {
+  await script({ status: 400, error: { message: "'messages[0].content[0]': the audio cannot be used: truncated WAV", type: "invalid_request_error" } });
+  const { page, problems } = await openPage({ allowHttpErrors: true });
+  await (await page.$("#audio-input")).uploadFile(wavFile);
+  await page.waitForSelector("#attachments:not([hidden]) audio.clip");
+  await sendAndWait(page, "Listen");
+  checkEqual((await clipsShown(page)).tray, ["blob"], "the clip back in the tray");
+  check(/truncated WAV/.test(await page.$eval(".msg.error", (el) => el.textContent)), "the server's message");
+  checkEqual(await page.$eval("#input", (el) => el.value), "Listen", "the text back in the input");
+  await page.evaluate(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8])], "noise.m4a", { type: "audio/mp4" }));
+    document.getElementById("messages").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
+  });
+  await page.waitForFunction(() => document.querySelectorAll(".msg.error").length === 2, { timeout: 5000 });
+  check(/cannot read noise\.m4a: the browser cannot decode it/.test(await page.$$eval(".msg.error", (els) => els.pop().textContent)),
+        "the decoding error");
+  checkEqual((await clipsShown(page)).tray, ["blob"], "the tray keeps the first clip only");
   checkEqual(problems, [], "problems");
 }, { mockOnly: true });
 

@@ -6,7 +6,7 @@
 //
 // --plain hides the /mock/ endpoints, so the test treats it as a real server (echo answers only).
 //
-// The page's endpoints: GET /v1/models (a model that takes text and images), POST
+// The page's endpoints: GET /v1/models (a model that takes text, images and audio), POST
 // /v1/chat/completions (streamed when asked).
 // The test's endpoints:
 //   POST /mock/next    a script: the answer to the next chat completion (they queue up)
@@ -152,7 +152,7 @@ export async function startMockServer({ port = 0, host = "127.0.0.1", plain = fa
     try {
       if (url.pathname === "/v1/models" && req.method === "GET") {
         if (!authorized(req)) return unauthorized(res);
-        return json(res, 200, { object: "list", data: [{ id: MODEL_ID, object: "model", created: 0, owned_by: "gemlet", input_modalities: ["text", "image"] }] });
+        return json(res, 200, { object: "list", data: [{ id: MODEL_ID, object: "model", created: 0, owned_by: "gemlet", input_modalities: ["text", "image", "audio"] }] });
       }
       if (url.pathname === "/v1/chat/completions" && req.method === "POST") return await chat(req, res);
       if (plain && url.pathname.startsWith("/mock/")) return json(res, 404, { error: { message: "not found", type: "not_found" } });

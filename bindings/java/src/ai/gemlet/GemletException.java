@@ -10,6 +10,7 @@ public class GemletException extends RuntimeException {
   public static final int CONTEXT_FULL = 4;
   public static final int OUT_OF_MEMORY = 5;
   public static final int BUFFER_TOO_SMALL = 6;
+  public static final int TOO_LARGE = 7;
 
   /** The gemlet_status of the call (ERROR, INVALID_ARGUMENT, ...). */
   public final int code;
