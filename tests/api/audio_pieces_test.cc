@@ -16,6 +16,7 @@
 #include "gemlet/gemlet.h"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tasks.hpp"
+#include "common/hf_mm_models.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet {
@@ -23,30 +24,7 @@ namespace {
 
 const std::string kHfMm = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/";
 
-struct Converted {
-  std::string model, mmproj;
-  ~Converted() {
-    std::filesystem::remove(model);
-    std::filesystem::remove(mmproj);
-  }
-};
-
-const Converted& E2b() {
-  static const Converted c = [] {
-    const std::string stem =
-        (std::filesystem::temp_directory_path() / ("gemlet-audio-pieces-" + std::to_string(::getpid()))).string();
-    Converted out{stem + ".gguf", stem + ".mmproj.gguf"};
-    tools::ConvertOptions o;
-    o.hf_dir = kHfMm + "gemma4_e2b_image_audio";
-    o.output_path = out.model;
-    o.mmproj_output_path = out.mmproj;
-    o.outtype = "f32";
-    auto report = tools::Convert(o);
-    EXPECT_TRUE(report.ok()) << report.message();
-    return out;
-  }();
-  return c;
-}
+const test::HfMmModel& E2b() { return test::ConvertHfMm("gemma4_e2b_image_audio"); }
 
 std::shared_ptr<Engine> Load(bool with_mmproj = true) {
   EngineOptions o;
@@ -197,7 +175,7 @@ TEST(AudioPieces, JoinTranscriptsSpacesAllButChineseAndJapanese) {
 }
 
 TEST(AudioPieces, TheCApiGivesThePieces) {
-  const Converted& c = E2b();
+  const test::HfMmModel& c = E2b();
   gemlet_engine_options eo = gemlet_engine_options_default();
   eo.mmproj_path = c.mmproj.c_str();
   eo.n_threads = 2;

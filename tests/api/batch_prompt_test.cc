@@ -15,6 +15,7 @@
 
 #include "gemlet/gemlet.h"
 #include "gemlet/gemlet.hpp"
+#include "common/hf_mm_models.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet {
@@ -22,30 +23,7 @@ namespace {
 
 const std::string kHfMm = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/";
 
-struct Converted {
-  std::string model, mmproj;
-  ~Converted() {
-    std::filesystem::remove(model);
-    std::filesystem::remove(mmproj);
-  }
-};
-
-const Converted& Gemma3Image() {
-  static const Converted c = [] {
-    const std::string stem = (std::filesystem::temp_directory_path() /
-                              ("gemlet-batch-prompt-" + std::to_string(::getpid()))).string();
-    Converted out{stem + ".gguf", stem + ".mmproj.gguf"};
-    tools::ConvertOptions o;
-    o.hf_dir = kHfMm + "gemma3_image";
-    o.output_path = out.model;
-    o.mmproj_output_path = out.mmproj;
-    o.outtype = "f32";
-    auto report = tools::Convert(o);
-    EXPECT_TRUE(report.ok()) << report.message();
-    return out;
-  }();
-  return c;
-}
+const test::HfMmModel& Gemma3Image() { return test::ConvertHfMm("gemma3_image"); }
 
 std::shared_ptr<Engine> ImageEngine() {
   static std::shared_ptr<Engine> engine = [] {

@@ -21,6 +21,7 @@
 #include "gemlet/gemlet.hpp"
 #include "gemlet/server.hpp"
 #include "gemlet/tasks.hpp"
+#include "common/hf_mm_models.h"
 #include "gemlet/tools.hpp"
 #include "server/server_test_util.h"
 
@@ -50,30 +51,7 @@ std::string Base64(const std::string& bytes) {
   return out;
 }
 
-struct Converted {
-  std::string model, mmproj;
-  ~Converted() {
-    std::filesystem::remove(model);
-    std::filesystem::remove(mmproj);
-  }
-};
-
-const Converted& E2b() {
-  static const Converted c = [] {
-    const std::string stem =
-        (std::filesystem::temp_directory_path() / ("gemlet-server-audio-" + std::to_string(::getpid()))).string();
-    Converted out{stem + ".gguf", stem + ".mmproj.gguf"};
-    tools::ConvertOptions o;
-    o.hf_dir = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma4_e2b_image_audio";
-    o.output_path = out.model;
-    o.mmproj_output_path = out.mmproj;
-    o.outtype = "f32";
-    auto report = tools::Convert(o);
-    EXPECT_TRUE(report.ok()) << report.message();
-    return out;
-  }();
-  return c;
-}
+const test::HfMmModel& E2b() { return test::ConvertHfMm("gemma4_e2b_image_audio"); }
 
 std::shared_ptr<Engine> AudioEngine() {
   static std::shared_ptr<Engine> engine = [] {
