@@ -24,6 +24,7 @@
 #include "gemlet/gemlet.h"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tasks.hpp"
+#include "common/hf_mm_models.h"
 #include "gemlet/tools.hpp"
 
 namespace gemlet {
@@ -69,37 +70,11 @@ Golden ReadGolden(const std::string& model) {
 }
 
 // Text GGUF and mmproj of an hf-mm checkpoint, converted once per test binary.
-struct Converted {
-  std::string model, mmproj;
-};
-
-const Converted& Convert(const std::string& name) {
-  static std::map<std::string, Converted> done;
-  static struct Cleanup {
-    std::vector<std::string> paths;
-    ~Cleanup() {
-      for (const std::string& p : paths) std::filesystem::remove(p);
-    }
-  } cleanup;
-  if (auto it = done.find(name); it != done.end()) return it->second;
-  const std::string stem = (std::filesystem::temp_directory_path() /
-                            ("gemlet-media-api-" + name + "-" + std::to_string(::getpid()))).string();
-  Converted c{stem + ".gguf", stem + ".mmproj.gguf"};
-  tools::ConvertOptions o;
-  o.hf_dir = kHfMm + name;
-  o.output_path = c.model;
-  o.mmproj_output_path = c.mmproj;
-  o.outtype = "f32";
-  auto report = tools::Convert(o);
-  EXPECT_TRUE(report.ok()) << report.message();
-  cleanup.paths.push_back(c.model);
-  cleanup.paths.push_back(c.mmproj);
-  return done.emplace(name, c).first->second;
-}
+const test::HfMmModel& Convert(const std::string& name) { return test::ConvertHfMm(name); }
 
 std::shared_ptr<Engine> LoadWithMmproj(const std::string& name, const std::string& kernels = "auto",
                                        bool hf_eager_audio = false) {
-  const Converted& c = Convert(name);
+  const test::HfMmModel& c = Convert(name);
   EngineOptions o;
   o.mmproj_path = c.mmproj;
   o.audio_hf_eager_mask = hf_eager_audio;
@@ -569,7 +544,7 @@ TEST(MediaApiTasks, DescribeAndTranscribeCarryTheirMedia) {
 // The C API over the same: an image from the file, a prompt of parts, every row's logits equal to
 // the C++ API's bit for bit, the session's media, and a conversation turn with an image.
 TEST(MediaCApi, ImagesThroughTheCApi) {
-  const Converted& c = Convert("gemma3_image");
+  const test::HfMmModel& c = Convert("gemma3_image");
   gemlet_engine_options eo = gemlet_engine_options_default();
   eo.mmproj_path = c.mmproj.c_str();
   eo.n_threads = 2;
