@@ -1,11 +1,17 @@
-// What `gemlet bench` and `gemlet bench --spec` (bench_spec.cc) both time and print with.
+// What `gemlet bench`, `gemlet bench --spec` (bench_spec.cc) and `gemlet bench --image/--audio`
+// (bench_media.cc) time and print with.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "gemlet/gemlet.hpp"
 
 namespace gemlet::cli {
 
@@ -27,5 +33,30 @@ inline std::string CpuInfo() {
   }
   return "unknown";
 }
+
+// Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own for the
+// object's life.
+class PeakAnonSampler {
+ public:
+  PeakAnonSampler()
+      : thread_([this] {
+          while (on_.load()) {
+            const uint64_t anon = MeasureProcessMemory().anon_bytes;
+            if (anon > peak_.load()) peak_.store(anon);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }) {}
+  ~PeakAnonSampler() { Stop(); }
+  void Stop() {
+    on_.store(false);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t peak() const { return peak_.load(); }
+
+ private:
+  std::atomic<bool> on_{true};
+  std::atomic<uint64_t> peak_{0};
+  std::thread thread_;
+};
 
 }  // namespace gemlet::cli

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_media.h"
 #include "bench_spec.h"
 #include "bench_util.h"
 #include "cli_common.h"
@@ -144,31 +145,6 @@ void AddBenchFlags(CLI::App& app, BenchFlags* f) {
   app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
 }
-
-// Peak anonymous memory (what a phone counts), sampled every 10 ms from a thread of its own for the
-// object's life.
-class PeakAnonSampler {
- public:
-  PeakAnonSampler()
-      : thread_([this] {
-          while (on_.load()) {
-            const uint64_t anon = MeasureProcessMemory().anon_bytes;
-            if (anon > peak_.load()) peak_.store(anon);
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          }
-        }) {}
-  ~PeakAnonSampler() { Stop(); }
-  void Stop() {
-    on_.store(false);
-    if (thread_.joinable()) thread_.join();
-  }
-  uint64_t peak() const { return peak_.load(); }
-
- private:
-  std::atomic<bool> on_{true};
-  std::atomic<uint64_t> peak_{0};
-  std::thread thread_;
-};
 
 // What the tests measured, for both reports.
 struct BenchRun {
@@ -455,10 +431,18 @@ int RunBench(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--spec" || std::string_view(argv[i]).rfind("--spec=", 0) == 0) return RunSpecBench(argc, argv);
   }
+  // --image FILE / --audio FILE measure the model's towers instead (bench_media.cc).
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--image" || arg == "--audio" || arg.rfind("--image=", 0) == 0 || arg.rfind("--audio=", 0) == 0) {
+      return RunMediaBench(argc, argv);
+    }
+  }
   CLI::App app{"Measure prompt processing (ppN) and generation (tgN) speed like llama-bench, plus time to first token,\n"
                "peak RSS, bytes read per decoded token and the fraction of the memory bandwidth bound reached.\n"
                "With --spec lookup|draft: speculative decoding's verification cost and a workload's acceptance "
-               "(gemlet bench --spec lookup --help)"};
+               "(gemlet bench --spec lookup --help); with --image FILE or --audio FILE: encoding through the "
+               "model's towers (gemlet bench --image x --help)"};
   app.name("gemlet bench");
   BenchFlags f;
   AddBenchFlags(app, &f);

@@ -1,5 +1,5 @@
 // `gemlet convert HF_DIR -o OUT.gguf [--outtype f32|f16|bf16] [--tokenizer FILE] [--mmproj-out MMPROJ.gguf]`: a HuggingFace Gemma
-// checkpoint to GGUF.
+// checkpoint to GGUF; with --mmproj-out and no -o, only a multimodal checkpoint's towers.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -19,7 +19,8 @@ int RunConvert(int argc, char** argv) {
                "gemlet convert"};
   tools::ConvertOptions options;
   app.add_option("hf_dir", options.hf_dir, "the checkpoint folder")->required();
-  app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
+  app.add_option("-o,--output", options.output_path,
+                 "the GGUF file to write (may be left out with --mmproj-out: only the towers are written)");
   app.add_option("--outtype", options.outtype,
                  "f32, f16 or bf16 for the weight matrices (default: the checkpoint's own type); "
                  "norms and other small tensors stay f32");
@@ -48,12 +49,17 @@ int RunConvert(int argc, char** argv) {
   }
   options.warn = [&](const std::string& message) { std::fprintf(stderr, "gemlet: warning: %s\n", message.c_str()); };
 
+  if (options.output_path.empty() && options.mmproj_output_path.empty()) {
+    return UsageError("-o FILE is required (or --mmproj-out FILE alone for a multimodal checkpoint's towers)");
+  }
   Result<tools::ConvertReport> result = tools::Convert(options);
   if (progress_shown) std::fprintf(stderr, "\r\033[K");
   if (!result.ok()) return Fail(result.status());
   if (tty) {
-    std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s\n", options.output_path.c_str(), result->arch.c_str(),
-                 result->n_tensors, result->outtype.c_str());
+    if (!options.output_path.empty()) {
+      std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s\n", options.output_path.c_str(), result->arch.c_str(),
+                   result->n_tensors, result->outtype.c_str());
+    }
     if (!result->mmproj_projector.empty()) {
       std::fprintf(stderr, "wrote %s: %s projector, %zu tensors\n", options.mmproj_output_path.c_str(),
                    result->mmproj_projector.c_str(), result->mmproj_tensors);

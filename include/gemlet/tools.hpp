@@ -22,7 +22,7 @@ namespace gemlet::tools {
 
 struct ConvertOptions {
   std::string hf_dir;       // config.json + *.safetensors (+ tokenizer.json or tokenizer.model)
-  std::string output_path;
+  std::string output_path;  // the text model; may be empty when mmproj_output_path is set (towers only)
   // "f32", "f16" or "bf16" for the large matrices (norms and small tensors stay f32). Empty: the
   // checkpoint's own float type, so the default conversion is lossless.
   std::string outtype;

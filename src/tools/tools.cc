@@ -18,6 +18,21 @@
 
 namespace gemlet::tools {
 
+namespace {
+
+// A towers-only conversion's default matrix type: the checkpoint's own float type (its first
+// floating tensor), so the default stays lossless as the text conversion's is.
+DType TowerOwnType(const SafetensorsCheckpoint& checkpoint) {
+  for (const StTensor* t : checkpoint.tensors()) {
+    if (t->dtype == StDType::kF16) return DType::kF16;
+    if (t->dtype == StDType::kBF16) return DType::kBF16;
+    if (t->dtype == StDType::kF32) return DType::kF32;
+  }
+  return DType::kF32;
+}
+
+}  // namespace
+
 Result<ConvertReport> Convert(const ConvertOptions& o) {
   gemlet::ConvertOptions c;
   c.hf_dir = o.hf_dir;
@@ -36,7 +51,14 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
     return Status::Error(StatusCode::kInvalidArgument,
                          "--mmproj-out: '" + o.hf_dir + "/config.json' has no vision_config (a text-only checkpoint)");
   }
-  ASSIGN_OR_RETURN(ConvertResult r, ConvertHfToGguf(c));
+  if (o.output_path.empty() && o.mmproj_output_path.empty()) {
+    return Status::Error(StatusCode::kInvalidArgument, "convert: name an output GGUF, an mmproj output, or both");
+  }
+  // No text output: only the towers, as llama.cpp's converter writes with --mmproj.
+  ConvertResult r;
+  if (!o.output_path.empty()) {
+    ASSIGN_OR_RETURN(r, ConvertHfToGguf(c));
+  }
   ConvertReport report;
   if (!o.mmproj_output_path.empty()) {
     std::unique_ptr<SafetensorsCheckpoint> checkpoint;
@@ -48,7 +70,7 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
     MmprojOptions m;
     m.hf_dir = o.hf_dir;
     m.output_path = o.mmproj_output_path;
-    m.outtype = c.outtype.value_or(r.outtype);
+    m.outtype = c.outtype.value_or(o.output_path.empty() ? TowerOwnType(*checkpoint) : r.outtype);
     if (o.mmproj_outtype == "q8_0" || o.mmproj_outtype == "Q8_0") {
       m.outtype = DType::kQ8_0;
     } else if (!o.mmproj_outtype.empty()) {
@@ -56,11 +78,14 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
       if (!type.ok()) return Status::Error(StatusCode::kInvalidArgument, "--mmproj-type: " + type.message() + " or q8_0");
       m.outtype = *type;
     }
-    m.model_name = o.model_name.empty() ? std::filesystem::path(o.output_path).stem().string() : o.model_name;
+    m.model_name = !o.model_name.empty()     ? o.model_name
+                   : !o.output_path.empty() ? std::filesystem::path(o.output_path).stem().string()
+                                            : std::filesystem::path(o.hf_dir).filename().string();
     ASSIGN_OR_RETURN(MmprojResult mr, WriteMmproj(m, *checkpoint));
     report.mmproj_projector = mr.projector;
     report.mmproj_tensors = mr.n_tensors;
   }
+  if (o.output_path.empty()) return report;
   report.arch = r.arch;
   report.outtype = DTypeName(r.outtype);
   report.n_tensors = r.n_tensors;

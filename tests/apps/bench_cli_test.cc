@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/hf_mm_models.h"
 #include "common/test_util.h"
 #include "runtime/session.h"
 
@@ -198,6 +199,46 @@ TEST(BenchCli, BadInputGivesOneClearErrorLine) {
       {"bench -m " + std::string(kModel) + " -p 16 -n 0 --mem-budget 1M", "floor"},
       {"bench -m " + std::string(kModel) + " --mem-budget lots", "mem-budget"},
       {"bench -p 8", "model"},
+  });
+}
+
+// --image / --audio: the towers of a converted hf-mm checkpoint. The counts are the processor's
+// (input_ids.json), the clip's length the WAV's; the derived figures follow from the samples.
+TEST(BenchCli, MediaReportsEncodeTimesAndTheClipsFigures) {
+  const test::HfMmModel& m = test::ConvertHfMm("gemma4_e2b_image_audio");
+  const std::string dir = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma4_e2b_image_audio";
+  std::ifstream ids_in(dir + "/input_ids.json");
+  const auto ids = nlohmann::json::parse(ids_in);
+  const std::string base = test::GemletBinary() + " bench -m " + m.model + " --mmproj " + m.mmproj + " -t 1 -r 2 --json";
+
+  auto image = test::RunCommand(base + " --image " + dir + "/image.png");
+  ASSERT_EQ(image.exit_code, 0) << image.out;
+  const auto ji = nlohmann::json::parse(image.out);
+  EXPECT_EQ(ji["kind"], "image");
+  EXPECT_EQ(ji["soft_tokens"], ids["placeholders"]["image"]["count"]);
+  ASSERT_EQ(ji["encode_ms"].size(), 2u);
+  EXPECT_FALSE(ji.contains("first_token_ms"));
+
+  auto audio = test::RunCommand(base + " --audio " + dir + "/audio.wav");
+  ASSERT_EQ(audio.exit_code, 0) << audio.out;
+  const auto ja = nlohmann::json::parse(audio.out);
+  EXPECT_EQ(ja["kind"], "audio");
+  EXPECT_EQ(ja["soft_tokens"], ids["placeholders"]["audio"]["count"]);
+  const std::uintmax_t wav_bytes = std::filesystem::file_size(dir + "/audio.wav");
+  EXPECT_NEAR(ja["clip_seconds"].get<double>(), (static_cast<double>(wav_bytes) - 44) / 2 / 16000, 1e-3);
+  ASSERT_EQ(ja["encode_ms"].size(), 2u);
+  ASSERT_EQ(ja["first_token_ms"].size(), 2u);
+  const double median = ja["encode_ms_median"].get<double>();
+  EXPECT_NEAR(median, 0.5 * (ja["encode_ms"][0].get<double>() + ja["encode_ms"][1].get<double>()), 1e-9);
+  EXPECT_NEAR(ja["real_time_factor"].get<double>(), ja["clip_seconds"].get<double>() * 1e3 / median, 1e-6);
+  EXPECT_GT(ja["peak_anon_bytes"].get<double>(), 0);
+
+  test::ExpectOneClearErrorLine({
+      {"bench -m " + m.model + " --image " + dir + "/image.png", "mmproj"},
+      {"bench -m " + m.model + " --mmproj " + m.mmproj + " --image /nonexistent.png", "nonexistent"},
+      {"bench -m " + m.model + " --mmproj " + m.mmproj + " --image " + dir + "/image.png --audio " + dir + "/audio.wav",
+       "excludes"},
+      {"bench -m " + std::string(kModel) + " --mmproj " + m.mmproj + " --audio " + dir + "/audio.wav", ""},
   });
 }
 

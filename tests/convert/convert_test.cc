@@ -678,5 +678,38 @@ TEST(ConvertCli, ConvertsAndReportsBadInputOnOneLine) {
   }
 }
 
+// --mmproj-out without -o: the towers alone, the same tensors as beside a text conversion, and no
+// text GGUF; a text-only checkpoint is refused.
+TEST(ConvertCli, WritesTowersAlone) {
+  if (!fs::exists(std::string(GEMLET_BINARY_DIR) + "/apps/gemlet/gemlet")) GTEST_SKIP() << "gemlet binary not built";
+  ScratchDir dir;
+  const std::string mm = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma4_e2b_image_audio";
+  const std::string alone = dir / "alone.mmproj.gguf", both = dir / "both.mmproj.gguf", text = dir / "text.gguf";
+  CliRun a = RunCli(mm + " --mmproj-out " + alone + " --mmproj-type f16", dir);
+  ASSERT_EQ(a.code, 0) << a.err;
+  CliRun b = RunCli(mm + " -o " + text + " --mmproj-out " + both + " --mmproj-type f16", dir);
+  ASSERT_EQ(b.code, 0) << b.err;
+  auto fa = GgufFile::Open(alone), fb = GgufFile::Open(both);
+  ASSERT_TRUE(fa.ok() && fb.ok());
+  ASSERT_EQ((*fa)->tensors().size(), (*fb)->tensors().size());
+  for (const GgufTensor& t : (*fa)->tensors()) {
+    SCOPED_TRACE(t.name);
+    const GgufTensor* u = (*fb)->FindTensor(t.name);
+    ASSERT_NE(u, nullptr);
+    EXPECT_EQ(t.type, u->type);
+    ASSERT_EQ(t.nbytes, u->nbytes);
+    EXPECT_EQ(std::memcmp(t.data, u->data, t.nbytes), 0);
+  }
+  EXPECT_EQ((*fa)->GetString("clip.vision.projector_type").value(), "gemma4v");
+  size_t ggufs = 0;
+  for (const auto& entry : fs::directory_iterator(dir.str())) ggufs += entry.path().extension() == ".gguf";
+  EXPECT_EQ(ggufs, 3u);  // alone, both and the text of the second run: the first wrote no text model
+
+  CliRun text_only = RunCli(kHfDir + "/gemma1_2b_like_mqa --mmproj-out " + (dir / "x.gguf"), dir);
+  EXPECT_EQ(text_only.code, 2) << text_only.err;  // an argument that does not fit the checkpoint
+  EXPECT_NE(text_only.err.find("no vision_config"), std::string::npos) << text_only.err;
+  EXPECT_FALSE(fs::exists(dir / "x.gguf"));
+}
+
 }  // namespace
 }  // namespace gemlet
