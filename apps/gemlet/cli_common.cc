@@ -116,8 +116,9 @@ Result<std::string> FileOrStoreModel(const std::string& m, const std::string& st
       !ModelStore::CheckName(name, "model").ok()) {
     return m;
   }
+  // Checked before opening the store, which would create its folder.
+  if (m == "demo" && !std::filesystem::exists(StoreDir(store_dir) + "/demo/model.json", ec)) return DemoModel();
   auto store = OpenStore(store_dir);
-  if (m == "demo" && (!store.ok() || !(*store)->Get(m).ok())) return DemoModel();
   if (!store.ok()) return store.status();
   Result<StoredModel> stored = (*store)->Get(name);
   if (!stored.ok()) {
@@ -132,7 +133,12 @@ Result<std::string> ResolveModelPath(const std::string& flag, const std::string&
   if (!flag.empty()) return FileOrStoreModel(flag, store_dir);
   if (const char* env = std::getenv("GEMLET_MODEL"); env && *env) return FileOrStoreModel(env, store_dir);
   // The store's default; never the demo model unasked: its answers would pass for a real model's.
-  if (auto store = OpenStore(store_dir); store.ok()) {
+  // Looked for before opening the store, which would create its folder.
+  std::error_code ec;
+  const std::string dir = StoreDir(store_dir);
+  if (!dir.empty() && std::filesystem::exists(dir + "/.default", ec)) {
+    auto store = OpenStore(dir);
+    if (!store.ok()) return store.status();
     if (Result<std::string> name = (*store)->DefaultModel(); name.ok() && !name->empty()) return (*store)->Resolve(*name);
   }
   return Status::Error("no model given: get one with 'gemlet pull gemma4-e2b' (it becomes the default), or pass -m "
@@ -234,6 +240,10 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
 std::string MeasuredSpeculation(const ModelOptions& o) {
   Result<std::string> path = ResolveModelPath(o.model_path, o.store_dir);
   if (!path.ok()) return "none";  // loading reports it
+  std::error_code ec;  // no record without the file: opening the store would create its folder
+  if (const std::string dir = StoreDir(o.store_dir); dir.empty() || !std::filesystem::exists(dir + "/.speculation.json", ec)) {
+    return "none";
+  }
   auto store = OpenStore(o.store_dir);
   if (!store.ok()) return "none";
   Result<SpeculationRecord> r = (*store)->FindSpeculation(*path, "lookup");
