@@ -12,8 +12,8 @@ echo "== gemlet run (demo model: a tiny Gemma-3-architecture model trained for t
 echo
 for prompt in "Polish this sentence: me and him goes to school every days." "请背诵《静夜思》。"; do
   echo "> $prompt"
-  "$gemlet" run --temp 0 -n 80 -p "$prompt"
+  "$gemlet" run -m demo --temp 0 -n 80 -p "$prompt"
   echo
 done
 echo "> (raw text continuation, sampled) And it came to pass"
-"$gemlet" run --raw --temp 0.8 --seed 7 -n 60 --stats -p "And it came to pass"
+"$gemlet" run -m demo --raw --temp 0.8 --seed 7 -n 60 --stats -p "And it came to pass"

@@ -6,7 +6,10 @@
 //  2. A workload through the task presets (--task, or each line's own task): every message with and
 //     without speculation, greedy. Outputs must be identical; reports the drafts kept per
 //     verification step, decode tokens/s both ways, and the speed-up the cost curve projects from
-//     the measured acceptance.
+//     the measured acceptance, and the break-even acceptance: the rate at which a verification step
+//     (and, with a draft model, its drafting) costs exactly the tokens it yields.
+//  3. The result, recorded in the model store's folder for this CPU and model file (--no-record
+//     skips it): the task presets speculate only where it shows a gain.
 #include "bench_spec.h"
 
 #include <CLI/CLI.hpp>
@@ -24,8 +27,10 @@
 #include "bench_util.h"
 #include "cli_common.h"
 #include "command.h"
+#include "store_cli.h"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/json_input.hpp"
+#include "gemlet/store.hpp"
 #include "gemlet/tasks.hpp"
 
 namespace gemlet::cli {
@@ -86,13 +91,18 @@ double CostAt(const std::vector<int>& ks, const std::vector<double>& cost, doubl
 }  // namespace
 
 struct SpecFlags {
-  std::string model_path, spec = "lookup", draft_model, task, workload_path;
+  std::string model_path, spec = "lookup", draft_model, task, workload_path, store_dir;
+  bool no_record = false;
   std::vector<int> ks = {1, 2, 4, 7, 8, 12, 16};
   int threads = 0, reps = 5, depth = 256, max_tokens = 128, draft = 7;
 };
 
 void AddSpecFlags(CLI::App& app, SpecFlags* f) {
-  AddModelFileFlag(app, f->model_path);
+  AddModelFileFlag(app, f->model_path, "GGUF model file, or NAME[:VERSION] from the model store");
+  AddStoreFlag(app, &f->store_dir);
+  app.add_flag("--no-record", f->no_record,
+               "do not record the result in the store's folder (by default the task presets read it: they speculate on "
+               "this CPU and model only where it measured a gain)");
   app.add_option("--spec", f->spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
       ->capture_default_str();
   app.add_option("--draft-model", f->draft_model, "the draft model for --spec draft (the same vocabulary)");
@@ -130,7 +140,7 @@ Result<std::vector<WorkItem>> LoadWorkload(const SpecFlags& f) {
 
 // 1. Verification cost: 1 + k rows with every row's logits, from the same depth each time, as a
 // multiple of one decode step (cost[0] = 1, then one per f.ks); printed as a table.
-Result<std::vector<double>> MeasureVerifyCost(const SpecFlags& f, std::shared_ptr<Engine> engine) {
+Result<std::vector<double>> MeasureVerifyCost(const SpecFlags& f, std::shared_ptr<Engine> engine, double* decode_ms) {
   const ModelInfo& info = engine->info();
   const int max_k = f.ks.back();
   SessionOptions so;
@@ -164,6 +174,7 @@ Result<std::vector<double>> MeasureVerifyCost(const SpecFlags& f, std::shared_pt
     }
     ms.push_back(Median(t) * 1e3);
   }
+  *decode_ms = ms[0];
   std::printf("\n## verifying k drafted tokens (one forward of 1 + k rows at depth %d; median of %d)\n\n", f.depth, f.reps);
   std::printf("| k | ms | x one decode step | ceiling: (k+1) / cost |\n|---:|---:|---:|---:|\n");
   std::printf("| 0 | %.2f | 1.00 | 1.00 |\n", ms[0]);
@@ -176,10 +187,43 @@ Result<std::vector<double>> MeasureVerifyCost(const SpecFlags& f, std::shared_pt
   return cost;
 }
 
+// One decode step of `engine` at f.depth, in ms (the median of f.reps): a draft model's drafting cost.
+Result<double> DecodeStepMs(const SpecFlags& f, std::shared_ptr<Engine> engine) {
+  SessionOptions so;
+  so.n_ctx = f.depth + 2;
+  so.n_threads = f.threads;
+  so.rollback_tokens = 1;
+  auto created = Session::Create(engine, so);
+  if (!created.ok()) return created.status();
+  Session& s = **created;
+  std::vector<int32_t> context(static_cast<size_t>(f.depth), 5);
+  context[0] = 2;
+  std::vector<float> logits(static_cast<size_t>(engine->info().n_vocab));
+  if (Status st = s.Evaluate(context, logits.data(), false); !st.ok()) return st;
+  std::vector<double> t;
+  for (int r = 0; r < f.reps + 1; ++r) {
+    const std::vector<int32_t> step = {7};
+    const double t0 = Now();
+    if (Status st = s.Evaluate(step, logits.data(), true); !st.ok()) return st;
+    if (r > 0) t.push_back(Now() - t0);
+    if (Status tr = s.Truncate(f.depth); !tr.ok()) return tr;
+  }
+  return Median(t) * 1e3;
+}
+
+struct WorkloadResult {
+  bool measured = false;  // the workload ran and speculation drafted something
+  double acceptance = 0;  // kept / drafted
+  double break_even = 0;  // 0: no cost curve to derive it from
+  double speedup = 0;     // decode time without / with
+};
+
 // 2. The workload: each message with and without speculation, in one session each (their shared
-// system prompt reused from the cache alike), and the speed-up the cost curve projects.
-Status RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> engine, std::shared_ptr<Engine> drafter,
-                   const std::vector<WorkItem>& workload, const std::vector<double>& cost) {
+// system prompt reused from the cache alike), the speed-up the cost curve projects and the
+// break-even acceptance. draft_cost: one drafting step as a fraction of a decode step (0 for lookup,
+// whose drafts are a search of the context).
+Result<WorkloadResult> RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> engine, std::shared_ptr<Engine> drafter,
+                                   const std::vector<WorkItem>& workload, const std::vector<double>& cost, double draft_cost) {
   SessionOptions so;
   so.n_ctx = 2048;
   so.n_threads = f.threads;
@@ -188,6 +232,7 @@ Status RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> engine, std::shar
   auto spec_session = Session::Create(engine, so);
   if (!plain_session.ok()) return plain_session.status();
   if (!spec_session.ok()) return spec_session.status();
+  WorkloadResult result;
   int identical = 0, tokens = 0, steps = 0, drafted = 0, accepted = 0;
   double plain_seconds = 0, spec_seconds = 0;
   std::vector<double> plain_tps, spec_tps;
@@ -228,16 +273,33 @@ Status RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> engine, std::shar
   std::printf("decode tok/s (median over messages): %.1f without, %.1f with; whole workload's decode time %.2f s -> %.2f s "
               "(%.2fx)\n",
               Median(plain_tps), Median(spec_tps), plain_seconds, spec_seconds, spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0);
+  result.measured = drafted > 0 && spec_seconds > 0;
+  result.acceptance = drafted ? static_cast<double>(accepted) / drafted : 0.0;
+  result.speedup = spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0;
   if (!cost.empty() && steps > 0) {
     std::vector<int> curve_k = {0};
     curve_k.insert(curve_k.end(), f.ks.begin(), f.ks.end());
-    // Steps that verified drafts cost cost(mean drafts); the tokens no step produced were decoded one by one.
-    const double verify = steps * CostAt(curve_k, cost, static_cast<double>(drafted) / steps);
+    const double mean_drafts = static_cast<double>(drafted) / steps;
+    const double step_cost = CostAt(curve_k, cost, mean_drafts) + mean_drafts * draft_cost;
+    // Steps that verified drafts cost cost(mean drafts) plus their drafting; the tokens no step produced were
+    // decoded one by one.
+    const double verify = steps * step_cost;
     const double plain_steps = std::max(0, tokens - accepted - steps);
     std::printf("projected from the cost curve: %.2fx (%d tokens in %.1f decode-step equivalents)\n",
                 tokens / (verify + plain_steps), tokens, verify + plain_steps);
+    // A step of k drafts costs step_cost decode steps and yields 1 + acceptance * k tokens: it pays
+    // for itself from acceptance = (step_cost - 1) / k on.
+    result.break_even = mean_drafts > 0 ? (step_cost - 1) / mean_drafts : 0.0;
+    std::printf("acceptance %.0f%% measured, %.0f%% to break even (%.2f drafts per step cost %.2f decode steps%s): %s\n",
+                100 * result.acceptance, 100 * result.break_even, mean_drafts, step_cost,
+                draft_cost > 0 ? ", drafting included" : "",
+                result.break_even >= 1                 ? "no acceptance pays for such steps on this model"
+                : result.acceptance > result.break_even ? "above, speculation should win"
+                                                        : "below, speculation loses");
+  } else if (steps > 0) {
+    std::printf("acceptance %.0f%% measured; break-even unknown without the cost curve (--verify-k)\n", 100 * result.acceptance);
   }
-  return Status::Ok();
+  return result;
 }
 
 int RunSpecBench(int argc, char** argv) {
@@ -261,12 +323,16 @@ int RunSpecBench(int argc, char** argv) {
   eo.thermal.enabled = false;  // the engine's speed, not the governor's pacing
   eo.memory_pressure_path = "";
   eo.n_threads = f.threads;
-  auto loaded = Engine::Load(f.model_path, eo);
+  Result<std::string> path = ResolveModelPath(f.model_path, f.store_dir);
+  if (!path.ok()) return Fail(path.status());
+  Result<std::string> draft_path = f.draft_model.empty() ? Result<std::string>(std::string()) : ResolveModelPath(f.draft_model, f.store_dir);
+  if (!draft_path.ok()) return Fail("the draft model: " + draft_path.message());
+  auto loaded = Engine::Load(*path, eo);
   if (!loaded.ok()) return Fail(loaded.message());
   std::shared_ptr<Engine> engine = loaded.value();
   std::shared_ptr<Engine> drafter;
   if (f.spec == "draft") {
-    auto d = Engine::Load(f.draft_model, eo);
+    auto d = Engine::Load(*draft_path, eo);
     if (!d.ok()) return Fail("the draft model: " + d.message());
     drafter = d.value();
   }
@@ -275,14 +341,44 @@ int RunSpecBench(int argc, char** argv) {
               f.model_path.c_str(), info.architecture.c_str(), info.file_type.c_str(), f.threads,
               engine->kernels_name().c_str(), CpuInfo().c_str());
   std::vector<double> cost;  // cost[0]: one decode step (k = 0), then one per ks
+  double draft_cost = 0;
   if (!f.ks.empty()) {
-    Result<std::vector<double>> measured = MeasureVerifyCost(f, engine);
+    double decode_ms = 0;
+    Result<std::vector<double>> measured = MeasureVerifyCost(f, engine, &decode_ms);
     if (!measured.ok()) return Fail(measured.message());
     cost = std::move(measured).value();
+    if (drafter) {
+      Result<double> draft_ms = DecodeStepMs(f, drafter);
+      if (!draft_ms.ok()) return Fail("the draft model: " + draft_ms.message());
+      draft_cost = *draft_ms / decode_ms;
+      std::printf("\none decode step of the draft model: %.2f ms, %.2f of the model's\n", *draft_ms, draft_cost);
+    }
   }
-  if (!workload->empty()) {
-    if (Status s = RunWorkload(f, engine, drafter, *workload, cost); !s.ok()) return Fail(s.message());
+  if (workload->empty()) return 0;
+  Result<WorkloadResult> result = RunWorkload(f, engine, drafter, *workload, cost, draft_cost);
+  if (!result.ok()) return Fail(result.message());
+  if (f.no_record) return 0;
+  if (!result->measured) {
+    std::printf("nothing recorded: no draft was made on this workload\n");
+    return 0;
   }
+  auto store = OpenStore(f.store_dir);
+  if (!store.ok()) return Fail(store.status());
+  SpeculationRecord record;
+  record.model = *path;
+  record.spec = f.spec;
+  record.draft_model = drafter ? *draft_path : std::string();
+  record.max_draft = f.draft;
+  record.acceptance = result->acceptance;
+  record.break_even = result->break_even;
+  record.speedup = result->speedup;
+  if (Status st = (*store)->RecordSpeculation(record); !st.ok()) return Fail(st);
+  const bool wins = result->speedup > 1;
+  std::printf("recorded for this CPU and model in %s/.speculation.json: %.2fx, %s\n", (*store)->dir().c_str(),
+              result->speedup,
+              f.spec != "lookup" ? "for reference (the task presets draft with --spec lookup only)"
+              : wins             ? "the task presets use --spec lookup on it"
+                                 : "the task presets do not speculate on it");
   return 0;
 }
 

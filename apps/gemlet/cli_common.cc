@@ -16,8 +16,8 @@ bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 void AddModelOptions(CLI::App& app, ModelOptions* o) {
-  app.add_option("-m,--model", o->model_path, "GGUF model file or NAME[:VERSION] from the model store (default: "
-                 "$GEMLET_MODEL, else the bundled demo model)");
+  app.add_option("-m,--model", o->model_path, "GGUF model file, NAME[:VERSION] from the model store, or demo (the tiny "
+                 "bundled model); default: $GEMLET_MODEL, else the store's default ('gemlet default')");
   AddStoreFlag(app, &o->store_dir);
   AddThreadsFlag(app, o->threads);
   AddContextFlag(app, o->ctx);
@@ -97,8 +97,17 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
 }
 
 namespace {
+// The bundled demo model: beside the source tree the binary was built from, else in the cwd.
+Result<std::string> DemoModel() {
+  for (const std::string& candidate : {std::string(GEMLET_DEMO_MODEL), std::string("models/gemlet-demo.gguf")}) {
+    if (std::filesystem::exists(candidate)) return candidate;
+  }
+  return Status::Error("-m demo: the bundled demo model " + std::string(GEMLET_DEMO_MODEL) + " is missing");
+}
+
 // A NAME[:VERSION] from the store, unless it names a file: a path that exists is always a path, and
 // something that looks like one (a '/', a .gguf ending) is left for the loader's own message.
+// "demo" is the bundled demo model, unless the store holds a model of that name.
 Result<std::string> FileOrStoreModel(const std::string& m, const std::string& store_dir) {
   std::error_code ec;
   if (std::filesystem::exists(m, ec)) return m;
@@ -107,6 +116,8 @@ Result<std::string> FileOrStoreModel(const std::string& m, const std::string& st
       !ModelStore::CheckName(name, "model").ok()) {
     return m;
   }
+  // Checked before opening the store, which would create its folder.
+  if (m == "demo" && !std::filesystem::exists(StoreDir(store_dir) + "/demo/model.json", ec)) return DemoModel();
   auto store = OpenStore(store_dir);
   if (!store.ok()) return store.status();
   Result<StoredModel> stored = (*store)->Get(name);
@@ -121,12 +132,17 @@ Result<std::string> FileOrStoreModel(const std::string& m, const std::string& st
 Result<std::string> ResolveModelPath(const std::string& flag, const std::string& store_dir) {
   if (!flag.empty()) return FileOrStoreModel(flag, store_dir);
   if (const char* env = std::getenv("GEMLET_MODEL"); env && *env) return FileOrStoreModel(env, store_dir);
-  // The demo model ships in the repository; look beside the build tree first, then the cwd.
-  for (const std::string& candidate : {std::string(GEMLET_DEFAULT_MODEL), std::string("models/gemlet-demo.gguf")}) {
-    if (std::filesystem::exists(candidate)) return candidate;
+  // The store's default; never the demo model unasked: its answers would pass for a real model's.
+  // Looked for before opening the store, which would create its folder.
+  std::error_code ec;
+  const std::string dir = StoreDir(store_dir);
+  if (!dir.empty() && std::filesystem::exists(dir + "/.default", ec)) {
+    auto store = OpenStore(dir);
+    if (!store.ok()) return store.status();
+    if (Result<std::string> name = (*store)->DefaultModel(); name.ok() && !name->empty()) return (*store)->Resolve(*name);
   }
-  return Status::Error("no model given: pass -m MODEL.gguf or set GEMLET_MODEL (the demo model " +
-                       std::string(GEMLET_DEFAULT_MODEL) + " is missing)");
+  return Status::Error("no model given: get one with 'gemlet pull gemma4-e2b' (it becomes the default), or pass -m "
+                       "MODEL.gguf|NAME or set GEMLET_MODEL (-m demo: the tiny demo model)");
 }
 
 namespace {
@@ -219,6 +235,19 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   o.stop = g.stop;
   o.max_draft = g.spec == "lookup" || g.spec == "draft" ? g.draft : 0;
   return o;
+}
+
+std::string MeasuredSpeculation(const ModelOptions& o) {
+  Result<std::string> path = ResolveModelPath(o.model_path, o.store_dir);
+  if (!path.ok()) return "none";  // loading reports it
+  std::error_code ec;  // no record without the file: opening the store would create its folder
+  if (const std::string dir = StoreDir(o.store_dir); dir.empty() || !std::filesystem::exists(dir + "/.speculation.json", ec)) {
+    return "none";
+  }
+  auto store = OpenStore(o.store_dir);
+  if (!store.ok()) return "none";
+  Result<SpeculationRecord> r = (*store)->FindSpeculation(*path, "lookup");
+  return r.ok() && r->spec == "lookup" && r->speedup > 1 ? "lookup" : "none";
 }
 
 std::string SettleSpeculation(GenerationFlags* g) {

@@ -40,7 +40,7 @@ struct GenerationFlags {
   bool think = false;
   bool show_thinking = false;
   std::string spec;                   // --spec none|lookup|draft; "" until given
-  std::string default_spec = "none";  // what no --spec means (the task presets: lookup)
+  std::string default_spec = "none";  // what no --spec means (the task presets: MeasuredSpeculation's)
   int draft = 7;              // --draft N
   std::string draft_model;    // --draft-model FILE (--spec draft)
 };
@@ -58,8 +58,9 @@ void AddMediaFlags(CLI::App& app, MediaFlags* flags);
 Result<std::vector<ContentPart>> EncodeMedia(const Engine& engine, const ModelOptions& o, const MediaFlags& flags);
 void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 
-// The model to use: -m, else $GEMLET_MODEL, else the bundled demo model. A path that exists stays a
-// path; otherwise NAME[:VERSION] is looked up in the model store (store_dir, "" the default one).
+// The model to use: -m, else $GEMLET_MODEL, else the store's default model; none is an error that
+// says how to get one. A path that exists stays a path; otherwise NAME[:VERSION] is looked up in the
+// model store (store_dir, "" the default one); "demo" is the bundled demo model, only when named.
 Result<std::string> ResolveModelPath(const std::string& flag, const std::string& store_dir = "");
 
 // The engine and the options of the session to create; a short "loading" line when stderr is a
@@ -75,6 +76,10 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& o);
 Result<std::unique_ptr<Conversation>> OpenConversation(const LoadedModel& m, ConversationOptions co);
 
 GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
+// What the task presets draft with when no flag says: "lookup" where `gemlet bench --spec lookup`
+// recorded a gain for this CPU and o's model in the store, else "none" (it is slower where drafts
+// are seldom right: speculation is chosen by measurement).
+std::string MeasuredSpeculation(const ModelOptions& o);
 // --spec and --draft-model together: a draft model means --spec draft (an error with --spec none, or
 // --spec draft without one). Returns the usage error, "" when none.
 std::string SettleSpeculation(GenerationFlags* g);

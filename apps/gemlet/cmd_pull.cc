@@ -37,6 +37,14 @@ int RunPull(int argc, char** argv) {
     std::printf("installed %s %s (%s, sha256 %s): %s\n", r->name.c_str(), r->version.c_str(), HumanBytes(r->size).c_str(),
                 r->sha256.c_str(), r->path.c_str());
   }
+  // The first model pulled becomes the one run, chat, serve and the tasks use without -m.
+  auto opened = OpenStore(store);
+  if (!opened.ok()) return Fail(opened.status());
+  Result<std::string> current = (*opened)->DefaultModel();
+  if (current.ok() && current->empty()) {
+    if (Status st = (*opened)->SetDefaultModel(r->name); !st.ok()) return Fail(st);
+    std::printf("%s is the default model now ('gemlet default NAME' changes it)\n", r->name.c_str());
+  }
   return 0;
 }
 

@@ -20,7 +20,8 @@ STATS = re.compile(r"decode ([0-9.]+) tok/s, lookup: (\d+) steps, (\d+) drafted,
 
 
 def run(gemlet, model, task, style, text, spec, threads):
-    cmd = [gemlet, task, "-m", model, "--stats", "--spec", spec, "-t", str(threads), "--no-cache"]
+    # --lenient: the speed is measured whatever the answer; the demo model's break the contract.
+    cmd = [gemlet, task, "-m", model, "--stats", "--lenient", "--spec", spec, "-t", str(threads), "--no-cache"]
     if style:
         cmd += ["--style", style]
     p = subprocess.run(cmd, input=text.encode(), capture_output=True, timeout=300)

@@ -47,6 +47,21 @@ struct VerifyResult {
   std::string problem;  // when !ok: "missing", "size 12 instead of 34", "SHA-256 ... instead of ..."
 };
 
+// What `gemlet bench --spec` measured for one model file on one host: the task presets speculate
+// only where such a record shows a gain (docs/speculative.md).
+struct SpeculationRecord {
+  std::string host;         // the CPU's model name (ModelStore::HostId(); filled in when empty)
+  std::string model;        // the model file (made absolute when recorded)
+  uint64_t model_size = 0;  // its size (filled in): a file replaced under the same name is another model
+  std::string spec;         // "lookup" or "draft"
+  std::string draft_model;  // spec draft: the draft model's file
+  int max_draft = 0;        // tokens drafted at most per step
+  double acceptance = 0;    // drafted tokens kept / drafted
+  double break_even = 0;    // the acceptance at which speculation costs what it saves (0: not measured)
+  double speedup = 0;       // decode time without / with speculation, measured on the workload
+  int64_t measured_at = 0;  // Unix seconds (filled in when 0)
+};
+
 struct InstallOptions {
   std::string source;    // recorded as StoredVersion::source
   std::string manifest;  // recorded as StoredModel::manifest when not empty
@@ -102,6 +117,21 @@ class ModelStore {
   Result<std::vector<VerifyResult>> Verify(const std::string& name);
   // Where update looks for NAME's versions from now on.
   Status SetManifest(const std::string& name, const std::string& manifest);
+
+  // The model to use when none is named (`gemlet pull` sets the first one it installs): "" when none
+  // is set or the one set has been removed.
+  Result<std::string> DefaultModel() const;
+  // Sets it to an installed model ("" clears it).
+  Status SetDefaultModel(const std::string& name);
+
+  // Speculation measurements kept in the store's folder (DIR/.speculation.json), one per host, model
+  // file and spec: a new one replaces the old.
+  Status RecordSpeculation(SpeculationRecord record);
+  // The record for this host (HostId()), this model file as it is now (path and size) and spec;
+  // an empty spec in the result when there is none.
+  Result<SpeculationRecord> FindSpeculation(const std::string& model_path, const std::string& spec) const;
+  // The CPU's model name (/proc/cpuinfo), what a speed measurement holds for.
+  static std::string HostId();
 
   // Model names and versions: letters, digits, '.', '_', '-', up to 128, not starting with '.'.
   static Status CheckName(std::string_view name, std::string_view what);

@@ -34,6 +34,20 @@ struct TaskOptions {
   std::vector<std::shared_ptr<const EncodedMedia>> media = {};
 };
 
+// A way an answer breaks the task's contract (docs/tasks.md, "The output contract"): the CLI exits
+// non-zero on any, the output is never passed off as a result.
+enum class TaskViolationKind {
+  kNotAResult,  // empty, or a lead-in ("Here is ...", "Sure!") that could not be taken off
+  kIncomplete,  // cut off at the token limit
+  kUnrelated,   // polish, rewrite: keeps too few of the input's words to be a version of it
+  kLanguage,    // in another language than the one it was asked in
+  kGlossary,    // lacks a glossary term it had to hold
+};
+struct TaskViolation {
+  TaskViolationKind kind;
+  std::string detail;  // one line, naming what is wrong: "the answer is in zh-Hans, not en"
+};
+
 struct TaskReply {
   std::string output;           // the result alone
   std::string input_language;   // "en", "zh-Hans", "zh-Hant", "mixed" or "unknown"
@@ -45,6 +59,7 @@ struct TaskReply {
   std::vector<std::string> glossary_missing;
   int parts = 1;                // summarize: how many parts a long input was summarized in; a clip's pieces
   GenerationStats stats;        // of the last generation (a clip's pieces: the token counts added up)
+  std::vector<TaskViolation> violations;  // empty: the contract holds (CheckTaskContract)
 };
 
 // A task's prompt as chat messages, for callers that generate themselves (a server batching it with
@@ -82,6 +97,15 @@ GEMLET_CXX_API TaskOutput FinishTaskOutput(std::string_view answer, const TaskPr
 // An answer without what the result must not hold: a lead-in line ("Here is the polished
 // message:"), a code fence or quotes around the whole answer, surrounding whitespace.
 GEMLET_CXX_API std::string CleanTaskOutput(std::string_view answer);
+
+// The contract a finished answer is held to: a result at all (not empty, no lead-in left, not cut
+// off: stop is how its generation ended; polish and rewrite: a version of the input, keeping at
+// least a third of its distinct words, or Han characters), in the language it was asked in (polish, rewrite,
+// summarize, explain, translate into en / zh / zh-Hant; judged by DetectLanguageTag, and only where
+// the answer has text enough to tell), holding the glossary's required terms.
+GEMLET_CXX_API std::vector<TaskViolation> CheckTaskContract(std::string_view input, const TaskPrompt& prompt,
+                                                            const TaskOutput& output, StopReason stop);
+GEMLET_CXX_API const char* TaskViolationName(TaskViolationKind kind);  // "not-a-result", "incomplete", ...
 
 GEMLET_CXX_API std::vector<std::string> TaskNames();
 // One line per task: "polish: fix grammar, spelling and phrasing; ...".

@@ -3,7 +3,9 @@
 #include "gemlet/tasks.hpp"
 
 #include <algorithm>
+#include <cctype>
 
+#include "flows/lead_in.h"
 #include "flows/tasks.h"
 
 namespace gemlet {
@@ -99,6 +101,7 @@ Result<TaskReply> RunPieces(Session& session, std::string_view input, const Task
       }
     };
     merge(&whole.glossary_repaired, r.glossary_repaired);
+    whole.violations.insert(whole.violations.end(), r.violations.begin(), r.violations.end());
     merge(&whole.glossary_missing, r.glossary_missing);
     const GenerationStats sum = whole.stats;
     whole.stats = r.stats;
@@ -166,6 +169,7 @@ Result<TaskReply> RunTaskRound(Session& session, std::string_view input, const T
   }
   ASSIGN_OR_RETURN(Reply r, session.Complete(tokens_and_media, g, answer_only));
   TaskOutput out = FinishTaskOutput(r.text, prompt);
+  reply.violations = CheckTaskContract(input, prompt, out, r.stats.stop);
   reply.output = std::move(out.text);
   reply.glossary_repaired = std::move(out.glossary_repaired);
   reply.glossary_missing = std::move(out.glossary_missing);
@@ -216,8 +220,123 @@ std::string CleanTaskOutput(std::string_view answer) { return flows::CleanTaskOu
 TaskOutput FinishTaskOutput(std::string_view answer, const TaskPrompt& prompt) {
   std::vector<flows::GlossaryEntry> terms;
   for (const GlossaryTerm& t : prompt.glossary) terms.push_back({t.term, t.rendering, t.note});
-  flows::GlossaryOutcome held = flows::HoldGlossary(flows::CleanTaskOutput(answer), terms, prompt.task);
+  std::string text = flows::CleanTaskOutput(answer);
+  // Lead-ins CleanTaskOutput cannot tell from the result without the input ("Sure! ...", one on the
+  // result's own line), one after another: "Sure! Here is the polished text: "..."".
+  const std::string_view input = prompt.messages.empty() ? std::string_view() : std::string_view(prompt.messages.back().content);
+  for (int i = 0; i < 3; ++i) {
+    const size_t cut = flows::LeadInLength(text, input);
+    if (cut == 0) break;
+    text = flows::CleanTaskOutput(std::string_view(text).substr(cut));
+  }
+  flows::GlossaryOutcome held = flows::HoldGlossary(text, terms, prompt.task);
   return {std::move(held.text), std::move(held.repaired), std::move(held.missing)};
+}
+
+namespace {
+// The tasks whose answer is in the language asked for: the text tasks (sql answers in SQL; describe
+// and transcribe as the picture's text or the speech has it).
+bool LanguageChecked(std::string_view task) {
+  return task == "polish" || task == "rewrite" || task == "summarize" || task == "explain" || task == "translate";
+}
+
+// Whether an answer DetectLanguageTag reads as `got` is in another language than `want`. Only what
+// the detector tells apart: English from Chinese, and Simplified where the answer has characters
+// only Traditional writes (it reads Chinese without such characters as Simplified, so a Traditional
+// answer is not doubted for lacking them). Mixed and unknown text is never a breach.
+bool OtherLanguage(const std::string& want, const std::string& got) {
+  if (want == "en") return got == "zh-Hans" || got == "zh-Hant";
+  if (want == "zh-Hans") return got == "en" || got == "zh-Hant";
+  if (want == "zh-Hant") return got == "en";
+  return false;
+}
+
+// The distinct words of a text as the content check counts them: runs of ASCII letters and digits,
+// lower-cased, and each Han character (Chinese has no spaces to cut words at).
+std::vector<std::string> ContentUnits(std::string_view text) {
+  std::vector<std::string> units;
+  std::string word;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (std::isalnum(b)) {
+      word += static_cast<char>(std::tolower(b));
+      ++i;
+      continue;
+    }
+    if (!word.empty()) units.push_back(std::move(word)), word.clear();
+    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+    const char32_t c = FirstCodePoint(text.substr(i));
+    if ((c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xF900 && c <= 0xFAFF)) {
+      units.emplace_back(text.substr(i, static_cast<size_t>(n)));
+    }
+    i += static_cast<size_t>(n);
+  }
+  if (!word.empty()) units.push_back(std::move(word));
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  return units;
+}
+
+// The share of the input's distinct words the answer has too.
+double ContentKept(std::string_view input, std::string_view answer) {
+  const std::vector<std::string> in = ContentUnits(input), out = ContentUnits(answer);
+  size_t kept = 0;
+  for (const std::string& u : in) kept += std::binary_search(out.begin(), out.end(), u);
+  return in.empty() ? 1.0 : static_cast<double>(kept) / static_cast<double>(in.size());
+}
+}  // namespace
+
+std::vector<TaskViolation> CheckTaskContract(std::string_view input, const TaskPrompt& prompt, const TaskOutput& output,
+                                             StopReason stop) {
+  std::vector<TaskViolation> out;
+  const std::string& text = output.text;
+  if (text.empty()) {
+    out.push_back({TaskViolationKind::kNotAResult, "the answer is empty"});
+  } else if (flows::OpensLikeLeadIn(text, input)) {
+    size_t end = std::min<size_t>(text.find('\n'), 40);
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+    const std::string opening = text.substr(0, end);
+    out.push_back({TaskViolationKind::kNotAResult, "the answer opens with a lead-in, not the result: '" + opening + "'"});
+  }
+  if (stop == StopReason::kMaxTokens || stop == StopReason::kContextFull) {
+    out.push_back({TaskViolationKind::kIncomplete, "the answer was cut off at the token limit (-n): it is not whole"});
+  }
+  bool other_language = false;
+  if (!text.empty() && LanguageChecked(prompt.task)) {
+    const std::string got = DetectLanguageTag(text);
+    other_language = OtherLanguage(prompt.answer_language, got);
+    if (other_language) {
+      out.push_back({TaskViolationKind::kLanguage, "the answer is in " + got + ", not " + prompt.answer_language});
+    }
+  }
+  // A polish or a rewrite says the same thing, mostly in the same words: an answer that shares
+  // under a third of them answers something else (a model that ignored the text). Four words at
+  // least, so that a short line reworded is not doubted. Not across languages (--to, or an answer in
+  // another: that breach is the language's), where no words are shared by nature.
+  const bool same_language = prompt.input_language == prompt.answer_language || prompt.input_language == "mixed";
+  if (!text.empty() && !other_language && same_language && (prompt.task == "polish" || prompt.task == "rewrite") &&
+      ContentUnits(input).size() >= 4) {
+    const double kept = ContentKept(input, text);
+    if (kept < 1.0 / 3) {
+      out.push_back({TaskViolationKind::kUnrelated, "the answer keeps " + std::to_string(static_cast<int>(kept * 100)) +
+                                                        "% of the input's words: it is not a " + prompt.task + " of it"});
+    }
+  }
+  for (const std::string& term : output.glossary_missing) {
+    out.push_back({TaskViolationKind::kGlossary, "the answer lacks the glossary's '" + term + "'"});
+  }
+  return out;
+}
+
+const char* TaskViolationName(TaskViolationKind kind) {
+  switch (kind) {
+    case TaskViolationKind::kNotAResult: return "not-a-result";
+    case TaskViolationKind::kIncomplete: return "incomplete";
+    case TaskViolationKind::kUnrelated: return "unrelated";
+    case TaskViolationKind::kLanguage: return "language";
+    case TaskViolationKind::kGlossary: return "glossary";
+  }
+  return "?";
 }
 
 std::vector<std::string> TaskNames() {

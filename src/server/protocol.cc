@@ -761,6 +761,12 @@ std::optional<ApiError> ParseTaskRequest(const json& body, const std::string& ta
 
 json TaskJson(const ResponseContext& c, const std::string& task, const TaskPrompt& prompt, const Reply& reply) {
   const TaskOutput out = FinishTaskOutput(reply.text, prompt);
+  // The contract's breaches, as the CLI's exit codes tell them: a client decides what to do with them.
+  json violations = json::array();
+  const std::string input = prompt.messages.empty() ? std::string() : prompt.messages.back().content;
+  for (const TaskViolation& v : CheckTaskContract(input, prompt, out, reply.stats.stop)) {
+    violations.push_back({{"kind", TaskViolationName(v.kind)}, {"detail", v.detail}});
+  }
   return {{"id", c.id},
           {"object", "gemlet.task"},
           {"created", c.created},
@@ -772,6 +778,7 @@ json TaskJson(const ResponseContext& c, const std::string& task, const TaskPromp
           {"glossary_terms", prompt.glossary_terms},
           {"glossary_repaired", out.glossary_repaired},
           {"glossary_missing", out.glossary_missing},
+          {"violations", std::move(violations)},
           {"finish_reason", FinishReason(reply)},
           {"usage", UsageJson(reply)}};
 }

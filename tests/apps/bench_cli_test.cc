@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -158,9 +159,12 @@ TEST(BenchCli, TablePrintsTestsAndRooflineLines) {
 }
 
 // --spec: the verification-cost table (k = 0 is one decode step, costing 1.00 of itself) and the
-// workload's figures, computed from runs whose outputs must match with and without drafts.
+// workload's figures, computed from runs whose outputs must match with and without drafts; the
+// break-even acceptance beside the measured one; the result recorded in the store for the presets.
 TEST(BenchCli, SpecPrintsTheVerificationCostAndTheWorkload) {
-  auto r = test::RunCommand(Bench("--spec lookup --task polish -t 2 -r 2 -n 24 --verify-k 2,4,8 --depth 32 2>&1"));
+  test::TempDir store;
+  auto r = test::RunCommand(Bench("--spec lookup --task polish -t 2 -r 2 -n 24 --verify-k 2,4,8 --depth 32 --store " +
+                                  store.path() + " 2>&1"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("# CPU: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 0 | "), std::string::npos) << r.out;
@@ -169,14 +173,34 @@ TEST(BenchCli, SpecPrintsTheVerificationCostAndTheWorkload) {
   EXPECT_NE(r.out.find("8 messages as polish"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("outputs identical with and without speculation: 8 of 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("projected from the cost curve: "), std::string::npos) << r.out;
+  // "acceptance A% measured, B% to break even (K drafts per step cost C decode steps): ...", where
+  // B = (C - 1) / K: a step of K drafts yields 1 + A * K tokens for the C steps it costs.
+  const size_t at = r.out.find("% to break even (");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t line = r.out.rfind('\n', at) + 1;
+  double acceptance = 0, break_even = 0, drafts = 0, step_cost = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + line, "acceptance %lf%% measured, %lf%% to break even (%lf drafts per step cost %lf",
+                        &acceptance, &break_even, &drafts, &step_cost), 4) << r.out.substr(line, 200);
+  EXPECT_GT(drafts, 0);
+  EXPECT_NEAR(break_even, 100 * (step_cost - 1) / drafts, 1.0);
+  // Recorded for this CPU and this model file: what the presets read.
+  const auto records = test::ReadJson(store.File(".speculation.json"));
+  ASSERT_TRUE(records.is_array() && records.size() == 1u) << records.dump();
+  EXPECT_EQ(records[0]["spec"], "lookup");
+  EXPECT_EQ(records[0]["model"], std::filesystem::weakly_canonical(kModel).string());
+  EXPECT_NEAR(records[0]["acceptance"].get<double>() * 100, acceptance, 0.5);
+  EXPECT_NEAR(records[0]["break_even"].get<double>() * 100, break_even, 0.5);
+  EXPECT_GT(records[0]["speedup"].get<double>(), 0);
+  EXPECT_NE(r.out.find("recorded for this CPU and model in " + store.path()), std::string::npos) << r.out;
   // A workload file of our own: one line per message, its task on it.
   test::TempDir dir;
   const std::string workload = dir.File("w.jsonl");
   std::ofstream(workload) << "{\"task\": \"rewrite formal\", \"text\": \"hey send me the notes\"}\n\n{\"text\": \"这个需求要上线\"}\n";
-  auto w = test::RunCommand(Bench("--spec lookup -t 2 -n 16 --verify-k 0 --workload " + workload + " 2>&1"));
+  auto w = test::RunCommand(Bench("--spec lookup -t 2 -n 16 --verify-k 0 --no-record --workload " + workload + " 2>&1"));
   ASSERT_EQ(w.exit_code, 0) << w.out;
   EXPECT_NE(w.out.find("outputs identical with and without speculation: 2 of 2"), std::string::npos) << w.out;
   EXPECT_EQ(w.out.find("| k | ms"), std::string::npos) << "--verify-k 0 skips the curve";
+  EXPECT_EQ(w.out.find("recorded"), std::string::npos) << "--no-record";
   std::ofstream(workload) << "{\"task\": \"polish\"}\n";
   auto bad = test::RunCommand(Bench("--spec lookup -t 2 --workload " + workload + " 2>&1"));
   EXPECT_EQ(bad.exit_code, 1);

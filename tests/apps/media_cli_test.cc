@@ -73,9 +73,11 @@ TEST_F(MediaCli, LogitsWithTheImageAndTheClipMatchHf) {
 }
 
 TEST_F(MediaCli, TasksAndRunAnswerWithMedia) {
+  // -n 3 cuts the answers off, which breaks the tasks' contract: --lenient prints them anyway.
   const std::string m = " -m " + Model() + " --mmproj " + Mmproj() + " --no-cache -t 2 -n 3 ";
-  for (const std::string& args : {"describe" + m + kDir + "/image.png", "transcribe" + m + kDir + "/audio.wav --to zh",
-                                   "translate --to en" + m + "--image " + kDir + "/image.png",
+  const std::string lenient = m + "--lenient ";
+  for (const std::string& args : {"describe" + lenient + kDir + "/image.png", "transcribe" + lenient + kDir + "/audio.wav --to zh",
+                                   "translate --to en" + lenient + "--image " + kDir + "/image.png",
                                    "run" + m + "--audio " + kDir + "/audio.wav -p hi"}) {
     const auto r = test::RunCommand(test::GemletBinary() + " " + args + " 2>/dev/null </dev/null");
     EXPECT_EQ(r.exit_code, 0) << args;
@@ -90,7 +92,7 @@ TEST_F(MediaCli, TranscribeTakesALongClip) {
     std::ofstream out(clip, std::ios::binary);
     out << test::LongClipWav(70.0);
   }
-  const std::string m = " -m " + Model() + " --mmproj " + Mmproj() + " --no-cache -t 2 -n 3 --stats ";
+  const std::string m = " -m " + Model() + " --mmproj " + Mmproj() + " --no-cache -t 2 -n 3 --stats --lenient ";
   const auto r = test::RunCommand(test::GemletBinary() + " transcribe" + m + clip + " 2>&1 </dev/null");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find(", 3 parts,"), std::string::npos) << r.out;

@@ -27,6 +27,12 @@ const std::map<std::string, std::string> kAnswers = {
     {"terms_zh", "今晚吃毛肚和钵钵鸡，用 GEMLET 记下来。<turn|>"},
     {"terms_en", "Tonight: 毛肚 and BOBO chicken, noted in gemlet.<turn|>"},
     {"terms_lost", "今晚吃毛豆和钵钵鸡。<turn|>"},
+    // Lead-ins on the result's own line, one after another, around quotes; one with no clear cut.
+    {"sure_inline", "Sure! Here is the polished message: \"Please send me the meeting notes.\"<turn|>"},
+    {"sure_line", "Sure!\n\nPlease send me the meeting notes.<turn|>"},
+    {"zh_inline", "好的，以下是润色后的内容：“请把会议纪要发给我。”<turn|>"},
+    {"lead_only", "Here is a more polished way to say what you wrote<turn|>"},
+    {"sure_kept", "Sure, I will come at 3pm.<turn|>"},
 };
 
 class TaskCli : public ::testing::Test {
@@ -146,17 +152,20 @@ TEST_F(TaskCli, TheGlossaryHoldsInChineseAndEnglish) {
   EXPECT_EQ(translate.exit_code, 0) << err;
   EXPECT_EQ(translate.out, "Tonight: beef tripe and Bobo Chicken, noted in Gemlet.\n");
   EXPECT_EQ(err, "");
-  // A term the answer lost: a warning naming it (the answer still printed), or with
-  // --glossary-strict an error and nothing on stdout.
-  auto lost = Task("rewrite", Model("terms_lost"), input, "--glossary " + glossary, &err);
-  EXPECT_EQ(lost.exit_code, 0) << err;
-  EXPECT_EQ(lost.out, "今晚吃毛豆和钵钵鸡。\n");
+  // A term the answer lost: an error naming it, exit 5 and nothing on stdout (--glossary-strict,
+  // the old name of that, still accepted); with --lenient a warning, the answer printed.
+  for (const std::string& flags : {std::string(""), std::string("--glossary-strict ")}) {
+    auto lost = Task("rewrite", Model("terms_lost"), input, flags + "--glossary " + glossary, &err);
+    EXPECT_EQ(lost.exit_code, 5) << flags << err;
+    EXPECT_EQ(lost.out, "");
+    EXPECT_EQ(err, "gemlet rewrite: error: the answer lacks the glossary's '毛肚'\n"
+                   "gemlet rewrite: error: the answer lacks the glossary's 'Gemlet'\n");
+  }
+  auto lenient = Task("rewrite", Model("terms_lost"), input, "--lenient --glossary " + glossary, &err);
+  EXPECT_EQ(lenient.exit_code, 0) << err;
+  EXPECT_EQ(lenient.out, "今晚吃毛豆和钵钵鸡。\n");
   EXPECT_EQ(err, "gemlet rewrite: warning: the answer lacks the glossary's '毛肚'\n"
                  "gemlet rewrite: warning: the answer lacks the glossary's 'Gemlet'\n");
-  auto strict = Task("rewrite", Model("terms_lost"), input, "--glossary-strict --glossary " + glossary, &err);
-  EXPECT_EQ(strict.exit_code, 1);
-  EXPECT_EQ(strict.out, "");
-  EXPECT_NE(err.find("error: the answer lacks the glossary's '毛肚'"), std::string::npos) << err;
   // Without a glossary nothing is required, and a term absent from the input is never asked for.
   EXPECT_EQ(Task("rewrite", Model("terms_lost"), input, "", &err).exit_code, 0);
   EXPECT_EQ(err, "");
@@ -166,6 +175,111 @@ TEST_F(TaskCli, TheGlossaryHoldsInChineseAndEnglish) {
   auto bad = Task("polish", Model("terms_zh"), input, "--glossary " + dir_->File("bad.tsv"), &err);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(err.find("glossary line 1"), std::string::npos) << err;
+}
+
+// The contract's other outcomes: lead-ins taken off or failed (3), another language (4), cut off (3);
+// --lenient prints with a warning; the exit codes are in --help.
+TEST_F(TaskCli, TheContractHoldsOrTheExitCodeSaysWhy) {
+  std::string err;
+  for (const char* model : {"sure_inline", "sure_line"}) {
+    auto r = Task("polish", Model(model), "pls send me teh meeting notes", "", &err);
+    EXPECT_EQ(r.exit_code, 0) << model << ": " << err;
+    EXPECT_EQ(r.out, "Please send me the meeting notes.\n") << model;
+    EXPECT_EQ(err, "") << model;
+  }
+  auto zh = Task("polish", Model("zh_inline"), "请把会议纪要发给我", "", &err);
+  EXPECT_EQ(zh.exit_code, 0) << err;
+  EXPECT_EQ(zh.out, "请把会议纪要发给我。\n");
+  // An input that opens with "Sure" keeps it: it is the user's word, not a lead-in.
+  auto kept = Task("polish", Model("sure_kept"), "sure i will come at 3pm", "", &err);
+  EXPECT_EQ(kept.exit_code, 0) << err;
+  EXPECT_EQ(kept.out, "Sure, I will come at 3pm.\n");
+  // A lead-in with no clear cut: not a result.
+  auto lead = Task("polish", Model("lead_only"), "pls send me teh meeting notes", "", &err);
+  EXPECT_EQ(lead.exit_code, 3) << err;
+  EXPECT_EQ(lead.out, "");
+  EXPECT_EQ(err, "gemlet polish: error: the answer opens with a lead-in, not the result: 'Here is a more polished way to say "
+                 "what '\ngemlet polish: error: the answer keeps 0% of the input's words: it is not a polish of it\n");
+  // An answer about something else: a polish keeps most of the input's words.
+  auto unrelated = Task("polish", Model("en"), "the quarterly budget review is due on monday", "", &err);
+  EXPECT_EQ(unrelated.exit_code, 3) << err;
+  EXPECT_EQ(unrelated.out, "");
+  EXPECT_EQ(err, "gemlet polish: error: the answer keeps 12% of the input's words: it is not a polish of it\n");  // "the"
+  // Chinese polished into English: another language.
+  auto language = Task("polish", Model("en"), "请把会议纪要发给我", "", &err);
+  EXPECT_EQ(language.exit_code, 4) << err;
+  EXPECT_EQ(language.out, "");
+  EXPECT_EQ(err, "gemlet polish: error: the answer is in en, not zh-Hans\n");
+  // ... and printed with --lenient, the breach a warning.
+  auto lenient = Task("polish", Model("en"), "请把会议纪要发给我", "--lenient", &err);
+  EXPECT_EQ(lenient.exit_code, 0) << err;
+  EXPECT_EQ(lenient.out, "Please send me the meeting notes.\n");
+  EXPECT_EQ(err, "gemlet polish: warning: the answer is in en, not zh-Hans\n");
+  // English to English through translate --to en is no breach; --to zh is.
+  EXPECT_EQ(Task("translate", Model("en"), "请把会议纪要发给我", "--to en", &err).exit_code, 0) << err;
+  EXPECT_EQ(Task("translate", Model("en"), "send me the notes", "--to zh", &err).exit_code, 4) << err;
+  // Cut off at -n: the scripted answer is longer than 3 tokens.
+  auto cut = Task("polish", Model("sure_kept"), "sure i will come at 3pm", "-n 3", &err);
+  EXPECT_EQ(cut.exit_code, 3) << err;
+  EXPECT_EQ(cut.out, "");
+  EXPECT_NE(err.find("cut off at the token limit"), std::string::npos) << err;
+  // The codes are documented where a user looks.
+  auto help = test::RunCommand(test::GemletBinary() + " polish --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* s : {"3 not a result", "4 in another language", "5 a glossary term missing", "--lenient"}) {
+    EXPECT_NE(help.out.find(s), std::string::npos) << s;
+  }
+}
+
+// The contract through the public API, without a model: lead-ins cut or reported, language judged
+// only where the detector can tell, the glossary's missing terms, a cut-off answer.
+TEST(TaskApi, CheckTaskContractNamesEachBreach) {
+  TaskOptions o;
+  o.task = "polish";
+  auto prompt = TaskMessages("me and him goes to school", o);
+  ASSERT_TRUE(prompt.ok());
+  const auto kinds = [](const std::vector<TaskViolation>& v) {
+    std::vector<std::string> out;
+    for (const TaskViolation& x : v) out.push_back(TaskViolationName(x.kind));
+    return out;
+  };
+  const auto check = [&](const std::string& answer, StopReason stop = StopReason::kEndOfTurn) {
+    return kinds(CheckTaskContract("me and him goes to school", *prompt, FinishTaskOutput(answer, *prompt), stop));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(FinishTaskOutput("Certainly! Here's the corrected sentence: \"He and I go to school.\"", *prompt).text,
+            "He and I go to school.");
+  EXPECT_EQ(FinishTaskOutput("Okay.\nHe and I go to school.", *prompt).text, "He and I go to school.");
+  EXPECT_EQ(check("He and I go to school."), V{});
+  EXPECT_EQ(check("Me and him go to school."), V{});
+  EXPECT_EQ(check("Here is my attempt at it"), (V{"not-a-result", "unrelated"}));
+  EXPECT_EQ(check(""), V{"not-a-result"});
+  EXPECT_EQ(check("他和我去上学。"), V{"language"}) << "shares no words, but that is the language's breach";
+  EXPECT_EQ(check("He and I go to school", StopReason::kMaxTokens), V{"incomplete"});
+  EXPECT_EQ(check("The weather is nice today."), V{"unrelated"}) << "none of its 6 words kept";
+  EXPECT_EQ(check("12345"), V{"unrelated"}) << "no text to judge the language of, none of the words";
+  // Traditional for a Simplified input is another script; Simplified-looking text for a Traditional
+  // input is not doubted (the detector reads Chinese without Traditional-only characters as Simplified).
+  auto zh = TaskMessages("这个需求下周三前要上线", o);
+  ASSERT_TRUE(zh.ok());
+  EXPECT_EQ(kinds(CheckTaskContract("", *zh, FinishTaskOutput("這個需求下週三前要上線。", *zh), StopReason::kEndOfTurn)), V{"language"});
+  auto hant = TaskMessages("這個需求下週三前要上線", o);
+  ASSERT_TRUE(hant.ok());
+  EXPECT_EQ(kinds(CheckTaskContract("", *hant, FinishTaskOutput("大家好。", *hant), StopReason::kEndOfTurn)), V{});
+  // sql answers in SQL whatever the question's language.
+  o.task = "sql";
+  auto sql = TaskMessages("每个月的销售额", o);
+  ASSERT_TRUE(sql.ok());
+  EXPECT_EQ(kinds(CheckTaskContract("", *sql, FinishTaskOutput("SELECT month, SUM(amount) FROM sales GROUP BY month;", *sql),
+                                    StopReason::kEndOfTurn)),
+            V{});
+  // A missing glossary term.
+  o.task = "rewrite";
+  o.glossary = "Gemlet\tGemlet\n";
+  auto g = TaskMessages("gemlet is fast", o);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(kinds(CheckTaskContract("gemlet is fast", *g, FinishTaskOutput("It is fast.", *g), StopReason::kEndOfTurn)),
+            V{"glossary"});
 }
 
 TEST(TaskApi, TheDemoModelRunsEveryTaskAndListsGlossaryTerms) {

@@ -330,6 +330,12 @@ TEST_F(ToolCalls, TaskPresetsOverHttpAnswerWithTheResultAlone) {
   EXPECT_EQ(polished["output"], kSum);
   EXPECT_EQ(polished["glossary_missing"], json::array({"毛肚"})) << polished.dump();
   EXPECT_EQ(polished["glossary_repaired"], json::array());
+  // The contract's breaches, named: "2 + 2 = 4" keeps 1 of the input's 7 words, and lacks 毛肚.
+  ASSERT_EQ(polished["violations"].size(), 2u) << polished.dump();
+  EXPECT_EQ(polished["violations"][0]["kind"], "unrelated");
+  EXPECT_EQ(polished["violations"][1]["kind"], "glossary");
+  EXPECT_EQ(polished["violations"][1]["detail"], "the answer lacks the glossary's '毛肚'");
+  EXPECT_EQ(r["violations"], json::array()) << "explain: " << r.dump();
   json list = json::parse(s.client->Get("/v1/tasks")->body);
   EXPECT_EQ(list["data"].size(), 8u);  // describe and transcribe among them
   EXPECT_TRUE(s.Post("/v1/tasks/haiku", {{"input", "x"}}, 404).contains("error"));
