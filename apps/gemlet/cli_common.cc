@@ -146,6 +146,58 @@ Result<std::string> ResolveModelPath(const std::string& flag, const std::string&
 }
 
 namespace {
+// The store name a model flag (else $GEMLET_MODEL, else the store's default) stands for; "" when it
+// is a file or names nothing in the store.
+std::string StoreModelName(const std::string& flag, const std::string& store_dir) {
+  std::string ref = flag;
+  if (ref.empty()) {
+    if (const char* env = std::getenv("GEMLET_MODEL"); env && *env) ref = env;
+  }
+  std::error_code ec;
+  const std::string dir = StoreDir(store_dir);
+  if (ref.empty()) {
+    if (dir.empty() || !std::filesystem::exists(dir + "/.default", ec)) return "";
+    auto store = OpenStore(dir);
+    if (!store.ok()) return "";
+    Result<std::string> name = (*store)->DefaultModel();
+    return name.ok() ? *name : "";
+  }
+  if (std::filesystem::exists(ref, ec)) return "";
+  const std::string name = ref.substr(0, ref.find(':'));
+  if (!ModelStore::CheckName(name, "model").ok() || !std::filesystem::exists(dir + "/" + name + "/model.json", ec)) return "";
+  return name;
+}
+}  // namespace
+
+Result<std::string> ResolveMmprojPath(const std::string& mmproj_flag, const std::string& model_flag,
+                                      const std::string& store_dir) {
+  std::error_code ec;
+  if (!mmproj_flag.empty()) {
+    const std::string name = mmproj_flag.substr(0, mmproj_flag.find(':'));
+    if (std::filesystem::exists(mmproj_flag, ec) || mmproj_flag.find('/') != std::string::npos ||
+        !ModelStore::CheckName(name, "model").ok() ||
+        !std::filesystem::exists(StoreDir(store_dir) + "/" + name + "/model.json", ec)) {
+      return mmproj_flag;  // a path: the loader names what is wrong with it
+    }
+    auto store = OpenStore(store_dir);
+    if (!store.ok()) return store.status();
+    return (*store)->Resolve(mmproj_flag);
+  }
+  const std::string model = StoreModelName(model_flag, store_dir);
+  if (model.empty() || !std::filesystem::exists(StoreDir(store_dir) + "/" + model + "-mmproj/model.json", ec)) return std::string();
+  auto store = OpenStore(store_dir);
+  if (!store.ok()) return store.status();
+  return (*store)->Resolve(model + "-mmproj");
+}
+
+Status SettleMmproj(ModelOptions* o) {
+  Result<std::string> mmproj = ResolveMmprojPath(o->mmproj, o->model_path, o->store_dir);
+  if (!mmproj.ok()) return mmproj.status();
+  o->mmproj = *mmproj;
+  return Status::Ok();
+}
+
+namespace {
 // The engine options the model flags ask for (the model's, and a draft model's).
 EngineOptions EngineOptionsOf(const ModelOptions& o) {
   EngineOptions e;
@@ -159,9 +211,11 @@ EngineOptions EngineOptionsOf(const ModelOptions& o) {
 }
 }  // namespace
 
-Result<LoadedModel> LoadForGeneration(const ModelOptions& o) {
-  Result<std::string> path = ResolveModelPath(o.model_path, o.store_dir);
+Result<LoadedModel> LoadForGeneration(const ModelOptions& options) {
+  Result<std::string> path = ResolveModelPath(options.model_path, options.store_dir);
   if (!path.ok()) return path.status();
+  ModelOptions o = options;
+  if (Status s = SettleMmproj(&o); !s.ok()) return s;
   const bool tty = StderrIsTerminal();
   if (tty) std::fprintf(stderr, "loading %s ...\r", path->c_str());
   if (std::string err = Validate(o.kernels); !err.empty()) return Status::Error(StatusCode::kInvalidArgument, err);

@@ -63,6 +63,14 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g);
 // model store (store_dir, "" the default one); "demo" is the bundled demo model, only when named.
 Result<std::string> ResolveModelPath(const std::string& flag, const std::string& store_dir = "");
 
+// The towers to load: --mmproj (a file, or NAME[:VERSION] in the store), else NAME-mmproj when the
+// model is the store's NAME and that is installed (`gemlet pull NAME` brings it), else none ("").
+Result<std::string> ResolveMmprojPath(const std::string& mmproj_flag, const std::string& model_flag,
+                                      const std::string& store_dir = "");
+
+// o->mmproj made ResolveMmprojPath's answer (a path, or "" for none).
+Status SettleMmproj(ModelOptions* o);
+
 // The engine and the options of the session to create; a short "loading" line when stderr is a
 // terminal, and a progress line for long prompts there.
 struct LoadedModel {

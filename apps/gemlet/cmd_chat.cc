@@ -376,8 +376,9 @@ int RunChat(int argc, char** argv) {
   } else if (f.keep_history) {
     if (Status s = recorder.Keep(chat, f.system); !s.ok()) return Fail(s);
   }
+  if (Status s = SettleMmproj(&f.model); !s.ok()) return Fail(s);
   if (!f.media.empty() && f.model.mmproj.empty()) {
-    return UsageError("--image and --audio need the model's towers: --mmproj FILE");
+    return UsageError("--image and --audio need the model's towers: --mmproj FILE|NAME (a catalog model pulled by name brings NAME-mmproj)");
   }
   auto first_media = EncodeMedia(*m.engine, f.model, f.media);
   if (!first_media.ok()) return Fail(first_media.message());

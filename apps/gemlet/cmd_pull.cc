@@ -22,6 +22,8 @@ int RunPull(int argc, char** argv) {
   app.add_flag("--trust-unverified", f.options.trust_unverified,
                "install a file no SHA-256 vouches for (no --sha256, manifest, catalog or hub digest)");
   app.add_option("--name", f.options.name, "install under this name (default: the file's name, or NAME)");
+  app.add_flag("--no-mmproj{false}", f.options.with_mmproj,
+               "a catalog model's vision/audio towers are pulled with it (as NAME-mmproj) unless this is given");
   app.add_option("--version", f.options.version, "install as this version (default: the manifest's, else the digest's first 12 digits)");
   AddStoreFlag(app, &store);
   AddFetchFlags(app, &f);
@@ -36,6 +38,11 @@ int RunPull(int argc, char** argv) {
   } else {
     std::printf("installed %s %s (%s, sha256 %s): %s\n", r->name.c_str(), r->version.c_str(), HumanBytes(r->size).c_str(),
                 r->sha256.c_str(), r->path.c_str());
+  }
+  if (r->mmproj) {
+    const PullResult& t = *r->mmproj;
+    std::printf("%s %s %s (%s): %s\n", t.already_installed ? "towers" : "installed towers", t.name.c_str(), t.version.c_str(),
+                HumanBytes(t.size).c_str(), t.path.c_str());
   }
   // The first model pulled becomes the one run, chat, serve and the tasks use without -m.
   auto opened = OpenStore(store);

@@ -33,7 +33,8 @@ int RunRun(int argc, char** argv) {
     prompt.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   if (prompt.empty() && system.empty() && media.empty()) return Fail("the prompt is empty (give -p TEXT or pipe text in)");
-  if (!media.empty() && mo.mmproj.empty()) return UsageError("--image and --audio need the model's towers: --mmproj FILE");
+  if (Status s = SettleMmproj(&mo); !s.ok()) return Fail(s);
+  if (!media.empty() && mo.mmproj.empty()) return UsageError("--image and --audio need the model's towers: --mmproj FILE|NAME (a catalog model pulled by name brings NAME-mmproj)");
   if (raw && !system.empty()) return UsageError("--system has no effect with --raw");
 
   auto loaded = LoadForGeneration(mo);

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "command.h"
+#include "gemlet/tools.hpp"
 #include "store_cli.h"
 
 namespace gemlet::cli {
@@ -27,6 +28,16 @@ int RunShow(int argc, char** argv) {
     std::printf("version %s%s\n  size:      %s (%llu bytes)\n  sha256:    %s\n  source:    %s\n  installed: %s\n  file:      %s\n",
                 v.version.c_str(), v.version == m->active ? " (active)" : "", HumanBytes(v.size).c_str(),
                 static_cast<unsigned long long>(v.size), v.sha256.c_str(), v.source.c_str(), when, v.path.c_str());
+  }
+  // The towers run/chat/serve load with this model without --mmproj (cli_common.h: ResolveMmprojPath).
+  if (auto towers = store->Get(name + "-mmproj"); towers.ok()) {
+    auto takes = tools::ReadTowers(towers->Find(towers->active)->path);
+    std::string what = !takes.ok() ? "unreadable: " + takes.message()
+                       : takes->images && takes->audio ? "images and audio"
+                       : takes->audio                  ? "audio"
+                                                       : "images";
+    std::printf("towers:   %s %s (loaded with %s without --mmproj; takes %s)\n", towers->name.c_str(),
+                towers->active.c_str(), name.c_str(), what.c_str());
   }
   return 0;
 }

@@ -141,8 +141,9 @@ int RunTaskCommand(const std::string& task, int argc, char** argv) {
   if (std::string err = Validate(to.generate); !err.empty()) return UsageError(err);
 
   if (media_task) (task == "describe" ? media.images : media.audio).push_back(media_file);
+  if (Status s = SettleMmproj(&mo); !s.ok()) return Fail(s);
   if (!media.empty() && mo.mmproj.empty()) {
-    return UsageError("gemlet " + task + " needs the model's towers: --mmproj FILE");
+    return UsageError("gemlet " + task + " needs the model's towers: --mmproj FILE|NAME (a catalog model pulled by name brings NAME-mmproj)");
   }
   std::string input;
   if (!media.empty() && file.empty() && !clipboard) {

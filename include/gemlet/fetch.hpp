@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "gemlet/status.hpp"
@@ -44,6 +45,8 @@ struct FetchOptions {
   // proxy's own CA, a test server's); "": the system's.
   std::string ca_file;
   bool keep_old = false;  // update: keep the replaced version for rollback
+  // pull of a catalog NAME whose entry names towers (an mmproj): fetch them too, as NAME-mmproj.
+  bool with_mmproj = true;
   int retries = 5;        // attempts in a row that get no byte further before giving up
   int retry_delay_ms = 500;  // the first pause between attempts; doubled each time, at most 30 s
   int stall_seconds = 30;    // a transfer that receives nothing this long is retried
@@ -56,6 +59,8 @@ struct PullResult {
   std::string name, version, path, sha256;
   uint64_t size = 0;
   bool already_installed = false;  // nothing was downloaded
+  // The model's towers, pulled with it (FetchOptions::with_mmproj), installed as NAME-mmproj.
+  std::shared_ptr<PullResult> mmproj;
 };
 
 // `what`: an http(s) URL, hf://ORG/REPO/FILE[@REV], NAME[:VERSION] from the manifest, or a NAME of

@@ -51,6 +51,14 @@ struct ConvertReport {
 
 Result<ConvertReport> Convert(const ConvertOptions& options);
 
+// What an mmproj GGUF's towers take: its vision tower (images) and audio tower (clips). An error
+// for a file that is not an mmproj.
+struct TowerInfo {
+  bool images = false;
+  bool audio = false;
+};
+Result<TowerInfo> ReadTowers(const std::string& mmproj_path);
+
 // ---- quantize: re-encode a GGUF's weights with llama-quantize's per-tensor mixes ----
 
 struct FileTypeDescription {

@@ -53,8 +53,21 @@ Result<Catalog> ParseCatalog(std::string_view text, const std::string& where) {
       e.sha256 = *d;
     }
     if (m.contains("summary") && m["summary"].is_string()) e.summary = m["summary"].get<std::string>();
+    if (m.contains("mmproj") && !m["mmproj"].is_null()) {
+      if (!m["mmproj"].is_string()) return Status::Error(at + ".mmproj must be a string (another entry's name)");
+      e.mmproj = m["mmproj"].get<std::string>();
+    }
     if (c.Find(e.name) != nullptr) return Status::Error(at + ".name: '" + e.name + "' is listed twice");
     c.entries.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < c.entries.size(); ++i) {
+    const CatalogEntry& e = c.entries[i];
+    if (e.mmproj.empty()) continue;
+    const CatalogEntry* towers = c.Find(e.mmproj);
+    if (towers == nullptr || towers == &e || !towers->mmproj.empty()) {
+      return Status::Error(where + ": models[" + std::to_string(i) + "].mmproj: '" + e.mmproj +
+                           "' is not another entry of the catalog without towers of its own");
+    }
   }
   return c;
 }

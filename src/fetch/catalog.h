@@ -16,6 +16,9 @@ struct CatalogEntry {
   std::string source;  // hf://ORG/REPO/FILE[@REV] or an http(s) URL
   std::string sha256;  // "" unless pinned (hf:// sources get theirs from the hub)
   std::string summary;
+  // The entry holding this model's vision/audio towers (llama.cpp mmproj), pulled with it and
+  // installed as NAME-mmproj, the name run/chat/serve look for beside NAME; "" for none.
+  std::string mmproj;
 };
 
 struct Catalog {

@@ -3,6 +3,8 @@
 // is kept, and the install; update applies the manifest's patch when there is one (ApplyPatchUpdate).
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include "fetch/catalog.h"
 #include "fetch/http_download.h"
@@ -168,7 +170,7 @@ Result<PullResult> Fetch(ModelStore& store, Target t, const FetchOptions& o) {
       if (const StoredVersion* v = have->Find(t.version); v != nullptr && v->sha256 == t.sha256) {
         RETURN_IF_ERROR(store.Activate(t.name, t.version, o.keep_old));
         if (!t.manifest.empty()) RETURN_IF_ERROR(store.SetManifest(t.name, t.manifest));
-        return PullResult{t.name, t.version, v->path, v->sha256, v->size, true};
+        return PullResult{t.name, t.version, v->path, v->sha256, v->size, true, nullptr};
       }
     }
   }
@@ -218,7 +220,7 @@ Result<PullResult> Fetch(ModelStore& store, Target t, const FetchOptions& o) {
     ASSIGN_OR_RETURN(StoredVersion v, store.Install(t.name, t.version, request.partial, *digest, io));
     fetch::DiscardPartial(request.partial);
     ::unlink((request.partial + ".lock").c_str());
-    return PullResult{t.name, v.version, v.path, v.sha256, v.size, false};
+    return PullResult{t.name, v.version, v.path, v.sha256, v.size, false, nullptr};
   }
 }
 
@@ -292,7 +294,8 @@ Result<Manifest> FetchManifest(const std::string& source, const FetchOptions& op
   return Manifest::Parse(*text, IsHttp(url) ? url : Canonical(url));
 }
 
-Result<PullResult> Pull(const std::string& what, const FetchOptions& o) {
+namespace {
+Result<PullResult> PullOne(const std::string& what, const FetchOptions& o) {
   const std::string dir = o.store_dir.empty() ? ModelStore::DefaultDir() : o.store_dir;
   ASSIGN_OR_RETURN(std::unique_ptr<ModelStore> store, ModelStore::Open(dir));
   if (!o.sha256.empty()) {
@@ -319,6 +322,40 @@ Result<PullResult> Pull(const std::string& what, const FetchOptions& o) {
   if (!t.version.empty()) RETURN_IF_ERROR(ModelStore::CheckName(t.version, "version"));
   RETURN_IF_ERROR(FindDigest(t, opts));
   return Fetch(*store, std::move(t), opts);
+}
+
+// The catalog entry `what` names when it is a catalog name (no URL, no manifest in play).
+std::optional<fetch::CatalogEntry> CatalogEntryOf(const std::string& what, const FetchOptions& o) {
+  if (IsHttp(what) || what.rfind("hf://", 0) == 0 || what.find(':') != std::string::npos) return std::nullopt;
+  const std::string dir = o.store_dir.empty() ? ModelStore::DefaultDir() : o.store_dir;
+  auto store = ModelStore::Open(dir);
+  if (!store.ok()) return std::nullopt;
+  std::string recorded;
+  if (Result<StoredModel> have = (*store)->Get(what); have.ok()) recorded = have->manifest;
+  if (!ManifestSource(o, recorded).empty()) return std::nullopt;
+  Result<fetch::Catalog> catalog = fetch::LoadCatalog(o, (*store)->dir());
+  if (!catalog.ok()) return std::nullopt;
+  const fetch::CatalogEntry* e = catalog->Find(what);
+  if (e == nullptr) return std::nullopt;
+  return *e;
+}
+}  // namespace
+
+// A catalog name whose entry names towers brings them too, installed as NAME-mmproj (where
+// run/chat/serve look for them): a multimodal model is not whole without them.
+Result<PullResult> Pull(const std::string& what, const FetchOptions& o) {
+  ASSIGN_OR_RETURN(PullResult r, PullOne(what, o));
+  if (!o.with_mmproj) return r;
+  const std::optional<fetch::CatalogEntry> entry = CatalogEntryOf(what, o);
+  if (!entry || entry->mmproj.empty()) return r;
+  FetchOptions towers = o;
+  towers.sha256.clear();
+  towers.version.clear();
+  towers.name = r.name + "-mmproj";
+  Result<PullResult> m = PullOne(entry->mmproj, towers);
+  if (!m.ok()) return m.status().WithContext(r.name + " is installed, its towers are not ('gemlet pull " + what + "' again)");
+  r.mmproj = std::make_shared<PullResult>(std::move(m).value());
+  return r;
 }
 
 Result<UpdateResult> Update(const std::string& name, const FetchOptions& o) {

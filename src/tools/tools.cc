@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "quantize/eval.h"
 #include "quantize/quant_mix.h"
+#include "encoders/mmproj.h"
 #include "quantize/quantize.h"
 #include "quantize/synth.h"
 #include "tensor/dtype.h"
@@ -92,6 +93,11 @@ Result<ConvertReport> Convert(const ConvertOptions& o) {
   report.placeholder_vocab = r.placeholder_vocab;
   report.tokenizer_source = r.tokenizer_source;
   return report;
+}
+
+Result<TowerInfo> ReadTowers(const std::string& mmproj_path) {
+  ASSIGN_OR_RETURN(MmprojTowers t, ReadMmprojTowers(mmproj_path));
+  return TowerInfo{t.vision, t.audio};
 }
 
 std::vector<FileTypeDescription> FileTypes() {

@@ -317,6 +317,45 @@ TEST_F(Pull, NamesComeFromTheCatalog) {
   EXPECT_NE(bad.out.find("is not an hf:// or http(s):// source"), std::string::npos) << bad.out;
 }
 
+// A catalog model with towers: `pull NAME` brings them as NAME-mmproj, `show` names them and what
+// they take, and run takes an image with no --mmproj; --no-mmproj leaves them; a catalog whose
+// mmproj names no other entry is refused.
+TEST_F(Pull, CatalogModelsBringTheirTowers) {
+  test::TempDir www;
+  const std::string hf_mm = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma4_e2b_image_audio";
+  auto made = Gemlet("convert " + hf_mm + " -o " + www.File("seer.gguf") + " --mmproj-out " + www.File("seer-mm.gguf"));
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  LocalServer hub(www.path());
+  const std::string catalog = www.File("catalog.json");
+  test::WriteFile(catalog, R"({"models": [
+    {"name": "seer", "mmproj": "seer-towers", "source": "hf://org/repo/seer.gguf"},
+    {"name": "seer-towers", "source": "hf://org/repo/seer-mm.gguf"}]})");
+  const std::string env = Env() + " HF_ENDPOINT=http://127.0.0.1:" + std::to_string(hub.port()) + " GEMLET_CATALOG=" + catalog;
+  auto r = Gemlet("pull seer" + Fast(), env);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("installed towers seer-mmproj"), std::string::npos) << r.out;
+  EXPECT_EQ(test::FileSha(Active("seer-mmproj")), test::FileSha(www.File("seer-mm.gguf")));
+  auto shown = Gemlet("show seer" + Store());
+  EXPECT_EQ(shown.exit_code, 0) << shown.out;
+  EXPECT_NE(shown.out.find("towers:   seer-mmproj"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("takes images and audio"), std::string::npos) << shown.out;
+  auto run = Gemlet("run -m seer" + Store() + " --image " + hf_mm + "/image.png -p hi -n 2 --temp 0 -t 1 --no-cache");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  // The towers go with the model only when pulled by its catalog name, and only unless told not to.
+  test::TempDir other;
+  auto bare = Gemlet("pull seer --no-mmproj --store " + other.path() + " --retry-delay-ms 20", env);
+  ASSERT_EQ(bare.exit_code, 0) << bare.out;
+  EXPECT_FALSE(fs::exists(other.path() + "/seer-mmproj"));
+  auto blind = Gemlet("run -m seer --store " + other.path() + " --image " + hf_mm + "/image.png -p hi -n 2 --no-cache");
+  EXPECT_EQ(blind.exit_code, 2) << blind.out;
+  EXPECT_NE(blind.out.find("--mmproj"), std::string::npos) << blind.out;
+
+  test::WriteFile(catalog, R"({"models": [{"name": "seer", "mmproj": "nothing", "source": "hf://org/repo/seer.gguf"}]})");
+  auto bad = Gemlet("pull seer" + Fast(), env);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("mmproj: 'nothing' is not another entry"), std::string::npos) << bad.out;
+}
+
 // An https download stays https: a redirect to http is refused before a byte comes from it, a
 // redirect to another https server is followed, and a certificate no trusted CA signed is refused.
 TEST_F(Pull, HttpsIsNotFollowedToHttp) {
