@@ -188,7 +188,7 @@ Result<TaskPrompt> TaskMessages(std::string_view input, const TaskOptions& o) {
   TaskPrompt out;
   out.task = o.task;
   out.messages = {{"system", p.system}, {"user", p.user}};
-  out.input_language = flows::LanguageTag(p.input.language);
+  out.input_language = std::string(p.input.tag);
   out.answer_language = p.answer_language;
   for (const flows::GlossaryEntry& e : p.terms) {
     out.glossary_terms.push_back(e.term);
@@ -233,7 +233,13 @@ std::string TaskSummary(const std::string& task) {
   return std::string();
 }
 
-std::string DetectLanguageTag(std::string_view text) { return flows::LanguageTag(flows::DetectLanguage(text).language); }
+std::string DetectLanguageTag(std::string_view text) { return std::string(flows::DetectLanguage(text).tag); }
+
+std::vector<LanguageName> DetectableLanguages() {
+  std::vector<LanguageName> out;
+  for (const flows::LanguageInfo& l : flows::SupportedLanguages()) out.push_back({std::string(l.tag), std::string(l.en)});
+  return out;
+}
 
 Result<TaskReply> RunTask(Session& session, std::string_view input, const TaskOptions& options, const StreamCallback& on_text) {
   return RunTaskRound(session, input, options, on_text, 0);
