@@ -8,10 +8,16 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gemlet::flows {
 namespace {
+
+// kModel*: the character n-gram model tools/langid_set/make_model.py trains on Debian's message
+// catalogs (tests/data/langid/README.md names which), for the close languages CLD2 cannot tell apart
+// on a few words.
+#include "flows/langid_model.inc"
 
 enum class Script { kOther, kLatin, kCyrillic, kGreek, kArabic, kDevanagari, kThai, kHangul, kKana, kHan };
 
@@ -214,8 +220,146 @@ std::vector<std::string> Cld2Guesses(std::string_view text, const std::string& h
   return out;
 }
 
-// Among the languages written in `script` whose letters the text's are: CLD2's first choice, then
-// its choice when told which those are, then the first of them in kRows' order.
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    *out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *out += static_cast<char>(0xC0 | (cp >> 6));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {  // letters are in the BMP
+    *out += static_cast<char>(0xE0 | (cp >> 12));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// What make_model.py's features() computes (the two must agree, or the costs mean nothing): each
+// word of Latin or Cyrillic letters, lower-cased, as "<word>"; its n-grams of 1-4 code points but "<"
+// and ">" alone; "<word>" whole when it is longer than that.
+std::vector<std::string> ModelFeatures(std::string_view text) {
+  std::vector<std::vector<uint32_t>> words(1);
+  for (size_t i = 0; i < text.size();) {
+    const uint32_t cp = NextCodePoint(text, &i);
+    const Script s = cp == kBad ? Script::kOther : ScriptOf(cp);
+    if (s == Script::kLatin || s == Script::kCyrillic) {
+      words.back().push_back(Lower(cp));
+    } else if (!words.back().empty()) {
+      words.emplace_back();
+    }
+  }
+  constexpr size_t kMaxN = 4;
+  constexpr uint32_t kStart = '<', kEnd = '>';
+  std::vector<std::string> out;
+  for (std::vector<uint32_t>& w : words) {
+    if (w.empty()) continue;
+    w.insert(w.begin(), kStart);
+    w.push_back(kEnd);
+    for (size_t n = 1; n <= kMaxN; ++n) {
+      for (size_t i = 0; i + n <= w.size(); ++i) {
+        if (n == 1 && (w[i] == kStart || w[i] == kEnd)) continue;
+        std::string g;
+        for (size_t k = i; k < i + n; ++k) AppendUtf8(w[k], &g);
+        out.push_back(std::move(g));
+      }
+    }
+    if (w.size() > kMaxN) {
+      std::string whole;
+      for (uint32_t cp : w) AppendUtf8(cp, &whole);
+      out.push_back(std::move(whole));
+    }
+  }
+  return out;
+}
+
+struct NgramModel {
+  std::vector<std::string_view> languages;
+  std::array<int, 128> value{};  // kModelCodes' character -> its value
+  std::vector<int> floors;       // per language
+  std::vector<std::pair<std::string_view, std::string_view>> rows;  // feature -> (language, cost) pairs, by feature
+  int Language(std::string_view tag) const {
+    const auto it = std::find(languages.begin(), languages.end(), tag);
+    return it == languages.end() ? -1 : static_cast<int>(it - languages.begin());
+  }
+};
+
+const NgramModel& Model() {
+  static const NgramModel model = [] {
+    NgramModel m;
+    for (size_t i = 0; i < kModelCodes.size(); ++i) m.value[static_cast<unsigned char>(kModelCodes[i])] = static_cast<int>(i);
+    for (size_t start = 0; start < kModelLanguages.size();) {
+      const size_t end = std::min(kModelLanguages.find(' ', start), kModelLanguages.size());
+      m.languages.push_back(kModelLanguages.substr(start, end - start));
+      start = end + 1;
+    }
+    for (char c : kModelFloors) m.floors.push_back(m.value[static_cast<unsigned char>(c)]);
+    const std::string_view rows(kModel, sizeof(kModel) - 1);
+    for (size_t start = 0; start < rows.size();) {  // make_model.py writes the lines sorted by bytes
+      const size_t end = rows.find('\n', start), space = rows.find(' ', start);
+      m.rows.emplace_back(rows.substr(start, space - start), rows.substr(space + 1, end - space - 1));
+      start = end + 1;
+    }
+    return m;
+  }();
+  return model;
+}
+
+// A whole word says more than one of its n-grams ("ili" is Bosnian and Croatian, "<ili>" a word of
+// both but not of Slovenian), and CLD2's answer is a second opinion worth a few nats: both tried on
+// dev.tsv (weights 1, 2, 4, 8; bonus 0-8 nats), where these were best. English is what gemlet's users
+// write most, and its training text is programs' messages, not conversation: without a prior, "Let's
+// go hiking this weekend." read as Dutch (6 nats cost one line of dev.tsv). Two or three letters
+// ("ok", "etc") are too few for the model: CLD2 alone decides them.
+constexpr int kWholeWordWeight = 4;
+constexpr double kCld2BonusNats = 4;
+constexpr double kEnglishPriorNats = 6;
+constexpr size_t kMinModelLetters = 4;
+
+// The candidate with the lowest naive Bayes cost (-log P(text | language), in the model's steps),
+// CLD2's choice less its bonus; ties go to the first in kRows' order. nullptr when a candidate is
+// not in the model or the text has too few letters for it.
+const LanguageRow* ChooseByModel(std::string_view text, const std::vector<const LanguageRow*>& candidates,
+                                 const LanguageRow* cld2) {
+  const NgramModel& m = Model();
+  const std::vector<std::string> features = ModelFeatures(text);
+  size_t letters = 0;  // each letter is one feature of one code point ("<" and ">" alone are none)
+  for (const std::string& f : features) {
+    letters += std::count_if(f.begin(), f.end(), [](char c) { return (c & 0xC0) != 0x80; }) == 1;
+  }
+  if (letters < kMinModelLetters) return nullptr;
+  std::vector<int> index, cost(candidates.size(), 0);
+  for (const LanguageRow* row : candidates) {
+    const bool cyrillic_serbian = row->info.tag == "sr" && row->script == Script::kCyrillic;  // make_model.py says why
+    index.push_back(m.Language(cyrillic_serbian ? "sr-Cyrl" : row->info.tag));
+    if (index.back() < 0) return nullptr;
+  }
+  for (const std::string& f : features) {
+    const auto it = std::lower_bound(m.rows.begin(), m.rows.end(), f,
+                                     [](const auto& row, const std::string& key) { return row.first < key; });
+    if (it == m.rows.end() || it->first != f) continue;  // no language kept it: it says nothing
+    const int weight = f.size() > 2 && f.front() == '<' && f.back() == '>' ? kWholeWordWeight : 1;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      int step = m.floors[index[c]];
+      for (size_t k = 0; k + 1 < it->second.size(); k += 2) {
+        if (m.value[static_cast<unsigned char>(it->second[k])] == index[c]) {
+          step = m.value[static_cast<unsigned char>(it->second[k + 1])];
+          break;
+        }
+      }
+      cost[c] += weight * step;
+    }
+  }
+  size_t best = 0;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (candidates[c] == cld2) cost[c] -= static_cast<int>(kCld2BonusNats / kModelStep + 0.5);
+    if (candidates[c]->info.tag == "en") cost[c] -= static_cast<int>(kEnglishPriorNats / kModelStep + 0.5);
+    if (cost[c] < cost[best]) best = c;
+  }
+  return candidates[best];
+}
+
+// Among the languages written in `script` whose letters the text's are: the n-gram model's choice
+// with CLD2's as a second opinion; where the model lacks a candidate, CLD2's first choice, then its
+// choice when told which those are, then the first of them in kRows' order.
 std::string_view ChooseInScript(std::string_view text, Script script, const std::vector<uint32_t>& letters) {
   std::vector<const LanguageRow*> candidates;
   for (const LanguageRow& row : kRows) {
@@ -234,7 +378,10 @@ std::string_view ChooseInScript(std::string_view text, Script script, const std:
     }
     return nullptr;
   };
-  if (const LanguageRow* row = pick(Cld2Guesses(text, ""))) return row->info.tag;
+  if (candidates.size() == 1) return candidates.front()->info.tag;
+  const LanguageRow* cld2 = pick(Cld2Guesses(text, ""));
+  if (const LanguageRow* row = ChooseByModel(text, candidates, cld2)) return row->info.tag;
+  if (cld2 != nullptr) return cld2->info.tag;
   std::string hint;
   for (const LanguageRow* row : candidates) {
     if (!hint.empty()) hint += ',';

@@ -1,7 +1,8 @@
 // Which language a piece of text is in, as the task presets need it: one of the languages below
 // (BCP-47 tags), or Chinese with English words in it ("mixed"). Scripts decide where a script is one
 // language's (kana, Hangul, Thai, Greek ...) or where the library cannot tell (Simplified against
-// Traditional Chinese); CLD2 (Debian's libcld2) decides among the languages a script shares.
+// Traditional Chinese); among the languages a script shares, a character n-gram model trained on
+// Debian's message catalogs decides, with CLD2's (Debian's libcld2) answer as a second opinion.
 #pragma once
 
 #include <span>
