@@ -8,6 +8,8 @@
 # libsndfile1-dev (FLAC, Ogg Opus), libvorbis-dev (Ogg Vorbis) and libmpg123-dev (MP3) decode the clips given to
 # audio models, and libsoxr-dev resamples them to the model's rate with the resampler HF's own audio loading uses
 # (src/media).
+# libcld2-dev is the language detector of the task presets (src/flows/language.cc): Google's CLD2, which
+# measured ahead of exttextcat, the other one Debian ships, on short and long lines (bench/RESULTS.md).
 # libnuma-dev, libmp3lame-dev: a static link of libgemlet.a takes libheif's and libsndfile's private
 # dependencies, x265's libnuma and LAME (apps linking libgemlet.a; the install test does).
 # Usage: scripts/install-deps.sh [--test] [--arm64]
@@ -15,7 +17,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libhwy-dev nlohmann-json3-dev libcli11-dev libedit-dev libsqlite3-dev libssl-dev
           libcpp-httplib-dev libcurl4-openssl-dev libpng-dev libjpeg62-turbo-dev libwebp-dev libheif-dev
-          libsndfile1-dev libvorbis-dev libmpg123-dev libsoxr-dev libnuma-dev libmp3lame-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
+          libsndfile1-dev libvorbis-dev libmpg123-dev libsoxr-dev libcld2-dev libnuma-dev libmp3lame-dev libgtest-dev libgmock-dev libbenchmark-dev xz-utils python3 default-jdk-headless)
 test_deps=0
 arm64=0
 for arg in "$@"; do
@@ -34,8 +36,9 @@ if [ $test_deps = 1 ]; then
 fi
 # ARM64 tests (make test-arm64): the cross compiler, the emulator, and the arm64 builds of the
 # libraries the kernels and model tests link (Debian multiarch). `make run` does not need them.
+# libcld2-dev is not multiarch: the arm64 build takes the host's CLD2 headers and libcld2-0:arm64's library.
 if [ $arm64 = 1 ]; then
-  packages+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
+  packages+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64 libcld2-0:arm64)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -886,8 +886,9 @@ GEMLET_API gemlet_status gemlet_task_run(gemlet_session* session, const char* in
  * rewrite keep a term verbatim, translate renders it as given; a term in another case or spacing, or
  * left untranslated, was repaired already): one per line, "" when none. Valid as *output is. */
 GEMLET_API const char* gemlet_task_glossary_missing(const gemlet_session* session);
-/* "en", "zh-Hans", "zh-Hant", "mixed" or "unknown" (static strings): the language the presets
- * detect in `text` and answer in. */
+/* The language the presets detect in `text` and answer in (static strings): a BCP-47 tag of
+ * DetectableLanguages() in gemlet/tasks.hpp ("en", "fr", "nb", "ja", "zh-Hans", "zh-Hant", ...),
+ * "mixed" (Chinese with English words) or "unknown" (no letters; NULL). */
 GEMLET_API const char* gemlet_detect_language(const char* text);
 
 /* ---- model files: digests and delta patches (docs/delta.md) ----

@@ -1,7 +1,7 @@
 // The everyday task presets over a session: polish, summarize, rewrite, translate, explain, sql;
 // describe (an image) and transcribe (a clip), and translate of what an image or clip holds.
-// Each builds its prompt in the input's language (English, Simplified or Traditional Chinese;
-// Chinese with English words in it is answered in Chinese), lists the glossary's terms that occur
+// Each answers in the input's language (one of DetectableLanguages(); Chinese with English words in
+// it is answered in Chinese, with the Chinese prompt), lists the glossary's terms that occur
 // in the input, generates, and returns only the result (no thought, no lead-in line, no fences).
 // The glossary holds: polish and rewrite keep each term found verbatim, translate renders it as
 // given; an answer that has a term in another ASCII case or spacing, or (translating) left it
@@ -50,7 +50,7 @@ struct TaskViolation {
 
 struct TaskReply {
   std::string output;           // the result alone
-  std::string input_language;   // "en", "zh-Hans", "zh-Hant", "mixed" or "unknown"
+  std::string input_language;   // a tag of DetectableLanguages(), "mixed" or "unknown"
   std::string answer_language;  // the language the answer was asked in
   std::vector<std::string> glossary_terms;  // the glossary's terms found in the input
   // What the answer had to hold for them (polish, rewrite: the term; translate: its rendering):
@@ -110,8 +110,17 @@ GEMLET_CXX_API const char* TaskViolationName(TaskViolationKind kind);  // "not-a
 GEMLET_CXX_API std::vector<std::string> TaskNames();
 // One line per task: "polish: fix grammar, spelling and phrasing; ...".
 GEMLET_CXX_API std::string TaskSummary(const std::string& task);
-// The input-language tag the presets go by: "en", "zh-Hans", "zh-Hant", "mixed" or "unknown".
+// The input-language tag the presets go by: a tag of DetectableLanguages() ("fr", "zh-Hant"), "mixed"
+// (Chinese with English words: answered in Chinese) or "unknown" (no letters). Malformed UTF-8 is
+// read with its bad bytes as spaces; `gemlet langid` refuses it instead.
 GEMLET_CXX_API std::string DetectLanguageTag(std::string_view text);
+
+struct LanguageName {
+  std::string tag;   // BCP-47: "en", "nb", "zh-Hans"
+  std::string name;  // in English: "Norwegian Bokmål"
+};
+// The languages DetectLanguageTag answers, and that TaskOptions::to takes, English first.
+GEMLET_CXX_API std::vector<LanguageName> DetectableLanguages();
 
 // Runs a task on `input` in `session` (its cache is reused for the prompt's prefix and left
 // holding this exchange). An input too long for the session's context, with room for the answer

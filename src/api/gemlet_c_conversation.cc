@@ -325,10 +325,15 @@ const char* gemlet_task_glossary_missing(const gemlet_session* session) {
 
 const char* gemlet_detect_language(const char* text) {
   if (text == nullptr) return "unknown";
-  // Static strings for C: the tags DetectLanguageTag gives.
+  // Static strings for C: the tags, kept for the life of the process.
+  static const std::vector<std::string> tags = [] {
+    std::vector<std::string> out = {"mixed", "unknown"};
+    for (const gemlet::LanguageName& l : gemlet::DetectableLanguages()) out.push_back(l.tag);
+    return out;
+  }();
   const std::string tag = gemlet::DetectLanguageTag(text);
-  for (const char* known : {"en", "zh-Hans", "zh-Hant", "mixed"}) {
-    if (tag == known) return known;
+  for (const std::string& known : tags) {
+    if (known == tag) return known.c_str();
   }
   return "unknown";
 }

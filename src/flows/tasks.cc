@@ -8,37 +8,17 @@
 namespace gemlet::flows {
 namespace {
 
-struct LanguageName {
-  std::string_view tag, en, zh;
-};
-// Targets translate knows by tag; the names are what the prompts say.
-constexpr LanguageName kLanguages[] = {
-    {"en", "English", "英文"},
-    {"zh-Hans", "Simplified Chinese", "简体中文"},
-    {"zh-Hant", "Traditional Chinese", "繁體中文"},
-    {"ja", "Japanese", "日文"},
-    {"ko", "Korean", "韩文"},
-    {"fr", "French", "法文"},
-    {"de", "German", "德文"},
-    {"es", "Spanish", "西班牙文"},
-    {"pt", "Portuguese", "葡萄牙文"},
-    {"ru", "Russian", "俄文"},
-    {"it", "Italian", "意大利文"},
-    {"vi", "Vietnamese", "越南文"},
-};
-
-const LanguageName* FindLanguage(std::string tag) {
+// A target by its tag, or by the other names people give Chinese.
+const LanguageInfo* FindLanguage(std::string tag) {
   if (tag == "zh" || tag == "zh-CN" || tag == "zh-cn" || tag == "cn") tag = "zh-Hans";
   if (tag == "zh-TW" || tag == "zh-tw" || tag == "zh-HK" || tag == "tw") tag = "zh-Hant";
-  for (const LanguageName& l : kLanguages) {
-    if (l.tag == tag) return &l;
-  }
-  return nullptr;
+  if (tag == "no") tag = "nb";
+  return FindLanguageInfo(tag);
 }
 
 std::string KnownLanguages() {
   std::string out;
-  for (const LanguageName& l : kLanguages) out += (out.empty() ? "" : ", ") + std::string(l.tag);
+  for (const LanguageInfo& l : SupportedLanguages()) out += (out.empty() ? "" : ", ") + std::string(l.tag);
   return out + " (zh is zh-Hans)";
 }
 
@@ -184,20 +164,19 @@ Result<TaskPrompt> BuildTaskPrompt(const TaskRequest& r) {
   p.input = DetectLanguage(p.user);
   // Without words of the user's, the prompt is in the language of the answer asked for.
   const bool to_chinese = r.to.rfind("zh", 0) == 0 || r.to == "cn" || r.to == "tw";
-  const bool chinese_prompt = p.user.empty() ? to_chinese
-                                             : p.input.language == Language::kChineseSimplified ||
-                                                   p.input.language == Language::kChineseTraditional ||
-                                                   p.input.language == Language::kMixed;
+  const bool chinese_prompt = p.user.empty() ? to_chinese : p.input.Chinese();
   // The answer's language: the input's (mixed lines are answered in Chinese, in their script),
   // unless --to names another.
-  const LanguageName* answer = nullptr;
+  const LanguageInfo* answer = nullptr;
   if (!r.to.empty()) {
     answer = FindLanguage(r.to);
     if (answer == nullptr) return Status::Error(StatusCode::kInvalidArgument, "unknown language '" + r.to + "' (one of " + KnownLanguages() + ")");
   } else if (r.task == "translate") {
     return Status::Error(StatusCode::kInvalidArgument, "translate needs a target language (--to, one of " + KnownLanguages() + ")");
   } else {
-    answer = FindLanguage(!chinese_prompt ? "en" : p.input.traditional ? "zh-Hant" : "zh-Hans");
+    // Text without letters (numbers, symbols) is answered in English.
+    answer = chinese_prompt ? FindLanguage(p.input.traditional ? "zh-Hant" : "zh-Hans") : FindLanguage(std::string(p.input.tag));
+    if (answer == nullptr) answer = FindLanguage("en");
   }
   p.answer_language = std::string(answer->tag);
 

@@ -328,5 +328,41 @@ TEST(TaskApi, TheDemoModelRunsEveryTaskAndListsGlossaryTerms) {
   EXPECT_EQ(RunTask(**session, "a", bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// `gemlet langid`: the tag DetectLanguageTag gives, on stdout; --lines tags each line of a labelled
+// set as the library does; empty or malformed input is refused with one line and exit 1.
+TEST(LangidCli, PrintsTheDetectedTag) {
+  test::TempDir dir;
+  const std::string in = dir.File("in.txt");
+  auto langid = [&](const std::string& input, const std::string& flags = "") {
+    std::ofstream(in, std::ios::binary) << input;
+    return test::RunCommand(test::GemletBinary() + " langid " + flags + " < " + in + " 2>&1");
+  };
+  auto fr = langid("Bonjour, pouvez-vous m'aider ?\n");
+  EXPECT_EQ(fr.exit_code, 0);
+  EXPECT_EQ(fr.out, "fr\n");
+  // Each line's tag is the library's for that line (an empty line stays empty).
+  const std::vector<std::string> lines = {"这个需求下周三前要上线。", "這個 bug 只在 iOS 上出現", "", "明日の会議は午後三時からです。",
+                                          "Können Sie mir bitte helfen?"};
+  std::string input, expected;
+  for (const std::string& l : lines) {
+    input += l + "\n";
+    expected += (l.empty() ? std::string() : DetectLanguageTag(l)) + "\n";
+  }
+  auto each = langid(input, "--lines");
+  EXPECT_EQ(each.exit_code, 0);
+  EXPECT_EQ(each.out, expected);
+  EXPECT_EQ(each.out, "zh-Hans\nmixed\n\nja\nde\n");
+  auto list = langid("", "--list");
+  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_EQ(static_cast<size_t>(std::count(list.out.begin(), list.out.end(), '\n')), DetectableLanguages().size());
+  EXPECT_NE(list.out.find("nb\tNorwegian Bokm"), std::string::npos) << list.out;
+  for (const std::string& bad : {std::string(" \n"), std::string("caf\xe9\n")}) {
+    auto r = langid(bad);
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_EQ(r.out.rfind("gemlet: langid: ", 0), 0u) << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace gemlet

@@ -30,6 +30,22 @@ TEST(Tasks, ThePromptFollowsTheInputsLanguage) {
   EXPECT_EQ(mixed->answer_language, "zh-Hans");
   EXPECT_NE(mixed->system.find("轻松口语化"), std::string::npos) << mixed->system;
   for (const auto* p : {&*en, &*zh, &*hant, &*mixed}) EXPECT_EQ(p->system.find('{'), std::string::npos) << p->system;
+
+  // Any other detected language: the English prompt, naming that language (issue #42: French was
+  // answered in English).
+  Result<TaskPrompt> fr = BuildTaskPrompt({.task = "polish", .text = "Bonjour, pouvez-vous m'aider ?"});
+  ASSERT_TRUE(fr.ok());
+  EXPECT_EQ(fr->input.tag, "fr");
+  EXPECT_EQ(fr->answer_language, "fr");
+  EXPECT_NE(fr->system.find("Write in French."), std::string::npos) << fr->system;
+  Result<TaskPrompt> ja = BuildTaskPrompt({.task = "rewrite", .text = "明日の会議は午後三時に変更になりました。"});
+  ASSERT_TRUE(ja.ok());
+  EXPECT_EQ(ja->answer_language, "ja");
+  EXPECT_NE(ja->system.find("Japanese"), std::string::npos) << ja->system;
+  // Without letters there is no language to follow: English.
+  Result<TaskPrompt> digits = BuildTaskPrompt({.task = "polish", .text = "2024-05-01 12:00"});
+  ASSERT_TRUE(digits.ok());
+  EXPECT_EQ(digits->answer_language, "en");
 }
 
 TEST(Tasks, TargetsSchemasAndBadRequests) {
