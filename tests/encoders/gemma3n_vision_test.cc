@@ -287,8 +287,11 @@ TEST(Gemma3nVisionLlamaCpp, Export) {
   if (out == nullptr) GTEST_SKIP() << "manual check: run bench/media/mnv5_vs_llamacpp.sh";
   const std::string dir = out;
   std::filesystem::create_directories(dir);
-  const Built& b = Tiny(768);
-  std::filesystem::copy_file(b.mmproj.at(DType::kF32), dir + "/mmproj.gguf", std::filesystem::copy_options::overwrite_existing);
+  // GEMLET_MNV5_XCHECK_TYPE=f16: the matrices as llama.cpp's converter writes them by default.
+  const char* type_name = std::getenv("GEMLET_MNV5_XCHECK_TYPE");
+  const DType type = type_name != nullptr && std::string(type_name) == "f16" ? DType::kF16 : DType::kF32;
+  const Built& b = Tiny(768, type);
+  std::filesystem::copy_file(b.mmproj.at(type), dir + "/mmproj.gguf", std::filesystem::copy_options::overwrite_existing);
   const std::vector<uint8_t> rgb = test::TestPicture(768, 768);
   const std::vector<uint8_t> png = test::PngRgb(768, 768, rgb);
   std::ofstream(dir + "/image.png", std::ios::binary).write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
