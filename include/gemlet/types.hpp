@@ -204,9 +204,9 @@ struct EncodedMedia {
   // 32 hex digits naming what was encoded (the preprocessed pixels or features, and the budget):
   // saved sessions record it. Caches compare the embeddings themselves, never the name alone.
   std::string content_hash;
-  // Gemma 3n: the last row is this token's embedding (the end-of-audio marker, which the model
-  // embeds through its tower rather than its token table), and the prompt holds this token there,
-  // after n_tokens - 1 placeholders. -1: every row is a soft token.
+  // Gemma 3n: the last row is this token's embedding (the end-of-image or end-of-audio marker, which
+  // the model embeds through its tower's embedder rather than its token table), and the prompt holds
+  // this token there, after n_tokens - 1 placeholders. -1: every row is a soft token.
   int32_t end_token = -1;
 };
 

@@ -57,7 +57,10 @@ Status LoadTowers(Engine::Impl& impl) {
     if (!vision.ok()) return refused(vision.message());
     const VisionTowerConfig& c = vision.value()->config();
     RETURN_IF_ERROR(CheckTowerFits(impl, "vision", c.projector_name,
-                                   c.projector == VisionProjector::kGemma4 ? "gemma4" : "gemma3", c.projection_dim));
+                                   c.projector == VisionProjector::kGemma4    ? "gemma4"
+                                   : c.projector == VisionProjector::kGemma3n ? "gemma3n"
+                                                                              : "gemma3",
+                                   c.projection_dim));
     impl.vision = std::move(vision).value();
     impl.info.takes_images = true;
     projectors = c.projector_name;
@@ -117,17 +120,32 @@ Result<std::shared_ptr<const EncodedMedia>> EncodePixels(const Engine::Impl& imp
   media->kind = MediaKind::kImage;
   media->n_embd = c.projection_dim;
   media->two_way = TextBidirectional(c, impl.runtime->config().d_model);
-  if (c.projector == VisionProjector::kGemma3) {
+  if (c.projector != VisionProjector::kGemma4) {
+    const bool gemma3n = c.projector == VisionProjector::kGemma3n;
     const size_t want = 3 * static_cast<size_t>(c.image_size) * static_cast<size_t>(c.image_size);
     if (values.size() != want || !positions.empty()) {
       return Status::Error(StatusCode::kInvalidArgument,
-                           "Gemma 3 pixels are [3, " + std::to_string(c.image_size) + ", " + std::to_string(c.image_size) +
-                               "] floats (" + std::to_string(want) + "), without positions; got " +
-                               std::to_string(values.size()));
+                           std::string(gemma3n ? "Gemma 3n" : "Gemma 3") + " pixels are [3, " + std::to_string(c.image_size) +
+                               ", " + std::to_string(c.image_size) + "] floats (" + std::to_string(want) +
+                               "), without positions; got " + std::to_string(values.size()));
     }
-    media->n_tokens = c.n_tokens();
-    media->embeddings.resize(static_cast<size_t>(media->n_tokens) * static_cast<size_t>(media->n_embd));
+    media->n_tokens = gemma3n ? c.soft_tokens : c.n_tokens();
+    // Gemma 3n's end-of-image token is the first vision hard token, embedded by the tower's embedder
+    // (HF: ids from vision vocab_offset on go through embed_vision): it travels with the image as its
+    // last row, as Gemma 3n's end-of-audio does with a clip.
+    int32_t end = -1;
+    if (gemma3n) {
+      end = impl.runtime->tokenizer().vocab().Find("<end_of_image>");
+      if (end < 0) return Status::Error("the vocabulary has no '<end_of_image>' (Gemma 3n's image markup)");
+    }
+    media->embeddings.resize(static_cast<size_t>(media->n_tokens + (gemma3n ? 1 : 0)) * static_cast<size_t>(media->n_embd));
     RETURN_IF_ERROR(vision->Encode(values.data(), media->embeddings.data(), ctx));
+    if (gemma3n) {
+      RETURN_IF_ERROR(vision->EmbedHardToken(
+          end, media->embeddings.data() + static_cast<size_t>(media->n_tokens) * static_cast<size_t>(media->n_embd), ctx));
+      media->n_tokens += 1;
+      media->end_token = end;
+    }
   } else {
     const size_t patch = 3 * static_cast<size_t>(c.patch_size) * static_cast<size_t>(c.patch_size);
     const size_t rows = positions.size() / 2;
@@ -149,7 +167,9 @@ Result<std::shared_ptr<const EncodedMedia>> EncodeDecoded(const Engine::Impl& im
                                                           const ImageOptions& options) {
   ASSIGN_OR_RETURN(const VisionEncoder* vision, Vision(impl));
   const VisionTowerConfig& c = vision->config();
-  if (c.projector == VisionProjector::kGemma3) {
+  if (c.projector != VisionProjector::kGemma4) {
+    // Gemma 3n's processor (SiglipImageProcessorFast) is Gemma 3's square bilinear resize with
+    // rescaling only; its mmproj says mean 0, std 1.
     media::Gemma3ImageParams params;
     params.height = params.width = c.image_size;
     params.scaling.mean = c.mean;

@@ -358,14 +358,19 @@ Result<MmprojResult> WriteMmproj(const MmprojOptions& o, const SafetensorsCheckp
       result.projector += ", gemma4a";
     }
   } else if (architecture == "Gemma3nForConditionalGeneration") {
-    // The audio tower only: gemlet has no writer for MobileNet-V5 (llama.cpp's gemma3nv), so the file
-    // holds no vision tower.
+    // Vision and audio in one file, as llama.cpp's converter writes them. A checkpoint whose vision
+    // tower is not a MobileNet-V5 (the hf-mm audio model carries a small timm stand-in) gets the
+    // audio tower alone.
+    if (checkpoint.Find("model.vision_tower.timm_model.msfa.norm.weight") != nullptr) {
+      RETURN_IF_ERROR(mmproj::PlanGemma3nVision(config, o.hf_dir, checkpoint, writer, plan));
+      result.projector = "gemma3nv, ";
+    }
     RETURN_IF_ERROR(mmproj::PlanGemma3nAudio(config, o.hf_dir, checkpoint, writer, plan));
-    result.projector = "gemma3na";
+    result.projector += "gemma3na";
   } else {
     return Status::Error("no mmproj writer for '" + (architecture.empty() ? std::string("?") : architecture) +
-                         "' yet (Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration and the audio "
-                         "of Gemma3nForConditionalGeneration have one)");
+                         "' yet (Gemma3ForConditionalGeneration, Gemma3nForConditionalGeneration and "
+                         "Gemma4ForConditionalGeneration have one)");
   }
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];

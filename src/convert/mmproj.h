@@ -19,7 +19,8 @@ struct MmprojOptions {
 };
 
 struct MmprojResult {
-  // The projector types written: "gemma3", "gemma4v", "gemma4v, gemma4a" or "gemma3na".
+  // The projector types written: "gemma3", "gemma4v", "gemma4v, gemma4a", "gemma3nv, gemma3na" or
+  // "gemma3na".
   std::string projector;
   size_t n_tensors = 0;
 };
@@ -30,8 +31,9 @@ bool HasVisionTower(const std::string& hf_dir);
 // Writes the towers of `checkpoint` (the checkpoint's text decoder goes to the model GGUF). Today:
 // Gemma3ForConditionalGeneration (SigLIP + the average-pooling projector),
 // Gemma4ForConditionalGeneration (the vision tower, and the audio conformer where the checkpoint has
-// one, in one file) and Gemma3nForConditionalGeneration's audio conformer (not its MobileNet-V5
-// vision tower); other multimodal checkpoints are refused with a message naming them.
+// one, in one file) and Gemma3nForConditionalGeneration (its MobileNet-V5 vision tower where the
+// checkpoint has one, and the audio conformer, in one file); other multimodal checkpoints are refused
+// with a message naming them.
 Result<MmprojResult> WriteMmproj(const MmprojOptions& options, const SafetensorsCheckpoint& checkpoint);
 
 }  // namespace gemlet

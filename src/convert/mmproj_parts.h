@@ -1,5 +1,6 @@
 // Inside src/convert: what the mmproj writers of each tower share (mmproj.cc: the vision towers and
-// the file; mmproj_audio.cc: the audio towers), and the audio planners mmproj.cc calls.
+// the file; mmproj_audio.cc: the audio towers; mmproj_vision3n.cc: Gemma 3n's MobileNet-V5), and the
+// planners mmproj.cc calls.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +39,10 @@ Status PlanGemma4Audio(const Json& config, const std::string& hf_dir, const Safe
                        GgufWriter& writer, std::vector<PlannedTensor>& plan);
 Status PlanGemma3nAudio(const Json& config, const std::string& hf_dir, const SafetensorsCheckpoint& ck,
                         GgufWriter& writer, std::vector<PlannedTensor>& plan);
+
+// Gemma 3n's MobileNet-V5 and vision embedder (mmproj_vision3n.cc): tensors into `plan`, clip.vision.*
+// keys into `writer`.
+Status PlanGemma3nVision(const Json& config, const std::string& hf_dir, const SafetensorsCheckpoint& ck,
+                         GgufWriter& writer, std::vector<PlannedTensor>& plan);
 
 }  // namespace gemlet::mmproj

@@ -2,6 +2,7 @@
 #include "encoders/mmproj.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 namespace gemlet {
@@ -42,9 +43,11 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
     c.projector = VisionProjector::kGemma3;
   } else if (c.projector_name == "gemma4v") {
     c.projector = VisionProjector::kGemma4;
+  } else if (c.projector_name == "gemma3nv") {
+    c.projector = VisionProjector::kGemma3n;
   } else {
     return Status::Error("the mmproj's vision projector '" + c.projector_name +
-                         "' is not one gemlet runs yet (gemma3, gemma4v)");
+                         "' is not one gemlet runs yet (gemma3, gemma3nv, gemma4v)");
   }
   const bool gemma4 = c.projector == VisionProjector::kGemma4;
   ASSIGN_OR_RETURN(c.image_size, PositiveU32(f, "clip.vision.image_size"));
@@ -81,6 +84,20 @@ Result<VisionTowerConfig> ReadVisionTowerConfig(const GgufFile& f) {
   if (f.Has("clip.vision.text_bidirectional")) {
     ASSIGN_OR_RETURN(c.text_bidirectional, f.GetBool("clip.vision.text_bidirectional"));
   }
+  if (c.projector == VisionProjector::kGemma3n) {
+    // The block count, FFN width and heads are fake here (llama.cpp's converter writes 128 blocks):
+    // the tower's shape comes from its tensors.
+    c.soft_tokens = c.image_size / c.patch_size;
+    c.soft_tokens_side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(c.soft_tokens))));
+    // Absent from llama.cpp's files: the released models' first vision hard token (262144).
+    ASSIGN_OR_RETURN(uint32_t offset, f.GetU32Or("clip.vision.vocab_offset", 262144));
+    c.vocab_offset = static_cast<int>(std::min<uint32_t>(offset, 1u << 30));
+    if (c.image_size % c.patch_size != 0 || c.soft_tokens_side * c.soft_tokens_side != c.soft_tokens) {
+      return Status::Error("inconsistent Gemma 3n vision tower: image " + std::to_string(c.image_size) + " / patch " +
+                           std::to_string(c.patch_size) + " is not a square number of soft tokens");
+    }
+    return c;
+  }
   if (gemma4) {
     // Two halves per head, each rotated "rotate half"; query heads share KV heads evenly.
     if (c.head_dim % 4 != 0 || c.n_heads % c.n_kv_heads != 0 || !(c.rope_theta > 0.0f)) {
@@ -109,6 +126,8 @@ Result<MmprojTowers> ReadMmprojTowers(const std::string& path) {
 
 bool TextBidirectional(const VisionTowerConfig& config, int text_width) {
   if (config.projector == VisionProjector::kGemma3) return true;
+  // Gemma 3n's text model is causal over images too (HF builds no bidirectional block for it).
+  if (config.projector == VisionProjector::kGemma3n) return false;
   if (config.text_bidirectional.has_value()) return *config.text_bidirectional;
   return text_width != 1536 && text_width != 2560;
 }

@@ -15,6 +15,7 @@ namespace gemlet {
 enum class VisionProjector {
   kGemma3,  // SigLIP + average pooling + (1 + w) RMSNorm + projection ("gemma3")
   kGemma4,  // ViT with 2D RoPE over a variable patch grid + position pooling + embedder ("gemma4v")
+  kGemma3n,  // MobileNet-V5 (timm mobilenetv5_300m_enc) + multi-scale fusion + hard/soft embedder ("gemma3nv")
 };
 
 struct VisionTowerConfig {
@@ -39,6 +40,12 @@ struct VisionTowerConfig {
   // Whether the text model attends both ways over an image's soft tokens: Gemma 3 always; Gemma 4
   // as clip.vision.text_bidirectional says, else as llama.cpp decides (TextBidirectional).
   std::optional<bool> text_bidirectional;
+  // Gemma 3n: the fixed soft tokens of every image, a square: image_size / patch_size, the fake patch
+  // size llama.cpp's converter writes to make them (768 / 3 = 256 = 16 x 16, the fusion adapter's
+  // output grid); and where the vision hard tokens (end-of-image first) start in the text vocabulary.
+  int soft_tokens = 0;
+  int soft_tokens_side = 0;
+  int vocab_offset = 0;
 
   // Gemma 3's fixed grid.
   int patches_per_side() const { return image_size / patch_size; }

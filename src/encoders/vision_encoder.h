@@ -31,8 +31,9 @@ class VisionEncoder {
 
   const VisionTowerConfig& config() const;
 
-  // Gemma 3. pixels: [3, S, S], channels first, normalised as the model's processor does (Gemma 3: (v/255 -
-  // mean) / std). embeddings: [n_tokens, projection_dim]. tower_out (optional): the tower's output
+  // Gemma 3 and 3n. pixels: [3, S, S], channels first, normalised as the model's processor does (Gemma 3:
+  // (v/255 - mean) / std; Gemma 3n: v/255). embeddings: [n_tokens, projection_dim] (Gemma 3n:
+  // config().soft_tokens). tower_out (optional): the tower's output
   // before the projector, [n_patches, hidden]. Threads and kernels from ctx.
   Status Encode(const float* pixels, float* embeddings, KernelContext& ctx, std::vector<float>* tower_out = nullptr) const;
 
@@ -43,6 +44,11 @@ class VisionEncoder {
   // take no part: HF masks them out of attention and pooling.
   Result<int> EncodePatches(const ImagePatches& patches, std::vector<float>* embeddings, KernelContext& ctx,
                             std::vector<float>* tower_out = nullptr) const;
+
+  // Gemma 3n: the text model's input row for a vision hard token (ids from config().vocab_offset on:
+  // end-of-image is the first), which HF takes from the vision embedder instead of the token table;
+  // out gets projection_dim values. Other towers have no such tokens: an error.
+  Status EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const;
 
   struct Impl;
 

@@ -15,6 +15,10 @@ Result<int> VisionTower::EncodePatches(const ImagePatches&, std::vector<float>*,
   return Status::Error("this vision tower takes a fixed square of pixels (Encode), not patches");
 }
 
+Status VisionTower::EmbedHardToken(int32_t, float*, KernelContext&) const {
+  return Status::Error("this vision tower has no hard tokens (only Gemma 3n embeds its end-of-image marker)");
+}
+
 Result<const GgufTensor*> TowerTensors::Find(const std::string& name, std::initializer_list<int64_t> ne) const {
   const GgufTensor* t = f_.FindTensor(name);
   if (t == nullptr) return Status::Error("mmproj: missing tensor '" + name + "'");
@@ -52,7 +56,7 @@ WeightMatrix TowerTensors::View(const GgufTensor& t, int64_t n_in, int64_t n_out
 }
 
 void AttendAll(const FullAttention& a, const float* q, const float* k, const float* v, float* out, KernelContext& ctx) {
-  const int64_t n = a.n, hd = a.head_dim;
+  const int64_t n = a.n, nk = a.n_keys > 0 ? a.n_keys : a.n, hd = a.head_dim;
   const size_t q_stride = static_cast<size_t>(a.n_heads) * hd, kv_stride = static_cast<size_t>(a.n_kv_heads) * hd;
   const int group = a.n_heads / a.n_kv_heads;
   constexpr int64_t kQueries = 16;
@@ -61,22 +65,22 @@ void AttendAll(const FullAttention& a, const float* q, const float* k, const flo
   std::fill(out, out + n * static_cast<int64_t>(q_stride), 0.0f);
   ctx.pool().ParallelFor(static_cast<size_t>(a.n_heads * blocks_per_head), [&](size_t begin, size_t end, int thread) {
     std::vector<float>& s = scores[static_cast<size_t>(thread)];
-    s.resize(static_cast<size_t>(kQueries * n));
+    s.resize(static_cast<size_t>(kQueries * nk));
     const KernelTable& kt = ctx.kernels();
     for (size_t item = begin; item < end; ++item) {
       const int64_t h = static_cast<int64_t>(item) / blocks_per_head;
       const int64_t kv = h / group;
       const int64_t t0 = static_cast<int64_t>(item) % blocks_per_head * kQueries;
       const int nq = static_cast<int>(std::min(kQueries, n - t0));
-      kt.dot_rows_f32(q + t0 * q_stride + h * hd, q_stride, nq, k + kv * hd, kv_stride, n, hd, s.data(), n);
+      kt.dot_rows_f32(q + t0 * q_stride + h * hd, q_stride, nq, k + kv * hd, kv_stride, nk, hd, s.data(), nk);
       for (int r = 0; r < nq; ++r) {
-        float* row = s.data() + r * n;
+        float* row = s.data() + r * nk;
         if (a.scale != 1.0f) {
-          for (int64_t j = 0; j < n; ++j) row[j] *= a.scale;
+          for (int64_t j = 0; j < nk; ++j) row[j] *= a.scale;
         }
-        kt.softmax(row, n);
+        kt.softmax(row, nk);
       }
-      kt.weighted_sum_f32(s.data(), n, nq, v + kv * hd, kv_stride, n, hd, out + t0 * q_stride + h * hd, q_stride);
+      kt.weighted_sum_f32(s.data(), nk, nq, v + kv * hd, kv_stride, nk, hd, out + t0 * q_stride + h * hd, q_stride);
     }
   });
 }

@@ -24,9 +24,11 @@ class VisionTower {
   virtual Status Encode(const float* pixels, float* embeddings, KernelContext& ctx, std::vector<float>* tower_out) const;
   virtual Result<int> EncodePatches(const ImagePatches& patches, std::vector<float>* embeddings, KernelContext& ctx,
                                     std::vector<float>* tower_out) const;
+  virtual Status EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const;
 };
 
 Result<std::unique_ptr<VisionTower>> BindGemma3Tower(const GgufFile& file, const VisionTowerConfig& c);
+Result<std::unique_ptr<VisionTower>> BindGemma3nTower(const GgufFile& file, const VisionTowerConfig& c);
 Result<std::unique_ptr<VisionTower>> BindGemma4Tower(const GgufFile& file, const VisionTowerConfig& c);
 
 // Looks a tower's tensors up and checks name, shape and type before anything is computed.
@@ -50,11 +52,13 @@ class TowerTensors {
 
 // Every row attends to every row of the set (no mask, no cache): softmax(scale q k^T) v per head,
 // query head h reading KV head h / (n_heads / n_kv_heads). q, out: [n, n_heads * head_dim]; k, v:
-// [n, n_kv_heads * head_dim]. A head and a block of queries per task.
+// [n_keys, n_kv_heads * head_dim] (n_keys 0: n; MobileNet-V5 attends from every pixel to a
+// downsampled grid). A head and a block of queries per task.
 struct FullAttention {
   int64_t n = 0;
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  int64_t n_keys = 0;
 };
 void AttendAll(const FullAttention& a, const float* q, const float* k, const float* v, float* out, KernelContext& ctx);
 
