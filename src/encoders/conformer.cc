@@ -51,7 +51,7 @@ void ConvolveStride2(const SubsamplingConv& l, const float* in, int64_t rows, in
         }
       }
     });
-    MatMul(l.w, patches.data(), n_rows * out_cols, out + r0 * out_cols * l.out_ch, ctx);
+    TowerMatMul(l.w, patches.data(), n_rows * out_cols, out + r0 * out_cols * l.out_ch, ctx);
     finish(r0, n_rows);
   }
 }
@@ -131,7 +131,7 @@ void Conformer::HalfStepFfn(const std::vector<float>& pre, const ClippedLinear& 
 
 std::vector<float> Conformer::RelativeKeys(const ConformerBlock& b, KernelContext& ctx) const {
   std::vector<float> keys(static_cast<size_t>(a_.n_rel * c_.hidden));
-  MatMul(b.k_rel, timing_.data(), a_.n_rel, keys.data(), ctx);
+  TowerMatMul(b.k_rel, timing_.data(), a_.n_rel, keys.data(), ctx);
   return keys;
 }
 

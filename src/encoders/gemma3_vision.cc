@@ -44,7 +44,7 @@ Result<Norm> NormOf(const TowerTensors& t, const std::string& name, int64_t n) {
 
 // y = W x + b for each of n rows.
 void Apply(const Linear& l, const float* x, int64_t n, float* y, KernelContext& ctx) {
-  MatMul(l.w, x, n, y, ctx);
+  TowerMatMul(l.w, x, n, y, ctx);
   const int64_t n_out = l.w.n_out;
   ctx.pool().ParallelFor(static_cast<size_t>(n), [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
@@ -126,7 +126,7 @@ Status Gemma3Tower::Encode(const float* pixels, float* embeddings, KernelContext
   }
   std::vector<float> x(static_cast<size_t>(n * d)), h(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
   std::vector<float> ff(static_cast<size_t>(n * c.ffn)), pos(static_cast<size_t>(d));
-  MatMul(m.patch, patches.data(), n, x.data(), ctx);
+  TowerMatMul(m.patch, patches.data(), n, x.data(), ctx);
   for (int64_t t = 0; t < n; ++t) {
     DequantizeRow(m.position->type, m.position->data + static_cast<size_t>(t) * RowBytes(m.position->type, d), pos.data(), d);
     for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(t * d + i)] += m.patch_bias[static_cast<size_t>(i)] + pos[static_cast<size_t>(i)];

@@ -111,7 +111,7 @@ void Gemma3nAudioTower::Embed(const float* x, int64_t n, const std::vector<float
                               KernelContext& ctx) const {
   std::vector<float> normed(static_cast<size_t>(n * c_.hidden));
   NormRows(x, n, c_.hidden, norm, c_.eps, normed.data(), ctx);
-  MatMul(projection_, normed.data(), n, out, ctx);
+  TowerMatMul(projection_, normed.data(), n, out, ctx);
   NormRows(out, n, c_.projection_dim, {}, c_.eps, out, ctx);
 }
 
@@ -147,7 +147,7 @@ Result<int> Gemma3nAudioTower::Encode(const float* features, const uint8_t* vali
     valid[static_cast<size_t>(t)] = valid_mask == nullptr ? 1 : valid_mask[std::min<int64_t>(4 * t, n_frames - 1)];
   }
   std::vector<float> x(static_cast<size_t>(t2 * d));
-  MatMul(input_proj_, c1.data(), t2, x.data(), ctx);
+  TowerMatMul(input_proj_, c1.data(), t2, x.data(), ctx);
   conformer_.Forward(x.data(), t2, valid.data(), ctx);
 
   // Every reduction-th frame; its padding frames zeroed (HF's masked_fill).

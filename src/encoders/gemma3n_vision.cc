@@ -308,7 +308,7 @@ Map Convolve(const FullConv& conv, const Map& x, int64_t stride, KernelContext& 
         }
       }
     });
-    MatMul(conv.w, patches.data(), np, y.v.data() + p0 * y.c, ctx);
+    TowerMatMul(conv.w, patches.data(), np, y.v.data() + p0 * y.c, ctx);
   }
   if (!conv.bias.empty()) {
     ForEachRow(ctx, y.n(), [&](int64_t r) {
@@ -345,7 +345,7 @@ Map DepthwiseConvolve(const Depthwise& d, const Map& x, int64_t stride, KernelCo
 Map Pointwise1x1(const WeightMatrix& w, const Map& x, KernelContext& ctx) {
   Map y{x.h, x.w, w.n_out, {}};
   y.v.resize(static_cast<size_t>(y.n() * y.c));
-  MatMul(w, x.v.data(), x.n(), y.v.data(), ctx);
+  TowerMatMul(w, x.v.data(), x.n(), y.v.data(), ctx);
   return y;
 }
 
@@ -505,7 +505,7 @@ void Gemma3nVisionTower::Embed(const float* x, int64_t n, const std::vector<floa
                                KernelContext& ctx) const {
   std::vector<float> normed(static_cast<size_t>(n * c_.hidden));
   NormRows(x, n, c_.hidden, norm, c_.eps, normed.data(), ctx);
-  MatMul(projection_, normed.data(), n, out, ctx);
+  TowerMatMul(projection_, normed.data(), n, out, ctx);
   NormRows(out, n, c_.projection_dim, {}, c_.eps, out, ctx);
 }
 

@@ -103,11 +103,11 @@ Result<int> Gemma4AudioTower::Encode(const float* features, const uint8_t* valid
   Conv(conv_[1], c0.data(), t1, f1, mask1.data(), c1.data(), ctx);
   // Each frame's [frequency, channel] values flattened, channel fastest (HF: permute(0, 2, 3, 1)).
   std::vector<float> x(static_cast<size_t>(t2 * d));
-  MatMul(input_proj_, c1.data(), t2, x.data(), ctx);
+  TowerMatMul(input_proj_, c1.data(), t2, x.data(), ctx);
   conformer_.Forward(x.data(), t2, mask2.data(), ctx);
 
   std::vector<float> out(static_cast<size_t>(t2 * out_dim_));
-  MatMul(out_proj_, x.data(), t2, out.data(), ctx);
+  TowerMatMul(out_proj_, x.data(), t2, out.data(), ctx);
   for (int64_t i = 0; i < t2 * out_dim_; ++i) out[static_cast<size_t>(i)] += out_bias_[static_cast<size_t>(i % out_dim_)];
   if (tower_out != nullptr) *tower_out = out;
   // Only the real frames become soft tokens (HF: audio_features[audio_mask]).
@@ -120,7 +120,7 @@ Result<int> Gemma4AudioTower::Encode(const float* features, const uint8_t* valid
   // The embedder (audio eps), then the projection to the text width.
   NormRows(kept.data(), count, out_dim_, soft_norm_, c_.eps, kept.data(), ctx);
   embeddings->resize(static_cast<size_t>(count * c_.projection_dim));
-  MatMul(embed_, kept.data(), count, embeddings->data(), ctx);
+  TowerMatMul(embed_, kept.data(), count, embeddings->data(), ctx);
   return static_cast<int>(count);
 }
 

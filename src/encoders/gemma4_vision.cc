@@ -104,7 +104,7 @@ void Gemma4Tower::Embed(const ImagePatches& patches, const std::vector<int>& row
       }
     }
   });
-  MatMul(patch_, in.data(), n, x, ctx);
+  TowerMatMul(patch_, in.data(), n, x, ctx);
   const size_t row_bytes = RowBytes(position_->type, d);
   ForEachRow(ctx, n, [&](int64_t i) {
     const int32_t* pos = patches.positions + 2 * static_cast<int64_t>(rows[static_cast<size_t>(i)]);
@@ -238,7 +238,7 @@ Result<int> Gemma4Tower::EncodePatches(const ImagePatches& patches, std::vector<
   // The embedder: RMSNorm without a weight (vision eps), then the projection to the text width.
   NormRows(pooled.data(), n_tokens, d, {}, c_.eps, pooled.data(), ctx);
   embeddings->resize(static_cast<size_t>(n_tokens * c_.projection_dim));
-  MatMul(projection_, pooled.data(), n_tokens, embeddings->data(), ctx);
+  TowerMatMul(projection_, pooled.data(), n_tokens, embeddings->data(), ctx);
   return static_cast<int>(n_tokens);
 }
 

@@ -24,7 +24,7 @@ void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vec
     for (size_t i = 0; i < clamped.size(); ++i) clamped[i] = std::clamp(x[i], l.in_min, l.in_max);
     x = clamped.data();
   }
-  MatMul(l.w, x, n, y, ctx);
+  TowerMatMul(l.w, x, n, y, ctx);
   if (l.out_min != -kTowerInf || l.out_max != kTowerInf) {
     for (int64_t i = 0; i < n * n_out; ++i) y[i] = std::clamp(y[i], l.out_min, l.out_max);
   }

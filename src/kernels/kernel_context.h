@@ -49,6 +49,8 @@ class KernelScratch {
     kPanelPairQ,       // NEON i8mm GEMM: the panel re-laid for smmla, its scales and offsets per
     kPanelPairScale,   // row pair (per thread)
     kPanelPairOffset,
+    kTowerActT,        // the towers' GEMM: a chunk of activations transposed (caller thread)
+    kTowerRowsF32,     // and its tile of weight rows in float (per thread)
     kSlotCount
   };
 

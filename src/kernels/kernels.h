@@ -101,6 +101,9 @@ struct KernelTable {
   void (*layer_norm)(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
   // x = gelu_tanh(x), in place (PyTorch's tanh approximation, ungated: the towers' MLPs).
   void (*gelu_tanh)(float* x, int64_t n);
+  // matmul for the towers (an image's patches, a clip's frames: many tokens, float matrices, no
+  // decode step whose result a batch must reproduce); null: matmul.
+  void (*tower_matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) = nullptr;
 
   // One row of dot_rows_f32, and y += a * x (one row of weighted_sum_f32).
   float Dot(const float* a, const float* b, int64_t n) const {
@@ -128,6 +131,11 @@ inline void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, floa
   ctx.kernels().matmul(w, x, n_tokens, y, ctx);
 }
 inline void PrepareMatMul(const WeightMatrix& w, KernelContext& ctx) { ctx.kernels().prepare_matmul(w, ctx); }
+// ctx.kernels().tower_matmul, else .matmul: what the vision and audio towers multiply with.
+inline void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if (ctx.kernels().tower_matmul != nullptr) return ctx.kernels().tower_matmul(w, x, n_tokens, y, ctx);
+  ctx.kernels().matmul(w, x, n_tokens, y, ctx);
+}
 
 // Copies row `r` of w (e.g. a token embedding) into dst as floats, scaled.
 void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst);

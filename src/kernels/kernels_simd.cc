@@ -24,6 +24,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Defined per target in matmul_simd.cc.
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 const PackedLayout* PackedLayoutSimd(DType type);
 
 namespace {
@@ -458,7 +459,7 @@ const KernelTable* GetKernelTable() {
                                     RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, DotRowsQ4_0,
                                     WeightedSumF32, WeightedSumF16, WeightedSumQ8_0, WeightedSumQ4_0, Softmax,
-                                    SoftCap, LayerNorm, GeluTanhInPlace};
+                                    SoftCap, LayerNorm, GeluTanhInPlace, TowerMatMulSimd};
   return &table;
 }
 

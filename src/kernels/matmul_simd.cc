@@ -31,6 +31,9 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
 const PackedLayout* PackedLayoutSimd(DType) { return nullptr; }
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  RefKernels().matmul(w, x, n_tokens, y, ctx);
+}
 #else
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -397,6 +400,83 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
     default: return RefKernels().matmul(w, x, n_tokens, y, ctx);  // types without a SIMD path
   }
 }
+// ---------------------------------------------------------------------------------------------
+// The towers' matmuls: hundreds to thousands of tokens through float matrices at once (an image's
+// patches, a clip's frames), where the row-dot tiles above run out of load bandwidth (each FMA
+// needs its own activation load, and every output a horizontal sum). Here a tile of kTowerRows rows,
+// converted to float once per token chunk, meets kTowerVecs vectors of tokens from the chunk's
+// transposed activations: per k, kTowerRows broadcasts and kTowerVecs loads feed
+// kTowerRows * kTowerVecs FMAs, and each output accumulates over k in order, so a token's result
+// depends neither on the chunk it falls in nor on the thread count.
+// 24 accumulators where the target has 32 vector registers (AVX-512, NEON), 8 where it has 16.
+#if HWY_TARGET <= HWY_AVX3 || HWY_ARCH_ARM
+constexpr int kTowerRows = 8;
+constexpr int kTowerVecs = 3;
+#else
+constexpr int kTowerRows = 4;
+constexpr int kTowerVecs = 2;
+#endif
+
+template <int R, class WT>
+void TowerTile(const WT* const* rows, int64_t n_in, const float* xt, int64_t chunk, float* wf, float* out) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int r = 0; r < R; ++r) {
+    int64_t i = 0;
+    for (; i + N <= n_in; i += N) hn::StoreU(LoadWeights(d, rows[r] + i), d, wf + r * n_in + i);
+    for (; i < n_in; ++i) wf[r * n_in + i] = WeightToFloat(rows[r][i]);
+  }
+  VF acc[R][kTowerVecs];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kTowerVecs; ++v) acc[r][v] = hn::Zero(d);
+  }
+  for (int64_t k = 0; k < n_in; ++k) {
+    VF xv[kTowerVecs];
+    for (int v = 0; v < kTowerVecs; ++v) xv[v] = hn::LoadU(d, xt + k * chunk + v * N);
+    for (int r = 0; r < R; ++r) {
+      const VF wv = hn::Set(d, wf[r * n_in + k]);
+      for (int v = 0; v < kTowerVecs; ++v) acc[r][v] = hn::MulAdd(wv, xv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kTowerVecs; ++v) hn::StoreU(acc[r][v], d, out + (r * kTowerVecs + v) * N);
+  }
+}
+
+template <class WT>
+void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), chunk = kTowerVecs * N, n_in = w.n_in;
+  const int64_t n_groups = (w.n_out + kTowerRows - 1) / kTowerRows;
+  KernelScratch& scratch = ctx.scratch();
+  // The chunk's activations transposed ([k][token], zero past the last token), shared by the threads.
+  float* xt = scratch.Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_in * chunk));
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+    const int64_t nt = std::min(chunk, n_tokens - t0);
+    for (int64_t k = 0; k < n_in; ++k) {
+      for (int64_t t = 0; t < chunk; ++t) xt[k * chunk + t] = t < nt ? x[(t0 + t) * n_in + k] : 0.0f;
+    }
+    ctx.pool().ParallelForDynamic(static_cast<size_t>(n_groups), 4, [&](size_t begin, size_t end, int thread) {
+      float* wf = scratch.Get<float>(thread, KernelScratch::kTowerRowsF32, static_cast<size_t>(kTowerRows * n_in));
+      HWY_ALIGN float out[kTowerRows * kTowerVecs * kMaxLanes];
+      for (size_t g = begin; g < end; ++g) {
+        const int64_t r0 = static_cast<int64_t>(g) * kTowerRows;
+        const int rows = static_cast<int>(std::min<int64_t>(kTowerRows, w.n_out - r0));
+        const WT* row_ptrs[kTowerRows];
+        for (int r = 0; r < rows; ++r) row_ptrs[r] = reinterpret_cast<const WT*>(w.data + (r0 + r) * w.row_bytes);
+        if (rows == kTowerRows) {
+          TowerTile<kTowerRows>(row_ptrs, n_in, xt, chunk, wf, out);
+        } else {
+          for (int r = 0; r < rows; ++r) TowerTile<1>(row_ptrs + r, n_in, xt, chunk, wf, out + r * kTowerVecs * N);
+        }
+        for (int r = 0; r < rows; ++r) {
+          for (int64_t t = 0; t < nt; ++t) y[(t0 + t) * w.n_out + r0 + r] = out[r * kTowerVecs * N + t];
+        }
+      }
+    });
+  }
+}
+
 const PackedLayout* PackedLayoutSimd(DType type) {
 #if HWY_TARGET == HWY_AVX3_DL
   const PackedLayout* layout = nullptr;
@@ -416,6 +496,16 @@ void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
   (void)w;
   (void)ctx;
 #endif
+}
+
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  // Few tokens gain nothing from a transposed chunk (MatMulSimd).
+  if (n_tokens >= 2 * static_cast<int64_t>(hn::Lanes(DF())) && w.n_out > 0) {
+    if (w.type == DType::kF32) return TowerGemm<float>(w, x, n_tokens, y, ctx);
+    if (w.type == DType::kF16) return TowerGemm<hwy::float16_t>(w, x, n_tokens, y, ctx);
+    if (w.type == DType::kBF16) return TowerGemm<hwy::bfloat16_t>(w, x, n_tokens, y, ctx);
+  }
+  MatMulSimd(w, x, n_tokens, y, ctx);
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 

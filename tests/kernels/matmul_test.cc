@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -153,6 +154,44 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
         KernelContext& ctx = (n_out + n_tokens) % 2 ? three : one;
         CheckMatMul(*k, m, test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++), n_tokens, ctx, false);
         if (n_in % 32 == 0) CheckMatMul(*k, m, ExactActivations(n_tokens, n_in, seed++), n_tokens, ctx, true);
+      }
+    }
+  }
+}
+
+// The towers' matmul (kernels.h TowerMatMul: many tokens through float matrices) within the same
+// bounds, on token counts below, at and past its chunks; and a token's result bit for bit the same
+// whichever chunk it falls in and however many threads run.
+TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (!IsFloat(type)) GTEST_SKIP() << "the towers' matrices are float";
+  KernelContext one(1, k), three(3, k);
+  uint32_t seed = 7;
+  for (int64_t n_in : {1, 7, 33, 257}) {
+    for (int64_t n_out : {1, 5, 33}) {
+      const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
+      for (int64_t n_tokens : {1, 31, 33, 47, 49, 100}) {
+        const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++);
+        std::vector<float> y(static_cast<size_t>(n_tokens * n_out), NAN), y3(y.size(), NAN);
+        TowerMatMul(m.view(), x.data(), n_tokens, y.data(), one);
+        TowerMatMul(m.view(), x.data(), n_tokens, y3.data(), three);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t o = 0; o < n_out; ++o) {
+            double exact = 0;
+            for (int64_t i = 0; i < n_in; ++i) exact += static_cast<double>(m.deq[o * n_in + i]) * x[t * n_in + i];
+            ASSERT_NEAR(y[t * n_out + o], exact, Bound(m, &x[t * n_in], o, false))
+                << k->name << " " << DTypeName(type) << " n_in=" << n_in << " n_out=" << n_out << " n_tokens=" << n_tokens;
+          }
+        }
+        ASSERT_EQ(std::memcmp(y.data(), y3.data(), y.size() * sizeof(float)), 0) << "threads changed a result";
+        if (n_tokens == 100) {  // the same tokens five places later in their chunks
+          std::vector<float> shifted(static_cast<size_t>(95 * n_out), NAN);
+          TowerMatMul(m.view(), x.data() + 5 * n_in, 95, shifted.data(), three);
+          EXPECT_EQ(std::memcmp(shifted.data(), y.data() + 5 * n_out, shifted.size() * sizeof(float)), 0)
+              << k->name << " " << DTypeName(type) << " n_in=" << n_in << " n_out=" << n_out;
+        }
       }
     }
   }
