@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "encoders/tower_ops.h"
 #include "tensor/dtype.h"
 
 namespace gemlet {
@@ -55,34 +56,59 @@ WeightMatrix TowerTensors::View(const GgufTensor& t, int64_t n_in, int64_t n_out
   return m;
 }
 
+// Each head as two matrix products, so the towers' GEMM (TowerMatMul) does the work at its rate:
+// scores S = Q K^T for a block of queries (K's rows as the "weights"), softmax per row, then
+// O = S V (V transposed as the "weights"). Hundreds to thousands of patches attend to each other
+// here, so the per-query dot and axpy loops of the decoder's attention would read V once per query.
+// Every output sums in order over its inputs, so a query's result does not depend on the threads.
 void AttendAll(const FullAttention& a, const float* q, const float* k, const float* v, float* out, KernelContext& ctx) {
   const int64_t n = a.n, nk = a.n_keys > 0 ? a.n_keys : a.n, hd = a.head_dim;
   const size_t q_stride = static_cast<size_t>(a.n_heads) * hd, kv_stride = static_cast<size_t>(a.n_kv_heads) * hd;
   const int group = a.n_heads / a.n_kv_heads;
-  constexpr int64_t kQueries = 16;
-  const int64_t blocks_per_head = (n + kQueries - 1) / kQueries;
-  std::vector<std::vector<float>> scores(static_cast<size_t>(ctx.n_threads()));
-  std::fill(out, out + n * static_cast<int64_t>(q_stride), 0.0f);
-  ctx.pool().ParallelFor(static_cast<size_t>(a.n_heads * blocks_per_head), [&](size_t begin, size_t end, int thread) {
-    std::vector<float>& s = scores[static_cast<size_t>(thread)];
-    s.resize(static_cast<size_t>(kQueries * nk));
-    const KernelTable& kt = ctx.kernels();
-    for (size_t item = begin; item < end; ++item) {
-      const int64_t h = static_cast<int64_t>(item) / blocks_per_head;
-      const int64_t kv = h / group;
-      const int64_t t0 = static_cast<int64_t>(item) % blocks_per_head * kQueries;
-      const int nq = static_cast<int>(std::min(kQueries, n - t0));
-      kt.dot_rows_f32(q + t0 * q_stride + h * hd, q_stride, nq, k + kv * hd, kv_stride, nk, hd, s.data(), nk);
-      for (int r = 0; r < nq; ++r) {
-        float* row = s.data() + r * nk;
-        if (a.scale != 1.0f) {
-          for (int64_t j = 0; j < nk; ++j) row[j] *= a.scale;
-        }
-        kt.softmax(row, nk);
-      }
-      kt.weighted_sum_f32(s.data(), nk, nq, v + kv * hd, kv_stride, nk, hd, out + t0 * q_stride + h * hd, q_stride);
+  constexpr int64_t kQueries = 256;
+  const int64_t block = std::min(kQueries, n);
+  std::vector<float> keys(static_cast<size_t>(nk * hd)), values_t(static_cast<size_t>(hd * nk));
+  std::vector<float> queries(static_cast<size_t>(block * hd)), scores(static_cast<size_t>(block * nk));
+  std::vector<float> heads(static_cast<size_t>(block * hd));
+  auto view = [](const std::vector<float>& m, int64_t rows, int64_t cols) {
+    WeightMatrix w;
+    w.type = DType::kF32;
+    w.data = reinterpret_cast<const uint8_t*>(m.data());
+    w.n_in = cols;
+    w.n_out = rows;
+    w.row_bytes = static_cast<size_t>(cols) * sizeof(float);
+    return w;
+  };
+  for (int kv = 0; kv < a.n_kv_heads; ++kv) {
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* kr = k + j * static_cast<int64_t>(kv_stride) + kv * hd;
+      const float* vr = v + j * static_cast<int64_t>(kv_stride) + kv * hd;
+      std::copy(kr, kr + hd, keys.data() + j * hd);
+      for (int64_t d = 0; d < hd; ++d) values_t[static_cast<size_t>(d * nk + j)] = vr[d];
     }
-  });
+    const WeightMatrix key_rows = view(keys, nk, hd), value_rows = view(values_t, hd, nk);
+    for (int h = kv * group; h < (kv + 1) * group; ++h) {
+      for (int64_t t0 = 0; t0 < n; t0 += block) {
+        const int64_t nq = std::min(block, n - t0);
+        for (int64_t t = 0; t < nq; ++t) {
+          const float* qr = q + (t0 + t) * static_cast<int64_t>(q_stride) + h * hd;
+          std::copy(qr, qr + hd, queries.data() + t * hd);
+        }
+        TowerMatMul(key_rows, queries.data(), nq, scores.data(), ctx);
+        ForEachRow(ctx, nq, [&](int64_t r) {
+          float* row = scores.data() + r * nk;
+          if (a.scale != 1.0f) {
+            for (int64_t j = 0; j < nk; ++j) row[j] *= a.scale;
+          }
+          ctx.kernels().softmax(row, nk);
+        });
+        TowerMatMul(value_rows, scores.data(), nq, heads.data(), ctx);
+        for (int64_t t = 0; t < nq; ++t) {
+          std::copy(heads.data() + t * hd, heads.data() + (t + 1) * hd, out + (t0 + t) * static_cast<int64_t>(q_stride) + h * hd);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace gemlet
