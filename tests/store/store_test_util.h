@@ -131,7 +131,11 @@ inline std::vector<std::string> UnnamedFiles(const std::string& store) {
       it.disable_recursion_pending();
       continue;
     }
-    if (it->is_directory() || rel == ".lock" || it->path().filename() == "model.json") continue;
+    // The store's own notes beside the models: the lock, the default model, speculation records.
+    if (it->is_directory() || rel == ".lock" || rel == ".default" || rel == ".speculation.json" ||
+        it->path().filename() == "model.json") {
+      continue;
+    }
     if (std::find(named.begin(), named.end(), p) == named.end()) out.push_back(rel);
   }
   return out;
