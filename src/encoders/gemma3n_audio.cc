@@ -25,17 +25,12 @@ class Gemma3nAudioTower final : public AudioTower {
 
  private:
   void Conv(const SubsamplingConv& l, const float* in, int64_t rows, int64_t cols, float* out, KernelContext& ctx) const;
-  // n rows of hidden width: norm (with its weight) -> projection -> weightless norm, the embedder's
-  // two paths.
-  void Embed(const float* x, int64_t n, const std::vector<float>& norm, float* out, KernelContext& ctx) const;
 
   AudioTowerConfig c_;
   SubsamplingConv conv_[2];
   WeightMatrix input_proj_;  // [hidden, freq' * ch1]
   Conformer conformer_;
-  WeightMatrix table_;       // [audio vocab, hidden]: the hard tokens' embeddings
-  std::vector<float> hard_norm_, soft_norm_;
-  WeightMatrix projection_;  // [projection_dim, hidden]
+  Gemma3nEmbedder embedder_;
 };
 
 Status Gemma3nAudioTower::Bind(const GgufFile& file) {
@@ -68,16 +63,17 @@ Status Gemma3nAudioTower::Bind(const GgufFile& file) {
   a.logit_cap = c_.logit_cap;
   a.mask_conv_input = true;
   RETURN_IF_ERROR(conformer_.Bind(t, c_, names, a));
-  const GgufTensor* table = file.FindTensor("mm.a.embedding.weight");
-  if (table == nullptr) return Status::Error("mmproj: missing tensor 'mm.a.embedding.weight'");
-  ASSIGN_OR_RETURN(table_, t.Matrix("mm.a.embedding.weight", d, table->ne[1]));
-  if (c_.padding_token_id - c_.vocab_offset >= table_.n_out) {
+  embedder_.hidden = d;
+  embedder_.projection_dim = c_.projection_dim;
+  embedder_.vocab_offset = c_.vocab_offset;
+  embedder_.eps = c_.eps;
+  embedder_.modality = "audio";
+  RETURN_IF_ERROR(embedder_.Bind(t, file, "mm.a."));
+  if (c_.padding_token_id - c_.vocab_offset >= embedder_.table.n_out) {
     return Status::Error("mmproj: audio padding token " + std::to_string(c_.padding_token_id) + " is past the " +
-                         std::to_string(table_.n_out) + " audio embeddings from id " + std::to_string(c_.vocab_offset));
+                         std::to_string(embedder_.table.n_out) + " audio embeddings from id " +
+                         std::to_string(c_.vocab_offset));
   }
-  ASSIGN_OR_RETURN(hard_norm_, t.Vector("mm.a.hard_emb_norm.weight", d));
-  ASSIGN_OR_RETURN(soft_norm_, t.Vector("mm.a.soft_emb_norm.weight", d));
-  ASSIGN_OR_RETURN(projection_, t.Matrix("mm.a.input_projection.weight", d, c_.projection_dim));
   return Status::Ok();
 }
 
@@ -107,24 +103,8 @@ void Gemma3nAudioTower::Conv(const SubsamplingConv& l, const float* in, int64_t 
   });
 }
 
-void Gemma3nAudioTower::Embed(const float* x, int64_t n, const std::vector<float>& norm, float* out,
-                              KernelContext& ctx) const {
-  std::vector<float> normed(static_cast<size_t>(n * c_.hidden));
-  NormRows(x, n, c_.hidden, norm, c_.eps, normed.data(), ctx);
-  TowerMatMul(projection_, normed.data(), n, out, ctx);
-  NormRows(out, n, c_.projection_dim, {}, c_.eps, out, ctx);
-}
-
 Status Gemma3nAudioTower::EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const {
-  const int64_t row = static_cast<int64_t>(token) - c_.vocab_offset;
-  if (row < 0 || row >= table_.n_out) {
-    return Status::Error("audio: token " + std::to_string(token) + " is not one of the " + std::to_string(table_.n_out) +
-                         " audio hard tokens from id " + std::to_string(c_.vocab_offset));
-  }
-  std::vector<float> embedding(static_cast<size_t>(c_.hidden));
-  GetRow(table_, row, 1.0f, embedding.data());
-  Embed(embedding.data(), 1, hard_norm_, out, ctx);
-  return Status::Ok();
+  return embedder_.EmbedHardToken(token, out, ctx);
 }
 
 Result<int> Gemma3nAudioTower::Encode(const float* features, const uint8_t* valid_mask, int n_frames,
@@ -160,7 +140,7 @@ Result<int> Gemma3nAudioTower::Encode(const float* features, const uint8_t* vali
   }
   if (tower_out != nullptr) *tower_out = reduced;
   embeddings->assign(static_cast<size_t>(c_.soft_token_count * width), 0.0f);
-  Embed(reduced.data(), n_reduced, soft_norm_, embeddings->data(), ctx);
+  embedder_.Embed(reduced.data(), n_reduced, embedder_.soft_norm, embeddings->data(), ctx);
   // Padding frames and the slots past the clip take the padding token's hard embedding.
   std::vector<float> padding(static_cast<size_t>(width));
   RETURN_IF_ERROR(EmbedHardToken(c_.padding_token_id, padding.data(), ctx));

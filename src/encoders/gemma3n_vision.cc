@@ -100,8 +100,6 @@ class Gemma3nVisionTower final : public VisionTower {
   Status BindBlock(const TowerTensors& t, const std::string& pre, int64_t in_ch, Block* b) const;
   Map Run(const Block& b, Map x, KernelContext& ctx) const;
   Map Fuse(const std::vector<const Map*>& features, KernelContext& ctx) const;
-  // n rows of hidden width: norm (with its weight) -> projection -> weightless norm.
-  void Embed(const float* x, int64_t n, const std::vector<float>& norm, float* out, KernelContext& ctx) const;
 
   VisionTowerConfig c_;
   FullConv stem_;
@@ -110,9 +108,7 @@ class Gemma3nVisionTower final : public VisionTower {
   std::vector<int> stage_ends_;  // index of each stage's last block
   Pointwise fuse_exp_, fuse_proj_;
   std::vector<float> fuse_norm_;
-  WeightMatrix table_;  // [vision vocab, hidden]: the hard tokens' embeddings
-  std::vector<float> hard_norm_, soft_norm_;
-  WeightMatrix projection_;  // [projection_dim, hidden]
+  Gemma3nEmbedder embedder_;
 };
 
 Result<FullConv> FullConvOf(const TowerTensors& t, const std::string& name, int64_t in_ch) {
@@ -273,14 +269,12 @@ Status Gemma3nVisionTower::Bind(const GgufFile& file) {
                          " channels, clip.vision.embedding_length says " + std::to_string(c_.hidden));
   }
   ASSIGN_OR_RETURN(fuse_norm_, t.Vector("v.msfa.norm.weight", c_.hidden));
-  const int64_t d = c_.hidden;
-  const GgufTensor* table = file.FindTensor("mm.embedding.weight");
-  if (table == nullptr) return Status::Error("mmproj: missing tensor 'mm.embedding.weight'");
-  ASSIGN_OR_RETURN(table_, t.Matrix("mm.embedding.weight", d, table->ne[1]));
-  ASSIGN_OR_RETURN(hard_norm_, t.Vector("mm.hard_emb_norm.weight", d));
-  ASSIGN_OR_RETURN(soft_norm_, t.Vector("mm.soft_emb_norm.weight", d));
-  ASSIGN_OR_RETURN(projection_, t.Matrix("mm.input_projection.weight", d, c_.projection_dim));
-  return Status::Ok();
+  embedder_.hidden = c_.hidden;
+  embedder_.projection_dim = c_.projection_dim;
+  embedder_.vocab_offset = c_.vocab_offset;
+  embedder_.eps = c_.eps;
+  embedder_.modality = "vision";
+  return embedder_.Bind(t, file, "mm.");
 }
 
 // y = conv(x) over all channels, as a matmul over im2col patches (channel, row, column), a block of
@@ -501,24 +495,8 @@ Map Gemma3nVisionTower::Fuse(const std::vector<const Map*>& features, KernelCont
   return y;
 }
 
-void Gemma3nVisionTower::Embed(const float* x, int64_t n, const std::vector<float>& norm, float* out,
-                               KernelContext& ctx) const {
-  std::vector<float> normed(static_cast<size_t>(n * c_.hidden));
-  NormRows(x, n, c_.hidden, norm, c_.eps, normed.data(), ctx);
-  TowerMatMul(projection_, normed.data(), n, out, ctx);
-  NormRows(out, n, c_.projection_dim, {}, c_.eps, out, ctx);
-}
-
 Status Gemma3nVisionTower::EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const {
-  const int64_t row = static_cast<int64_t>(token) - c_.vocab_offset;
-  if (row < 0 || row >= table_.n_out) {
-    return Status::Error("vision: token " + std::to_string(token) + " is not one of the " + std::to_string(table_.n_out) +
-                         " vision hard tokens from id " + std::to_string(c_.vocab_offset));
-  }
-  std::vector<float> embedding(static_cast<size_t>(c_.hidden));
-  GetRow(table_, row, 1.0f, embedding.data());
-  Embed(embedding.data(), 1, hard_norm_, out, ctx);
-  return Status::Ok();
+  return embedder_.EmbedHardToken(token, out, ctx);
 }
 
 Status Gemma3nVisionTower::Encode(const float* pixels, float* embeddings, KernelContext& ctx,
@@ -548,7 +526,7 @@ Status Gemma3nVisionTower::Encode(const float* pixels, float* embeddings, Kernel
   // ref: Gemma3nModel.get_image_features scales by sqrt(vision hidden_size) before the embedder.
   const float scale = std::sqrt(static_cast<float>(c_.hidden));
   for (float& v : fused.v) v *= scale;
-  Embed(fused.v.data(), fused.n(), soft_norm_, embeddings, ctx);
+  embedder_.Embed(fused.v.data(), fused.n(), embedder_.soft_norm, embeddings, ctx);
   return Status::Ok();
 }
 

@@ -30,6 +30,24 @@ Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t
 // y = clamp(W clamp(x)) for n rows; `clamped` holds the clamped input when the bounds are finite.
 void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx);
 
+// Gemma 3n's multimodal embedder, the same for its vision and audio towers (HF's
+// Gemma3nMultimodalEmbedder): n rows of hidden width through an RMSNorm (the soft tokens' weight or
+// the hard tokens'), the projection and a weightless RMSNorm; a hard token (end of image, end of
+// audio) is its table row through the hard path.
+struct Gemma3nEmbedder {
+  WeightMatrix table;       // [vocab, hidden]: the hard tokens' embeddings
+  std::vector<float> hard_norm, soft_norm;
+  WeightMatrix projection;  // [projection_dim, hidden]
+  int64_t hidden = 0, projection_dim = 0, vocab_offset = 0;
+  float eps = 1e-6f;
+  std::string modality;  // "vision" / "audio", for errors
+
+  // prefix "mm." (vision) or "mm.a." (audio): embedding, hard/soft norms, input projection.
+  Status Bind(const TowerTensors& t, const GgufFile& file, const std::string& prefix);
+  void Embed(const float* x, int64_t n, const std::vector<float>& norm, float* out, KernelContext& ctx) const;
+  Status EmbedHardToken(int32_t token, float* out, KernelContext& ctx) const;
+};
+
 // Calls fn(row) for rows [0, n), split across the pool.
 template <class Fn>
 void ForEachRow(KernelContext& ctx, int64_t n, const Fn& fn) {
