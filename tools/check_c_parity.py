@@ -27,6 +27,7 @@ CLASSES = {
     "Conversation": "conversation",
     "BatchDecoder": "batch_decoder",
     "TextTokenizer": "tokenizer",
+    "Adapter": "adapter",
 }
 
 # C++ declaration -> its C function, where the rule's name is not the C name.
@@ -48,6 +49,8 @@ TABLE = {
     "Session::LoadState": "gemlet_session_restore",
     "Conversation::LoadState": "gemlet_conversation_restore_state",
     "Conversation::messages": "gemlet_conversation_message_at",  # with gemlet_conversation_n_messages
+    "Session::adapters": "gemlet_session_adapter_at",  # with gemlet_session_n_adapters
+    "Conversation::adapters": "gemlet_conversation_adapter_at",  # with gemlet_conversation_n_adapters
     # Prompts with images or audio: the same calls over a gemlet_prompt.
     "Session::Evaluate(Prompt, float, bool)": "gemlet_session_evaluate_prompt",
     "Session::Generate(Prompt, GenerateOptions, StreamCallback)": "gemlet_session_generate_prompt",
@@ -65,6 +68,8 @@ EXCEPTIONS = {
                        "and gemlet_engine_kernel_options gives the part that changes",
     "Engine::impl": "the pimpl's internals, for the library's own files (not API)",
     "Session::impl": "the pimpl's internals, for the library's own files (not API)",
+    "Adapter::impl": "the pimpl's internals, for the library's own files (not API)",
+    "Adapter::Adapter(unique_ptr)": "the pimpl constructor Engine::LoadAdapter uses; C loads with gemlet_engine_load_adapter",
     "TextTokenizer::TextTokenizer(unique_ptr)": "the pimpl constructor Open uses; C opens with gemlet_tokenizer_open",
 }
 

@@ -1,6 +1,9 @@
 // Shared option handling and output for run, chat, serve and the tasks, over the public API.
 #include "cli_common.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,6 +31,13 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
   AddThermalFlags(app, o->thermal);
   app.add_option("--mmproj", o->mmproj, "the model's vision tower: llama.cpp's mmproj GGUF (for --image)")
       ->check(CLI::ExistingFile);
+  app.add_option("--lora", o->lora,
+                 "a LoRA adapter (llama.cpp's GGUF format; `gemlet convert-lora` makes one from PEFT), FILE or "
+                 "FILE:SCALE; repeatable, applied unmerged on the base in the order given")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_flag("--lora-any-base", o->lora_any_base,
+               "load --lora adapters even when they name another base model than this one (same shapes still checked)");
   app.add_option("--max-soft-tokens", o->max_soft_tokens,
                  "Gemma 4: soft tokens per image at most (70, 140, 280, 560, 1120: finer detail costs more; 0: the "
                  "mmproj's default)")
@@ -211,6 +221,35 @@ EngineOptions EngineOptionsOf(const ModelOptions& o) {
 }
 }  // namespace
 
+Result<LoraSpec> ParseLoraSpec(const std::string& spec) {
+  LoraSpec out{spec, 1.0f};
+  const size_t colon = spec.rfind(':');
+  if (colon != std::string::npos && colon > 0) {
+    const std::string tail = spec.substr(colon + 1);
+    char* end = nullptr;
+    const float scale = std::strtof(tail.c_str(), &end);
+    if (!tail.empty() && end == tail.c_str() + tail.size()) {
+      if (!std::isfinite(scale)) return Status::Error("--lora '" + spec + "': the scale is not a finite number");
+      out.path = spec.substr(0, colon);
+      out.scale = scale;
+    }
+  }
+  if (out.path.empty()) return Status::Error("--lora '" + spec + "' names no file");
+  return out;
+}
+
+Result<std::vector<AdapterUse>> LoadAdapters(const Engine& engine, const std::vector<std::string>& specs, bool any_base) {
+  std::vector<AdapterUse> out;
+  for (const std::string& spec : specs) {
+    Result<LoraSpec> s = ParseLoraSpec(spec);
+    if (!s.ok()) return s.status();
+    Result<std::shared_ptr<const Adapter>> adapter = engine.LoadAdapter(s->path, any_base);
+    if (!adapter.ok()) return adapter.status();
+    out.push_back({std::move(adapter).value(), s->scale});
+  }
+  return out;
+}
+
 Result<LoadedModel> LoadForGeneration(const ModelOptions& options) {
   Result<std::string> path = ResolveModelPath(options.model_path, options.store_dir);
   if (!path.ok()) return path.status();
@@ -240,6 +279,8 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& options) {
   if (!engine.ok()) return engine.status();
   m.engine = std::move(engine).value();
   if (tty) std::fprintf(stderr, "\r\033[K");
+  Result<std::vector<AdapterUse>> adapters = LoadAdapters(*m.engine, o.lora, o.lora_any_base);
+  if (!adapters.ok()) return adapters.status();
   if (budget > 0) {
     std::string note;
     uint64_t loaded_floor = 0;  // the engine's own figure; the larger of the two is the one to trust
@@ -267,6 +308,7 @@ Result<LoadedModel> LoadForGeneration(const ModelOptions& options) {
                    static_cast<unsigned long long>((floor + (1 << 20) - 1) >> 20), changed ? note.c_str() : "runs as asked");
     }
   }
+  m.session.adapters = std::move(adapters).value();
   if (tty) {
     // Long prompts show their progress on a terminal; piped output stays clean.
     m.session.progress = [](int done, int total) {

@@ -28,6 +28,8 @@ struct ModelOptions {
   std::string pressure_file = "/proc/pressure/memory";  // "off": none
   ThermalOptions thermal;  // --thermal-limit, --thermal-zone, --thermal-root, --no-thermal
   int sessions = 1;  // sessions the budget must hold at once (serve's slots); each gets LoadedModel::session
+  std::vector<std::string> lora;  // --lora FILE[:SCALE], repeatable: LoRA adapters every session runs
+  bool lora_any_base = false;     // --lora-any-base: load adapters that name another base model
   std::string mmproj;       // --mmproj: the model's vision tower
   int max_soft_tokens = 0;  // --max-soft-tokens: Gemma 4's soft tokens per image (0: the mmproj's)
 };
@@ -44,6 +46,16 @@ struct GenerationFlags {
   int draft = 7;              // --draft N
   std::string draft_model;    // --draft-model FILE (--spec draft)
 };
+
+// A LoRA adapter as the flags name it: FILE, or FILE:SCALE (a number after the last colon).
+struct LoraSpec {
+  std::string path;
+  float scale = 1.0f;
+};
+Result<LoraSpec> ParseLoraSpec(const std::string& spec);
+// Loads each FILE[:SCALE] for engine (one error line names the file and what is wrong with it).
+Result<std::vector<AdapterUse>> LoadAdapters(const Engine& engine, const std::vector<std::string>& specs,
+                                             bool any_base = false);
 
 // The model and engine flags of run, chat, serve and the tasks (flags.h's shared ones among them).
 void AddModelOptions(CLI::App& app, ModelOptions* o);

@@ -116,6 +116,7 @@ std::string ProbeName(const tools::BandwidthProbe& p) {
 struct BenchFlags {
   std::string model_path, kv_type_name = kDefaultKvType, mem_budget, cache_dir;
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
+  std::vector<std::string> lora;  // --lora FILE[:SCALE]: every test runs with these adapters
   int reps = 5, batch = 512, ttft_prompt = 200, bandwidth_mib = 1024;
   bool json = false, no_cache = false;
   KernelOptions kernel_options;
@@ -141,6 +142,10 @@ void AddBenchFlags(CLI::App& app, BenchFlags* f) {
   AddMemBudgetFlag(app, f->mem_budget,
                    "measure under this much dirty memory (300M, 2G): the prompt chunk and KV type are chosen to fit "
                    "it as run and chat choose them, at the context the tests need");
+  app.add_option("--lora", f->lora, "run every test with this LoRA adapter, FILE or FILE:SCALE (repeatable); also "
+                 "times loading it and switching to and from it between two requests")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--json", f->json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
@@ -157,6 +162,9 @@ struct BenchRun {
   MemoryUsage memory;
   uint64_t peak_anon = 0;
   tools::BandwidthBound bw_before, bw_after;
+  std::vector<AdapterUse> adapters;  // --lora
+  double adapter_load_ms = 0;        // loading (mapping, checking) them
+  std::vector<double> switch_us;     // SetAdapters between two requests: to them and back, each
   const tools::BandwidthBound& bw() const { return bw_before.gbs > bw_after.gbs ? bw_before : bw_after; }
 };
 
@@ -176,6 +184,11 @@ Status LoadForBench(const BenchFlags& f, BenchRun* run) {
   if (!loaded.ok()) return loaded.status();
   run->engine = loaded.value();
   run->kv_type = KvTypeOf(f.kv_type_name);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::vector<AdapterUse>> adapters = LoadAdapters(*run->engine, f.lora, /*any_base=*/true);
+  if (!adapters.ok()) return adapters.status();
+  run->adapters = std::move(adapters).value();
+  run->adapter_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Status::Ok();
 }
 
@@ -186,6 +199,7 @@ Result<std::unique_ptr<Session>> BenchSession(const BenchFlags& f, const BenchRu
   options.n_threads = n_threads;
   options.max_batch = f.batch;
   options.kv_cache_type = run.kv_type;
+  options.adapters = run.adapters;
   if (!f.mem_budget.empty()) {
     std::string note;
     uint64_t floor = 0;
@@ -393,6 +407,15 @@ void PrintTable(const BenchFlags& f, const BenchRun& run) {
   std::printf("\n");
   std::printf("model ready (mmap + checks + tokenizer): %.1f ms (%.1f ms CPU); mmap + checks + weights bound: %.1f ms\n",
               info.load_seconds * 1e3, run.load_cpu_ms, info.map_seconds * 1e3);
+  if (!run.adapters.empty()) {
+    uint64_t bytes = 0;
+    for (const AdapterUse& a : run.adapters) bytes += a.adapter->bytes();
+    std::vector<double> sw = run.switch_us;
+    std::sort(sw.begin(), sw.end());
+    std::printf("LoRA: %zu adapter%s, %.2f MiB, loaded in %.2f ms; switching between two requests (to the base and "
+                "back): median %.1f us\n", run.adapters.size(), run.adapters.size() == 1 ? "" : "s",
+                static_cast<double>(bytes) / (1024.0 * 1024.0), run.adapter_load_ms, sw.empty() ? 0.0 : sw[sw.size() / 2]);
+  }
   for (size_t i = 0; i < run.first_eval_by_threads.size(); ++i) {
     const double packed_now = (run.memory.packed_weight_bytes - run.memory.packed_mapped_bytes) / (1024.0 * 1024.0);
     std::printf("first evaluation (16 tokens: pages in the weights and packs %.1f MiB of them for the kernels, "
@@ -472,6 +495,21 @@ int RunBench(int argc, char** argv) {
   std::mt19937 rng(1234);
   for (int n_threads : f.threads_list) {
     if (Status s = MeasureAtThreads(f, n_threads, ttft_text, rng, &run); !s.ok()) return Fail(s.message());
+  }
+  if (!run.adapters.empty()) {
+    // What switching costs a server between two requests: SetAdapters on a session that holds a
+    // prompt (the cache is let go: the next request evaluates its prompt under the new adapters).
+    auto session = BenchSession(f, run, f.threads_list.front());
+    if (!session.ok()) return Fail(session.message());
+    const std::vector<int32_t> prompt(16, run.engine->bos_token() >= 0 ? run.engine->bos_token() : 2);
+    for (int i = 0; i < 10; ++i) {
+      if (Status s = session.value()->Evaluate(prompt); !s.ok()) return Fail(s.message());
+      for (const std::vector<AdapterUse>& next : {std::vector<AdapterUse>{}, run.adapters}) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (Status s = session.value()->SetAdapters(next); !s.ok()) return Fail(s.message());
+        run.switch_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
   }
   run.memory = run.engine->MeasureMemory();  // peak RSS before the bandwidth test's buffer
   sampler.Stop();

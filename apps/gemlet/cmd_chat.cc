@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -43,6 +44,8 @@ const char* kHelp =
     "  /load FILE      load a saved conversation\n"
     "  /image FILE     attach an image to the next message (needs --mmproj; repeatable)\n"
     "  /audio FILE     attach an audio clip to the next message (needs --mmproj; repeatable)\n"
+    "  /lora [FILE[:SCALE] ...]  run the next turns with these LoRA adapters (none: the base model;\n"
+    "                  no argument: list the ones in use)\n"
     "  /keep           keep this conversation in the history, and every turn after (gemlet history)\n"
     "  /stats          speeds and memory of the last answer\n"
     "  /help           this list\n"
@@ -236,6 +239,8 @@ class ChatLoop {
       SaveOrLoad(cmd, arg);
     } else if (cmd == "/image" || cmd == "/audio") {
       Attach(cmd, arg);
+    } else if (cmd == "/lora") {
+      Lora(arg);
     } else if (cmd == "/keep") {
       if (Status s = recorder_.Keep(chat_, f_.system); !s.ok()) std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
       else if (recorder_.conversation_id() == 0) std::fputs("(keeping this conversation from its first answer)\n", stderr);
@@ -253,6 +258,35 @@ class ChatLoop {
       std::fprintf(stderr, "unknown command %s (/help lists them)\n", cmd.c_str());
     }
     return true;
+  }
+
+  // /lora: lists the adapters in use, or switches to the ones named ("none" or "-": the base model).
+  // Switching loads nothing but the new adapters; the next turn evaluates the conversation again.
+  void Lora(const std::string& arg) {
+    if (arg.empty()) {
+      const std::vector<AdapterUse> in_use = chat_.adapters();
+      if (in_use.empty()) std::fputs("(no LoRA adapters: the base model)\n", stderr);
+      for (const AdapterUse& u : in_use) {
+        std::fprintf(stderr, "(%s: %s, rank %d, scale %g)\n", u.adapter->name().c_str(), u.adapter->path().c_str(),
+                     u.adapter->rank(), static_cast<double>(u.scale));
+      }
+      return;
+    }
+    std::vector<std::string> specs;
+    std::istringstream words(arg);
+    for (std::string w; words >> w;) {
+      if (w != "none" && w != "-") specs.push_back(w);
+    }
+    Result<std::vector<AdapterUse>> adapters = LoadAdapters(*m_.engine, specs, f_.model.lora_any_base);
+    if (!adapters.ok()) {
+      std::fprintf(stderr, "gemlet: %s\n", adapters.message().c_str());
+      return;
+    }
+    if (Status s = chat_.SetAdapters(adapters.value()); !s.ok()) {
+      std::fprintf(stderr, "gemlet: %s\n", s.message().c_str());
+      return;
+    }
+    std::fprintf(stderr, "(%zu LoRA adapter%s from the next turn)\n", adapters->size(), adapters->size() == 1 ? "" : "s");
   }
 
   // Encodes an image or clip for the next message (now: a bad file is said at once, not after typing).

@@ -114,6 +114,11 @@ int RunServe(int argc, char** argv) {
   so.parallel = parallel;
   so.slot = m.session;
   so.slot.progress = nullptr;  // the scheduler's thread evaluates: no progress lines on the terminal
+  // --lora: the server's adapters (ids in flag order), loaded with the model and chosen per request.
+  so.slot.adapters.clear();
+  for (const AdapterUse& a : m.session.adapters) so.adapters.push_back({a.adapter->path(), a.scale});
+  so.adapters_any_base = mo.lora_any_base;
+  mo.lora.clear();  // a reload loads the model; the server loads its adapters for it
   Result<std::string> path = ResolveModelPath(mo.model_path, mo.store_dir);
   so.model_name = !alias.empty() ? alias : std::filesystem::path(path.ok() ? path.value() : "gemlet").stem().string();
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };

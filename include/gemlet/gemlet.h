@@ -48,6 +48,7 @@ typedef struct gemlet_tokenizer gemlet_tokenizer;
 typedef struct gemlet_reply gemlet_reply;
 typedef struct gemlet_media gemlet_media;    /* an encoded image or clip (see "images and audio") */
 typedef struct gemlet_prompt gemlet_prompt;  /* tokens with media among them */
+typedef struct gemlet_adapter gemlet_adapter;  /* a LoRA adapter (see "LoRA adapters") */
 
 /* The ABI this header describes. It changes only when a struct's layout or a function's meaning
  * changes incompatibly; appending fields to a struct with struct_size, or adding functions, keeps
@@ -362,6 +363,29 @@ GEMLET_API gemlet_status gemlet_session_truncate(gemlet_session* session, int n_
  * tokens are evaluated again, and *reevaluated, when not NULL, says how many). */
 GEMLET_API gemlet_status gemlet_session_discard(gemlet_session* session, int begin, int count, int* reevaluated);
 GEMLET_API void gemlet_session_reset(gemlet_session* session);
+
+/* ---- LoRA adapters ----
+ * An adapter in llama.cpp's GGUF format (`gemlet convert-lora` makes one from a PEFT folder), loaded
+ * for one engine's model and applied unmerged: sessions and conversations switch between adapters
+ * without reloading anything. Refused with one line when it was made for another model. */
+GEMLET_API gemlet_status gemlet_engine_load_adapter(const gemlet_engine* engine, const char* path, gemlet_adapter** out);
+GEMLET_API void gemlet_adapter_free(gemlet_adapter* adapter);  /* sessions using it keep their reference */
+GEMLET_API const char* gemlet_adapter_path(const gemlet_adapter* adapter);
+GEMLET_API const char* gemlet_adapter_name(const gemlet_adapter* adapter);
+GEMLET_API const char* gemlet_adapter_sha256(const gemlet_adapter* adapter);
+GEMLET_API float gemlet_adapter_alpha(const gemlet_adapter* adapter);  /* 0: none in the file (scale 1) */
+GEMLET_API int gemlet_adapter_rank(const gemlet_adapter* adapter);
+GEMLET_API int gemlet_adapter_projections(const gemlet_adapter* adapter);
+GEMLET_API uint64_t gemlet_adapter_bytes(const gemlet_adapter* adapter);
+/* The next calls run with adapters[0..n) at scales[0..n) (scales NULL: 1 each; n 0: the base model).
+ * When the set, order or a scale changes, the session's cache is emptied: another adapter's K/V
+ * are never reused. */
+GEMLET_API gemlet_status gemlet_session_set_adapters(gemlet_session* session, const gemlet_adapter* const* adapters,
+                                                     const float* scales, size_t n);
+/* The adapters set: count, and adapter `index` (a new reference: free it; NULL: not wanted) and its scale. */
+GEMLET_API size_t gemlet_session_n_adapters(const gemlet_session* session);
+GEMLET_API gemlet_status gemlet_session_adapter_at(const gemlet_session* session, size_t index, gemlet_adapter** adapter,
+                                                   float* scale);
 GEMLET_API int gemlet_session_n_past(const gemlet_session* session);
 GEMLET_API int gemlet_session_n_ctx(const gemlet_session* session);
 /* Tokens gemlet_session_truncate takes back without evaluating anything again. */
@@ -795,6 +819,14 @@ GEMLET_API int gemlet_conversation_n_ctx(const gemlet_conversation* conversation
 GEMLET_API gemlet_status gemlet_conversation_memory(const gemlet_conversation* conversation, gemlet_memory_stats* stats);
 GEMLET_API gemlet_status gemlet_conversation_memory_plan(gemlet_conversation* conversation, gemlet_memory_plan* plan);
 GEMLET_API void gemlet_conversation_reset(gemlet_conversation* conversation);
+/* The next turns run with these LoRA adapters (gemlet_session_set_adapters); a change evaluates the
+ * conversation again under the new ones at the next send. */
+GEMLET_API gemlet_status gemlet_conversation_set_adapters(gemlet_conversation* conversation,
+                                                          const gemlet_adapter* const* adapters, const float* scales,
+                                                          size_t n);
+GEMLET_API size_t gemlet_conversation_n_adapters(const gemlet_conversation* conversation);
+GEMLET_API gemlet_status gemlet_conversation_adapter_at(const gemlet_conversation* conversation, size_t index,
+                                                        gemlet_adapter** adapter, float* scale);
 GEMLET_API int gemlet_conversation_n_past(const gemlet_conversation* conversation);
 GEMLET_API gemlet_status gemlet_conversation_save(const gemlet_conversation* conversation, const char* path);
 GEMLET_API gemlet_status gemlet_conversation_load(gemlet_conversation* conversation, const char* path);

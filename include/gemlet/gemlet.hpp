@@ -86,6 +86,34 @@ class GEMLET_CXX_API TextTokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---- LoRA adapters ----
+
+// A LoRA adapter for one engine's model, in llama.cpp's GGUF adapter format (convert_lora_to_gguf.py,
+// or `gemlet convert-lora` from a PEFT folder). Immutable and shared: any number of sessions run with
+// any set of adapters (Session::SetAdapters), applied unmerged on the base weights, which stay as
+// they are: switching adapters between two requests loads and merges nothing.
+class GEMLET_CXX_API Adapter {
+ public:
+  ~Adapter();
+  Adapter(const Adapter&) = delete;
+  Adapter& operator=(const Adapter&) = delete;
+
+  const std::string& path() const;
+  const std::string& name() const;    // general.name, else the file's name without .gguf
+  const std::string& sha256() const;  // of the file: what cached K/V and saved sessions are keyed by
+  float alpha() const;                // adapter.lora.alpha; 0 when the file has none (scale 1)
+  int rank() const;                   // the largest rank of its pairs
+  int projections() const;            // the (layer, projection) pairs it changes
+  uint64_t bytes() const;             // its tensors as stored (what it adds to memory, packed or not)
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+  explicit Adapter(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 class GEMLET_CXX_API Engine {
  public:
   // Maps a GGUF file; its weights are read in place and shared by every session.
@@ -182,6 +210,13 @@ class GEMLET_CXX_API Engine {
   // The name of the kernels in use now ("AVX3_DL", "ref", ...): "auto" resolved.
   std::string kernels_name() const;
 
+  // Maps a LoRA adapter for this engine's model. Refused with one line when the file is not a LoRA
+  // adapter, was made for another architecture, names tensors the model lacks or shapes that do
+  // not fit (an adapter for another base), names another base model (general.base_model.0.name
+  // against the model's names; any_base: load it anyway), or adapts what gemlet does not
+  // (embeddings, experts).
+  Result<std::shared_ptr<const Adapter>> LoadAdapter(const std::string& path, bool any_base = false) const;
+
   // Packs the weights into the layout the kernels read (done on first use otherwise): an app calls
   // it while the user types the first message. A set `stop` ends it after the matrix in hand; what is
   // left is packed on first use. Thread-safe; uses n_threads threads.
@@ -270,6 +305,14 @@ class GEMLET_CXX_API Session {
   void Reset();
   // Thread-safe: stops the Evaluate or Generate running on another thread within one layer's time.
   void Cancel();
+
+  // Runs the next calls with these LoRA adapters (empty: the base model), their deltas added in
+  // this order. The cached K/V were computed under the adapters before them: when the set, order
+  // or a scale changes, the cache is emptied (Complete then evaluates the whole prompt again), so a
+  // request never reads another adapter's K/V. Setting the same set again keeps the cache.
+  // kInvalidArgument for an adapter of another engine or a non-finite scale.
+  Status SetAdapters(std::span<const AdapterUse> adapters);
+  const std::vector<AdapterUse>& adapters() const;
 
   int n_past() const;
   int n_ctx() const;
@@ -392,6 +435,10 @@ class GEMLET_CXX_API Conversation {
   // user turn that carries it, or the one waiting for the next user turn.
   std::string summary() const;
   void Reset();  // forgets the messages (and the summary), keeps the system message
+  // The next turns run with these LoRA adapters (Session::SetAdapters): when the set changes, the
+  // next Send evaluates the conversation again under the new ones (nothing cached is reused).
+  Status SetAdapters(std::span<const AdapterUse> adapters);
+  std::vector<AdapterUse> adapters() const;
   std::vector<Message> messages() const;  // user and assistant turns
   // The messages as JSON (portable: any model can load them; the next Send evaluates them).
   Status Save(const std::string& path) const;

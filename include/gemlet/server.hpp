@@ -47,6 +47,18 @@ struct ServerOptions {
   // Encoded clips kept for later requests (their pieces' embeddings; 0: none kept).
   size_t audio_cache_bytes = 64u << 20;
   int max_tokens = 4096;           // the most tokens a request may ask for (more: 400)
+  // LoRA adapters (llama-server's --lora), loaded with the model (again after an idle unload). Every
+  // request runs them at these scales, or at its own: a "lora" field of [{"id": N, "scale": S}]
+  // (adapters it does not list at 0), as llama-server takes it. GET /lora-adapters lists them with
+  // their ids; POST /lora-adapters (the same list) sets the scales requests without a "lora" get.
+  // Requests with different adapters share the decoding steps; a slot's cache is reused only by a
+  // request with the same adapters and scales.
+  struct Adapter {
+    std::string path;
+    float scale = 1.0f;
+  };
+  std::vector<Adapter> adapters;
+  bool adapters_any_base = false;  // Engine::LoadAdapter's any_base
   std::string model_name;          // the id /v1/models lists; empty: the file name without .gguf
   // Browsers. Any web page the user opens can send requests to a local server, so a request
   // whose Origin is not this server's own page gets 403 unless it matches one of these patterns

@@ -32,6 +32,9 @@ struct TaskOptions {
   // take a long clip as its pieces (Engine::EncodeAudioPieces), in order: one generation each, the
   // texts joined as JoinTranscripts joins them (TaskReply::parts says how many).
   std::vector<std::shared_ptr<const EncodedMedia>> media = {};
+  // A vertical tool's fine-tune (a "LegalGemma" on the shared base): the LoRA adapters the task runs
+  // with. Empty: the session's own. Given: the session runs these from now on (Session::SetAdapters).
+  std::vector<AdapterUse> adapters = {};
 };
 
 // A way an answer breaks the task's contract (docs/tasks.md, "The output contract"): the CLI exits
@@ -126,7 +129,8 @@ GEMLET_CXX_API std::vector<LanguageName> DetectableLanguages();
 // holding this exchange). An input too long for the session's context, with room for the answer
 // (generate.max_tokens), fails with kContextFull naming both sizes, except for summarize, which
 // summarizes it in parts and then the parts' summaries together. An unknown task, style or
-// language fails with kInvalidArgument; empty input or a bad glossary line with kError. on_text, if given, gets
+// language fails with kInvalidArgument; empty input or a bad glossary line with kError. options.adapters,
+// when given, are set on the session first. on_text, if given, gets
 // the answer's raw text as it is generated (the output is cleaned at the end).
 GEMLET_CXX_API Result<TaskReply> RunTask(Session& session, std::string_view input, const TaskOptions& options,
                                          const StreamCallback& on_text = {});

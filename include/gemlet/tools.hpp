@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gemlet/status.hpp"
@@ -102,6 +103,55 @@ struct QuantizeReport {
 
 // kInvalidArgument for an unknown type name or a malformed override.
 Result<QuantizeReport> Quantize(const QuantizeOptions& options);
+
+// ---- LoRA adapters: PEFT folders to GGUF, and merging adapters into a base ----
+
+struct ConvertLoraOptions {
+  std::string peft_dir;     // adapter_config.json + adapter_model.safetensors
+  std::string output_path;  // llama.cpp's GGUF adapter format
+  std::string base;         // the base: a GGUF model (checked tensor by tensor) or an HF folder (config.json)
+  std::string outtype = "f32";  // f32, f16, bf16 or q8_0
+};
+struct ConvertLoraReport {
+  std::string architecture;
+  int pairs = 0;  // adapted projections
+  int rank = 0;   // the largest
+  float alpha = 0;  // adapter.lora.alpha as written (0: none; the scales are in B)
+  bool rslora = false;
+  uint64_t bytes_out = 0;
+};
+Result<ConvertLoraReport> ConvertLora(const ConvertLoraOptions& options);
+
+struct MergeLoraOptions {
+  std::string base_path;
+  std::string output_path;
+  std::vector<std::pair<std::string, float>> adapters;  // (path, scale), added in order
+  std::string merged_type;  // "" keeps each matrix's type (quantized ones quantized again); f32, f16, bf16
+  int n_threads = 0;
+};
+struct MergeLoraReport {
+  int tensors_merged = 0;
+  int tensors_copied = 0;
+  uint64_t bytes_out = 0;
+  double seconds = 0;
+};
+Result<MergeLoraReport> MergeLora(const MergeLoraOptions& options);
+
+// A random adapter of the base's shapes (benchmarks: what an adapter of this rank costs).
+struct SynthLoraOptions {
+  std::string base_path;
+  std::string output_path;
+  int rank = 16;
+  float alpha = 32.0f;
+  std::string type = "f16";          // f32, f16, bf16 or q8_0
+  std::vector<std::string> targets;  // attn_q ... ffn_down; empty: all seven
+  uint64_t seed = 1;
+};
+struct SynthLoraReport {
+  int pairs = 0;
+  uint64_t bytes_out = 0;
+};
+Result<SynthLoraReport> SynthLora(const SynthLoraOptions& options);
 
 // ---- synth: a released Gemma's shapes, metadata and vocabulary with random weights ----
 

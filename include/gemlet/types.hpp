@@ -276,6 +276,14 @@ struct ChatOptions {
   std::string tool_choice = {};
 };
 
+// A LoRA adapter (gemlet.hpp: Engine::LoadAdapter) and its scale (llama.cpp's --lora-scaled): each
+// adds scale * alpha/r * B (A x) to the projections it changes.
+class Adapter;
+struct AdapterUse {
+  std::shared_ptr<const Adapter> adapter;
+  float scale = 1.0f;
+};
+
 struct SessionOptions {
   int n_ctx = 0;         // tokens the KV cache holds; 0: the model's training context, at most 4096
   int n_threads = 0;     // 0: the engine's n_threads
@@ -292,6 +300,8 @@ struct SessionOptions {
   // verifies instead of prompt lookup. The session keeps the draft's own cache beside its own (the
   // same n_ctx and KV type), so a chat's turns reuse both. Null: prompt lookup.
   std::shared_ptr<Engine> draft_model{};
+  // The LoRA adapters the session starts with (Session::SetAdapters changes them later).
+  std::vector<AdapterUse> adapters{};
 };
 
 // What a session costs before it runs: weights that become resident (read for every token),

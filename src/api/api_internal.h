@@ -20,6 +20,15 @@
 namespace gemlet {
 
 class AudioEncoder;   // encoders/audio_encoder.h
+class LoraAdapter;    // model/lora.h
+class LoraStack;
+
+struct Adapter::Impl {
+  std::shared_ptr<const runtime::Engine> engine;  // the model it was checked against
+  std::shared_ptr<const LoraAdapter> lora;
+  std::string path;
+  std::string name;
+};
 class VisionEncoder;  // encoders/vision_encoder.h
 
 struct Engine::Impl {
@@ -89,6 +98,7 @@ struct Session::Impl {
   std::atomic<bool> cancel{false};
   int own_threads = 1;
   DType kv_type = DType::kF16;
+  std::vector<AdapterUse> adapters;  // SetAdapters' list, as given
 
   // Before each call: the engine's threads and kernels, and a fresh cancel flag (a Cancel() meant
   // for an earlier call must not stop this one).
@@ -115,6 +125,9 @@ Engine::Impl::Kernels ResolveKernels(const KernelOptions& o);
 // Opens options.mmproj_path's towers into impl (nothing without one): refused when they do not fit
 // the model (another family, another width). Sets info's capabilities.
 Status LoadTowers(Engine::Impl& impl);
+// The runtime's stack for a list of adapters (null for none): refused for an adapter of another
+// engine or a non-finite scale.
+Result<std::shared_ptr<const LoraStack>> MakeLoraStack(const Engine& engine, std::span<const AdapterUse> adapters);
 // Sends a message to the app's log callback (SetLogCallback), else warnings and errors to stderr.
 void Log(int level, const std::string& message);
 }  // namespace api

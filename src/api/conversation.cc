@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "api/api_internal.h"
+#include "model/lora.h"
 #include "runtime/chat.h"
 #include "runtime/memory_governor.h"
 #include "runtime/memory_report.h"
@@ -49,6 +50,7 @@ struct Conversation::Impl {
   mutable std::mutex busy;
   std::atomic<std::thread::id> busy_thread{};  // who holds `busy` (a stream callback may call OnBackground)
   std::atomic<bool> save_requested{false};
+  std::vector<AdapterUse> adapters;  // SetAdapters' list, as given
 
   ~Impl() {
     if (!engine) return;  // Create failed before registering it
@@ -153,6 +155,9 @@ Result<std::unique_ptr<Conversation>> Conversation::Create(std::shared_ptr<Engin
   impl->draft = std::move(draft);
   impl->own_threads = session->n_threads();
   if (options.session.progress) session->SetProgress(options.session.progress);
+  ASSIGN_OR_RETURN(std::shared_ptr<const LoraStack> lora, api::MakeLoraStack(*engine, options.session.adapters));
+  session->SetAdapters(std::move(lora));
+  impl->adapters = options.session.adapters;
   impl->chat = std::make_unique<runtime::ChatSession>(std::move(session), SamplingOptions{});
   impl->chat->SetSystem(options.system);
   impl->chat->SetThinking(options.thinking);
@@ -243,6 +248,19 @@ std::string Conversation::summary() const {
 }
 void Conversation::Reset() {
   impl_->Call([&] { impl_->chat->Reset(); });
+}
+
+Status Conversation::SetAdapters(std::span<const AdapterUse> adapters) {
+  return impl_->Call([&]() -> Status {
+    ASSIGN_OR_RETURN(std::shared_ptr<const LoraStack> stack, api::MakeLoraStack(*impl_->engine, adapters));
+    // A cache emptied here is refilled from the messages by the next Send (it keeps what matches).
+    impl_->chat->session().SetAdapters(std::move(stack));
+    impl_->adapters.assign(adapters.begin(), adapters.end());
+    return Status::Ok();
+  });
+}
+std::vector<AdapterUse> Conversation::adapters() const {
+  return impl_->Call([&] { return impl_->adapters; });
 }
 
 std::vector<Message> Conversation::messages() const {

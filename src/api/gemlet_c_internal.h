@@ -50,6 +50,9 @@ struct gemlet_reply {
 struct gemlet_media {
   std::shared_ptr<const gemlet::EncodedMedia> media;
 };
+struct gemlet_adapter {
+  std::shared_ptr<const gemlet::Adapter> adapter;
+};
 struct gemlet_audio_pieces {
   std::vector<gemlet::AudioPiece> pieces;
 };

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "api/api_internal.h"
+#include "model/lora.h"
 #include "runtime/budget.h"
 #include "runtime/drafting.h"
 #include "runtime/memory_report.h"
@@ -88,6 +89,9 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Engine> engine,
   ASSIGN_OR_RETURN(impl->draft, api::MakeDraftSession(*engine, options, *impl->session));
   impl->own_threads = impl->session->n_threads();
   if (options.progress) impl->session->SetProgress(options.progress);
+  ASSIGN_OR_RETURN(std::shared_ptr<const LoraStack> lora, api::MakeLoraStack(*engine, options.adapters));
+  impl->session->SetAdapters(std::move(lora));
+  impl->adapters = options.adapters;
   impl->engine = std::move(engine);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -372,6 +372,9 @@ std::vector<LanguageName> DetectableLanguages() {
 }
 
 Result<TaskReply> RunTask(Session& session, std::string_view input, const TaskOptions& options, const StreamCallback& on_text) {
+  if (!options.adapters.empty()) {
+    RETURN_IF_ERROR(session.SetAdapters(options.adapters));
+  }
   return RunTaskRound(session, input, options, on_text, 0);
 }
 

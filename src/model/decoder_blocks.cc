@@ -223,7 +223,7 @@ void RunSandwichLayer(const ModelConfig& c, int i, const SandwichLayer& l, const
   NormRows(ctx, ws.tmp.data(), l.post_attn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
   AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
   NormRows(ctx, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-  MlpSublayer(l.mlp, ws, ctx, n);
+  MlpSublayer(i, l.mlp, step, ws, ctx);
   NormRows(ctx, ws.tmp.data(), l.post_ffn_norm, n, c.d_model, c.norm_eps, ws.tmp.data());
   AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
 }
@@ -317,9 +317,9 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
   const int n = step.n_rows;
   const size_t q_width = static_cast<size_t>(l.n_heads) * l.head_dim, a_width = static_cast<size_t>(l.n_heads) * l.head_dim_v;
   const size_t k_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim, v_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim_v;
-  MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
-  MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
-  MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
+  Project(w.q, i, LoraTarget::kQ, step, ws.xn.data(), ws.q.data(), ws, ctx);
+  Project(w.k, i, LoraTarget::kK, step, ws.xn.data(), ws.k.data(), ws, ctx);
+  Project(w.v, i, LoraTarget::kV, step, ws.xn.data(), ws.v.data(), ws, ctx);
   // Gemma 3 normalises each query/key head before RoPE (HF: q_norm / k_norm).
   if (!w.q_norm.empty()) NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, c.norm_eps);
   if (!w.k_norm.empty()) NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, c.norm_eps);
@@ -341,15 +341,22 @@ void AttentionSublayer(const ModelConfig& c, int i, const AttentionWeights& w, c
     Attend(a, seq.cache->View(i), ws.AttnScratch(), ctx);
     CommitKv(*seq.cache, i, k, v, seq.n, seq.pos0);
   }
-  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
+  Project(w.o, i, LoraTarget::kO, step, ws.attn.data(), ws.tmp.data(), ws, ctx);
 }
 
-void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n) {
-  MatMul(w.gate, ws.xn.data(), n, ws.gate.data(), ctx);
-  MatMul(w.up, ws.xn.data(), n, ws.up.data(), ctx);
+void Project(const WeightMatrix& w, int layer, LoraTarget target, const ForwardStep& step, const float* x, float* y,
+             Workspace& ws, KernelContext& ctx) {
+  MatMul(w, x, step.n_rows, y, ctx);
+  ApplyLora(step, layer, target, x, w.n_in, y, w.n_out, ws, ctx);
+}
+
+void MlpSublayer(int layer, const MlpWeights& w, const ForwardStep& step, Workspace& ws, KernelContext& ctx) {
+  const int n = step.n_rows;
+  Project(w.gate, layer, LoraTarget::kGate, step, ws.xn.data(), ws.gate.data(), ws, ctx);
+  Project(w.up, layer, LoraTarget::kUp, step, ws.xn.data(), ws.up.data(), ws, ctx);
   const int64_t ffn = w.gate.n_out;
   GeluMulRows(ctx, ws.gate.data(), ws.up.data(), n, ffn);
-  MatMul(w.down, ws.gate.data(), n, ws.tmp.data(), ctx);
+  Project(w.down, layer, LoraTarget::kDown, step, ws.gate.data(), ws.tmp.data(), ws, ctx);
 }
 
 namespace {
@@ -427,7 +434,7 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
   const float eps = c.norm_eps;
   const size_t q_width = static_cast<size_t>(l.n_heads) * l.head_dim, a_width = static_cast<size_t>(l.n_heads) * l.head_dim_v;
   const size_t k_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim, v_width = static_cast<size_t>(l.n_kv_heads) * l.head_dim_v;
-  MatMul(w.q, ws.xn.data(), n, ws.q.data(), ctx);
+  Project(w.q, i, LoraTarget::kQ, step, ws.xn.data(), ws.q.data(), ws, ctx);
   NormHeads(ctx, ws.q.data(), n, l.n_heads, l.head_dim, w.q_norm, eps);
   for (const SequenceRows& seq : step.seqs) {
     RopeRows(ctx, ws.q.data() + seq.row0 * q_width, seq.n, l.n_heads, l.head_dim, inv_freq, seq.pos0);
@@ -442,9 +449,9 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     v_new = ws.hold_v[slot].data();
   } else {
     const size_t k_values = static_cast<size_t>(n) * k_width;
-    MatMul(w.k, ws.xn.data(), n, ws.k.data(), ctx);
+    Project(w.k, i, LoraTarget::kK, step, ws.xn.data(), ws.k.data(), ws, ctx);
     // K=V layers (Gemma 4 26B/31B/12B global layers) have no v projection: V is K before norm/RoPE.
-    if (w.v) MatMul(w.v, ws.xn.data(), n, ws.v.data(), ctx);
+    if (w.v) Project(w.v, i, LoraTarget::kV, step, ws.xn.data(), ws.v.data(), ws, ctx);
     else std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(k_values), ws.v.begin());
     NormHeads(ctx, ws.k.data(), n, l.n_kv_heads, l.head_dim, w.k_norm, eps);
     NormHeads(ctx, ws.v.data(), n, l.n_kv_heads, l.head_dim_v, {}, eps);  // v_norm has no weight (HF: with_scale=False)
@@ -476,7 +483,7 @@ void NormedAttentionSublayer(const ModelConfig& c, int i, const AttentionWeights
     std::copy(ws.k.begin(), ws.k.begin() + static_cast<std::ptrdiff_t>(n * k_width), ws.hold_k[hold].begin());
     std::copy(ws.v.begin(), ws.v.begin() + static_cast<std::ptrdiff_t>(n * v_width), ws.hold_v[hold].begin());
   }
-  MatMul(w.o, ws.attn.data(), n, ws.tmp.data(), ctx);
+  Project(w.o, i, LoraTarget::kO, step, ws.attn.data(), ws.tmp.data(), ws, ctx);
 }
 
 void CommitHeldKv(const ForwardStep& step, Workspace& ws) {
@@ -518,7 +525,7 @@ ForwardStep NarrowToOutputRows(const ModelConfig& c, const ForwardStep& step, Wo
   for (const RowBuffer& b : rows) GatherLastRows(step, b.data, b.width);
   for (size_t j = 0; j < step.seqs.size(); ++j) {
     const SequenceRows& seq = step.seqs[j];
-    ws.output_seqs[j] = {seq.cache, static_cast<int>(j), 1, seq.pos0 + seq.n - 1};
+    ws.output_seqs[j] = {seq.cache, static_cast<int>(j), 1, seq.pos0 + seq.n - 1, seq.lora};
   }
   ForwardStep out;
   out.tokens = nullptr;  // the tail embeds nothing

@@ -12,6 +12,7 @@
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/model_config.h"
 
@@ -111,8 +112,13 @@ void CommitKv(KvCache& cache, int layer, const float* k, const float* v, int n, 
 void AttentionSublayer(const ModelConfig& c, int layer, const AttentionWeights& w, const std::vector<float>& inv_freq,
                        const ForwardStep& step, Workspace& ws, KernelContext& ctx);
 
-// GeGLU MLP over ws.xn into ws.tmp: down(gelu_tanh(gate(x)) * up(x)).
-void MlpSublayer(const MlpWeights& w, Workspace& ws, KernelContext& ctx, int n);
+// y = w x over the step's rows ([step.n_rows, n_in] -> [step.n_rows, n_out]), plus the LoRA deltas of
+// the sequences whose adapters change (layer, target): every adapted projection goes through here.
+void Project(const WeightMatrix& w, int layer, LoraTarget target, const ForwardStep& step, const float* x, float* y,
+             Workspace& ws, KernelContext& ctx);
+
+// GeGLU MLP of layer `layer` over the step's rows of ws.xn into ws.tmp: down(gelu_tanh(gate(x)) * up(x)).
+void MlpSublayer(int layer, const MlpWeights& w, const ForwardStep& step, Workspace& ws, KernelContext& ctx);
 
 // The rows that get logits: every row when step.all_logits, else each sequence's last row, moved to
 // the front of x ([n_rows, d]) in sequence order. Returns their count.

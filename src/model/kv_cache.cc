@@ -350,6 +350,7 @@ Result<std::unique_ptr<KvCache>> KvCache::ConvertedTo(DType type) const {
   out->written_end_ = written_end_;
   out->ring_valid_from_ = ring_valid_from_;
   out->rollback_room_ = rollback_room_;
+  out->lora_ = lora_;
   return out;
 }
 

@@ -42,6 +42,8 @@ struct KvStorageUnmap {
   void operator()(uint8_t* p) const;
 };
 
+class LoraStack;
+
 class KvCache {
  public:
   // Bytes of one stored row of n values (n a multiple of 32 for kQ8_0).
@@ -58,6 +60,11 @@ class KvCache {
 
   int n_ctx() const { return n_ctx_; }
   int n_past() const { return n_past_; }        // positions 0..n_past-1 are stored
+  // The LoRA adapters (model/lora.h) the rows of this cache are computed under, and the next ones
+  // will be; null: the base alone. Whoever changes it keeps the rows consistent (the session
+  // clears the cache when the stack's key changes).
+  const LoraStack* lora() const { return lora_; }
+  void set_lora(const LoraStack* lora) { lora_ = lora; }
   DType type() const { return type_; }
   // Bytes reserved for the cache (address space: pages are committed as rows are first written).
   size_t bytes() const { return storage_bytes_; }
@@ -166,6 +173,7 @@ class KvCache {
   size_t storage_bytes_ = 0;
   int n_ctx_ = 0;
   int n_past_ = 0;
+  const LoraStack* lora_ = nullptr;
   int ring_spare_ = 0;
   int rollback_room_ = 0;
   // Rings hold valid rows only for positions >= this (and within their capacity of the end): a

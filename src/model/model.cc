@@ -114,7 +114,8 @@ size_t Workspace::PlanBytes(const ModelConfig& c, int batch, int n_ctx, int n_th
 
 size_t Workspace::Bytes() const {
   size_t floats = x.size() + xn.size() + tmp.size() + q.size() + k.size() + v.size() + attn.size() + gate.size() +
-                  up.size() + scores.size() + block_rows.size() + attn_parts.size() + attn_lse.size() + extra.size();
+                  up.size() + scores.size() + block_rows.size() + attn_parts.size() + attn_lse.size() + extra.size() +
+                  lora_mid.size() + lora_out.size();
   for (const auto& h : hold_k) floats += h.size();
   for (const auto& h : hold_v) floats += h.size();
   return floats * sizeof(float) + (step_seqs.size() + output_seqs.size()) * sizeof(SequenceRows) +
@@ -253,7 +254,7 @@ Status Model::ForwardBatch(std::span<const SequenceChunk> chunks, Workspace& ws,
   int row = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SequenceChunk& c = chunks[i];
-    ws.step_seqs[i] = {c.cache, row, c.n, c.cache->n_past()};
+    ws.step_seqs[i] = {c.cache, row, c.n, c.cache->n_past(), c.cache->lora()};
     // One sequence reads its tokens where they are; several are laid end to end.
     if (chunks.size() > 1) std::copy(c.tokens, c.tokens + c.n, ws.step_tokens.begin() + row);
     row += c.n;

@@ -41,6 +41,7 @@ struct SequenceRows {
   int row0 = 0;      // its first row in the workspace
   int n = 0;         // its rows
   int64_t pos0 = 0;  // the position of its first row: the cache's n_past when the step began
+  const LoraStack* lora = nullptr;  // its adapters: the cache's (KvCache::lora)
 };
 
 // What one forward step computes, as the family code sees it: the rows of one or more independent
@@ -125,6 +126,11 @@ struct Workspace {
   std::vector<ActivationBuffer> hold_v;
 
   ActivationBuffer extra;
+
+  // LoRA deltas (model/lora.h ApplyLora): A x [rows, rank] and B (A x) [rows, n_out]. Empty until a
+  // step runs adapters; grown to the largest adapter and step seen, then reused.
+  ActivationBuffer lora_mid;
+  ActivationBuffer lora_out;
 
   // Where ForwardBatch lays out a step of several sequences: their rows and their tokens, concatenated.
   std::vector<SequenceRows> step_seqs;  // [max_batch]: a sequence has at least one row

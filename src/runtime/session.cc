@@ -291,6 +291,28 @@ Result<int> Session::Discard(int begin, int count) {
   return static_cast<int>(tokens_evaluated_ - before);
 }
 
+bool Session::SetAdapters(std::shared_ptr<const LoraStack> stack) {
+  if (stack != nullptr && stack->empty()) stack = nullptr;
+  const std::string& before = adapters_key();
+  const bool changed = (stack ? stack->key() : std::string()) != before;
+  lora_ = std::move(stack);
+  cache_->set_lora(lora_.get());
+  if (changed && (cache_->n_past() > 0 || !history_.empty())) {
+    Reset();
+    return true;
+  }
+  return false;
+}
+
+const std::string& Session::adapters_key() const {
+  static const std::string kNone;
+  return lora_ ? lora_->key() : kNone;
+}
+
+std::string Session::StateIdentity() const {
+  return lora_ ? engine_->identity() + kLoraIdentityTag + lora_->key() : engine_->identity();
+}
+
 void Session::SetThreads(int n) {
   base_threads_ = std::clamp(n, 1, max_threads_);
   ctx_->SetThreads(base_threads_);

@@ -15,6 +15,7 @@
 #include "kernels/kernel_context.h"
 #include "kernels/packed_cache.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "runtime/chat_format.h"
 #include "runtime/thermal.h"
@@ -23,6 +24,9 @@
 namespace gemlet::runtime {
 
 class BatchWorkspace;  // runtime/batch.h
+
+// Separates the model identity from the adapters' key in a saved state's identity field.
+inline constexpr const char* kLoraIdentityTag = "|lora:";
 
 // The immutable half: mapped weights, tokenizer and chat format. Shared by any number of sessions.
 class Engine {
@@ -135,6 +139,16 @@ class Session {
   Result<std::string> LoadState(const std::string& path);
   // Tokens at the end that Truncate takes back without re-evaluating (at least rollback_tokens).
   int rollback_room() const { return cache_->RollbackRoom(); }
+
+  // Runs later evaluations with these LoRA adapters (null or empty: the base alone). The cache's
+  // K/V were computed under the adapters before: when the new stack's key differs (another adapter,
+  // order or scale) the session is Reset, since keeping them would mix two models' K/V. Returns
+  // whether it was. Not during an evaluation.
+  bool SetAdapters(std::shared_ptr<const LoraStack> stack);
+  const LoraStack* adapters() const { return lora_.get(); }
+  // The key the cache's K/V are computed under ("" for the base): what prompt reuse across
+  // sessions must match besides the tokens.
+  const std::string& adapters_key() const;
   int ring_spare() const { return ring_spare_; }  // SessionOptions::rollback_tokens
 
   const Engine& engine() const { return *engine_; }
@@ -205,6 +219,9 @@ class Session {
   int max_threads_ = 1;  // the workspace's thread count
   int ring_spare_ = 0;
   SessionOptions options_;
+  // The engine's identity, and the adapters' key when there are any: what a saved state is bound to.
+  std::string StateIdentity() const;
+  std::shared_ptr<const LoraStack> lora_;
   std::shared_ptr<const Engine> engine_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Workspace> workspace_;

@@ -112,7 +112,7 @@ Status Session::SaveState(const std::string& path, const std::string& extra) con
   w.Bytes(kMagic, sizeof kMagic);
   w.Put(media_.empty() ? kVersion : kMediaVersion);
   w.Put(uint64_t{0});  // the file size, filled in below
-  w.String(engine_->identity());
+  w.String(StateIdentity());
   w.Put(KvTypeCode(c.type()));
   w.Put(static_cast<int32_t>(c.n_past()));
   const std::vector<KvLayerSpec> layout = engine_->model().KvLayout();
@@ -205,7 +205,15 @@ Result<std::string> Session::LoadState(const std::string& path) {
   uint32_t type = 0, n_layers = 0;
   int32_t n_past = 0;
   if (!r.String(&identity) || !r.Get(&type) || !r.Get(&n_past) || !r.Get(&n_layers)) return Status::Error(what + "is damaged");
-  if (identity != engine_->identity()) {
+  if (identity != StateIdentity()) {
+    // The K/V depend on the adapters as much as on the base: a state saved under others is stale.
+    const size_t lora_at = identity.find(kLoraIdentityTag);
+    if (identity.substr(0, lora_at) == engine_->identity()) {
+      return Status::Error(what + "was saved " +
+                           (lora_at == std::string::npos ? std::string("without LoRA adapters")
+                                                         : "with other LoRA adapters or scales") +
+                           " than this session runs; set the same adapters to resume it");
+    }
     return Status::Error(what + "was saved with another model file (or another version of it); it cannot be resumed here");
   }
   if (type != KvTypeCode(cache_->type())) {

@@ -292,6 +292,11 @@ std::optional<ApiError> ReadGenerationFields(const json& body, const Limits& lim
   int64_t n = 1;
   if (auto e = ReadInt(body, "n", 1, limits.max_choices, &n)) return e;
   r->n = static_cast<int>(n);
+  if (auto it = body.find("lora"); it != body.end() && !it->is_null()) {
+    std::vector<std::pair<int, float>> lora;
+    if (auto e = ParseLoraList(*it, "lora", &lora)) return e;
+    r->lora = std::move(lora);
+  }
   if (auto e = ReadStop(body, limits, &r->options.stop)) return e;
   if (auto e = ReadBool(body, "stream", &r->stream)) return e;
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
@@ -450,6 +455,27 @@ std::optional<ApiError> ReadTools(const json& body, CompletionRequest* r) {
 }
 
 }  // namespace
+
+std::optional<ApiError> ParseLoraList(const json& list, const std::string& param, std::vector<std::pair<int, float>>* out) {
+  if (!list.is_array()) return Invalid(param, "'" + param + "' must be an array of {\"id\", \"scale\"} objects");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& entry = list[i];
+    const std::string where = param + "[" + std::to_string(i) + "]";
+    if (!entry.is_object()) return Invalid(where, "'" + where + "' must be an object with 'id' and 'scale'");
+    auto id = entry.find("id");
+    if (id == entry.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() > (1 << 20)) {
+      return Invalid(where + ".id", "'" + where + ".id' must be an adapter's index (an integer >= 0)");
+    }
+    auto scale = entry.find("scale");
+    if (scale == entry.end() || !scale->is_number() || !std::isfinite(scale->get<double>())) {
+      return Invalid(where + ".scale", "'" + where + ".scale' must be a number");
+    }
+    const int index = static_cast<int>(id->get<int64_t>());
+    std::erase_if(*out, [index](const auto& e) { return e.first == index; });
+    out->emplace_back(index, static_cast<float>(scale->get<double>()));
+  }
+  return std::nullopt;
+}
 
 std::optional<ApiError> ParseChatRequest(const json& body, const Limits& limits, CompletionRequest* r) {
   if (!body.is_object()) return Invalid("", "the request body must be a JSON object");

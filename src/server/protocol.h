@@ -85,6 +85,9 @@ struct CompletionRequest {
   // and a request with no prompt, which only loads (or with keep_alive 0 unloads) the model.
   int num_ctx = 0;
   std::optional<double> keep_alive_seconds;
+  // llama-server's per-request adapters, [{"id": N, "scale": S}, ...]: the server's adapters by
+  // their index (GET /lora-adapters), those not listed at scale 0. nullopt: the server's scales.
+  std::optional<std::vector<std::pair<int, float>>> lora;
   bool load_only = false;
 };
 
@@ -130,6 +133,11 @@ std::optional<double> ParseOllamaDuration(const nlohmann::json& value);
 // prompt comes from TaskMessages: r->messages is left for the caller to fill.
 std::optional<ApiError> ParseTaskRequest(const nlohmann::json& body, const std::string& task, const Limits& limits,
                                          TaskOptions* task_out, std::string* input, CompletionRequest* r);
+
+// llama-server's adapter list (a request's "lora", the body of POST /lora-adapters): an array of
+// {"id": integer >= 0, "scale": number}; an id given twice keeps the last. `param` names it in errors.
+std::optional<ApiError> ParseLoraList(const nlohmann::json& list, const std::string& param,
+                                      std::vector<std::pair<int, float>>* out);
 
 // OpenAI's finish_reason for a reply: "stop", "length", "tool_calls".
 const char* FinishReason(const Reply& reply);

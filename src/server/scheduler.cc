@@ -90,6 +90,15 @@ namespace {
 // How much of `prompt` a session's cache holds: the common tokens, up to the first image that is
 // not the same image on both sides (by content hash: enough to choose a slot; the session's prefix
 // reuse compares the embeddings themselves).
+// The same adapters, in the same order, at the same scales: what a slot's K/V can be reused under.
+bool SameAdapters(const std::vector<AdapterUse>& a, const std::vector<AdapterUse>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].adapter != b[i].adapter || a[i].scale != b[i].scale) return false;
+  }
+  return true;
+}
+
 size_t CommonPrefix(const Session& session, const Prompt& prompt) {
   const std::vector<int32_t>& held = session.tokens();
   size_t common = 0;
@@ -116,7 +125,8 @@ int Scheduler::PickSlot(const Job& job) const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     if (s.job) continue;
-    const size_t common = CommonPrefix(*s.session, job.prompt);
+    // K/V computed under other adapters are no prefix of this request's: that slot starts over.
+    const size_t common = SameAdapters(s.session->adapters(), job.adapters) ? CommonPrefix(*s.session, job.prompt) : 0;
     if (best < 0 || common > best_common || (common == best_common && s.last_used < slots_[best].last_used)) {
       best = static_cast<int>(i);
       best_common = common;
@@ -175,7 +185,8 @@ void Scheduler::Admit(std::unique_lock<std::mutex>& lock) {
       raw->changed.notify_all();
       return !raw->cancelled.load();
     };
-    Result<int> id = batch_->Submit(*slot.session, job->prompt, job->options, on_text);
+    Status adapters = slot.session->SetAdapters(job->adapters);
+    Result<int> id = adapters.ok() ? batch_->Submit(*slot.session, job->prompt, job->options, on_text) : Result<int>(adapters);
     if (!id.ok()) {
       lock.unlock();
       {

@@ -22,6 +22,7 @@ namespace gemlet::server {
 struct Job {
   Prompt prompt;  // tokens, and the images among them
   GenerateOptions options;
+  std::vector<AdapterUse> adapters;  // the LoRA adapters it runs (none: the base)
 
   // Set by the HTTP side (client gone, server stopping): the scheduler cancels the generation,
   // and its slot is free for the next job at the following step.

@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -91,6 +92,10 @@ Result<std::unique_ptr<Server>> Server::Create(std::shared_ptr<Engine> engine, c
   if (impl->info.takes_audio) {
     impl->options.max_body_bytes = std::max({impl->options.max_body_bytes, options.max_image_body_bytes,
                                              options.max_audio_bytes / 3 * 4 + (size_t{4} << 20)});
+  }
+  for (const ServerOptions::Adapter& a : options.adapters) {
+    if (!std::isfinite(a.scale)) return Status::Error(StatusCode::kInvalidArgument, "adapter '" + a.path + "' has a non-finite scale");
+    impl->adapter_scales.push_back(a.scale);
   }
   impl->images = std::make_unique<server::ImageCache>(options.image_cache_bytes);
   impl->clips = std::make_unique<server::AudioCache>(options.audio_cache_bytes);
@@ -181,6 +186,12 @@ Status Server::Impl::LoadLocked() {
     if (!loaded.ok()) return loaded.status();
     engine = std::move(loaded).value();
   }
+  adapters.clear();
+  for (const ServerOptions::Adapter& a : options.adapters) {
+    Result<std::shared_ptr<const Adapter>> adapter = engine->LoadAdapter(a.path, options.adapters_any_base);
+    if (!adapter.ok()) return adapter.status();
+    adapters.push_back(std::move(adapter).value());
+  }
   auto s = std::make_shared<server::Scheduler>(engine, options.parallel, options.slot, options.queue_size);
   if (Status started = s->Start(); !started.ok()) return started;
   scheduler = std::move(s);
@@ -199,7 +210,7 @@ Result<std::shared_ptr<Server::Impl::Lease>> Server::Impl::Acquire() {
     }
   }
   ++leases;
-  return std::make_shared<Lease>(this, engine, scheduler);
+  return std::make_shared<Lease>(this, engine, scheduler, adapters);
 }
 
 void Server::Impl::Release() {
@@ -255,6 +266,7 @@ void Server::Impl::UnloadLocked(const std::string& why) {
   scheduler->Stop();
   scheduler.reset();
   engine.reset();
+  adapters.clear();
   images->Clear();
   clips->Clear();
 #if defined(__GLIBC__)
@@ -384,6 +396,7 @@ void Server::Impl::Routes() {
   const auto models = [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(json({{"object", "list"}, {"data", json::array({ModelJson()})}}).dump(), kJson);
   };
+  AddLoraRoutes();
   Get("/v1/models", models);
   Get("/models", models);
   const auto chat = [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, Dialect::kOpenAiChat); };
@@ -585,6 +598,13 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   if (auto e = EncodeAudio(*lease->engine, &r)) return server::SendError(res, *e);
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
   job->options = r.options;
+  Result<std::vector<AdapterUse>> lora = RequestAdapters(lease->adapters, r);
+  if (!lora.ok()) {
+    ApiError e = MakeError(400, lora.message());
+    e.param = "lora";
+    return server::SendError(res, e);
+  }
+  job->adapters = std::move(lora).value();
   if (r.num_ctx > 0) {
     // Ollama's num_ctx below the slot's: the prompt and the answer together stay within it.
     const int room = r.num_ctx - static_cast<int>(job->prompt.tokens.size());
@@ -603,6 +623,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     auto choice = std::make_shared<Job>();
     choice->prompt = job->prompt;
     choice->options = job->options;
+    choice->adapters = job->adapters;
     choice->options.sampling.seed += static_cast<uint64_t>(i);
     jobs.push_back(std::move(choice));
   }

@@ -76,6 +76,16 @@ struct Server::Impl {
   std::mutex model_mutex;
   std::shared_ptr<Engine> engine;
   std::shared_ptr<server::Scheduler> scheduler;
+  // options.adapters loaded for `engine` (in order: their ids), and the scales requests without a
+  // "lora" field run them at (POST /lora-adapters sets them; adapter_mutex).
+  std::vector<std::shared_ptr<const Adapter>> adapters;
+  std::mutex adapter_mutex;
+  std::vector<float> adapter_scales;
+  // The adapters a request runs: its "lora" list over the loaded ones, else the current scales.
+  // 400 for an id no adapter has.
+  Result<std::vector<AdapterUse>> RequestAdapters(const std::vector<std::shared_ptr<const Adapter>>& loaded,
+                                                  const server::CompletionRequest& r);
+  void AddLoraRoutes();
   int leases = 0;
   std::chrono::steady_clock::time_point last_release = std::chrono::steady_clock::now();
   server::SchedulerStats retired;  // counters of the schedulers unloaded so far
@@ -87,8 +97,10 @@ struct Server::Impl {
     Impl* owner;
     std::shared_ptr<Engine> engine;
     std::shared_ptr<server::Scheduler> scheduler;
-    Lease(Impl* o, std::shared_ptr<Engine> e, std::shared_ptr<server::Scheduler> s)
-        : owner(o), engine(std::move(e)), scheduler(std::move(s)) {}
+    std::vector<std::shared_ptr<const Adapter>> adapters;  // engine's
+    Lease(Impl* o, std::shared_ptr<Engine> e, std::shared_ptr<server::Scheduler> s,
+          std::vector<std::shared_ptr<const Adapter>> a)
+        : owner(o), engine(std::move(e)), scheduler(std::move(s)), adapters(std::move(a)) {}
     ~Lease() { owner->Release(); }
   };
   // The loaded model (loading it again if it was unloaded), held until the lease is dropped.

@@ -7,10 +7,12 @@
 #include <regex>
 
 #include "convert/convert.h"
+#include "convert/lora_convert.h"
 #include "convert/mmproj.h"
 #include "convert/safetensors.h"
 #include "kernels/kernels.h"
 #include "quantize/eval.h"
+#include "quantize/lora_tools.h"
 #include "quantize/quant_mix.h"
 #include "encoders/mmproj.h"
 #include "quantize/quantize.h"
@@ -112,6 +114,51 @@ Status UnknownFileType(const std::string& name) {
                        "unknown type '" + name + "' (choose one of " + FileTypeNames() + ")");
 }
 }  // namespace
+
+Result<ConvertLoraReport> ConvertLora(const ConvertLoraOptions& o) {
+  LoraConvertOptions c;
+  c.peft_dir = o.peft_dir;
+  c.output_path = o.output_path;
+  c.base = o.base;
+  if (!ParseDTypeName(o.outtype, &c.outtype) ||
+      (c.outtype != DType::kF32 && c.outtype != DType::kF16 && c.outtype != DType::kBF16 && c.outtype != DType::kQ8_0)) {
+    return Status::Error(StatusCode::kInvalidArgument, "--outtype '" + o.outtype + "' is not one of f32, f16, bf16, q8_0");
+  }
+  ASSIGN_OR_RETURN(LoraConvertReport r, gemlet::ConvertLora(c));
+  return ConvertLoraReport{r.architecture, r.pairs, r.rank, r.alpha, r.rslora, r.bytes_out};
+}
+
+Result<MergeLoraReport> MergeLora(const MergeLoraOptions& o) {
+  LoraMergeOptions m;
+  m.base_path = o.base_path;
+  m.output_path = o.output_path;
+  for (const auto& [path, scale] : o.adapters) m.adapters.push_back({path, scale});
+  if (!o.merged_type.empty()) {
+    DType t;
+    if (!ParseDTypeName(o.merged_type, &t) || (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16)) {
+      return Status::Error(StatusCode::kInvalidArgument, "--outtype '" + o.merged_type + "' is not one of f32, f16, bf16");
+    }
+    m.merged_type = t;
+  }
+  m.n_threads = o.n_threads;
+  ASSIGN_OR_RETURN(LoraMergeReport r, gemlet::MergeLora(m));
+  return MergeLoraReport{r.tensors_merged, r.tensors_copied, r.bytes_out, r.seconds};
+}
+
+Result<SynthLoraReport> SynthLora(const SynthLoraOptions& o) {
+  LoraSynthOptions s;
+  s.base_path = o.base_path;
+  s.output_path = o.output_path;
+  s.rank = o.rank;
+  s.alpha = o.alpha;
+  if (!ParseDTypeName(o.type, &s.type)) {
+    return Status::Error(StatusCode::kInvalidArgument, "--type '" + o.type + "' is not one of f32, f16, bf16, q8_0");
+  }
+  s.targets = o.targets;
+  s.seed = o.seed;
+  ASSIGN_OR_RETURN(LoraSynthReport r, gemlet::SynthLora(s));
+  return SynthLoraReport{r.pairs, r.bytes_out};
+}
 
 Result<QuantizeReport> Quantize(const QuantizeOptions& o) {
   gemlet::QuantizeOptions q;

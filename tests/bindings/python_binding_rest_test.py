@@ -9,6 +9,8 @@ on PYTHONPATH.
 
 import math
 import os
+import subprocess
+import tempfile
 import unittest
 
 import gemlet
@@ -36,6 +38,29 @@ class RestTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.engine.close()
+
+    @unittest.skipUnless(os.environ.get("GEMLET_CLI"), "the gemlet CLI makes the test adapter")
+    def test_lora_adapters(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "a.gguf")
+            subprocess.run([os.environ["GEMLET_CLI"], "lora", "synth", MODEL, "-o", path, "--rank", "8", "--seed", "3"],
+                           check=True, capture_output=True)
+            adapter = self.engine.load_adapter(path)
+            self.assertEqual(adapter.rank, 8)
+            self.assertEqual(len(adapter.sha256), 64)
+            self.assertGreater(adapter.nbytes, 0)
+            with self.assertRaises(gemlet.GemletError):
+                self.engine.load_adapter(MODEL)  # a model, not an adapter
+            with gemlet.Session(self.engine, n_ctx=256) as plain, gemlet.Session(self.engine, n_ctx=256) as tuned:
+                tuned.set_adapters([(adapter, 4.0)])
+                self.assertEqual(tuned.n_adapters, 1)
+                base = list(plain.evaluate(self.prompt))
+                moved = list(tuned.evaluate(self.prompt))
+                self.assertGreater(max(abs(a - b) for a, b in zip(base, moved)), 1e-3)
+                tuned.set_adapters([])  # the base again: the cache is emptied, the logits are the base's
+                self.assertEqual(tuned.n_past, 0)
+                self.assertEqual(list(tuned.evaluate(self.prompt)), base)
+            adapter.close()
 
     def test_logprobs_are_the_models(self):
         with self.engine.session(n_ctx=512) as s:

@@ -9,7 +9,7 @@
 The library is found through GEMLET_LIBRARY, else beside this package, else the system's loader.
 """
 
-from ._api import (ChunkKind, Conversation, Engine, GemletError, KvType, MemoryLevel, Reply, Session, Stats,
+from ._api import (Adapter, ChunkKind, Conversation, Engine, GemletError, KvType, MemoryLevel, Reply, Session, Stats,
                    Status, StopReason, ThermalState, set_log_callback, set_footprint_callback, version)
 from ._extra import (BatchDecoder, GenerationReply, MemoryPlan, MemoryStats, Message, ModelInfo, SessionCost,
                      TokenLogprob, TokenLogprobs, ToolCall, abi_version, available_kernels, default_memory_budget,
@@ -23,7 +23,7 @@ def load(path, n_threads=0, **kwargs):
     return Engine.load(path, n_threads=n_threads, **kwargs)
 
 
-__all__ = ["ABI_VERSION", "BatchDecoder", "ChunkKind", "Conversation", "Engine", "GemletError", "GenerationReply",
+__all__ = ["ABI_VERSION", "Adapter", "BatchDecoder", "ChunkKind", "Conversation", "Engine", "GemletError", "GenerationReply",
            "KvType", "MemoryLevel", "MemoryPlan", "MemoryStats", "Message", "ModelInfo", "Reply", "Session",
            "SessionCost", "Stats", "Status", "StopReason", "ThermalState", "TokenLogprob", "TokenLogprobs",
            "Tokenizer", "ToolCall", "abi_version", "available_kernels", "default_memory_budget",

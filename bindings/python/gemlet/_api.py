@@ -301,6 +301,10 @@ class Engine(_Handle):
 
     _free = "gemlet_engine_free"  # its sessions and conversations keep the weights alive
 
+    def load_adapter(self, path):
+        """A LoRA adapter (llama.cpp's GGUF format) for this model; another model's is refused."""
+        return Adapter(self, path)
+
     @property
     def n_vocab(self):
         return _ffi.lib().gemlet_engine_n_vocab(self._handle())
@@ -454,6 +458,38 @@ class Engine(_Handle):
         return Session(self, n_ctx=n_ctx, n_threads=n_threads, max_batch=max_batch, kv_type=kv_type, **extra)
 
 
+class Adapter(_Handle):
+    """A LoRA adapter loaded for one engine (Engine.load_adapter): sessions and conversations run any
+    set of them, unmerged on the base (set_adapters)."""
+
+    _free = "gemlet_adapter_free"  # sessions using it keep their own reference
+
+    def __init__(self, engine, path):
+        self._h = None
+        out = ctypes.c_void_p()
+        _check(_ffi.lib().gemlet_engine_load_adapter(engine._handle(), _utf8(str(path), "path"), ctypes.byref(out)))
+        self._h = out
+
+    def _text(self, fn):
+        return getattr(_ffi.lib(), fn)(self._handle()).decode("utf-8")
+
+    path = property(lambda self: self._text("gemlet_adapter_path"))
+    name = property(lambda self: self._text("gemlet_adapter_name"))
+    sha256 = property(lambda self: self._text("gemlet_adapter_sha256"))
+    alpha = property(lambda self: _ffi.lib().gemlet_adapter_alpha(self._handle()))
+    rank = property(lambda self: _ffi.lib().gemlet_adapter_rank(self._handle()))
+    projections = property(lambda self: _ffi.lib().gemlet_adapter_projections(self._handle()))
+    nbytes = property(lambda self: _ffi.lib().gemlet_adapter_bytes(self._handle()))
+
+
+def _adapter_lists(adapters):
+    """[Adapter or (Adapter, scale), ...] as the C arrays of handles and scales."""
+    pairs = [a if isinstance(a, tuple) else (a, 1.0) for a in adapters]
+    handles = (ctypes.c_void_p * max(1, len(pairs)))(*[a._handle().value for a, _ in pairs])
+    scales = (ctypes.c_float * max(1, len(pairs)))(*[float(s) for _, s in pairs])
+    return handles, scales, len(pairs)
+
+
 class _OneCallAtATime(_Handle):
     """The C API allows one call at a time on a session or conversation (cancel excepted); two
     threads racing on one would corrupt its KV cache, so the second gets an error instead."""
@@ -550,6 +586,16 @@ class Session(_OneCallAtATime):
 
     def reset(self):
         _ffi.lib().gemlet_session_reset(self._handle())
+
+    def set_adapters(self, adapters):
+        """Runs the next calls with these LoRA adapters ([Adapter or (Adapter, scale)]; [] for the
+        base). Another set, order or scale empties the cache: no other adapter's K/V are reused."""
+        handles, scales, n = _adapter_lists(adapters)
+        _check(_ffi.lib().gemlet_session_set_adapters(self._handle(), handles, scales, n))
+
+    @property
+    def n_adapters(self):
+        return _ffi.lib().gemlet_session_n_adapters(self._handle())
 
     @property
     def n_past(self):
@@ -768,6 +814,12 @@ class Conversation(_OneCallAtATime):
     def reset(self):
         """Forgets the messages, keeps the system message."""
         _ffi.lib().gemlet_conversation_reset(self._handle())
+
+    def set_adapters(self, adapters):
+        """The next turns run with these LoRA adapters ([Adapter or (Adapter, scale)]; [] for the base);
+        a change evaluates the conversation again under them at the next send."""
+        handles, scales, n = _adapter_lists(adapters)
+        _check(_ffi.lib().gemlet_conversation_set_adapters(self._handle(), handles, scales, n))
 
     def set_thinking(self, on):
         """Gemma 4: think before answering from the next send on."""

@@ -43,7 +43,7 @@ class Gemma final : public Model {
       AttentionSublayer(c, i, l.attn, l.inv_freq, step, ws, ctx);
       AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
       NormRows(ctx, ws.x.data(), l.ffn_norm, n, c.d_model, c.norm_eps, ws.xn.data());
-      MlpSublayer(l.mlp, ws, ctx, n);
+      MlpSublayer(i, l.mlp, step, ws, ctx);
       AddRows(ctx, ws.x.data(), ws.tmp.data(), n, c.d_model);
     }
     if (!ws.StopRequested()) OutputLogits(c, head_, step, ws, ctx);

@@ -176,7 +176,7 @@ class Gemma3n final : public Model {
   }
 
   void RouterModalities(const Layer& l, const float* x, int n, Workspace& ws, KernelContext& ctx, float* out) const;
-  void Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) const;
+  void Mlp(int layer, const Layer& l, const ForwardStep& rows, Workspace& ws, KernelContext& ctx) const;
 
   OutputHead head_;
   int n_altup_ = 0, active_ = 0, laurel_rank_ = 0;
@@ -201,10 +201,11 @@ void Gemma3n::RouterModalities(const Layer& l, const float* x, int n, Workspace&
 // GeGLU MLP over ws.xn into ws.tmp, with Gaussian top-k sparsity on the gate of the first layers:
 // gate = relu(gate - (mean + std * Φ⁻¹(p))) per token, population std (HF: _gaussian_topk,
 // torch.std(unbiased=False); llama.cpp divides by n - 1).
-void Gemma3n::Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) const {
+void Gemma3n::Mlp(int layer, const Layer& l, const ForwardStep& rows, Workspace& ws, KernelContext& ctx) const {
   const int64_t ffn = l.mlp.gate.n_out;
-  MatMul(l.mlp.gate, ws.xn.data(), n, ws.gate.data(), ctx);
-  MatMul(l.mlp.up, ws.xn.data(), n, ws.up.data(), ctx);
+  const int n = rows.n_rows;
+  Project(l.mlp.gate, layer, LoraTarget::kGate, rows, ws.xn.data(), ws.gate.data(), ws, ctx);
+  Project(l.mlp.up, layer, LoraTarget::kUp, rows, ws.xn.data(), ws.up.data(), ws, ctx);
   for (int t = 0; t < n; ++t) {
     float* g = ws.gate.data() + t * ffn;
     if (std::isfinite(l.sparsity_std_mul)) {
@@ -218,7 +219,7 @@ void Gemma3n::Mlp(const Layer& l, Workspace& ws, KernelContext& ctx, int n) cons
     }
     ctx.kernels().gelu_tanh_mul(g, ws.up.data() + t * ffn, ffn);
   }
-  MatMul(l.mlp.down, ws.gate.data(), n, ws.tmp.data(), ctx);
+  Project(l.mlp.down, layer, LoraTarget::kDown, rows, ws.gate.data(), ws.tmp.data(), ws, ctx);
 }
 
 void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
@@ -300,7 +301,7 @@ void Gemma3n::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx
     for (size_t k = 0; k < nd; ++k) ws.x[k] = (act[k] + ws.tmp[k] + s.laurel_out[k]) / sqrt2;
 
     NormRows(ctx, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
-    Mlp(l, ws, ctx, n);
+    Mlp(i, l, rows, ws, ctx);
     NormRows(ctx, ws.tmp.data(), l.post_ffn_norm, n, d, eps, ws.tmp.data());
     AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 

@@ -295,7 +295,7 @@ void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx)
     AddRows(ctx, ws.x.data(), ws.tmp.data(), n, d);
 
     NormRows(ctx, ws.x.data(), l.ffn_norm, n, d, eps, ws.xn.data());
-    MlpSublayer(l.mlp, ws, ctx, n);
+    MlpSublayer(i, l.mlp, layer_rows, ws, ctx);
     if (l.moe.ffn > 0) {
       // Dense MLP and routed experts side by side, each with its own post-norm, both on the residual.
       NormRows(ctx, ws.tmp.data(), l.moe.post_norm_dense, n, d, eps, ws.tmp.data());

@@ -1,0 +1,158 @@
+// `gemlet convert-lora`: PEFT folders to GGUF adapters, checked end to end. The reference is PEFT's
+// documented rule applied to the HF checkpoint itself (W + scaling * B A, scaling = alpha / r or
+// alpha / sqrt(r) for rsLoRA) and converted as any checkpoint is (the converter's output matches
+// transformers: model/golden_test): the base with the converted adapter, unmerged, must give that
+// merged checkpoint's logits within 1e-4.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/lora_files.h"
+#include "common/test_util.h"
+#include "convert/convert.h"
+#include "convert/lora_convert.h"
+#include "kernels/kernel_table.h"
+#include "model/lora.h"
+#include "model/model.h"
+
+namespace gemlet {
+namespace {
+
+std::string Convert(const std::string& hf_dir, const std::string& out) {
+  ConvertOptions o;
+  o.hf_dir = hf_dir;
+  o.output_path = out;
+  auto r = ConvertHfToGguf(o);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return out;
+}
+
+std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& tokens, const LoraStack* lora) {
+  KernelContext ctx(2);
+  auto cache = std::move(KvCache::Create(m.KvLayout(), 64, DType::kF32, 4)).value();
+  cache->set_lora(lora);
+  Workspace ws(m.config(), 64, 64, 2, m.ExtraScratchFloats(64));
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config().n_vocab));
+  EXPECT_TRUE(m.Forward(tokens.data(), static_cast<int>(tokens.size()), *cache, ws, ctx, logits.data(), true).ok());
+  return logits;
+}
+
+struct Case {
+  std::string model;
+  test::PeftSpec spec;
+  std::string outtype;  // convert-lora's
+  float tolerance;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " " << c.outtype << (c.spec.rslora ? " rsLoRA" : ""); }
+
+class LoraConvertTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LoraConvertTest, ConvertedAdapterGivesThePeftMergedCheckpointsLogits) {
+  const Case& c = GetParam();
+  test::TempDir dir;
+  const std::string hf = test::TestdataDir() + "/hf/" + c.model;
+  const std::string base_path = Convert(hf, dir.File("base.gguf"));
+  const int modules = test::WritePeftAndMerged(hf, c.spec, dir.File("peft"), dir.File("merged_hf"));
+  ASSERT_GT(modules, 0);
+  const std::string merged_path = Convert(dir.File("merged_hf"), dir.File("merged.gguf"));
+
+  LoraConvertOptions o;
+  o.peft_dir = dir.File("peft");
+  o.output_path = dir.File("adapter.gguf");
+  o.base = base_path;
+  ASSERT_TRUE(ParseDTypeName(c.outtype, &o.outtype));
+  auto report = ConvertLora(o);
+  ASSERT_TRUE(report.ok()) << report.message();
+  EXPECT_EQ(report->rank, c.spec.rank);
+  EXPECT_LE(report->pairs, modules);  // KV-shared layers' k/v projections are left out
+
+  auto base = LoadModelFile(base_path);
+  auto merged = LoadModelFile(merged_path);
+  ASSERT_TRUE(base.ok() && merged.ok());
+  auto file = GgufFile::Open(o.output_path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto adapter = LoraAdapter::Load(std::shared_ptr<const GgufFile>(std::move(file).value()), *base.value(), "t");
+  ASSERT_TRUE(adapter.ok()) << adapter.message();
+  const LoraStack stack({{std::shared_ptr<const LoraAdapter>(std::move(adapter).value()), 1.0f}});
+
+  const std::vector<int32_t> tokens = test::ReadJson(hf + "/tokens.json")["input_ids"].get<std::vector<int32_t>>();
+  const std::vector<float> plain = AllLogits(*base.value(), tokens, nullptr);
+  const std::vector<float> unmerged = AllLogits(*base.value(), tokens, &stack);
+  const std::vector<float> reference = AllLogits(*merged.value(), tokens, nullptr);
+  const float moved = test::MaxAbsDiff(reference, plain), diff = test::MaxAbsDiff(unmerged, reference);
+  std::printf("[convert-lora %s %s] PEFT merge moves the logits by %.3f; converted adapter vs it %.2e\n",
+              c.model.c_str(), c.outtype.c_str(), moved, diff);
+  EXPECT_GT(moved, 0.05f);
+  EXPECT_LT(diff, c.tolerance);
+}
+
+test::PeftSpec RsLora() {
+  test::PeftSpec s;
+  s.rank = 8;
+  s.alpha = 6.0;
+  s.rslora = true;
+  s.targets = {"q_proj", "v_proj", "down_proj"};
+  s.seed = 9;
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Peft, LoraConvertTest,
+    ::testing::Values(Case{"gemma3_1b_like", {}, "f32", 1e-4f}, // Gemma 2's soft-capped logits reach +-30: 1.2e-4 apart is 4e-6 of them.
+                      Case{"gemma2_gqa_softcap", RsLora(), "f32", 2e-4f},
+                      Case{"gemma1_2b_like_mqa", {}, "f32", 1e-4f}, Case{"gemma4_e2b_like", {}, "f32", 1e-4f},
+                      // Gemma 3n amplifies float rounding (its HF golden tolerance is 1e-2).
+                      Case{"gemma3n_e2b_like", RsLora(), "f32", 1e-3f},
+                      // Rounded adapters: A and B in 16 bits, and Q8_0 (A's rows; the fast kernels then
+                      // also round the activations A multiplies to 8 bits, as llama.cpp's do).
+                      Case{"gemma3_1b_like", {}, "f16", 1e-2f}, Case{"gemma3_1b_like", {}, "q8_0", 0.15f}),
+    [](const auto& info) { return info.param.model + "_" + info.param.outtype + (info.param.spec.rslora ? "_rslora" : ""); });
+
+TEST(LoraConvert, BadFoldersAndOtherBasesAreRefused) {
+  test::TempDir dir;
+  const std::string hf = test::TestdataDir() + "/hf/gemma3_1b_like";
+  test::WritePeftAndMerged(hf, {}, dir.File("peft"), dir.File("merged"));
+  const std::string g2 = Convert(test::TestdataDir() + "/hf/gemma2_gqa_softcap", dir.File("g2.gguf"));
+  const std::string g3wide = Convert(test::TestdataDir() + "/hf/gemma3_4b_like_rope_linear8", dir.File("g3wide.gguf"));
+  auto error = [&](const std::string& peft, const std::string& base) {
+    LoraConvertOptions o;
+    o.peft_dir = peft;
+    o.output_path = dir.File("out.gguf");
+    o.base = base;
+    auto r = ConvertLora(o);
+    return r.ok() ? std::string("(converted)") : r.message();
+  };
+  EXPECT_NE(error(dir.File("peft"), g3wide).find("another model"), std::string::npos) << error(dir.File("peft"), g3wide);
+  EXPECT_NE(error(dir.File("peft"), g2).find("another model"), std::string::npos) << error(dir.File("peft"), g2);
+  EXPECT_NE(error(dir.File("nothing"), g2).find("not a folder"), std::string::npos);
+  EXPECT_NE(error(dir.File("peft"), "").find("needs the base model"), std::string::npos);
+  // The base as an HF folder: its architecture only.
+  EXPECT_EQ(error(dir.File("peft"), hf), "(converted)");
+  auto written = GgufFile::Open(dir.File("out.gguf"));
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written.value()->GetString("general.architecture").value(), "gemma3");
+  EXPECT_EQ(written.value()->GetString("general.type").value(), "adapter");
+  EXPECT_EQ(written.value()->GetString("adapter.type").value(), "lora");
+  EXPECT_FLOAT_EQ(written.value()->GetF32("adapter.lora.alpha").value(), 8.0f);
+  // Not PEFT LoRA: another peft_type, DoRA, an embedding.
+  for (const auto& [edit, want] : std::vector<std::pair<std::string, std::string>>{
+           {"prefix", "gemlet converts LORA adapters"}, {"dora", "DoRA"}, {"embed", "not a LoRA A/B weight"}}) {
+    const std::string d = dir.File("bad_" + edit);
+    test::WritePeftAndMerged(hf, {}, d, dir.File("merged_" + edit));
+    nlohmann::json config = test::ReadJson(d + "/adapter_config.json");
+    if (edit == "prefix") config["peft_type"] = "PREFIX_TUNING";
+    if (edit == "dora") config["use_dora"] = true;
+    std::ofstream(d + "/adapter_config.json") << config.dump();
+    if (edit == "embed") {
+      test::RawTensors t = test::ReadSafetensors(d + "/adapter_model.safetensors");
+      t["base_model.model.model.embed_tokens.weight"] = t.begin()->second;
+      test::WriteSafetensors(d + "/adapter_model.safetensors", t);
+    }
+    EXPECT_NE(error(d, hf).find(want), std::string::npos) << edit << ": " << error(d, hf);
+  }
+}
+
+}  // namespace
+}  // namespace gemlet
