@@ -46,40 +46,58 @@ TEST(Language, LabelledLinesAreDetected) {
 }
 
 // The 800 lines of tests/data/langid/labelled.tsv: accuracy per language, short lines (10-40
-// characters, the messages users polish) apart, printed as bench/RESULTS.md's table has it.
+// characters, the messages users polish) apart, what the misses were read as, and the groups of close
+// languages apart, printed as bench/RESULTS.md's table has them.
 TEST(Language, CatalogLinesInFortyLanguages) {
   const std::vector<Line> lines = ReadLabelled(std::string(GEMLET_LANGID_DATA) + "/labelled.tsv");
   ASSERT_GE(lines.size(), 500u);
   struct Tally {
     int right = 0, total = 0, short_right = 0, short_total = 0;
+    std::map<std::string, int> read_as;
   };
   std::map<std::string, Tally> by_label;
   Tally all;
   for (const Line& l : lines) {
     size_t chars = 0;
     for (unsigned char c : l.text) chars += (c & 0xC0) != 0x80;
-    const bool ok = DetectLanguage(l.text).tag == l.label, is_short = chars <= 40;
+    const std::string got(DetectLanguage(l.text).tag);
+    const bool ok = got == l.label, is_short = chars <= 40;
     for (Tally* t : {&by_label[l.label], &all}) {
       t->total++;
       t->right += ok;
       t->short_total += is_short;
       t->short_right += ok && is_short;
     }
+    if (!ok) by_label[l.label].read_as[got]++;
   }
-  std::printf("%-8s %6s %6s\n", "language", "all", "short");
+  std::printf("%-8s %7s %7s  %s\n", "language", "all", "short", "read as");
   for (const auto& [label, t] : by_label) {
-    std::printf("%-8s %3d/%-3d %3d/%-3d\n", label.c_str(), t.right, t.total, t.short_right, t.short_total);
+    std::string misses;
+    for (const auto& [tag, n] : t.read_as) misses += (misses.empty() ? "" : ", ") + tag + " " + std::to_string(n);
+    std::printf("%-8s %3d/%-3d %3d/%-3d  %s\n", label.c_str(), t.right, t.total, t.short_right, t.short_total, misses.c_str());
     EXPECT_GE(t.total, 15) << label;
+  }
+  // The languages a script shares that are closest to each other, where most misses are.
+  for (const auto& group : {std::vector<std::string>{"bs", "hr", "sr"}, {"da", "nb", "sv"}, {"es", "pt", "gl", "ca"},
+                            {"cs", "sk"}, {"id", "ms"}}) {
+    std::string name;
+    int right = 0, total = 0;
+    for (const std::string& label : group) {
+      name += (name.empty() ? "" : "/") + label;
+      right += by_label[label].right;
+      total += by_label[label].total;
+    }
+    std::printf("%-12s %3d/%-3d\n", name.c_str(), right, total);
   }
   const double accuracy = double(all.right) / all.total, short_accuracy = double(all.short_right) / all.short_total;
   std::printf("all: %d/%d (%.1f%%), short: %d/%d (%.1f%%)\n", all.right, all.total, 100 * accuracy, all.short_right,
               all.short_total, 100 * short_accuracy);
   EXPECT_GE(by_label.size(), 25u);
-  // Measured 93.5% (short lines 93.8%; CLD2 alone 88.0%): a floor against regressions, below issue
-  // #42's goal of 97%, which this detector does not reach (bench/RESULTS.md: Bosnian against
-  // Croatian takes 18 of the 52 misses, id/ms 10, es/pt/gl/ca 12).
-  EXPECT_GE(accuracy, 0.93);
-  EXPECT_GE(short_accuracy, 0.93);
+  // Measured 96.9% (775 of 800; short lines 96.2%, 462 of 480; CLD2 alone 88.0%): the floor, so a
+  // regression fails. Issue #42 asks 97%, one line more; bench/RESULTS.md: Bosnian against Croatian
+  // takes 15 of the 25 misses, as Debian's catalogs of the two share most of their words.
+  EXPECT_GE(accuracy, 0.968);
+  EXPECT_GE(short_accuracy, 0.962);
 }
 
 TEST(Language, ScriptsDecideWhereTheyAreOneLanguages) {

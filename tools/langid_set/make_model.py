@@ -12,9 +12,9 @@ words of many languages as English. Trained on short translated strings, charact
 Features (language.cc's LanguageModelFeatures computes the same): the text's words (runs of Latin or
 Cyrillic letters, lower-cased as language.cc's Lower does) as "<word>", each n-gram of 1-4 code points
 of "<word>" but "<" and ">" alone, and the whole "<word>" when longer than 4. For each language the
-kPerLanguage most frequent features are kept with their cost, -log P(feature | language) (add-alpha
+kPerLanguage most frequent features its text holds at least kMinCount times are kept with their cost, -log P(feature | language) (add-alpha
 smoothing over the kept vocabulary), in steps of kStep nats; a feature a language did not keep costs
-that language its floor, the cost of a feature seen zero times. The file is text: one line a feature,
+that language its floor, the cost of a feature seen zero times. The table is text: one line a feature,
 "FEATURE CODES", CODES a pair of characters (language, cost) per language that kept it, each character
 one of kCodes, so the table compiles as plain string literals.
 """
@@ -30,7 +30,11 @@ import sys
 LANGUAGES = ["bg", "bs", "ca", "cs", "da", "de", "en", "es", "et", "fi", "fr", "gl", "hr", "hu", "id", "it", "lt",
              "lv", "ms", "nb", "nl", "pl", "pt", "ro", "ru", "sk", "sl", "sr", "sr-Cyrl", "sv", "tr", "uk", "vi"]
 NMAX = 4
-kPerLanguage = 2000  # features kept per language: 64,000 entries; 3000 and 8000 were no better on dev.tsv
+# Features kept per language, and how often a language's text must hold one for it to be kept. Tried
+# on dev.tsv (kept 2,000 / 8,000 / 20,000 / 30,000 / 50,000; seen at least 1 / 3 / 5 / 8 times):
+# 2,000 gave 755 of 800, 20,000 of those seen 3 times 769, more no better (bench/RESULTS.md).
+kPerLanguage = 20000
+kMinCount = 3
 ALPHA = 0.5
 kStep = 0.25
 # Printable, and no '"', '\\' or '?' (two of which make a trigraph GCC warns about): 90 values.
@@ -91,7 +95,7 @@ def main(train, out):
                 count(counts["sr-Cyrl"], text)
             if label in counts:
                 count(counts[label], text)
-    kept = {l: dict(c.most_common(kPerLanguage)) for l, c in counts.items()}
+    kept = {l: {f: n for f, n in c.most_common(kPerLanguage) if n >= kMinCount} for l, c in counts.items()}
     vocabulary = len(set().union(*kept.values()))
     table = collections.defaultdict(list)
     floors = []
@@ -108,10 +112,12 @@ def main(train, out):
         f.write(f'constexpr std::string_view kModelCodes = "{CODES}";\n')
         f.write(f'constexpr std::string_view kModelFloors = "{"".join(floors)}";\n')
         f.write(f"constexpr double kModelStep = {kStep};\n")
-        # An array, not a string_view: a constexpr string_view would count its 300 KB at compile time.
+        # An array, not a string_view: a constexpr string_view would count its 3 MB at compile time.
         f.write("constexpr char kModel[] =\n")
-        for feature in sorted(table, key=lambda s: s.encode("utf-8")):
-            f.write(f'    "{feature} {"".join(table[feature])}\\n"\n')
+        # Several features a source line: one a line cost 2 MB of quotes and indents.
+        rows = [f"{feature} {''.join(table[feature])}\\n" for feature in sorted(table, key=lambda s: s.encode("utf-8"))]
+        for i in range(0, len(rows), 16):
+            f.write(f'    "{"".join(rows[i:i + 16])}"\n')
         f.write("    \"\";\n")
     print(f"{out}: {len(table)} features, {sum(map(len, table.values()))} entries, vocabulary {vocabulary}",
           file=sys.stderr)

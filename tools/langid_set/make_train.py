@@ -9,7 +9,10 @@ could leak the evaluation sets out of it:
     strings share its words ("Kalendar", "Datoteka") with the held-out line;
   - strings more than one language's catalogs hold (make_set.py drops them too).
 
-    tools/langid_set/make_train.py OUT.tsv [PACKAGES.txt]
+    tools/langid_set/make_train.py OUT.tsv [PACKAGES.txt] [--root DIR]
+
+With --root, the catalogs are read from DIR/usr/share/locale, where fetch_train.sh unpacked the
+packages (without installing them), and DIR/owners.tsv says which package each came from.
 
 OUT.tsv is label<TAB>text<TAB>source like the evaluation sets; PACKAGES.txt lists the Debian packages
 (with versions) whose catalogs gave lines, and how many each. The result depends on what is installed;
@@ -40,14 +43,18 @@ def held_out():
     return texts, domains
 
 
-def main(out, packages_out):
+def main(out, packages_out, root):
     texts_out, domains_out = held_out()
-    owner = owners()
+    if root:
+        with open(os.path.join(root, "owners.tsv"), encoding="utf-8") as f:
+            owner = {os.path.join(root, path.lstrip("/")): pkg for path, pkg in (l.rstrip("\n").split("\t") for l in f)}
+    else:
+        owner = owners()
     cands = collections.defaultdict(dict)
     english = {}
     for label, locales in LOCALES.items():
         for loc in locales:
-            for path in sorted(glob.glob(f"/usr/share/locale/{loc}/LC_MESSAGES/*.mo")):
+            for path in sorted(glob.glob(f"{root or ''}/usr/share/locale/{loc}/LC_MESSAGES/*.mo")):
                 domain = os.path.basename(path)
                 if owner.get(path) == "iso-codes" or domain in domains_out:
                     continue
@@ -76,13 +83,23 @@ def main(out, packages_out):
     print(f"{out}: {len(rows)} lines; " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)), file=sys.stderr)
     if packages_out:
         pkgs = sorted(p for p in per_pkg if p != "?")
-        versions = dict(line.split("\t") for line in subprocess.run(
-            ["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"] + pkgs, capture_output=True, text=True).stdout.splitlines()
-            if "\t" in line)
+        if root:  # fetch_train.sh's versions.tsv: what was unpacked, not what is installed
+            with open(os.path.join(root, "versions.tsv"), encoding="utf-8") as f:
+                versions = dict(line.rstrip("\n").split("\t") for line in f)
+        else:
+            versions = dict(line.split("\t") for line in subprocess.run(
+                ["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"] + pkgs, capture_output=True, text=True).stdout.splitlines()
+                if "\t" in line)
         with open(packages_out, "w", encoding="utf-8") as f:
             for p in pkgs:
                 f.write(f"{p}\t{versions.get(p, '?')}\t{per_pkg[p]}\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+    args = sys.argv[1:]
+    root = None
+    if "--root" in args:
+        i = args.index("--root")
+        root = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    main(args[0], args[1] if len(args) > 1 else None, root)
