@@ -247,6 +247,7 @@ struct Q4_K {
       for (int c = 0; c < 4; ++c) {
         Chain<kDp> lo[NT], hi[NT];
         const uint8_t* q = g + kScaleMinHeader + 512 * c + 32 * h;
+        HWY_UNROLL(8)
         for (int m = 0; m < 8; ++m) {
           const __m256i v = Load32(q + 64 * m);
           const __m256i l = _mm256_and_si256(v, low), hh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
@@ -280,6 +281,7 @@ HWY_INLINE __m256i FifthBits(const uint8_t* p) {
 // of 4 additions of at most 2 * 31 * 127.
 struct Q5_K {
   static constexpr int kBlockValues = 256, kBlockBytes = packed_x86::kQ5_KBytes;
+
   static constexpr bool kSlicePairSums = true;
   using Act = ActK;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
@@ -297,22 +299,24 @@ struct Q5_K {
       __m256i scaled[NT];
       for (int t = 0; t < NT; ++t) scaled[t] = _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {
-        Chain<kDp> lo[2][NT], hi[2][NT];
-        for (int m = 0; m < 8; ++m) {
-          const __m256i v = Load32(g + kQ5_KQs + 512 * c + 64 * m + 32 * h);
-          const uint8_t* masks = g + kQ5_KMasks + 16 * (8 * c + m) + 4 * h;
-          const __m256i l = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
-          const __m256i hh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
-          for (int t = 0; t < NT; ++t) {
-            lo[m / 4][t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
-            hi[m / 4][t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
-          }
-        }
         const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
         const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
-        for (int t = 0; t < NT; ++t) {
-          scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[0][t], lo[1][t], s_lo),
-                                                                   Chain<kDp>::Scaled(hi[0][t], hi[1][t], s_hi)));
+        for (int m0 = 0; m0 < 8; m0 += 4) {  // a chain per 4 vectors
+          Chain<kDp> lo[NT], hi[NT];
+          HWY_UNROLL(4)
+          for (int m = m0; m < m0 + 4; ++m) {
+            const __m256i v = Load32(g + kQ5_KQs + 512 * c + 64 * m + 32 * h);
+            const uint8_t* masks = g + kQ5_KMasks + 16 * (8 * c + m) + 4 * h;
+            const __m256i l = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
+            const __m256i hh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+            for (int t = 0; t < NT; ++t) {
+              lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
+              hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
+            }
+          }
+          for (int t = 0; t < NT; ++t) {
+            scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
+          }
         }
       }
       FinishScaleMin<NT>(g, h, a, i, scaled, acc);
@@ -325,6 +329,7 @@ struct Q5_K {
 // |T| <= 16 * 128 * 16 * 63 * 127 < 2^31, and one float operation per super-block.
 struct Q6_K {
   static constexpr int kBlockValues = 256, kBlockBytes = packed_x86::kQ6_KBytes;
+
   using Act = ActK;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     packed_x86::PackQ6_K(rows, row_bytes, n_blocks, out);
@@ -335,13 +340,8 @@ struct Q6_K {
     const __m256i low = Splat(0x0F), two = Splat(0x30);
     const __m256i q = Load32(triple + 64 * (j & 1)), hb2 = Load32(triple + 128);
     const __m256i l = j < 2 ? _mm256_and_si256(q, low) : _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
-    __m256i high;
-    switch (j) {
-      case 0: high = _mm256_slli_epi16(hb2, 4); break;
-      case 1: high = _mm256_slli_epi16(hb2, 2); break;
-      case 2: high = hb2; break;
-      default: high = _mm256_srli_epi16(hb2, 2); break;
-    }
+    // bits 2j, 2j + 1 of the high byte to bits 4, 5
+    const __m256i high = j < 2 ? _mm256_slli_epi16(hb2, 4 - 2 * j) : _mm256_srli_epi16(hb2, 2 * j - 4);
     return _mm256_or_si256(l, _mm256_and_si256(high, two));
   }
   // 8 rows' scales of groups 2p and 2p + 1 as the int16 pair of each lane.
@@ -358,16 +358,20 @@ struct Q6_K {
       __m256i scaled[NT], zero[NT];
       for (int t = 0; t < NT; ++t) scaled[t] = zero[t] = _mm256_setzero_si256();
       for (int hb = 0; hb < 2; ++hb) {
+        HWY_UNROLL(4)
         for (int j = 0; j < 4; ++j) {
           for (int mh = 0; mh < 2; ++mh) {  // group 8 hb + 2 j + mh: vectors 4 mh..4 mh + 3
-            Chain<kDp> c[2][NT];
-            for (int m = 4 * mh; m < 4 * mh + 4; ++m) {
-              const __m256i v = Values(g, hb, j, m, h);
-              for (int t = 0; t < NT; ++t) c[(m / 2) & 1][t].Add(v, Broadcast4(a[t].blocks[i].qs + 128 * hb + 32 * j + 4 * m));
-            }
             const int grp = 8 * hb + 2 * j + mh;
             const Scales s(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
-            for (int t = 0; t < NT; ++t) scaled[t] = _mm256_add_epi32(scaled[t], Chain<kDp>::Scaled(c[0][t], c[1][t], s));
+            for (int m0 = 4 * mh; m0 < 4 * mh + 4; m0 += 2) {  // a chain per 2 vectors
+              Chain<kDp> c[NT];
+              HWY_UNROLL(2)
+              for (int m = m0; m < m0 + 2; ++m) {
+                const __m256i v = Values(g, hb, j, m, h);
+                for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[i].qs + 128 * hb + 32 * j + 4 * m));
+              }
+              for (int t = 0; t < NT; ++t) scaled[t] = _mm256_add_epi32(scaled[t], Chain<kDp>::Scaled(c[t], s));
+            }
           }
         }
       }
