@@ -154,19 +154,7 @@ struct Nibbles {
 template <int kMasks, int kQs, class Block>
 struct FiveBits {
   static void PackBits(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    uint64_t masks[8] = {};
-    for (int r = 0; r < kRows; ++r) {
-      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
-      uint32_t qh;
-      std::memcpy(&qh, blk.qh, 4);
-      for (int m = 0; m < 4; ++m) {
-        for (int k = 0; k < 4; ++k) {
-          masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
-          masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
-        }
-      }
-    }
-    std::memcpy(out + kMasks, masks, sizeof(masks));
+    packed_x86::PackFifthBits<Block>(b, row_bytes, out + kMasks);
   }
   // The 5-bit values of vector m: values 4m.. in lo, 16+4m.. in hi.
   static HWY_INLINE void Values(const uint8_t* g, int m, __m512i* lo, __m512i* hi) {
@@ -222,11 +210,8 @@ struct Q4_1 : Packed32<Q4_1>, Nibbles<64> {
 
 struct Q5_0 : Packed32<Q5_0>, FiveBits<32, 96, BlockQ5_0> {
   using Block = BlockQ5_0;
-  static constexpr int kBlockBytes = 352, kZeroPoint = 16;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + 96);
-    PackBits(b, row_bytes, out);
-  }
+  static constexpr int kBlockBytes = packed_x86::kQ5_0Bytes, kZeroPoint = 16;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ5_0Block(b, row_bytes, out); }
 };
 
 // Q5_0's layout after d[16] and m[16]: w = d * q + m.

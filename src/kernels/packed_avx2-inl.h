@@ -277,6 +277,42 @@ HWY_INLINE __m256i FifthBits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select), Splat(0x10));
 }
 
+// Q5_0: Q4_0's nibbles with the fifth bits from the masks, q - 16; values up to 31, so two chains
+// of 4 additions of at most 2 * 31 * 127.
+struct Q5_0 {
+  static constexpr int kBlockValues = 32, kBlockBytes = packed_x86::kQ5_0Bytes;
+  using Act = Act32;
+  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ5_0Block(rows + j * sizeof(BlockQ5_0), row_bytes, out + j * kBlockBytes);
+  }
+  template <Dp kDp, int NT>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+    const __m256i low = Splat(0x0F);
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
+      if (ahead) Prefetch(g + ahead, kBlockBytes);
+      __m256i sum[NT];
+      for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-16 * a[t].sums[j]);
+      for (int m0 = 0; m0 < 4; m0 += 2) {
+        Chain<kDp> c[NT];
+        HWY_UNROLL(2)
+        for (int m = m0; m < m0 + 2; ++m) {
+          const __m256i v = Load32(g + packed_x86::kQ5_0Qs + 64 * m + 32 * h);
+          const uint8_t* masks = g + packed_x86::kQ5_0Masks + 16 * m + 4 * h;
+          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
+          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+          for (int t = 0; t < NT; ++t) {
+            c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
+            c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
+          }
+        }
+        for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], c[t].Total());
+      }
+      FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
+    }
+  }
+};
+
 // Q5_K: Q4_K's with the fifth bits from the masks; values up to 31, so each slice takes two chains
 // of 4 additions of at most 2 * 31 * 127.
 struct Q5_K {

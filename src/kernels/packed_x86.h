@@ -32,6 +32,32 @@ inline void PackQ4_0Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
   PackBlock32(b, row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
 }
 
+// The fifth bits of a 32-value block of 16 rows (Q5_0, Q5_1) as 8 64-bit masks at out: per vector m
+// of Q4_0's layout the mask of values 4m.. then of values 16 + 4m.. (bit 4r + b: row r's value b).
+template <class Block>
+void PackFifthBits(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  uint64_t masks[8] = {};
+  for (int r = 0; r < kRows; ++r) {
+    const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
+    uint32_t qh;
+    std::memcpy(&qh, blk.qh, 4);
+    for (int m = 0; m < 4; ++m) {
+      for (int k = 0; k < 4; ++k) {
+        masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
+        masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
+      }
+    }
+  }
+  std::memcpy(out, masks, sizeof(masks));
+}
+
+// Q5_0 (352 bytes): d[16], the fifth bits' masks, then Q4_0's 4 vectors of nibbles.
+constexpr int kQ5_0Bytes = 352, kQ5_0Masks = 32, kQ5_0Qs = 96;
+inline void PackQ5_0Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + kQ5_0Qs);
+  PackFifthBits<BlockQ5_0>(b, row_bytes, out + kQ5_0Masks);
+}
+
 // Q8_0 (544 bytes): d[16], then 8 vectors of q + 128 (unsigned: vpdpbusd's weight operand).
 constexpr int kQ8_0Bytes = 544;
 inline void PackQ8_0Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
