@@ -122,8 +122,9 @@ struct ActK {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Per type: kBlockValues, kBlockBytes, Pack (packed_x86.h), Act, and Dot<kDp, NT>(g, n_blocks,
-// a[NT], h, acc[NT], ahead): rows 8h..8h+7 of group g against NT tokens, one float vector per token.
+// Per type: kBlockValues, kBlockBytes, Pack (packed_x86.h), Act, and Dot<kDp, NT, kHalves>(g,
+// n_blocks, a[NT], h0, acc[kHalves][NT], ahead): rows 8h0.. of group g (8 rows per half) against NT
+// tokens, one float vector per half and token; each half's operations are the same however many.
 
 // The 32-value types' float operations per block and token: acc += float(sum) * (d_w * d_x).
 template <int NT>
@@ -140,24 +141,29 @@ struct Q4_0 {
     for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ4_0Block(rows + j * sizeof(BlockQ4_0), row_bytes, out + j * kBlockBytes);
   }
   // q - 8: the chain sums q x (8 additions of at most 2 * 15 * 127), then -8 sum x is taken off.
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
     const __m256i low = Splat(0x0F);
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      Chain<kDp> c[NT];
-      for (int m = 0; m < 4; ++m) {
-        const __m256i v = Load32(g + 32 + 64 * m + 32 * h);
-        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        for (int t = 0; t < NT; ++t) {
-          c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
-          c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        Chain<kDp> c[NT];
+        for (int m = 0; m < 4; ++m) {
+          const __m256i v = Load32(g + 32 + 64 * m + 32 * h);
+          const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+          for (int t = 0; t < NT; ++t) {
+            c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
+            c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
+          }
         }
+        __m256i sum[NT];
+        for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-8 * a[t].sums[j]));
+        FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
       }
-      __m256i sum[NT];
-      for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-8 * a[t].sums[j]));
-      FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
     }
   }
 };
@@ -171,32 +177,37 @@ struct Q8_0 {
   // VNNI: the stored q + 128 against x, less 128 sum x. vpmaddubsw: q itself (the stored bytes xor
   // 0x80), |q| as the unsigned operand and x with q's sign, each pair sum widened at once (one pair
   // reaches 2 * 128 * 127).
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
     const __m256i ones = _mm256_set1_epi16(1), bias = Splat(0x80);
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      __m256i sum[NT];
-      if constexpr (kDp == Dp::kMaddubs) {
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
-        for (int k = 0; k < 8; ++k) {
-          const __m256i q = _mm256_xor_si256(Load32(g + 32 + 64 * k + 32 * h), bias);
-          const __m256i abs_q = _mm256_sign_epi8(q, q);
-          for (int t = 0; t < NT; ++t) {
-            const __m256i x = _mm256_sign_epi8(Broadcast4(a[t].blocks[j].qs + 4 * k), q);
-            sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, x), ones));
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        __m256i sum[NT];
+        if constexpr (kDp == Dp::kMaddubs) {
+          for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {
+            const __m256i q = _mm256_xor_si256(Load32(g + 32 + 64 * k + 32 * h), bias);
+            const __m256i abs_q = _mm256_sign_epi8(q, q);
+            for (int t = 0; t < NT; ++t) {
+              const __m256i x = _mm256_sign_epi8(Broadcast4(a[t].blocks[j].qs + 4 * k), q);
+              sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, x), ones));
+            }
           }
+        } else {
+          Chain<kDp> c[NT];
+          for (int k = 0; k < 8; ++k) {
+            const __m256i v = Load32(g + 32 + 64 * k + 32 * h);
+            for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[j].qs + 4 * k));
+          }
+          for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-128 * a[t].sums[j]));
         }
-      } else {
-        Chain<kDp> c[NT];
-        for (int k = 0; k < 8; ++k) {
-          const __m256i v = Load32(g + 32 + 64 * k + 32 * h);
-          for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[j].qs + 4 * k));
-        }
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-128 * a[t].sums[j]));
+        FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
       }
-      FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
     }
   }
 };
@@ -234,35 +245,40 @@ struct Q4_K {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     packed_x86::PackQ4_K(rows, row_bytes, n_blocks, out);
   }
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
     using packed_x86::kScaleMinHeader;
     using packed_x86::kScaleMinScales;
     const __m256i low = Splat(0x0F);
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      __m256i scaled[NT];
-      for (int t = 0; t < NT; ++t) scaled[t] = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        Chain<kDp> lo[NT], hi[NT];
-        const uint8_t* q = g + kScaleMinHeader + 512 * c + 32 * h;
-        HWY_UNROLL(8)
-        for (int m = 0; m < 8; ++m) {
-          const __m256i v = Load32(q + 64 * m);
-          const __m256i l = _mm256_and_si256(v, low), hh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        __m256i scaled[NT];
+        for (int t = 0; t < NT; ++t) scaled[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          Chain<kDp> lo[NT], hi[NT];
+          const uint8_t* q = g + kScaleMinHeader + 512 * c + 32 * h;
+          HWY_UNROLL(8)
+          for (int m = 0; m < 8; ++m) {
+            const __m256i v = Load32(q + 64 * m);
+            const __m256i l = _mm256_and_si256(v, low), hh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            for (int t = 0; t < NT; ++t) {
+              lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
+              hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
+            }
+          }
+          const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
+          const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
           for (int t = 0; t < NT; ++t) {
-            lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
-            hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
+            scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
           }
         }
-        const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
-        const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
-        for (int t = 0; t < NT; ++t) {
-          scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
-        }
+        FinishScaleMin<NT>(g, h, a, i, scaled, acc);
       }
-      FinishScaleMin<NT>(g, h, a, i, scaled, acc);
     }
   }
 };
@@ -285,30 +301,35 @@ struct Q5_0 {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ5_0Block(rows + j * sizeof(BlockQ5_0), row_bytes, out + j * kBlockBytes);
   }
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
     const __m256i low = Splat(0x0F);
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      __m256i sum[NT];
-      for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-16 * a[t].sums[j]);
-      for (int m0 = 0; m0 < 4; m0 += 2) {
-        Chain<kDp> c[NT];
-        HWY_UNROLL(2)
-        for (int m = m0; m < m0 + 2; ++m) {
-          const __m256i v = Load32(g + packed_x86::kQ5_0Qs + 64 * m + 32 * h);
-          const uint8_t* masks = g + packed_x86::kQ5_0Masks + 16 * m + 4 * h;
-          const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
-          const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
-          for (int t = 0; t < NT; ++t) {
-            c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
-            c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        __m256i sum[NT];
+        for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-16 * a[t].sums[j]);
+        for (int m0 = 0; m0 < 4; m0 += 2) {
+          Chain<kDp> c[NT];
+          HWY_UNROLL(2)
+          for (int m = m0; m < m0 + 2; ++m) {
+            const __m256i v = Load32(g + packed_x86::kQ5_0Qs + 64 * m + 32 * h);
+            const uint8_t* masks = g + packed_x86::kQ5_0Masks + 16 * m + 4 * h;
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+            for (int t = 0; t < NT; ++t) {
+              c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
+              c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
+            }
           }
+          for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], c[t].Total());
         }
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], c[t].Total());
+        FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
       }
-      FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
     }
   }
 };
@@ -323,39 +344,44 @@ struct Q5_K {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     packed_x86::PackQ5_K(rows, row_bytes, n_blocks, out);
   }
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
     using packed_x86::kQ5_KMasks;
     using packed_x86::kQ5_KQs;
     using packed_x86::kScaleMinScales;
     const __m256i low = Splat(0x0F);
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      __m256i scaled[NT];
-      for (int t = 0; t < NT; ++t) scaled[t] = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
-        const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
-        for (int m0 = 0; m0 < 8; m0 += 4) {  // a chain per 4 vectors
-          Chain<kDp> lo[NT], hi[NT];
-          HWY_UNROLL(4)
-          for (int m = m0; m < m0 + 4; ++m) {
-            const __m256i v = Load32(g + kQ5_KQs + 512 * c + 64 * m + 32 * h);
-            const uint8_t* masks = g + kQ5_KMasks + 16 * (8 * c + m) + 4 * h;
-            const __m256i l = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
-            const __m256i hh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        __m256i scaled[NT];
+        for (int t = 0; t < NT; ++t) scaled[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+          const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
+          const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
+          for (int m0 = 0; m0 < 8; m0 += 4) {  // a chain per 4 vectors
+            Chain<kDp> lo[NT], hi[NT];
+            HWY_UNROLL(4)
+            for (int m = m0; m < m0 + 4; ++m) {
+              const __m256i v = Load32(g + kQ5_KQs + 512 * c + 64 * m + 32 * h);
+              const uint8_t* masks = g + kQ5_KMasks + 16 * (8 * c + m) + 4 * h;
+              const __m256i l = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
+              const __m256i hh = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+              for (int t = 0; t < NT; ++t) {
+                lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
+                hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
+              }
+            }
             for (int t = 0; t < NT; ++t) {
-              lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
-              hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
+              scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
             }
           }
-          for (int t = 0; t < NT; ++t) {
-            scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
-          }
         }
+        FinishScaleMin<NT>(g, h, a, i, scaled, acc);
       }
-      FinishScaleMin<NT>(g, h, a, i, scaled, acc);
     }
   }
 };
@@ -386,43 +412,48 @@ struct Q6_K {
     const __m128i a = _mm_cvtepi8_epi16(Load8(sc + kRows * 2 * p)), b = _mm_cvtepi8_epi16(Load8(sc + kRows * (2 * p + 1)));
     return _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
   }
-  template <Dp kDp, int NT>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h, __m256* acc, size_t ahead) {
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  template <Dp kDp, int NT, int kHalves = 1>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
-      __m256i scaled[NT], zero[NT];
-      for (int t = 0; t < NT; ++t) scaled[t] = zero[t] = _mm256_setzero_si256();
-      for (int hb = 0; hb < 2; ++hb) {
-        HWY_UNROLL(4)
-        for (int j = 0; j < 4; ++j) {
-          for (int mh = 0; mh < 2; ++mh) {  // group 8 hb + 2 j + mh: vectors 4 mh..4 mh + 3
-            const int grp = 8 * hb + 2 * j + mh;
-            const Scales s(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
-            for (int m0 = 4 * mh; m0 < 4 * mh + 4; m0 += 2) {  // a chain per 2 vectors
-              Chain<kDp> c[NT];
-              HWY_UNROLL(2)
-              for (int m = m0; m < m0 + 2; ++m) {
-                const __m256i v = Values(g, hb, j, m, h);
-                for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[i].qs + 128 * hb + 32 * j + 4 * m));
+      HWY_UNROLL(2)
+      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
+        const int h = h0 + hh;
+        __m256* acc = accs + hh * NT;
+        __m256i scaled[NT], zero[NT];
+        for (int t = 0; t < NT; ++t) scaled[t] = zero[t] = _mm256_setzero_si256();
+        for (int hb = 0; hb < 2; ++hb) {
+          HWY_UNROLL(4)
+          for (int j = 0; j < 4; ++j) {
+            for (int mh = 0; mh < 2; ++mh) {  // group 8 hb + 2 j + mh: vectors 4 mh..4 mh + 3
+              const int grp = 8 * hb + 2 * j + mh;
+              const Scales s(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
+              for (int m0 = 4 * mh; m0 < 4 * mh + 4; m0 += 2) {  // a chain per 2 vectors
+                Chain<kDp> c[NT];
+                HWY_UNROLL(2)
+                for (int m = m0; m < m0 + 2; ++m) {
+                  const __m256i v = Values(g, hb, j, m, h);
+                  for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[i].qs + 128 * hb + 32 * j + 4 * m));
+                }
+                for (int t = 0; t < NT; ++t) scaled[t] = _mm256_add_epi32(scaled[t], Chain<kDp>::Scaled(c[t], s));
               }
-              for (int t = 0; t < NT; ++t) scaled[t] = _mm256_add_epi32(scaled[t], Chain<kDp>::Scaled(c[t], s));
             }
           }
         }
-      }
-      for (int p = 0; p < 8; ++p) {
-        const __m256i pair = ScalePair(g, p, h);
-        for (int t = 0; t < NT; ++t) {
-          int32_t bsums;
-          std::memcpy(&bsums, a[t].blocks[i].bsums + 2 * p, 4);  // groups 2p, 2p + 1
-          zero[t] = _mm256_add_epi32(zero[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(bsums)));
+        for (int p = 0; p < 8; ++p) {
+          const __m256i pair = ScalePair(g, p, h);
+          for (int t = 0; t < NT; ++t) {
+            int32_t bsums;
+            std::memcpy(&bsums, a[t].blocks[i].bsums + 2 * p, 4);  // groups 2p, 2p + 1
+            zero[t] = _mm256_add_epi32(zero[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(bsums)));
+          }
         }
-      }
-      const __m256 d = Halves(g + 16 * h);
-      for (int t = 0; t < NT; ++t) {
-        const __m256i total = _mm256_sub_epi32(scaled[t], _mm256_slli_epi32(zero[t], 5));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(a[t].blocks[i].d)), acc[t]);
+        const __m256 d = Halves(g + 16 * h);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i total = _mm256_sub_epi32(scaled[t], _mm256_slli_epi32(zero[t], 5));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, _mm256_set1_ps(a[t].blocks[i].d)), acc[t]);
+        }
       }
     }
   }
@@ -438,11 +469,20 @@ constexpr int kTileTokens = 4;  // tokens per tile: 4 float accumulators, 4 to 8
 // Tokens t0..t0+NT-1 against group g: 16 outputs each, to y[t * n_out].
 template <class T, Dp kDp, int NT>
 HWY_INLINE void Tile(const uint8_t* g, int64_t n_blocks, const typename T::Act* a, float* y, int64_t n_out, size_t ahead) {
-  for (int h = 0; h < 2; ++h) {
-    __m256 acc[NT];
-    // The first half reads the group from memory (prefetching ahead); the second finds it in cache.
-    T::template Dot<kDp, NT>(g, n_blocks, a, h, acc, h == 0 ? ahead : 0);
-    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * n_out + 8 * h, acc[t]);
+  if constexpr (NT == 1) {
+    // Decode: both halves in one pass over the group, sharing the activations' loads (the registers
+    // of two halves' chains fit where those of more tokens would not).
+    __m256 acc[2];
+    T::template Dot<kDp, 1, 2>(g, n_blocks, a, 0, acc, ahead);
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+  } else {
+    for (int h = 0; h < 2; ++h) {
+      __m256 acc[NT];
+      // The first half reads the group from memory (prefetching ahead); the second finds it in cache.
+      T::template Dot<kDp, NT>(g, n_blocks, a, h, acc, h == 0 ? ahead : 0);
+      for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * n_out + 8 * h, acc[t]);
+    }
   }
 }
 
