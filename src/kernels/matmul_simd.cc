@@ -371,7 +371,9 @@ template <class Fn>
 bool WithPackedType(DType type, Fn&& fn) {
   switch (type) {
     case DType::kQ4_0: fn(packed::Q4_0()); return true;
+    case DType::kQ4_1: fn(packed::Q4_1()); return true;
     case DType::kQ5_0: fn(packed::Q5_0()); return true;
+    case DType::kQ5_1: fn(packed::Q5_1()); return true;
     case DType::kQ8_0: fn(packed::Q8_0()); return true;
     case DType::kQ4_K: fn(packed::Q4_K()); return true;
     case DType::kQ5_K: fn(packed::Q5_K()); return true;

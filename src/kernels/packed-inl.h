@@ -186,11 +186,6 @@ struct FiveBits {
   }
 };
 
-// The 16 rows' f16 mins (the second half of each block, after d) to out + 32.
-HWY_INLINE void PackMins(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-  for (int r = 0; r < kRows; ++r) std::memcpy(out + 32 + 2 * r, b + row_bytes * r + 2, 2);
-}
-
 struct Q4_0 : Packed32<Q4_0>, Nibbles<32> {
   using Block = BlockQ4_0;
   static constexpr int kBlockBytes = packed_x86::kQ4_0Bytes, kZeroPoint = 8;
@@ -200,12 +195,9 @@ struct Q4_0 : Packed32<Q4_0>, Nibbles<32> {
 // Q4_0's layout after d[16] and m[16]: w = d * q + m.
 struct Q4_1 : Packed32<Q4_1>, Nibbles<64> {
   using Block = BlockQ4_1;
-  static constexpr int kBlockBytes = 320, kZeroPoint = 0;
+  static constexpr int kBlockBytes = packed_x86::kQ4_1Bytes, kZeroPoint = 0;
   static constexpr bool kHasMin = true;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ4_1, qs), 4, out, out + 64);
-    PackMins(b, row_bytes, out);
-  }
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ4_1Block(b, row_bytes, out); }
 };
 
 struct Q5_0 : Packed32<Q5_0>, FiveBits<32, 96, BlockQ5_0> {
@@ -217,13 +209,9 @@ struct Q5_0 : Packed32<Q5_0>, FiveBits<32, 96, BlockQ5_0> {
 // Q5_0's layout after d[16] and m[16]: w = d * q + m.
 struct Q5_1 : Packed32<Q5_1>, FiveBits<64, 128, BlockQ5_1> {
   using Block = BlockQ5_1;
-  static constexpr int kBlockBytes = 384, kZeroPoint = 0;
+  static constexpr int kBlockBytes = packed_x86::kQ5_1Bytes, kZeroPoint = 0;
   static constexpr bool kHasMin = true;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ5_1, qs), 4, out, out + 128);
-    PackMins(b, row_bytes, out);
-    PackBits(b, row_bytes, out);
-  }
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ5_1Block(b, row_bytes, out); }
 };
 
 struct Q8_0 : Packed32<Q8_0> {

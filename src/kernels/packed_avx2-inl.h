@@ -134,40 +134,6 @@ HWY_INLINE void FinishBlock32(const __m256i* sum, __m256 dw, const Act32* a, int
   }
 }
 
-struct Q4_0 {
-  static constexpr int kBlockValues = 32, kBlockBytes = packed_x86::kQ4_0Bytes;
-  using Act = Act32;
-  static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ4_0Block(rows + j * sizeof(BlockQ4_0), row_bytes, out + j * kBlockBytes);
-  }
-  // q - 8: the chain sums q x (8 additions of at most 2 * 15 * 127), then -8 sum x is taken off.
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
-    const __m256i low = Splat(0x0F);
-    for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
-      if (ahead) Prefetch(g + ahead, kBlockBytes);
-      HWY_UNROLL(2)
-      for (int hh = 0; hh < kHalves; ++hh) {  // rows 8h..8h+7
-        const int h = h0 + hh;
-        __m256* acc = accs + hh * NT;
-        Chain<kDp> c[NT];
-        for (int m = 0; m < 4; ++m) {
-          const __m256i v = Load32(g + 32 + 64 * m + 32 * h);
-          const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-          for (int t = 0; t < NT; ++t) {
-            c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
-            c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
-          }
-        }
-        __m256i sum[NT];
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-8 * a[t].sums[j]));
-        FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
-      }
-    }
-  }
-};
-
 struct Q8_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = packed_x86::kQ8_0Bytes;
   using Act = Act32;
@@ -293,16 +259,22 @@ HWY_INLINE __m256i FifthBits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select), Splat(0x10));
 }
 
-// Q5_0: Q4_0's nibbles with the fifth bits from the masks, q - 16; values up to 31, so two chains
-// of 4 additions of at most 2 * 31 * 127.
-struct Q5_0 {
-  static constexpr int kBlockValues = 32, kBlockBytes = packed_x86::kQ5_0Bytes;
+// The 4- and 5-bit 32-value types: Q4_0 (q - 8) and Q5_0 (q - 16), zero points taken off in
+// integers, and Q4_1 and Q5_1 (d q + m: one more float operation per block, m times d_x sum x). A
+// 4-bit chain takes a block's 8 additions of at most 2 * 15 * 127; 5-bit values (the masks' fifth
+// bits added) take two chains of 4 additions of at most 2 * 31 * 127.
+template <int kBytes, int kQs, int kMasks, int kZero, bool kMin, void (*kPack)(const uint8_t*, size_t, uint8_t*),
+          class Block>
+struct Bits32 {
+  static constexpr int kBlockValues = 32, kBlockBytes = kBytes;
+  static constexpr bool kFiveBits = kMasks > 0;
   using Act = Act32;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ5_0Block(rows + j * sizeof(BlockQ5_0), row_bytes, out + j * kBlockBytes);
+    for (int64_t j = 0; j < n_blocks; ++j) kPack(rows + j * sizeof(Block), row_bytes, out + j * kBlockBytes);
   }
   template <Dp kDp, int NT, int kHalves = 1>
   static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+    constexpr int kChainVectors = kFiveBits ? 2 : 4;
     const __m256i low = Splat(0x0F);
     for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
@@ -312,15 +284,17 @@ struct Q5_0 {
         const int h = h0 + hh;
         __m256* acc = accs + hh * NT;
         __m256i sum[NT];
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-16 * a[t].sums[j]);
-        for (int m0 = 0; m0 < 4; m0 += 2) {
+        for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-kZero * a[t].sums[j]);
+        for (int m0 = 0; m0 < 4; m0 += kChainVectors) {
           Chain<kDp> c[NT];
-          HWY_UNROLL(2)
-          for (int m = m0; m < m0 + 2; ++m) {
-            const __m256i v = Load32(g + packed_x86::kQ5_0Qs + 64 * m + 32 * h);
-            const uint8_t* masks = g + packed_x86::kQ5_0Masks + 16 * m + 4 * h;
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), FifthBits(masks));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), FifthBits(masks + 8));
+          HWY_UNROLL(4)
+          for (int m = m0; m < m0 + kChainVectors; ++m) {
+            const __m256i v = Load32(g + kQs + 64 * m + 32 * h);
+            __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            if constexpr (kFiveBits) {
+              lo = _mm256_or_si256(lo, FifthBits(g + kMasks + 16 * m + 4 * h));
+              hi = _mm256_or_si256(hi, FifthBits(g + kMasks + 16 * m + 8 + 4 * h));
+            }
             for (int t = 0; t < NT; ++t) {
               c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
               c[t].Add(hi, Broadcast4(a[t].blocks[j].qs + 16 + 4 * m));
@@ -329,10 +303,20 @@ struct Q5_0 {
           for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(sum[t], c[t].Total());
         }
         FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
+        if constexpr (kMin) {
+          const __m256 m = Halves(g + 32 + 16 * h);
+          for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(a[t].blocks[j].s), acc[t]);
+        }
       }
     }
   }
 };
+using Q4_0 = Bits32<packed_x86::kQ4_0Bytes, 32, 0, 8, false, packed_x86::PackQ4_0Block, BlockQ4_0>;
+using Q4_1 = Bits32<packed_x86::kQ4_1Bytes, packed_x86::kQ4_1Qs, 0, 0, true, packed_x86::PackQ4_1Block, BlockQ4_1>;
+using Q5_0 = Bits32<packed_x86::kQ5_0Bytes, packed_x86::kQ5_0Qs, packed_x86::kQ5_0Masks, 16, false,
+                    packed_x86::PackQ5_0Block, BlockQ5_0>;
+using Q5_1 = Bits32<packed_x86::kQ5_1Bytes, packed_x86::kQ5_1Qs, packed_x86::kQ5_1Masks, 0, true,
+                    packed_x86::PackQ5_1Block, BlockQ5_1>;
 
 // Q5_K: Q4_K's with the fifth bits from the masks; values up to 31, so each slice takes two chains
 // of 4 additions of at most 2 * 31 * 127.

@@ -58,6 +58,23 @@ inline void PackQ5_0Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
   PackFifthBits<BlockQ5_0>(b, row_bytes, out + kQ5_0Masks);
 }
 
+// Q4_1 (320 bytes) and Q5_1 (384 bytes): Q4_0's and Q5_0's layouts with the rows' f16 mins m[16]
+// after d[16] (w = d q + m).
+inline void PackMins(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r + 2, 2);
+}
+constexpr int kQ4_1Bytes = 320, kQ4_1Qs = 64;
+inline void PackQ4_1Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  PackBlock32(b, row_bytes, offsetof(BlockQ4_1, qs), 4, out, out + kQ4_1Qs);
+  PackMins(b, row_bytes, out + 32);
+}
+constexpr int kQ5_1Bytes = 384, kQ5_1Masks = 64, kQ5_1Qs = 128;
+inline void PackQ5_1Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
+  PackBlock32(b, row_bytes, offsetof(BlockQ5_1, qs), 4, out, out + kQ5_1Qs);
+  PackMins(b, row_bytes, out + 32);
+  PackFifthBits<BlockQ5_1>(b, row_bytes, out + kQ5_1Masks);
+}
+
 // Q8_0 (544 bytes): d[16], then 8 vectors of q + 128 (unsigned: vpdpbusd's weight operand).
 constexpr int kQ8_0Bytes = 544;
 inline void PackQ8_0Block(const uint8_t* b, size_t row_bytes, uint8_t* out) {
