@@ -1,13 +1,15 @@
 // Packed weights on AVX2 (the AVX2 target, and its AVX2_VNNI table): the decode GEMV's and the
 // prefill GEMM's kernel over packed_x86.h's 16-row layouts, the ones AVX-512 VNNI reads
 // (packed-inl.h gives them). Each 64-byte vector there holds 4 bytes of each of 16 rows; here it is
-// two 256-bit halves of 8 rows, and a group is computed half by half. Included by matmul_simd.cc.
+// two 256-bit halves of 8 rows: a group is computed half by half, in one pass for decode (one token)
+// and in two for a tile of tokens, whose chains would not fit 16 registers twice. Included by
+// matmul_simd.cc.
 //
 // The products: 4 unsigned weight bytes of a row (one 32-bit lane) against 4 signed activation bytes
 // broadcast to every lane, summed into that lane. AVX2 has no vpdpbusd: vpmaddubsw gives 16-bit
 // pair sums that are added in 16 bits (each type keeps its chains short enough that no sum passes
-// 2^15: Q4_0 and Q4_K 8 additions of at most 2 * 15 * 127, Q5_K 4 of 2 * 31 * 127, Q6_K 2 of
-// 2 * 63 * 127) and widened once by vpmaddwd, against ones or, for the K types, against the rows'
+// 2^15: the 4-bit types 8 additions of at most 2 * 15 * 127, the 5-bit ones 4 of 2 * 31 * 127,
+// Q6_K 2 of 2 * 63 * 127) and widened once by vpmaddwd, against ones or, for the K types, against the rows'
 // integer scales, which applies them for free. Q8_0's bytes reach 255 (q + 128), too many for
 // vpmaddubsw's pair sums: its sign moves onto the activations (|q| <= 128) as llama.cpp does. Where
 // the CPU has AVX-VNNI (Alder Lake and later, Zen 5) the AVX2_VNNI table runs vpdpbusd instead (its
