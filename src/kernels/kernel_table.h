@@ -19,11 +19,15 @@ std::vector<int64_t> SimdTargets();
 // The table compiled for one of SimdTargets(); nullptr for any other target. Thread-safe (the
 // tables are looked up once, on first use).
 const KernelTable* SimdKernels(int64_t target);
+// On x86, AVX2_VNNI: the AVX2 table with vpdpbusd in its packed kernels, where the CPU has AVX-VNNI
+// or, with the EVEX encoding of the same instruction, AVX-512 VNNI (AVX3_DL); else null.
+const KernelTable* Avx2VnniKernels();
 // On aarch64, the tables beyond Highway's NEON that this CPU runs, best first: NEON_I8MM (packed
 // weights, prefill on smmla) and NEON_DOTPROD (packed weights on sdot), from matmul_neon.cc;
 // empty elsewhere. Highway 1.0 has no target for either, so they are chosen by the CPU's hwcaps.
 std::vector<const KernelTable*> NeonPackedTables();
-// Every table this CPU runs, best first: NeonPackedTables(), then SimdTargets()' tables.
+// Every table this CPU runs, best first: NeonPackedTables(), then SimdTargets()' tables with
+// Avx2VnniKernels() before AVX2's.
 std::vector<const KernelTable*> SimdTables();
 
 // Reads n bytes with the widest loads this CPU has, in several streams, and returns a checksum so

@@ -22,7 +22,15 @@ std::vector<const KernelTable*> NeonPackedTables() { return {}; }
 std::vector<const KernelTable*> SimdTables() {
   std::vector<const KernelTable*> tables = NeonPackedTables();
   for (int64_t t : SimdTargets()) {
-    if (const KernelTable* k = SimdKernels(t)) tables.push_back(k);
+    const KernelTable* k = SimdKernels(t);
+    if (k == nullptr) continue;
+#if HWY_ARCH_X86
+    // AVX2 with vpdpbusd before plain AVX2 (below AVX-512, which is faster where the CPU has it).
+    if (t == HWY_AVX2) {
+      if (const KernelTable* vnni = Avx2VnniKernels()) tables.push_back(vnni);
+    }
+#endif
+    tables.push_back(k);
   }
   return tables;
 }
@@ -54,6 +62,16 @@ bool CpuIsAmd() {
   std::memcpy(vendor + 8, &ecx, 4);
   vendor[12] = '\0';
   return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+  return false;
+#endif
+}
+
+bool CpuHasAvxVnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 4) & 1;  // CPUID.(EAX=7, ECX=1):EAX[4]
 #else
   return false;
 #endif

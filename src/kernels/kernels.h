@@ -117,6 +117,9 @@ struct KernelTable {
 // Whether this is an AMD x86 CPU (CPUID's vendor string); DefaultDecodePrefetchBytes
 // (kernel_context.h) asks it.
 bool CpuIsAmd();
+// Whether this is an x86 CPU with AVX-VNNI (the VEX-encoded 256-bit vpdpbusd: Alder Lake and later,
+// Zen 5); SimdTables() then offers the AVX2_VNNI table.
+bool CpuHasAvxVnni();
 
 // The best table this CPU runs (the first of SimdTables(), else the reference).
 const KernelTable& BestKernels();

@@ -26,6 +26,9 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
 void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 const PackedLayout* PackedLayoutSimd(DType type);
+#if HWY_TARGET == HWY_AVX2
+void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
+#endif
 
 namespace {
 using DF = hn::ScalableTag<float>;
@@ -463,6 +466,21 @@ const KernelTable* GetKernelTable() {
   return &table;
 }
 
+// AVX2's table with vpdpbusd in the packed kernels (matmul_simd.cc, MatMulSimdVnni); null elsewhere.
+const KernelTable* GetVnniKernelTable() {
+#if HWY_TARGET == HWY_AVX2
+  static const KernelTable table = [] {
+    KernelTable t = *GetKernelTable();
+    t.name = "AVX2_VNNI";
+    t.matmul = MatMulSimdVnni;
+    return t;
+  }();
+  return &table;
+#else
+  return nullptr;
+#endif
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace gemlet
@@ -472,6 +490,7 @@ HWY_AFTER_NAMESPACE();
 namespace gemlet {
 
 HWY_EXPORT(GetKernelTable);
+HWY_EXPORT(GetVnniKernelTable);
 HWY_EXPORT(ReadAll);
 HWY_EXPORT(ReadStreams);
 
@@ -482,22 +501,49 @@ uint32_t ReadStreamsForBandwidth(const uint8_t* const* regions, int n_streams, s
 
 std::vector<int64_t> SimdTargets() { return hwy::SupportedAndGeneratedTargets(); }
 
-const KernelTable* SimdKernels(int64_t target) {
+namespace {
+
+struct TargetTables {
+  int64_t target;
+  const KernelTable* table;
+  const KernelTable* vnni;  // GetVnniKernelTable's
+};
+
+const std::vector<TargetTables>& Tables() {
   // Every table is looked up once, together: Highway's only way to reach one target's code is to
   // pretend the CPU supports only it, dispatch and undo, which must not race with other dispatches.
-  static const std::vector<std::pair<int64_t, const KernelTable*>> tables = [] {
-    std::vector<std::pair<int64_t, const KernelTable*>> found;
+  static const std::vector<TargetTables> tables = [] {
+    std::vector<TargetTables> found;
     for (int64_t t : SimdTargets()) {
       hwy::SetSupportedTargetsForTest(t);
-      found.emplace_back(t, HWY_DYNAMIC_DISPATCH(GetKernelTable)());
+      found.push_back({t, HWY_DYNAMIC_DISPATCH(GetKernelTable)(), HWY_DYNAMIC_DISPATCH(GetVnniKernelTable)()});
     }
     hwy::SetSupportedTargetsForTest(0);
     hwy::GetChosenTarget().Update(hwy::SupportedTargets());
     return found;
   }();
-  for (const auto& [t, table] : tables) {
-    if (t == target) return table;
+  return tables;
+}
+
+}  // namespace
+
+const KernelTable* SimdKernels(int64_t target) {
+  for (const TargetTables& e : Tables()) {
+    if (e.target == target) return e.table;
   }
+  return nullptr;
+}
+
+const KernelTable* Avx2VnniKernels() {
+#if HWY_ARCH_X86
+  // vpdpbusd: VEX-encoded with AVX-VNNI; otherwise EVEX-encoded, which AVX-512 VNNI (with VL: what
+  // Highway's AVX3_DL target requires) runs.
+  static const bool runs = CpuHasAvxVnni() || (hwy::SupportedTargets() & HWY_AVX3_DL) != 0;
+  if (!runs) return nullptr;
+  for (const TargetTables& e : Tables()) {
+    if (e.target == HWY_AVX2) return e.vnni;
+  }
+#endif
   return nullptr;
 }
 

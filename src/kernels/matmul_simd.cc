@@ -2,7 +2,8 @@
 // dot products against activations quantized once per call. Decode (one token: GEMV, rows split
 // across threads) and prefill (many tokens: GEMM, row blocks x token tiles so that each weight block
 // is decoded once per tile) are separate paths; on AVX3_DL the few tokens of a batched decode step
-// keep to the decode kernels (kMaxGemvTokens).
+// keep to the decode kernels (kMaxGemvTokens). Packed weights: packed-inl.h (AVX3_DL) and
+// packed_avx2-inl.h (AVX2, and the AVX2_VNNI table's MatMulSimdVnni).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -21,6 +22,7 @@
 #include "kernels/quant_dot-inl.h"
 #include "kernels/gemm_vnni-inl.h"
 #include "kernels/packed-inl.h"
+#include "kernels/packed_avx2-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace gemlet {
@@ -143,13 +145,15 @@ HWY_INLINE float AbsMax(const float* x, int n) {
   return hn::GetLane(hn::MaxOfLanes(d, m));
 }
 
-void QuantizeRow32(const float* x, int64_t n, BlockQ8x32* out) {
+// sums: null, or each block's sum of qs (the AVX2 packed kernels take zero points off in integers).
+void QuantizeRow32(const float* x, int64_t n, BlockQ8x32* out, int32_t* sums) {
   for (int64_t b = 0; b < n / kBlock32; ++b, x += kBlock32) {
     const float amax = AbsMax(x, kBlock32);
     BlockQ8x32& o = out[b];
     o.d = ActScale(amax);
     const int sum = QuantizeSpan(x, kBlock32, amax > 0 ? 127.0f / amax : 0.0f, o.qs, nullptr);
     o.s = o.d * static_cast<float>(sum);
+    if (sums != nullptr) sums[b] = sum;
   }
 }
 
@@ -162,16 +166,21 @@ void QuantizeRowK(const float* x, int64_t n, BlockQ8_K* out) {
   }
 }
 
+// sums: null, or [n_tokens][blocks] for each 32-value block's sum of qs.
 template <class Act>
-const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx) {
+const Act* QuantizeActivations(const float* x, int64_t n_tokens, int64_t n_in, KernelContext& ctx,
+                               int32_t* sums = nullptr) {
   constexpr int64_t kBlock = sizeof(Act) == sizeof(BlockQ8x32) ? kBlock32 : kBlockK;
   const int64_t nb = n_in / kBlock;
   Act* out = ctx.scratch().Get<Act>(0, KernelScratch::kActivations, static_cast<size_t>(n_tokens * nb));
   auto run = [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       const float* row = x + static_cast<int64_t>(t) * n_in;
-      if constexpr (kBlock == kBlock32) QuantizeRow32(row, n_in, out + static_cast<int64_t>(t) * nb);
-      else QuantizeRowK(row, n_in, out + static_cast<int64_t>(t) * nb);
+      if constexpr (kBlock == kBlock32) {
+        QuantizeRow32(row, n_in, out + static_cast<int64_t>(t) * nb, sums ? sums + static_cast<int64_t>(t) * nb : nullptr);
+      } else {
+        QuantizeRowK(row, n_in, out + static_cast<int64_t>(t) * nb);
+      }
     }
   };
   if (n_tokens == 1) run(0, 1, 0);
@@ -356,10 +365,84 @@ bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX2
+// Packed weights (packed_avx2-inl.h). Calls fn(T()) for the packed type T of `type`; false if none.
+template <class Fn>
+bool WithPackedType(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::kQ4_0: fn(packed::Q4_0()); return true;
+    case DType::kQ4_1: fn(packed::Q4_1()); return true;
+    case DType::kQ5_0: fn(packed::Q5_0()); return true;
+    case DType::kQ5_1: fn(packed::Q5_1()); return true;
+    case DType::kQ8_0: fn(packed::Q8_0()); return true;
+    case DType::kQ4_K: fn(packed::Q4_K()); return true;
+    case DType::kQ5_K: fn(packed::Q5_K()); return true;
+    case DType::kQ6_K: fn(packed::Q6_K()); return true;
+    default: return false;
+  }
+}
+
+// Tokens up to which a step counts as decode: its groups are streamed with prefetching. The kernel
+// and the results are the same past it (packed_avx2-inl.h).
+constexpr int kMaxGemvTokens = 8;
+
+// Every token's activations quantized as decoding it alone quantizes them, then packed::Run.
+template <class T, packed::Dp kDp>
+void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
+               KernelContext& ctx) {
+  const int64_t n_blocks = w.n_in / T::kBlockValues;
+  const bool decode = n_tokens <= kMaxGemvTokens;
+  KernelScratch& scratch = ctx.scratch();
+  if constexpr (T::kBlockValues == kBlockK) {
+    const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(x, n_tokens, w.n_in, ctx);
+    int32_t* pair_sums = nullptr;
+    if constexpr (requires { T::kSlicePairSums; }) {
+      // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
+      pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * n_tokens));
+      for (int64_t i = 0; i < n_blocks * n_tokens; ++i) {
+        const int16_t* b = blocks[i].bsums;
+        for (int p = 0; p < 4; ++p) {
+          const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
+          pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+        }
+      }
+    }
+    auto act = [&](int64_t t) { return packed::ActK{blocks + t * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * t : nullptr}; };
+    packed::Run<T, kDp>(w, data, act, n_tokens, y, decode, decode ? ctx.prefetch_bytes() : 0, ctx);
+  } else {
+    int32_t* sums = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * n_tokens));
+    const BlockQ8x32* blocks = QuantizeActivations<BlockQ8x32>(x, n_tokens, w.n_in, ctx, sums);
+    auto act = [&](int64_t t) { return packed::Act32{blocks + t * n_blocks, sums + t * n_blocks}; };
+    packed::Run<T, kDp>(w, data, act, n_tokens, y, decode, decode ? ctx.prefetch_bytes() : 0, ctx);
+  }
+}
+
+// False when w has no packed layout here (then the rows as stored are used).
+template <packed::Dp kDp>
+bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if (w.packed == nullptr || !ctx.options().pack_weights) return false;
+  bool done = false;
+  WithPackedType(w.type, [&](auto type) {
+    using T = decltype(type);
+    const uint8_t* data = w.packed->Get(w, packing::LayoutOf<T>(), ctx.pool());
+    if (data == nullptr) return;
+    RunPacked<T, kDp>(w, data, x, n_tokens, y, ctx);
+    done = true;
+  });
+  return done;
+}
+#endif
+
 }  // namespace
+
+// The rows as stored: per-row tiles (quant_dot-inl.h), float weights in float.
+void MatMulStored(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
+#if HWY_TARGET == HWY_AVX2
+  if (MatMulPacked<packed::Dp::kMaddubs>(w, x, n_tokens, y, ctx)) return;
+#endif
 #if HWY_TARGET == HWY_AVX3_DL
   if (w.packed != nullptr && ctx.options().pack_weights && MatMulPacked(w, x, n_tokens, y, ctx)) return;
   // Prefill: the VNNI panel GEMM (gemm_vnni-inl.h). On rows as stored it rounds otherwise than the
@@ -380,6 +463,24 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
     }
   }
 #endif
+  MatMulStored(w, x, n_tokens, y, ctx);
+}
+
+#if HWY_TARGET == HWY_AVX2
+// The AVX2_VNNI table's matmul: MatMulSimd with vpdpbusd in the packed kernels, VEX-encoded where
+// the CPU has AVX-VNNI, else (the table is offered only then) EVEX-encoded for AVX-512 VNNI.
+void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+  if (n_tokens <= 0 || w.n_out <= 0) return;
+  static const bool vex = CpuHasAvxVnni();
+  if (vex ? MatMulPacked<packed::Dp::kVexVnni>(w, x, n_tokens, y, ctx)
+          : MatMulPacked<packed::Dp::kEvexVnni>(w, x, n_tokens, y, ctx)) {
+    return;
+  }
+  MatMulStored(w, x, n_tokens, y, ctx);
+}
+#endif
+
+void MatMulStored(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
   switch (w.type) {
     // F32 weights are the reference format (converted checkpoints, goldens): they keep the scalar
     // reference's summation order so results are bit-identical to it. Gemma 3n's test model is
@@ -478,7 +579,7 @@ void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
 }
 
 const PackedLayout* PackedLayoutSimd(DType type) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   const PackedLayout* layout = nullptr;
   WithPackedType(type, [&](auto t) { layout = &packed::LayoutOf<decltype(t)>(); });
   return layout;
@@ -489,7 +590,7 @@ const PackedLayout* PackedLayoutSimd(DType type) {
 }
 
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   if (w.packed == nullptr || !ctx.options().pack_weights) return;
   WithPackedType(w.type, [&](auto type) { w.packed->Get(w, packed::LayoutOf<decltype(type)>(), ctx.pool()); });
 #else

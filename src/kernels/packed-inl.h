@@ -48,6 +48,7 @@
 #include "kernels/gemm_vnni-inl.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
+#include "kernels/packed_x86.h"
 
 #if HWY_TARGET == HWY_AVX3_DL
 HWY_BEFORE_NAMESPACE();
@@ -81,17 +82,9 @@ HWY_INLINE void Prefetch(const uint8_t* p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T0);
 }
 
-// Copies 4 bytes at src + src_stride * r to dst + 4 r for the 16 rows of a group: one vector.
-HWY_INLINE void InterleaveDwords(const uint8_t* src, size_t src_stride, uint8_t* dst) {
-  for (int r = 0; r < kRows; ++r) std::memcpy(dst + 4 * r, src + src_stride * r, 4);
-}
-
-// A 32-value block of 16 rows: their f16 scales (d, first in each row's block) to out as 16
-// halves, and n_vectors vectors of their quantized bytes, from byte `qs` of the block on, to dst.
-HWY_INLINE void PackBlock32(const uint8_t* b, size_t row_bytes, size_t qs, int n_vectors, uint8_t* out, uint8_t* dst) {
-  for (int r = 0; r < kRows; ++r) std::memcpy(out + 2 * r, b + row_bytes * r, 2);
-  for (int v = 0; v < n_vectors; ++v) InterleaveDwords(b + qs + 4 * v, row_bytes, dst + 64 * v);
-}
+// The packing itself is packed_x86.h's, shared with the AVX2 kernels (packed_avx2-inl.h).
+using packed_x86::InterleaveDwords;
+using packed_x86::PackBlock32;
 
 // ---------------------------------------------------------------------------------------------
 // Per type: kBlockValues and kBlockBytes (one packed block of 16 rows), Pack(16 rows) -> one group,
@@ -161,19 +154,7 @@ struct Nibbles {
 template <int kMasks, int kQs, class Block>
 struct FiveBits {
   static void PackBits(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    uint64_t masks[8] = {};
-    for (int r = 0; r < kRows; ++r) {
-      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
-      uint32_t qh;
-      std::memcpy(&qh, blk.qh, 4);
-      for (int m = 0; m < 4; ++m) {
-        for (int k = 0; k < 4; ++k) {
-          masks[2 * m] |= static_cast<uint64_t>((qh >> (4 * m + k)) & 1) << (4 * r + k);
-          masks[2 * m + 1] |= static_cast<uint64_t>((qh >> (16 + 4 * m + k)) & 1) << (4 * r + k);
-        }
-      }
-    }
-    std::memcpy(out + kMasks, masks, sizeof(masks));
+    packed_x86::PackFifthBits<Block>(b, row_bytes, out + kMasks);
   }
   // The 5-bit values of vector m: values 4m.. in lo, 16+4m.. in hi.
   static HWY_INLINE void Values(const uint8_t* g, int m, __m512i* lo, __m512i* hi) {
@@ -205,58 +186,38 @@ struct FiveBits {
   }
 };
 
-// The 16 rows' f16 mins (the second half of each block, after d) to out + 32.
-HWY_INLINE void PackMins(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-  for (int r = 0; r < kRows; ++r) std::memcpy(out + 32 + 2 * r, b + row_bytes * r + 2, 2);
-}
-
 struct Q4_0 : Packed32<Q4_0>, Nibbles<32> {
   using Block = BlockQ4_0;
-  static constexpr int kBlockBytes = 288, kZeroPoint = 8;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ4_0, qs), 4, out, out + 32);
-  }
+  static constexpr int kBlockBytes = packed_x86::kQ4_0Bytes, kZeroPoint = 8;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ4_0Block(b, row_bytes, out); }
 };
 
 // Q4_0's layout after d[16] and m[16]: w = d * q + m.
 struct Q4_1 : Packed32<Q4_1>, Nibbles<64> {
   using Block = BlockQ4_1;
-  static constexpr int kBlockBytes = 320, kZeroPoint = 0;
+  static constexpr int kBlockBytes = packed_x86::kQ4_1Bytes, kZeroPoint = 0;
   static constexpr bool kHasMin = true;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ4_1, qs), 4, out, out + 64);
-    PackMins(b, row_bytes, out);
-  }
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ4_1Block(b, row_bytes, out); }
 };
 
 struct Q5_0 : Packed32<Q5_0>, FiveBits<32, 96, BlockQ5_0> {
   using Block = BlockQ5_0;
-  static constexpr int kBlockBytes = 352, kZeroPoint = 16;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ5_0, qs), 4, out, out + 96);
-    PackBits(b, row_bytes, out);
-  }
+  static constexpr int kBlockBytes = packed_x86::kQ5_0Bytes, kZeroPoint = 16;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ5_0Block(b, row_bytes, out); }
 };
 
 // Q5_0's layout after d[16] and m[16]: w = d * q + m.
 struct Q5_1 : Packed32<Q5_1>, FiveBits<64, 128, BlockQ5_1> {
   using Block = BlockQ5_1;
-  static constexpr int kBlockBytes = 384, kZeroPoint = 0;
+  static constexpr int kBlockBytes = packed_x86::kQ5_1Bytes, kZeroPoint = 0;
   static constexpr bool kHasMin = true;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ5_1, qs), 4, out, out + 128);
-    PackMins(b, row_bytes, out);
-    PackBits(b, row_bytes, out);
-  }
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ5_1Block(b, row_bytes, out); }
 };
 
 struct Q8_0 : Packed32<Q8_0> {
   using Block = BlockQ8_0;
-  static constexpr int kBlockBytes = 544, kZeroPoint = 128;
-  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    PackBlock32(b, row_bytes, offsetof(BlockQ8_0, qs), 8, out, out + 32);
-    for (int i = 32; i < kBlockBytes; ++i) out[i] ^= 0x80;  // q + 128
-  }
+  static constexpr int kBlockBytes = packed_x86::kQ8_0Bytes, kZeroPoint = 128;
+  static void PackBlock(const uint8_t* b, size_t row_bytes, uint8_t* out) { packed_x86::PackQ8_0Block(b, row_bytes, out); }
   static HWY_INLINE __m512i BlockSum(const uint8_t* g, const int8_t* x, __m512i zero) {
     __m512i s0 = zero, s1 = _mm512_setzero_si512();
     for (int k = 0; k < 8; k += 2) {
@@ -296,23 +257,9 @@ struct ScaleMinK {
   static constexpr int kZeroPoint = 0, kGroups = 1;
   static constexpr bool kHasMin = true, kSuperBlockActs = true;  // the GEMM's activations per 256 values
   static constexpr bool kSlicePairSums = true;  // Dot reads ActK::pair_sums
-  static constexpr int kScales = 64, kMins = 192, kHeaderBytes = 320;
+  static constexpr int kScales = packed_x86::kScaleMinScales, kMins = packed_x86::kScaleMinMins;
+  static constexpr int kHeaderBytes = packed_x86::kScaleMinHeader;
   using Act = ActK;
-  // The header of one packed super-block from 16 rows' blocks at b.
-  template <class Block>
-  static void PackHeader(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    for (int r = 0; r < kRows; ++r) {
-      const Block& blk = *reinterpret_cast<const Block*>(b + row_bytes * r);
-      std::memcpy(out + 2 * r, &blk.d, 2);
-      std::memcpy(out + 32 + 2 * r, &blk.dmin, 2);
-      uint8_t sm[16];
-      qd::UnpackScaleMinK4All(blk.scales, sm);
-      for (int s = 0; s < 8; ++s) {
-        out[kScales + kRows * s + r] = sm[s];
-        out[kMins + 32 * (s / 2) + 2 * r + s % 2] = sm[8 + s];
-      }
-    }
-  }
   // Super-block i's end in Dot: `scaled` (its slices' sums folded with their scales) meets d * d_x,
   // and the mins (integers: vpdpwssd against the pair sums) meet dmin * d_x.
   static HWY_INLINE __m512 Finish(const uint8_t* g, __m512 scaled, const Act& a, int64_t i, __m512 acc) {
@@ -387,17 +334,9 @@ struct ScaleMinK {
 };
 
 struct Q4_K : ScaleMinK {
-  static constexpr int kBlockBytes = 2368, kQs = kHeaderBytes;
+  static constexpr int kBlockBytes = packed_x86::kQ4_KBytes, kQs = kHeaderBytes;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ4_K);
-      PackHeader<BlockQ4_K>(b, row_bytes, out);
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ4_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
-        }
-      }
-    }
+    packed_x86::PackQ4_K(rows, row_bytes, n_blocks, out);
   }
   static HWY_INLINE __m512 Dot(const uint8_t* g, int64_t n_blocks, const Act& a, size_t ahead) {
     __m512 acc = _mm512_setzero_ps();
@@ -443,31 +382,10 @@ struct Q4_K : ScaleMinK {
 // Q5_K: Q4_K's layout with the fifth bits as Q5_0 keeps them, 64-bit masks between the header and
 // the nibbles; a set bit adds 16 to its value with one masked byte add before vpdpbusd.
 struct Q5_K : ScaleMinK {
-  static constexpr int kBlockBytes = 2880, kMasks = kHeaderBytes, kQs = kHeaderBytes + 512;
-  static void PackMasks(const uint8_t* b, size_t row_bytes, uint8_t* out) {
-    uint64_t masks[64] = {};  // [chunk c][vector m][low, high nibbles]
-    for (int r = 0; r < kRows; ++r) {
-      const BlockQ5_K& blk = *reinterpret_cast<const BlockQ5_K*>(b + row_bytes * r);
-      for (int l = 0; l < 32; ++l) {  // qh[l]: bit 2c for value l of slice 2c, 2c + 1 of slice 2c + 1
-        const int m = l / 4, bit = 4 * r + l % 4;
-        for (int s = 0; s < 8; ++s) {
-          masks[2 * (8 * (s / 2) + m) + s % 2] |= static_cast<uint64_t>((blk.qh[l] >> s) & 1) << bit;
-        }
-      }
-    }
-    std::memcpy(out, masks, sizeof(masks));
-  }
+  static constexpr int kBlockBytes = packed_x86::kQ5_KBytes, kMasks = packed_x86::kQ5_KMasks;
+  static constexpr int kQs = packed_x86::kQ5_KQs;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ5_K);
-      PackHeader<BlockQ5_K>(b, row_bytes, out);
-      PackMasks(b, row_bytes, out + kMasks);
-      for (int c = 0; c < 4; ++c) {
-        for (int m = 0; m < 8; ++m) {
-          InterleaveDwords(b + offsetof(BlockQ5_K, qs) + 32 * c + 4 * m, row_bytes, out + kQs + 512 * c + 64 * m);
-        }
-      }
-    }
+    packed_x86::PackQ5_K(rows, row_bytes, n_blocks, out);
   }
   // The 5-bit values of chunk c's vector m: values 4m.. of slice 2c in lo, of slice 2c + 1 in hi.
   static HWY_INLINE void Values(const uint8_t* g, int c, int m, __m512i* lo, __m512i* hi) {
@@ -636,23 +554,7 @@ struct Q6_K : GroupScaleK<Q6_K> {
                              _mm512_and_si512(_mm512_srli_epi16(hb, 2), Splat(0x30)));
   }
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
-    for (int64_t i = 0; i < n_blocks; ++i, out += kBlockBytes) {
-      const uint8_t* b = rows + i * sizeof(BlockQ6_K);
-      for (int r = 0; r < kRows; ++r) {
-        const BlockQ6_K& blk = *reinterpret_cast<const BlockQ6_K*>(b + row_bytes * r);
-        std::memcpy(out + 2 * r, &blk.d, 2);
-        for (int grp = 0; grp < 16; ++grp) std::memcpy(out + kScales + kRows * grp + r, &blk.scales[grp], 1);
-      }
-      for (int h = 0; h < 2; ++h) {
-        uint8_t* half = out + kQ + 1536 * h;
-        for (int m = 0; m < 8; ++m) {
-          uint8_t* triple = half + kTripleBytes * m;
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, row_bytes, triple);
-          InterleaveDwords(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, row_bytes, triple + 64);
-          InterleaveDwords(b + offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, row_bytes, triple + 128);
-        }
-      }
-    }
+    packed_x86::PackQ6_K(rows, row_bytes, n_blocks, out);
   }
 };
 

@@ -28,8 +28,9 @@ namespace {
 constexpr char kMagic[8] = {'G', 'M', 'L', 'T', 'P', 'A', 'C', 'K'};
 // Bumped whenever a packed layout (packed-inl.h, matmul_neon.cc) or this file's format changes.
 // 3: AVX3_DL Q6_K in triples (session 15); 4: AVX3_DL packs Q5_K, Q3_K; 5: AVX3_DL packs Q2_K (a
-// version-4 cache holds Q2_K matrices unpacked: stale, and turned away by its version before its entries).
-constexpr uint32_t kFormatVersion = 5;
+// version-4 cache holds Q2_K matrices unpacked: stale, and turned away by its version before its entries);
+// 6: AVX2 and AVX2_VNNI pack Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K (AVX3_DL's layouts, packed_x86.h).
+constexpr uint32_t kFormatVersion = 6;
 constexpr uint64_t kAlign = 16384;
 
 struct Entry {

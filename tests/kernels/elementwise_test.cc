@@ -500,8 +500,12 @@ INSTANTIATE_TEST_SUITE_P(Tables, ElementwiseTest, ::testing::ValuesIn(test::Tabl
 TEST(KernelDispatch, NamesPickTheirTables) {
   const std::vector<int64_t> targets = SimdTargets();
   const std::vector<const KernelTable*> extra = NeonPackedTables();
+  // AVX2_VNNI (where the CPU runs vpdpbusd) comes just before AVX2.
+  const KernelTable* avx2_vnni = Avx2VnniKernels();
+  const bool vnni_first = avx2_vnni != nullptr && !targets.empty() && targets.front() == HWY_AVX2;
   const KernelTable* best = !extra.empty()    ? extra.front()
                             : targets.empty() ? &RefKernels()
+                            : vnni_first      ? avx2_vnni
                                               : SimdKernels(targets.front());
   EXPECT_EQ(&BestKernels(), best);
   EXPECT_EQ(KernelsNamed("auto"), best);
@@ -514,6 +518,15 @@ TEST(KernelDispatch, NamesPickTheirTables) {
   for (int64_t t : targets) {
     const KernelTable* table = SimdKernels(t);
     ASSERT_NE(table, nullptr);
+    if (t == HWY_AVX2 && avx2_vnni != nullptr) {
+      // The AVX2 table but for its matmul (the packed kernels on vpdpbusd).
+      EXPECT_STREQ(avx2_vnni->name, "AVX2_VNNI");
+      EXPECT_EQ(KernelsNamed("AVX2_VNNI"), avx2_vnni);
+      EXPECT_NE(avx2_vnni->matmul, table->matmul);
+      EXPECT_EQ(avx2_vnni->packed_layout, table->packed_layout);
+      EXPECT_EQ(avx2_vnni->rms_norm, table->rms_norm);
+      expected_names.emplace_back("AVX2_VNNI");
+    }
     EXPECT_STREQ(table->name, hwy::TargetName(t));
     EXPECT_EQ(KernelsNamed(hwy::TargetName(t)), table);
     expected_names.push_back(hwy::TargetName(t));

@@ -198,9 +198,10 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
 }
 
 // Weights packed for the kernels (16 rows interleaved when n_out is a multiple of 16; NEON_DOTPROD
-// and NEON_I8MM pack Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, AVX3_DL also Q4_1, Q5_1, Q3_K and Q5_K) give
-// results within the same bounds, in decode and prefill (17 tokens: the panel GEMM); a table
-// without a packed layout for the type leaves the slot empty and reads the rows as stored.
+// and NEON_I8MM pack Q4_0, Q5_0, Q8_0, Q4_K and Q6_K, AVX3_DL also Q4_1, Q5_1, Q5_K, Q3_K and Q2_K,
+// AVX2 and AVX2_VNNI all of these but Q3_K and Q2_K) give results within the same bounds, in decode
+// and prefill (17 tokens: the panel GEMM); a table without a packed layout for the type leaves the
+// slot empty and reads the rows as stored.
 TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
@@ -210,7 +211,10 @@ TEST_P(MatMulTest, PackedWeightsMatchExactDotWithinDerivedBounds) {
                       (type == DType::kQ4_0 || type == DType::kQ5_0 || type == DType::kQ8_0 || type == DType::kQ4_K ||
                        type == DType::kQ6_K)) ||
                      (name == "AVX3_DL" && (type == DType::kQ4_1 || type == DType::kQ5_1 || type == DType::kQ5_K ||
-                                            type == DType::kQ3_K || type == DType::kQ2_K));
+                                            type == DType::kQ3_K || type == DType::kQ2_K)) ||
+                     ((name == "AVX2" || name == "AVX2_VNNI") &&
+                      (type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ5_0 || type == DType::kQ5_1 ||
+                       type == DType::kQ8_0 || type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K));
   EXPECT_EQ(k->packed_layout != nullptr && k->packed_layout(type) != nullptr, packs) << name << " " << DTypeName(type);
   KernelContext one(1, k), three(3, k);
   uint32_t seed = 7;
@@ -333,36 +337,71 @@ TEST_P(MatMulTest, PrefillTokensAgreeBitForBitWhateverTheirTile) {
 }
 
 // Large activations and weights near the edges of their ranges must not saturate the 16-bit pair
-// sums of maddubs: all weights at their format's extreme with activations at +-127 steps.
+// sums of maddubs: all weights at their format's extreme with activations at +-127 steps, as
+// stored and packed (16 rows: even rows constant, odd ones alternating).
 TEST_P(MatMulTest, ExtremeValuesDoNotSaturate) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
   const DType type = std::get<1>(GetParam());
-  const int64_t n_in = IsFloat(type) ? 64 : GetDTypeInfo(type).block_size == 256 ? 256 : 64;
+  const int64_t n_in = IsFloat(type) ? 64 : GetDTypeInfo(type).block_size == 256 ? 256 : 64, n_out = 16;
   KernelContext ctx(1, k);
   for (float sign : {1.0f, -1.0f}) {
-    Matrix m{type, n_in, 2, {}, {}};
+    Matrix m{type, n_in, n_out, {}, {}};
     const size_t row_bytes = RowBytes(type, n_in);
-    m.bytes.resize(2 * row_bytes);
-    m.deq.resize(2 * n_in);
-    std::vector<float> w(2 * n_in);
-    for (int64_t i = 0; i < n_in; ++i) {
-      w[i] = sign * 1.0f;                    // row 0: constant: q at the top of the range
-      w[n_in + i] = i % 2 ? 1.0f : -1.0f;     // row 1: alternating extremes
-    }
-    for (int r = 0; r < 2; ++r) {
+    m.bytes.resize(n_out * row_bytes);
+    m.deq.resize(n_out * n_in);
+    std::vector<float> w(n_out * n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      for (int64_t i = 0; i < n_in; ++i) {
+        // constant: q at the top of the range; or alternating extremes
+        w[r * n_in + i] = r % 2 == 0 ? sign * 1.0f : (i % 2 ? 1.0f : -1.0f);
+      }
       QuantizeRow(type, &w[r * n_in], &m.bytes[r * row_bytes], n_in);
       DequantizeRow(type, &m.bytes[r * row_bytes], &m.deq[r * n_in], n_in);
     }
-    // One token (GEMV) and three (GEMM), the same activations in each.
-    for (int64_t n_tokens : {1, 3}) {
-      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
-      for (size_t i = 0; i < x.size(); ++i) x[i] = sign * (i % n_in % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
-      CheckMatMul(*k, m, x, n_tokens, ctx, true);
-      for (size_t i = 0; i < x.size(); ++i) x[i] = i % n_in % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
-      CheckMatMul(*k, m, x, n_tokens, ctx, true);
+    // One token (GEMV) and three and seventeen (GEMM), the same activations in each.
+    for (bool packed : {false, true}) {
+      PackedWeights slot(nullptr);
+      for (int64_t n_tokens : {1, 3, 17}) {
+        std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = sign * (i % n_in % 3 == 2 ? -127.0f : 127.0f) / 128.0f;
+        CheckMatMul(*k, m, x, n_tokens, ctx, true, packed ? &slot : nullptr);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = i % n_in % 2 ? 127.0f / 128.0f : -127.0f / 128.0f;
+        CheckMatMul(*k, m, x, n_tokens, ctx, true, packed ? &slot : nullptr);
+      }
     }
   }
+}
+
+// AVX2_VNNI sums the packed kernels' products with vpdpbusd where AVX2 uses vpmaddubsw: exact
+// integers both, so the two tables agree bit for bit, decode and prefill, and a model gives the
+// same tokens on a CPU with AVX-VNNI as on one without.
+TEST(MatMulAvx2Test, VnniAgreesBitForBitWithMaddubs) {
+  const KernelTable* plain = test::TableNamed("AVX2");
+  const KernelTable* vnni = test::TableNamed("AVX2_VNNI");
+  if (plain == nullptr || vnni == nullptr) GTEST_SKIP() << "needs AVX2 and AVX-VNNI or AVX-512 VNNI";
+  int packed_types = 0;
+  for (DType type : kTypes) {
+    if (plain->packed_layout(type) == nullptr) continue;
+    ++packed_types;
+    const int64_t n_in = BatchRowLength(type), n_out = 48;
+    const Matrix m = MakeMatrix(type, n_in, n_out, 77);
+    KernelContext a(2, plain), b(3, vnni);
+    PackedWeights slot_a(nullptr), slot_b(nullptr);
+    WeightMatrix wa = m.view(), wb = m.view();
+    wa.packed = &slot_a;
+    wb.packed = &slot_b;
+    for (int64_t n_tokens : {1, 3, 17}) {
+      const auto x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), 78 + static_cast<uint32_t>(n_tokens));
+      std::vector<float> ya(static_cast<size_t>(n_tokens * n_out), NAN), yb(ya.size(), NAN);
+      plain->matmul(wa, x.data(), n_tokens, ya.data(), a);
+      vnni->matmul(wb, x.data(), n_tokens, yb.data(), b);
+      EXPECT_GT(slot_b.bytes(), 0u);
+      EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
+          << DTypeName(type) << " n_tokens=" << n_tokens;
+    }
+  }
+  EXPECT_GT(packed_types, 0);
 }
 
 std::string TypeParamName(const ::testing::TestParamInfo<std::tuple<std::string, DType>>& info) {
