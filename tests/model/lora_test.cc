@@ -102,9 +102,9 @@ TEST_P(LoraFamilyTest, UnmergedMatchesMergedAndScaleZeroIsTheBase) {
   const std::vector<float> folded = AllLogits(*merged, tokens, nullptr, kernels);
   const float diff = test::MaxAbsDiff(unmerged, folded);
   std::printf("[lora %s] adapter moves the logits by %.3f; unmerged vs merged %.2e\n", GetParam().c_str(), moved, diff);
-  // Gemma 3n's AltUp and sparse gates amplify float rounding (its HF golden tolerance is 1e-2, the
-  // others' 1e-3): the two orders of summation part by more there.
-  EXPECT_LT(diff, GetParam().rfind("gemma3n", 0) == 0 ? 1e-3f : 1e-4f);
+  // Gemma 3n's AltUp and sparse gates amplify float rounding: the two orders of summation part by
+  // more there (5.5e-4 here); its bound is its HF golden tolerance, 1e-2 (the others' is 1e-3).
+  EXPECT_LT(diff, GetParam().rfind("gemma3n", 0) == 0 ? 1e-2f : 1e-4f);
 
   // Scale 0 adds nothing: the base, bit for bit.
   const LoraStack off({{adapter, 0.0f}});
@@ -253,7 +253,9 @@ TEST(Lora, WrongAdaptersAreRefused) {
     std::vector<float> zeros(64 * 64, 0.0f);
     std::string name = kind == "embd" ? "token_embd.weight" : kind == "layer" ? "blk.99.attn_q.weight" : "blk.0.attn_q.weight";
     ASSERT_TRUE(w.AddTensorData(name + ".lora_a", DType::kF32, {64, 4}, zeros.data()).ok());
-    if (kind != "half") ASSERT_TRUE(w.AddTensorData(name + ".lora_b", DType::kF32, {4, 128}, zeros.data()).ok());
+    if (kind != "half") {
+      ASSERT_TRUE(w.AddTensorData(name + ".lora_b", DType::kF32, {4, 128}, zeros.data()).ok());
+    }
     const std::string path = dir.File(kind + ".gguf");
     ASSERT_TRUE(w.Write(path).ok());
     EXPECT_NE(error(path, *g3).find(want), std::string::npos) << kind << ": " << error(path, *g3);
