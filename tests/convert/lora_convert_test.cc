@@ -5,6 +5,7 @@
 // merged checkpoint's logits within 1e-4.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,84 @@ TEST(LoraConvert, BadFoldersAndOtherBasesAreRefused) {
     EXPECT_NE(error(d, hf).find(want), std::string::npos) << edit << ": " << error(d, hf);
   }
 }
+
+}  // namespace
+}  // namespace gemlet
+
+namespace gemlet {
+namespace {
+
+// transformers' goldens (tests/data/lora, made on the device machine with a torch LoRA that does
+// PEFT's documented math): each tiny model's base converted by gemlet, its PEFT adapters converted by
+// `gemlet convert-lora` (alpha/r and rsLoRA) and by llama.cpp's convert_lora_to_gguf.py, against the
+// hooked model's logits; both adapters at once against the combined golden.
+class LoraGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+std::shared_ptr<const LoraAdapter> AdapterFor(const std::string& path, const Model& base) {
+  auto file = GgufFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (!file.ok()) return nullptr;
+  auto a = LoraAdapter::Load(std::shared_ptr<const GgufFile>(std::move(file).value()), base, path, /*any_base=*/true);
+  EXPECT_TRUE(a.ok()) << a.message();
+  return a.ok() ? std::shared_ptr<const LoraAdapter>(std::move(a).value()) : nullptr;
+}
+
+TEST_P(LoraGoldenTest, MatchesTransformers) {
+  const std::string model = GetParam();
+  const std::string golden = std::string(GEMLET_SOURCE_DIR) + "/tests/data/lora/" + model;
+  const std::string hf = test::TestdataDir() + "/hf/" + model;
+  test::TempDir dir;
+  auto base = LoadModelFile(Convert(hf, dir.File("base.gguf")));
+  ASSERT_TRUE(base.ok()) << base.message();
+  const std::vector<int32_t> tokens = test::ReadJson(hf + "/tokens.json")["input_ids"].get<std::vector<int32_t>>();
+  const size_t n = tokens.size() * static_cast<size_t>(base.value()->config().n_vocab);
+  // The families' HF golden tolerance (model/golden_test): 1e-3, Gemma 3n 1e-2.
+  const float tolerance = model.rfind("gemma3n", 0) == 0 ? 1e-2f : 1e-3f;
+  std::map<std::string, std::shared_ptr<const LoraAdapter>> ours;
+  for (const char* variant : {"all_r8", "qv_rs4"}) {
+    LoraConvertOptions o;
+    o.peft_dir = golden + "/" + variant;
+    o.output_path = dir.File(std::string(variant) + ".gguf");
+    o.base = dir.File("base.gguf");
+    auto converted = ConvertLora(o);
+    ASSERT_TRUE(converted.ok()) << converted.message();
+    ours[variant] = AdapterFor(o.output_path, *base.value());
+    ASSERT_TRUE(ours[variant]);
+    std::vector<float> want;
+    ASSERT_TRUE(test::ReadF32Exactly(golden + "/" + variant + "/logits.f32", n, &want));
+    const LoraStack stack({{ours[variant], 1.0f}});
+    const float diff = test::MaxAbsDiff(AllLogits(*base.value(), tokens, &stack), want);
+    std::printf("[lora golden %s %s] convert-lora's adapter vs transformers %.2e\n", model.c_str(), variant, diff);
+    EXPECT_LT(diff, tolerance) << variant;
+  }
+  // llama.cpp's own file of the alpha/r adapter (its converter writes rsLoRA's alpha unchanged,
+  // which llama.cpp then scales by alpha/r: not PEFT's rsLoRA, so that one is not compared).
+  // Its Q8_0 file rounds A to 8 bits, and the fast kernels the activations A multiplies: on adapters
+  // this strong (they move the logits by 23-29) that costs 0.5-2.7 (Gemma 3n 17): it must still land
+  // nearer the golden than the base is.
+  std::vector<float> want;
+  ASSERT_TRUE(test::ReadF32Exactly(golden + "/all_r8/logits.f32", n, &want));
+  const float moved = test::MaxAbsDiff(AllLogits(*base.value(), tokens, nullptr), want);
+  for (const char* file : {"llama-f32.gguf", "llama-q8_0.gguf"}) {
+    auto theirs = AdapterFor(golden + "/all_r8/" + file, *base.value());
+    ASSERT_TRUE(theirs);
+    const LoraStack stack({{theirs, 1.0f}});
+    const float diff = test::MaxAbsDiff(AllLogits(*base.value(), tokens, &stack), want);
+    std::printf("[lora golden %s] llama.cpp's %s vs transformers %.2e\n", model.c_str(), file, diff);
+    EXPECT_LT(diff, std::string(file) == "llama-f32.gguf" ? tolerance : moved) << file;
+  }
+  std::vector<float> combo;
+  ASSERT_TRUE(test::ReadF32Exactly(golden + "/combo_logits.f32", n, &combo));
+  const LoraStack both({{ours["all_r8"], 0.5f}, {ours["qv_rs4"], 1.0f}});
+  const float diff = test::MaxAbsDiff(AllLogits(*base.value(), tokens, &both), combo);
+  std::printf("[lora golden %s] both adapters vs transformers %.2e\n", model.c_str(), diff);
+  EXPECT_LT(diff, tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, LoraGoldenTest,
+                         ::testing::Values("gemma1_2b_like_mqa", "gemma2_gqa_softcap", "gemma3_1b_like",
+                                           "gemma3n_e2b_like", "gemma4_e2b_like", "gemma4_moe_kv_eq_v"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace gemlet
