@@ -1,7 +1,6 @@
 // LoRA tools: folding adapters into a base GGUF's matrices, and random adapters for benchmarks.
 #include "quantize/lora_tools.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -121,20 +120,20 @@ Result<LoraSynthReport> SynthLora(const LoraSynthOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> base, GgufFile::Open(o.base_path));
   ASSIGN_OR_RETURN(std::string arch, base->GetString("general.architecture"));
   ASSIGN_OR_RETURN(uint32_t n_layers, base->GetU32(arch + ".block_count"));
-  std::vector<LoraTarget> targets;
-  for (int t = 0; t < kLoraTargetCount; ++t) {
-    const LoraTarget target = static_cast<LoraTarget>(t);
-    if (o.targets.empty() || std::find(o.targets.begin(), o.targets.end(), LoraTargetName(target)) != o.targets.end()) {
-      targets.push_back(target);
-    }
-  }
+  // The projections asked for by name, in their canonical order (all seven when none are named).
+  std::vector<bool> wanted(kLoraTargetCount, o.targets.empty());
   for (const std::string& name : o.targets) {
-    bool known = false;
-    for (int t = 0; t < kLoraTargetCount; ++t) known = known || name == LoraTargetName(static_cast<LoraTarget>(t));
-    if (!known) {
+    int t = 0;
+    while (t < kLoraTargetCount && name != LoraTargetName(static_cast<LoraTarget>(t))) ++t;
+    if (t == kLoraTargetCount) {
       return Status::Error("'" + name + "' is not a projection gemlet adapts (attn_q, attn_k, attn_v, attn_output, "
                            "ffn_gate, ffn_up, ffn_down)");
     }
+    wanted[static_cast<size_t>(t)] = true;
+  }
+  std::vector<LoraTarget> targets;
+  for (int t = 0; t < kLoraTargetCount; ++t) {
+    if (wanted[static_cast<size_t>(t)]) targets.push_back(static_cast<LoraTarget>(t));
   }
   GgufWriter w;
   w.SetString("general.architecture", arch);

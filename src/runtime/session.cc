@@ -293,8 +293,7 @@ Result<int> Session::Discard(int begin, int count) {
 
 bool Session::SetAdapters(std::shared_ptr<const LoraStack> stack) {
   if (stack != nullptr && stack->empty()) stack = nullptr;
-  const std::string& before = adapters_key();
-  const bool changed = (stack ? stack->key() : std::string()) != before;
+  const bool changed = (stack ? stack->key() : std::string()) != adapters_key();
   lora_ = std::move(stack);
   cache_->set_lora(lora_.get());
   if (changed && (cache_->n_past() > 0 || !history_.empty())) {

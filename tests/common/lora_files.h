@@ -11,7 +11,6 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -19,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convert/safetensors.h"
+#include "convert/test_util.h"
 #include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "model/lora.h"
@@ -79,59 +80,30 @@ inline void WriteGgufAdapter(const GgufFile& base, const std::string& path, cons
   ASSERT_TRUE(w.Write(path).ok());
 }
 
-// A safetensors file as raw tensors (name -> dtype, shape, bytes), and back.
-struct RawTensor {
-  std::string dtype = "F32";
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  std::vector<float> F32() const {
-    std::vector<float> f(bytes.size() / 4);
-    std::memcpy(f.data(), bytes.data(), bytes.size());
-    return f;
-  }
-  void SetF32(const std::vector<float>& f) {
-    bytes.resize(f.size() * 4);
-    std::memcpy(bytes.data(), f.data(), bytes.size());
-  }
-};
-using RawTensors = std::map<std::string, RawTensor>;
+// A safetensors file as raw tensors (name -> dtype, shape, bytes), read with the library's reader
+// and written with the converter tests' (convert/test_util.h).
+using RawTensors = std::map<std::string, gemlet::testing::RawTensor>;
 
 inline RawTensors ReadSafetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   RawTensors out;
-  if (bytes.size() < 8) return out;
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_len));
-  for (const auto& [name, info] : header.items()) {
-    if (name == "__metadata__") continue;
-    RawTensor r;
-    r.dtype = info["dtype"].get<std::string>();
-    r.shape = info["shape"].get<std::vector<int64_t>>();
-    const size_t begin = info["data_offsets"][0].get<size_t>(), end = info["data_offsets"][1].get<size_t>();
-    r.bytes.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len + begin),
-                   bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len + end));
-    out[name] = std::move(r);
+  auto file = SafetensorsFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (!file.ok()) return out;
+  for (const StTensor& t : file.value()->tensors()) {
+    out[t.name] = {StDTypeName(t.dtype), t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)};
   }
   return out;
 }
 
 inline void WriteSafetensors(const std::string& path, const RawTensors& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}};
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-  }
-  std::string text = header.dump();
-  while (text.size() % 8 != 0) text += ' ';
-  std::ofstream st(path, std::ios::binary);
-  const uint64_t len = text.size();
-  st.write(reinterpret_cast<const char*>(&len), 8);
-  st << text;
-  for (const auto& [name, t] : tensors) st.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  const std::vector<uint8_t> bytes = gemlet::testing::SafetensorsBytes(tensors);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::vector<float> F32Values(const gemlet::testing::RawTensor& t) {
+  std::vector<float> f(t.bytes.size() / 4);
+  std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
+  return f;
 }
 
 struct PeftSpec {
@@ -165,15 +137,10 @@ inline int WritePeftAndMerged(const std::string& hf_dir, const PeftSpec& spec, c
     std::vector<float> a(static_cast<size_t>(r * n_in)), b(static_cast<size_t>(n_out * r));
     for (float& v : a) v = normal(rng) / std::sqrt(static_cast<float>(n_in));
     for (float& v : b) v = normal(rng) * 0.05f / std::sqrt(static_cast<float>(r));
-    RawTensor ta, tb;
-    ta.shape = {r, n_in};
-    ta.SetF32(a);
-    tb.shape = {n_out, r};
-    tb.SetF32(b);
-    peft["base_model.model." + module + ".lora_A.weight"] = ta;
-    peft["base_model.model." + module + ".lora_B.weight"] = tb;
+    peft["base_model.model." + module + ".lora_A.weight"] = gemlet::testing::F32Tensor({r, n_in}, a);
+    peft["base_model.model." + module + ".lora_B.weight"] = gemlet::testing::F32Tensor({n_out, r}, b);
     // W += scaling * B A, in double as a reference should.
-    std::vector<float> wf = w.F32();
+    std::vector<float> wf = F32Values(w);
     for (int64_t o = 0; o < n_out; ++o) {
       for (int64_t i = 0; i < n_in; ++i) {
         double s = 0;
@@ -181,7 +148,7 @@ inline int WritePeftAndMerged(const std::string& hf_dir, const PeftSpec& spec, c
         wf[o * n_in + i] = static_cast<float>(wf[o * n_in + i] + scaling * s);
       }
     }
-    w.SetF32(wf);
+    w = gemlet::testing::F32Tensor(w.shape, wf);
     ++modules;
   }
   fs::create_directories(peft_dir);
