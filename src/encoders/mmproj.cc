@@ -155,6 +155,15 @@ Result<AudioTowerConfig> ReadAudioTowerConfig(const GgufFile& f) {
   if (f.Has("clip.audio.num_mel_bins")) {
     ASSIGN_OR_RETURN(c.n_mels, PositiveU32(f, "clip.audio.num_mel_bins"));
   }
+  // llama.cpp's converter writes 128 mel bins for every Gemma 4 (HF's audio config has no feature
+  // size): the input projection after the two stride-2 convolutions says what the tower takes.
+  const GgufTensor* in_proj = f.FindTensor("a.input_projection.weight");
+  const GgufTensor* conv = f.FindTensor("a.conv1d.1.weight");
+  if (c.projector == AudioProjector::kGemma4 && in_proj != nullptr && conv != nullptr && conv->n_dims == 4 &&
+      conv->ne[3] > 0 && in_proj->ne[0] % conv->ne[3] == 0) {
+    const int64_t freq = in_proj->ne[0] / conv->ne[3];
+    if ((c.n_mels + 3) / 4 != freq && freq > 0 && freq <= (1 << 14)) c.n_mels = static_cast<int>(4 * freq);
+  }
   // llama.cpp's loader ignores the eps it writes (a wrong value from its converter) and uses 1e-6;
   // gemlet's converter writes the checkpoint's own.
   ASSIGN_OR_RETURN(c.eps, f.GetF32Or("clip.audio.attention.layer_norm_epsilon", 1e-6f));
