@@ -5,6 +5,7 @@
 // merged checkpoint's logits within 1e-4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -233,6 +234,57 @@ INSTANTIATE_TEST_SUITE_P(Transformers, LoraGoldenTest,
                          ::testing::Values("gemma1_2b_like_mqa", "gemma2_gqa_softcap", "gemma3_1b_like",
                                            "gemma3n_e2b_like", "gemma4_e2b_like", "gemma4_moe_kv_eq_v"),
                          [](const auto& info) { return info.param; });
+
+// llama.cpp's --lora, on the two files of shared/testdata/gguf it computes right (category A: its
+// own converter's base GGUF): its own converted adapters (alpha/r at scale 1; rsLoRA's file at user
+// scale 2, which makes llama.cpp's alpha/r equal PEFT's alpha/sqrt(r) for r 4; both at once at 0.5
+// and 2), through llama.cpp (tools/lora_reference/llama_logits.cc: F32 cache, no flash attention)
+// and through gemlet. gemlet stays within its usual tolerance of the transformers golden; llama.cpp
+// is 0.8-1.5x its own base's distance from HF away from it (its base: 0.0096 and 0.023), so the two
+// agree to within 1.6x that distance, with every argmax equal.
+TEST(LoraLlamaCpp, LlamaCppsLoraAgreesWhereItComputesTheBaseRight) {
+  for (const std::string model : {"gemma1_2b_like_mqa", "gemma4_moe_kv_eq_v"}) {
+    const std::string golden = std::string(GEMLET_SOURCE_DIR) + "/tests/data/lora/" + model;
+    auto base = LoadModelFile(test::TestdataDir() + "/gguf/" + model + ".gguf");
+    ASSERT_TRUE(base.ok()) << base.message();
+    const std::string hf = test::TestdataDir() + "/hf/" + model;
+    const std::vector<int32_t> tokens = test::ReadJson(hf + "/tokens.json")["input_ids"].get<std::vector<int32_t>>();
+    const size_t n = tokens.size() * static_cast<size_t>(base.value()->config().n_vocab);
+    std::vector<float> hf_logits, llama_base;
+    ASSERT_TRUE(test::ReadF32Exactly(hf + "/logits_full.f32", n, &hf_logits));
+    ASSERT_TRUE(test::ReadF32Exactly(golden + "/llamacpp_base.f32", n, &llama_base));
+    const float llama_distance = test::MaxAbsDiff(llama_base, hf_logits);
+    auto all_r8 = AdapterFor(golden + "/all_r8/llama-f32.gguf", *base.value());
+    auto qv_rs4 = AdapterFor(golden + "/qv_rs4/llama-f32.gguf", *base.value());
+    ASSERT_TRUE(all_r8 && qv_rs4);
+    const struct {
+      const char* name;
+      LoraStack stack;
+      std::string transformers;
+    } cases[] = {{"all_r8", LoraStack({{all_r8, 1.0f}}), golden + "/all_r8/logits.f32"},
+                 {"qv_rs4", LoraStack({{qv_rs4, 2.0f}}), golden + "/qv_rs4/logits.f32"},
+                 {"combo", LoraStack({{all_r8, 0.5f}, {qv_rs4, 2.0f}}), golden + "/combo_logits.f32"}};
+    for (const auto& c : cases) {
+      std::vector<float> theirs, want;
+      ASSERT_TRUE(test::ReadF32Exactly(golden + "/llamacpp_" + c.name + ".f32", n, &theirs));
+      ASSERT_TRUE(test::ReadF32Exactly(c.transformers, n, &want));
+      const std::vector<float> ours = AllLogits(*base.value(), tokens, &c.stack);
+      const float vs_llama = test::MaxAbsDiff(ours, theirs), vs_hf = test::MaxAbsDiff(ours, want);
+      std::printf("[lora llama.cpp %s %s] gemlet vs llama.cpp --lora %.2e, vs transformers %.2e; llama.cpp vs "
+                  "transformers %.2e (its base %.2e)\n",
+                  model.c_str(), c.name, vs_llama, vs_hf, test::MaxAbsDiff(theirs, want), llama_distance);
+      EXPECT_LT(vs_hf, 1e-3f) << c.name;
+      EXPECT_LT(vs_llama, 1.6f * llama_distance) << c.name;
+      const int vocab = base.value()->config().n_vocab;
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        const auto row = [&](const std::vector<float>& v) {
+          return std::max_element(v.begin() + static_cast<ptrdiff_t>(t * vocab), v.begin() + static_cast<ptrdiff_t>((t + 1) * vocab)) - v.begin();
+        };
+        EXPECT_EQ(row(ours), row(theirs)) << c.name << " row " << t;
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace gemlet
