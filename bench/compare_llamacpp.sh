@@ -8,7 +8,8 @@
 # Environment: ROUNDS (3), THREADS (2), P (512, prompt tokens), N (128, generated tokens), D (0,
 # tokens of context before each test: both tools' -d, for attention at long context),
 # GEMLET (build/apps/gemlet/gemlet), OUT (a new temporary folder: every run's JSON and max RSS),
-# LLAMA_ARGS (more llama-bench options). On a machine shared with other busy processes, run
+# LLAMA_ARGS (more llama-bench options), GEMLET_ARGS (more gemlet bench options: `--kernels AVX2` for
+# the AVX2 table, beside a llama.cpp built for AVX2 only). On a machine shared with other busy processes, run
 #   OMP_WAIT_POLICY=passive LLAMA_ARGS="--poll 0" bench/compare_llamacpp.sh ...
 # so that llama.cpp's threads do not busy-wait (ggml's polling and libgomp's barriers): with them
 # spinning, its decode fell to a tenth here (tg16 0.30 t/s against 1.5-3.1 t/s passive).
@@ -41,7 +42,7 @@ rounds=${ROUNDS:-3} threads=${THREADS:-2} p=${P:-512} n=${N:-128} depth=${D:-0}
 depth_args=()
 [[ $depth == 0 ]] || depth_args=(-d "$depth")
 echo "llama-bench options: -p $p -n $n ${depth_args[*]} -t $threads -r 1 ${LLAMA_ARGS:-} (OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-});" \
-     "gemlet bench: -p $p -n $n ${depth_args[*]} -t $threads -r 1" >&2
+     "gemlet bench: -p $p -n $n ${depth_args[*]} -t $threads -r 1 ${GEMLET_ARGS:-}" >&2
 out=${OUT:-$(mktemp -d /tmp/compare_llamacpp.XXXXXX)}
 mkdir -p "$out"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; threads $threads;" \
@@ -61,7 +62,7 @@ for model in "$@"; do
           "$llama_bench" -m "$model" -p "$p" -n "$n" "${depth_args[@]}" -t "$threads" -r 1 ${LLAMA_ARGS:-} -o json > "$out/$tag.llama.$i.json"
       else
         echo "[$tag] round $i/$rounds: gemlet bench" >&2
-        "$gemlet" bench -m "$model" -p "$p" -n "$n" "${depth_args[@]}" -t "$threads" -r 1 --json > "$out/$tag.gemlet.$i.json"
+        "$gemlet" bench -m "$model" -p "$p" -n "$n" "${depth_args[@]}" -t "$threads" -r 1 ${GEMLET_ARGS:-} --json > "$out/$tag.gemlet.$i.json"
       fi
     done
   done
