@@ -107,6 +107,15 @@ tools::BandwidthBound ProbeBandwidthInChild(int threads, size_t bytes) {
   return bound;
 }
 
+// --peak: the probe of the sequence the engine's kernel table issues (none for the reference and
+// row-tile tables, whose prefill is not built on one).
+const tools::Int8Peak* PeakOf(const std::vector<tools::Int8Peak>& peaks, const std::string& kernels) {
+  for (const tools::Int8Peak& p : peaks) {
+    if (p.kernels == kernels) return &p;
+  }
+  return nullptr;
+}
+
 std::string ProbeName(const tools::BandwidthProbe& p) {
   return std::to_string(p.streams) + (p.streams == 1 ? " stream" : " streams") +
          (p.prefetch_bytes ? ", prefetch " + std::to_string(p.prefetch_bytes) + " B" : ", no prefetch");
@@ -118,7 +127,7 @@ struct BenchFlags {
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
   std::vector<std::string> lora;  // --lora FILE[:SCALE]: every test runs with these adapters
   int reps = 5, batch = 512, ttft_prompt = 200, bandwidth_mib = 1024;
-  bool json = false, no_cache = false;
+  bool json = false, no_cache = false, peak = false;
   KernelOptions kernel_options;
 };
 
@@ -149,6 +158,8 @@ void AddBenchFlags(CLI::App& app, BenchFlags* f) {
   app.add_flag("--json", f->json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
+  app.add_flag("--peak", f->peak, "after the tests, probe this CPU's int8 multiply-accumulate peak for each instruction "
+               "sequence the kernels use, and give each prompt test's rate as a fraction of its table's peak");
 }
 
 // What the tests measured, for both reports.
@@ -162,6 +173,7 @@ struct BenchRun {
   MemoryUsage memory;
   uint64_t peak_anon = 0;
   tools::BandwidthBound bw_before, bw_after;
+  std::vector<tools::Int8Peak> peaks;  // --peak
   std::vector<AdapterUse> adapters;  // --lora
   double adapter_load_ms = 0;        // loading (mapping, checking) them
   std::vector<double> switch_us;     // SetAdapters between two requests: to them and back, each
@@ -370,6 +382,14 @@ void PrintJson(const BenchFlags& f, const BenchRun& run) {
         {"ttft_prompt_tokens", f.ttft_prompt > 0 ? run.ttft_tokens : 0},
         {"ttft_ms", ti < run.ttft_by_threads.size() ? run.ttft_by_threads[ti] * 1e3 : 0.0},
     };
+    if (r.n_prompt > 0) o["prompt_macs_per_token"] = static_cast<uint64_t>(info.prompt_macs_per_token);
+    if (const tools::Int8Peak* peak = PeakOf(run.peaks, run.engine->kernels_name()); peak != nullptr) {
+      o["int8_peak_gmacs"] = peak->gmacs;
+      o["int8_peak_sequence"] = peak->sequence;
+      if (r.n_prompt > 0 && r.n_gen == 0) {
+        o["peak_fraction"] = ts.mean * static_cast<double>(info.prompt_macs_per_token) / (peak->gmacs * 1e9);
+      }
+    }
     if (r.n_gen > 0) {
       const double kv = KvBytesMean(run, r), per_token = weight_bytes + kv;
       o["weight_bytes_per_token"] = static_cast<uint64_t>(weight_bytes);
@@ -437,6 +457,19 @@ void PrintTable(const BenchFlags& f, const BenchRun& run) {
               "(%s; %.2f before, %.2f after)\n",
               bw_threads, f.bandwidth_mib, bandwidth / 1e9, ProbeName(run.bw().best).c_str(), run.bw_before.gbs,
               run.bw_after.gbs);
+  for (const tools::Int8Peak& p : run.peaks) {
+    std::printf("int8 peak, %s (%s, %d threads): %.1f GMAC/s\n", p.kernels.c_str(), p.sequence.c_str(), bw_threads,
+                p.gmacs);
+  }
+  if (const tools::Int8Peak* peak = PeakOf(run.peaks, run.engine->kernels_name()); peak != nullptr) {
+    for (const TestResult& r : run.results) {
+      if (r.n_prompt <= 0 || r.n_gen > 0) continue;
+      const double macs = static_cast<double>(info.prompt_macs_per_token), ts = MeanStd(r.samples_ts).mean;
+      std::printf("pp%d, %d threads: %.1f M weight MACs per prompt token -> %.1f GMAC/s, %.0f%% of the %s peak\n",
+                  r.n_prompt, r.n_threads, macs / 1e6, ts * macs / 1e9, 100.0 * ts * macs / (peak->gmacs * 1e9),
+                  peak->kernels.c_str());
+    }
+  }
   for (const TestResult& r : run.results) {
     if (r.n_gen <= 0) continue;
     const double kv = KvBytesMean(run, r), per_token = weight_bytes + kv;
@@ -515,6 +548,7 @@ int RunBench(int argc, char** argv) {
   sampler.Stop();
   run.peak_anon = sampler.peak();
   run.bw_after = tools::MeasureReadBandwidthBound(bw_threads, bw_bytes);
+  if (f.peak) run.peaks = tools::MeasureInt8Peaks(bw_threads);
   if (f.json) {
     PrintJson(f, run);
   } else {

@@ -190,6 +190,7 @@ typedef struct gemlet_model_info {
   bool takes_images;          /* the mmproj's towers: what the model takes besides text */
   bool takes_audio;
   const char* mmproj_projector; /* "gemma3", "gemma4v", ...; "" without an mmproj */
+  uint64_t prompt_macs_per_token; /* weight multiply-accumulates one prompt token makes in prefill */
 } gemlet_model_info;
 GEMLET_API gemlet_model_info gemlet_model_info_default(void);
 GEMLET_API gemlet_status gemlet_engine_info(const gemlet_engine* engine, gemlet_model_info* info);

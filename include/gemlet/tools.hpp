@@ -272,4 +272,17 @@ struct BandwidthBound {
 };
 BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes = size_t{1} << 30, int reps = 2);
 
+// The int8 multiply-accumulate peak this CPU's cores sustain for each instruction sequence gemlet's
+// packed GEMMs issue (12 independent chains a thread over registers, every thread at once): the
+// compute bound prefill is held against. One entry per sequence the CPU runs; kernels names the
+// table that uses it ("AVX3_DL": zmm vpdpbusd, "AVX2_VNNI": ymm vpdpbusd, "AVX2": vpmaddubsw +
+// vpmaddwd + vpaddd, "NEON_DOTPROD": sdot).
+struct Int8Peak {
+  std::string kernels;
+  std::string sequence;
+  int macs_per_step = 0;  // int8 products one step of the sequence makes
+  double gmacs = 0;       // all threads together, the best of reps runs
+};
+std::vector<Int8Peak> MeasureInt8Peaks(int threads, int reps = 3);
+
 }  // namespace gemlet::tools

@@ -144,6 +144,10 @@ struct ModelInfo {
   // Weight bytes one decoded token reads (every matrix once; embedding tables one row; MoE experts
   // the used share): with Session::DecodeKvBytesAt, the traffic a bandwidth bound divides.
   uint64_t decode_weight_bytes = 0;
+  // Weight multiply-accumulates one prompt token makes in prefill (every matrix but the lookups, the
+  // output head and a KV-shared tail, which a prompt runs on its last row; MoE experts the used
+  // share): with tools::MeasureInt8Peaks, the work a compute bound divides.
+  uint64_t prompt_macs_per_token = 0;
   double load_seconds = 0;   // mapping, validating and binding the file, and building the tokenizer
   double map_seconds = 0;    // of that, mapping, validating and binding (the rest is the tokenizer)
   // The packed-weight cache (EngineOptions::cache_dir): "" not used, "loaded" mapped as found,

@@ -179,6 +179,7 @@ ModelInfo DescribeModel(const runtime::Engine& engine) {
   for (const GgufTensor& t : gguf.tensors()) info.tensor_bytes += t.nbytes;
   info.file_type = runtime::FileTypeName(gguf);
   info.decode_weight_bytes = static_cast<uint64_t>(runtime::DecodeWeightBytesPerToken(gguf, c.arch));
+  info.prompt_macs_per_token = static_cast<uint64_t>(runtime::PromptMacsPerToken(gguf, c.arch));
   info.load_seconds = engine.load_seconds();
   info.map_seconds = engine.model_map_seconds();
   return info;

@@ -193,6 +193,7 @@ gemlet_model_info FromModelInfo(const ModelInfo& m) {
   c.tensor_bytes = m.tensor_bytes;
   c.file_type = m.file_type.c_str();
   c.decode_weight_bytes = m.decode_weight_bytes;
+  c.prompt_macs_per_token = m.prompt_macs_per_token;
   c.load_seconds = m.load_seconds;
   c.map_seconds = m.map_seconds;
   c.packed_cache = m.packed_cache.c_str();

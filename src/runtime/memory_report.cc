@@ -62,6 +62,32 @@ double DecodeWeightBytesPerToken(const GgufFile& f, const std::string& arch) {
   return bytes;
 }
 
+double PromptMacsPerToken(const GgufFile& f, const std::string& arch) {
+  auto u32_or_zero = [&](const std::string& key) {
+    auto v = f.GetU32Or(key, 0);
+    return v.ok() ? static_cast<int64_t>(v.value()) : int64_t{0};
+  };
+  const double n_expert = static_cast<double>(u32_or_zero(arch + ".expert_count"));
+  const double n_used = static_cast<double>(u32_or_zero(arch + ".expert_used_count"));
+  const int64_t first_shared = u32_or_zero(arch + ".block_count") - u32_or_zero(arch + ".attention.shared_kv_layers");
+  double macs = 0;
+  for (const GgufTensor& t : f.tensors()) {
+    if (t.n_dims < 2 || t.name.rfind("token_embd", 0) == 0 || t.name.rfind("per_layer_token_embd", 0) == 0 ||
+        t.name.rfind("output.", 0) == 0) {
+      continue;
+    }
+    if (t.name.rfind("blk.", 0) == 0 && u32_or_zero(arch + ".attention.shared_kv_layers") > 0) {
+      const int64_t layer = std::strtoll(std::string(t.name.substr(4)).c_str(), nullptr, 10);
+      if (layer >= first_shared) continue;
+    }
+    double n = 1;
+    for (int d = 0; d < t.n_dims; ++d) n *= static_cast<double>(t.ne[d]);
+    if (t.name.find("_exps") != std::string_view::npos && n_expert > 0) n *= n_used / n_expert;
+    macs += n;
+  }
+  return macs;
+}
+
 double DecodeKvBytesAt(const Model& model, DType type, int64_t pos) {
   // A layer that shares another's cache reads those rows again: it counts like its source.
   double bytes = 0;

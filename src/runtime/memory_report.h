@@ -40,6 +40,12 @@ MemoryReport ComputeMemoryReport(const Model& model, int n_ctx, DType kv_type, i
 // tables (token and per-layer embeddings: one row each; a tied token table is also the output head,
 // read whole) and MoE experts (the used fraction).
 double DecodeWeightBytesPerToken(const GgufFile& file, const std::string& arch);
+
+// Multiply-accumulates of the weight matrices one prompt token goes through in prefill (what a
+// compute bound divides): every matrix's rows x columns, MoE experts the used share; not the
+// embedding lookups, nor the output head and the KV-shared tail layers, which a prompt runs on its
+// last row only.
+double PromptMacsPerToken(const GgufFile& file, const std::string& arch);
 // The K and V bytes a decode step at position pos reads: every layer's cache within its window
 // (a layer sharing another's cache reads its rows again).
 double DecodeKvBytesAt(const Model& model, DType type, int64_t pos);

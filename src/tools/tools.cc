@@ -11,6 +11,7 @@
 #include "convert/mmproj.h"
 #include "convert/safetensors.h"
 #include "kernels/kernels.h"
+#include "kernels/peak_probe.h"
 #include "quantize/eval.h"
 #include "quantize/lora_tools.h"
 #include "quantize/quant_mix.h"
@@ -293,6 +294,14 @@ BandwidthBound MeasureReadBandwidthBound(int threads, size_t bytes, int reps) {
   out.gbs = b.gbs;
   out.best = {b.best.streams, b.best.prefetch_bytes, b.best.gbs};
   for (const gemlet::BandwidthProbe& p : b.probes) out.probes.push_back({p.streams, p.prefetch_bytes, p.gbs});
+  return out;
+}
+
+std::vector<Int8Peak> MeasureInt8Peaks(int threads, int reps) {
+  std::vector<Int8Peak> out;
+  for (const gemlet::Int8Peak& p : gemlet::MeasureInt8Peaks(threads, reps)) {
+    out.push_back({p.kernels, p.sequence, p.macs_per_step, p.gmacs});
+  }
   return out;
 }
 

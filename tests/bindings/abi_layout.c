@@ -135,6 +135,7 @@ int main(void) {
   FIELD(gemlet_model_info, takes_images, ", ");
   FIELD(gemlet_model_info, takes_audio, ", ");
   FIELD(gemlet_model_info, mmproj_projector, ", ");
+  FIELD(gemlet_model_info, prompt_macs_per_token, ", ");
   printf("}}");
 
   Open("gemlet_memory_usage", sizeof(gemlet_memory_usage));

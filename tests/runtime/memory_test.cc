@@ -483,3 +483,36 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
 
 }  // namespace
 }  // namespace gemlet
+
+namespace gemlet {
+namespace {
+
+// The work a compute bound divides: every matrix of the layers a prompt row goes through, not the
+// lookups, the tied head, or the KV-shared tail (run on the last row only).
+TEST(MemoryTest, PromptMacsLeaveOutLookupsTheHeadAndTheSharedTail) {
+  test::TempDir dir;
+  Gemma4Shape m;
+  m.vocab = 512;
+  m.layers = 4;
+  m.shared_kv_layers = 2;
+  m.ple = 16;
+  WriteGemma4(m, dir.File("e2b_like.gguf"));
+  auto file = GgufFile::Open(dir.File("e2b_like.gguf"));
+  ASSERT_TRUE(file.ok()) << file.message();
+  double want = static_cast<double>(m.dim) * m.ple * m.layers;  // per_layer_model_proj
+  for (int i = 0; i < m.layers - m.shared_kv_layers; ++i) {
+    const int hd = i % m.period != m.period - 1 ? m.head_dim_swa : m.head_dim;
+    want += static_cast<double>(m.dim) * (m.q_heads * hd) * 2 + static_cast<double>(m.dim) * hd * 2;  // q, o; k, v
+    want += static_cast<double>(m.dim) * m.ffn * 3 + static_cast<double>(m.dim) * m.ple * 2;          // MLP; PLE gate, proj
+  }
+  EXPECT_EQ(runtime::PromptMacsPerToken(*file.value(), "gemma4"), want);
+  // Without KV sharing every layer counts.
+  m.shared_kv_layers = 0;
+  WriteGemma4(m, dir.File("plain.gguf"));
+  auto plain = GgufFile::Open(dir.File("plain.gguf"));
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_GT(runtime::PromptMacsPerToken(*plain.value(), "gemma4"), want * 1.5);
+}
+
+}  // namespace
+}  // namespace gemlet

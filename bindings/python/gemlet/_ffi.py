@@ -168,6 +168,7 @@ class ModelInfo(ctypes.Structure):
         ("takes_images", c_bool),
         ("takes_audio", c_bool),
         ("mmproj_projector", c_char_p),
+        ("prompt_macs_per_token", c_uint64),
     ]
 
 
