@@ -25,8 +25,8 @@ the same features, trained on the Latin lines of GROUP alone, weighs the feature
 DetectLanguage asks it when naive Bayes chooses a language of GROUP (language.cc's RescoreGroup).
 Its table is written like the first, with three characters a language: the language, then the
 weight in two (90 * first + second, in steps of kGroupStep above -kGroupZero steps; one character's
-90 steps were too coarse for weights of -2.7 to 2.3). Trained with numpy (Debian's python3-numpy), seeded: the same text gives
-the same table.
+90 steps were too coarse for weights of -2.7 to 2.3). Trained with numpy (Debian's python3-numpy),
+seeded: the same text gives the same table.
 """
 import collections
 import math
@@ -51,9 +51,10 @@ ALPHA = 0.5
 kStep = 0.25
 # Printable, and no '"', '\\' or '?' (two of which make a trigraph GCC warns about): 90 values.
 CODES = "".join(chr(c) for c in range(35, 127) if chr(c) not in "\\?")
-# The group model (see above). Chosen by 5-fold cross-validation over the training text's catalogs
-# (each fold's domains held out, 16,000 lines; bench/RESULTS.md): features seen in 2 lines or more,
-# 6 epochs of Adagrad (rate 0.2, L2 1e-6), each language's lines weighted as if the four were as many.
+# The group model (see above): features seen in 2 lines or more, 6 epochs of Adagrad (rate 0.2, L2
+# 1e-6), each language's lines weighted as if the four were as many. Set once and not tuned; whether it
+# helps, and its weight against naive Bayes (language.cc), were measured by crossval.py's 5-fold
+# cross-validation over the training catalogs (bench/RESULTS.md).
 GROUP = ["bs", "hr", "sr", "sl"]
 kGroupMinLines = 2
 kGroupEpochs = 6
