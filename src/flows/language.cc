@@ -16,7 +16,7 @@ namespace {
 
 // kModel*: the character n-gram model tools/langid_set/make_model.py trains on Debian's message
 // catalogs (tests/data/langid/README.md names which), for the close languages CLD2 cannot tell apart
-// on a few words.
+// on a few words; kGroup*: the regression it trains between Bosnian, Croatian, Serbian and Slovenian.
 #include "flows/langid_model.inc"
 
 enum class Script { kOther, kLatin, kCyrillic, kGreek, kArabic, kDevanagari, kThai, kHangul, kKana, kHan };
@@ -271,33 +271,59 @@ std::vector<std::string> ModelFeatures(std::string_view text) {
   return out;
 }
 
+// A generated table's rows, "FEATURE CODES\n" sorted by bytes: feature -> its (language, value) pairs.
+using TableRows = std::vector<std::pair<std::string_view, std::string_view>>;
+
+TableRows ParseTable(std::string_view rows) {
+  TableRows out;
+  for (size_t start = 0; start < rows.size();) {  // make_model.py writes the lines sorted by bytes
+    const size_t end = rows.find('\n', start), space = rows.find(' ', start);
+    out.emplace_back(rows.substr(start, space - start), rows.substr(space + 1, end - space - 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+// The (language, value) pairs of `feature`, or an empty view when no language kept it.
+std::string_view FindRow(const TableRows& rows, std::string_view feature) {
+  const auto it = std::lower_bound(rows.begin(), rows.end(), feature,
+                                   [](const auto& row, std::string_view key) { return row.first < key; });
+  return it == rows.end() || it->first != feature ? std::string_view() : it->second;
+}
+
+std::vector<std::string_view> SplitWords(std::string_view s) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0; start < s.size();) {
+    const size_t end = std::min(s.find(' ', start), s.size());
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 struct NgramModel {
   std::vector<std::string_view> languages;
   std::array<int, 128> value{};  // kModelCodes' character -> its value
   std::vector<int> floors;       // per language
-  std::vector<std::pair<std::string_view, std::string_view>> rows;  // feature -> (language, cost) pairs, by feature
+  TableRows rows;                // feature -> (language, cost) pairs
+  std::vector<std::string_view> group;  // the group model's languages (kGroupLanguages)
+  TableRows group_rows;                 // feature -> (group language, weight in two characters)
   int Language(std::string_view tag) const {
     const auto it = std::find(languages.begin(), languages.end(), tag);
     return it == languages.end() ? -1 : static_cast<int>(it - languages.begin());
   }
+  int Value(char c) const { return value[static_cast<unsigned char>(c)]; }
 };
 
 const NgramModel& Model() {
   static const NgramModel model = [] {
     NgramModel m;
     for (size_t i = 0; i < kModelCodes.size(); ++i) m.value[static_cast<unsigned char>(kModelCodes[i])] = static_cast<int>(i);
-    for (size_t start = 0; start < kModelLanguages.size();) {
-      const size_t end = std::min(kModelLanguages.find(' ', start), kModelLanguages.size());
-      m.languages.push_back(kModelLanguages.substr(start, end - start));
-      start = end + 1;
-    }
-    for (char c : kModelFloors) m.floors.push_back(m.value[static_cast<unsigned char>(c)]);
-    const std::string_view rows(kModel, sizeof(kModel) - 1);
-    for (size_t start = 0; start < rows.size();) {  // make_model.py writes the lines sorted by bytes
-      const size_t end = rows.find('\n', start), space = rows.find(' ', start);
-      m.rows.emplace_back(rows.substr(start, space - start), rows.substr(space + 1, end - space - 1));
-      start = end + 1;
-    }
+    m.languages = SplitWords(kModelLanguages);
+    for (char c : kModelFloors) m.floors.push_back(m.Value(c));
+    m.rows = ParseTable(std::string_view(kModel, sizeof(kModel) - 1));
+    m.group = SplitWords(kGroupLanguages);
+    m.group_rows = ParseTable(std::string_view(kGroupModel, sizeof(kGroupModel) - 1));
     return m;
   }();
   return model;
@@ -315,9 +341,51 @@ constexpr double kCld2BonusNats = 2;
 constexpr double kEnglishPriorNats = 6;
 constexpr size_t kMinModelLetters = 4;
 
+// Naive Bayes counts every feature Bosnian, Croatian and Serbian share as evidence, and their small
+// differences in frequency outweigh the few words that tell them apart; the group model (a softmax
+// regression over the same features, make_model.py) weighs those. When naive Bayes chooses a
+// language of the group, the group's candidates are scored again: the regression's score plus
+// kGroupNbWeight times naive Bayes' log-likelihood (CLD2's bonus in it), chosen by cross-validation
+// over the training catalogs (bench/RESULTS.md).
+constexpr double kGroupNbWeight = 0.03;
+
+const LanguageRow* RescoreGroup(std::vector<std::string> features, const std::vector<const LanguageRow*>& candidates,
+                                const std::vector<int>& cost, const LanguageRow* chosen) {
+  const NgramModel& m = Model();
+  auto group_index = [&](const LanguageRow* row) {
+    if (row->script != Script::kLatin) return -1;  // the group model knows Latin Serbian alone
+    const auto it = std::find(m.group.begin(), m.group.end(), row->info.tag);
+    return it == m.group.end() ? -1 : static_cast<int>(it - m.group.begin());
+  };
+  std::vector<size_t> in_group;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (group_index(candidates[c]) >= 0) in_group.push_back(c);
+  }
+  if (group_index(chosen) < 0 || in_group.size() < 2) return chosen;
+  std::vector<double> score(m.group.size());
+  for (size_t g = 0; g < score.size(); ++g) score[g] = kGroupBias[g];
+  std::sort(features.begin(), features.end());  // the regression asks whether a feature is there, not how often
+  features.erase(std::unique(features.begin(), features.end()), features.end());
+  for (const std::string& f : features) {
+    const std::string_view pairs = FindRow(m.group_rows, f);
+    for (size_t k = 0; k + 2 < pairs.size(); k += 3) {  // language, then the weight in two characters
+      const int code = m.Value(pairs[k + 1]) * static_cast<int>(kModelCodes.size()) + m.Value(pairs[k + 2]);
+      score[m.Value(pairs[k])] += (code - kGroupZero) * kGroupStep;
+    }
+  }
+  const LanguageRow* best = nullptr;
+  double best_score = 0;
+  for (size_t c : in_group) {
+    const double s = score[group_index(candidates[c])] - kGroupNbWeight * cost[c] * kModelStep;
+    if (best == nullptr || s > best_score) best = candidates[c], best_score = s;
+  }
+  return best;
+}
+
 // The candidate with the lowest naive Bayes cost (-log P(text | language), in the model's steps),
-// CLD2's choice less its bonus; ties go to the first in kRows' order. nullptr when a candidate is
-// not in the model or the text has too few letters for it.
+// CLD2's choice less its bonus; ties go to the first in kRows' order; then RescoreGroup's word where
+// that is a language of the group. nullptr when a candidate is not in the model or the text has too
+// few letters for it.
 const LanguageRow* ChooseByModel(std::string_view text, const std::vector<const LanguageRow*>& candidates,
                                  const LanguageRow* cld2) {
   const NgramModel& m = Model();
@@ -334,15 +402,14 @@ const LanguageRow* ChooseByModel(std::string_view text, const std::vector<const 
     if (index.back() < 0) return nullptr;
   }
   for (const std::string& f : features) {
-    const auto it = std::lower_bound(m.rows.begin(), m.rows.end(), f,
-                                     [](const auto& row, const std::string& key) { return row.first < key; });
-    if (it == m.rows.end() || it->first != f) continue;  // no language kept it: it says nothing
+    const std::string_view pairs = FindRow(m.rows, f);
+    if (pairs.empty()) continue;  // no language kept it: it says nothing
     const int weight = f.size() > 2 && f.front() == '<' && f.back() == '>' ? kWholeWordWeight : 1;
     for (size_t c = 0; c < candidates.size(); ++c) {
       int step = m.floors[index[c]];
-      for (size_t k = 0; k + 1 < it->second.size(); k += 2) {
-        if (m.value[static_cast<unsigned char>(it->second[k])] == index[c]) {
-          step = m.value[static_cast<unsigned char>(it->second[k + 1])];
+      for (size_t k = 0; k + 1 < pairs.size(); k += 2) {
+        if (m.Value(pairs[k]) == index[c]) {
+          step = m.Value(pairs[k + 1]);
           break;
         }
       }
@@ -355,7 +422,7 @@ const LanguageRow* ChooseByModel(std::string_view text, const std::vector<const 
     if (candidates[c]->info.tag == "en") cost[c] -= static_cast<int>(kEnglishPriorNats / kModelStep + 0.5);
     if (cost[c] < cost[best]) best = c;
   }
-  return candidates[best];
+  return RescoreGroup(features, candidates, cost, candidates[best]);
 }
 
 // Among the languages written in `script` whose letters the text's are: the n-gram model's choice

@@ -2,7 +2,8 @@
 // (BCP-47 tags), or Chinese with English words in it ("mixed"). Scripts decide where a script is one
 // language's (kana, Hangul, Thai, Greek ...) or where the library cannot tell (Simplified against
 // Traditional Chinese); among the languages a script shares, a character n-gram model trained on
-// Debian's message catalogs decides, with CLD2's (Debian's libcld2) answer as a second opinion.
+// Debian's message catalogs decides, with CLD2's (Debian's libcld2) answer as a second opinion, and a
+// regression over the same features between Bosnian, Croatian, Serbian and Slovenian.
 #pragma once
 
 #include <span>
