@@ -166,7 +166,9 @@ TEST_P(AssistantGolden, MatchesTransformers) {
   EXPECT_EQ(plain.tokens, spec.tokens);
   EXPECT_GT(spec.stats.draft_steps, 0);
   // transformers' own assisted generation gave its greedy tokens too.
-  if (meta["assisted_generation"].contains("identical")) EXPECT_TRUE(meta["assisted_generation"]["identical"].get<bool>());
+  if (meta["assisted_generation"].contains("identical")) {
+    EXPECT_TRUE(meta["assisted_generation"]["identical"].get<bool>());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, AssistantGolden, ::testing::ValuesIn(Cases()),
