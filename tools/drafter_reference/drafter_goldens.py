@@ -227,8 +227,10 @@ def assistant_config(bb_text_cfg, variant):
         layer_types=list(ASSISTANT_LAYERS), num_kv_shared_layers=n,
         hidden_size_per_layer_input=0, vocab_size_per_layer_input=0, use_double_wide_mlp=False,
         enable_moe_block=False, num_experts=None, top_k_experts=None, moe_intermediate_size=None,
-        attention_k_eq_v=False, final_logit_softcapping=None,
+        final_logit_softcapping=None,
     )
+    # attention_k_eq_v stays the backbone's: transformers gives full layers num_global_key_value_heads only
+    # together with it, and the shared global K/V have that many heads (a shared layer has no k/v weights).
     # Full-attention layers read the backbone's global K/V: its global head size and KV heads.
     plc = {}
     glob_hd = base.get("global_head_dim")
@@ -255,8 +257,12 @@ def assistant_config(bb_text_cfg, variant):
               use_ordered_embeddings=variant["ordered"], tie_word_embeddings=True)
     if variant["ordered"]:
         kw.update(num_centroids=variant["num_centroids"], centroid_intermediate_top_k=variant["top_k"])
-    cfg = transformers.Gemma4AssistantConfig(**kw)
-    return cfg
+    try:
+        return transformers.Gemma4AssistantConfig(**kw)
+    except Exception as e:  # noqa: BLE001 - a key this version does not take: retry without the per-layer table
+        log(f"    Gemma4AssistantConfig refused the text config ({type(e).__name__}: {e}); retrying without per_layer_config")
+        tc.pop("per_layer_config", None)
+        return transformers.Gemma4AssistantConfig(**kw)
 
 
 def reinit_assistant(model, seed, ordered):
@@ -467,6 +473,15 @@ def run_case(src, out, bb_name, cls_name, anchors, llama):
             assistant.config._attn_implementation = "eager"
             assistant.model.config._attn_implementation = "eager"
             assistant.save_pretrained(d, safe_serialization=True)
+            if variant["ordered"]:
+                # The token order is a buffer: make sure the checkpoint carries it (HF's own files do).
+                from safetensors.torch import load_file, save_file
+                st = os.path.join(d, "model.safetensors")
+                tensors = load_file(st)
+                if "masked_embedding.token_ordering" not in tensors:
+                    log("    save_pretrained left out masked_embedding.token_ordering: added")
+                    tensors["masked_embedding.token_ordering"] = assistant.masked_embedding.token_ordering.clone().long()
+                    save_file(tensors, st, metadata={"format": "pt"})
             reloaded = transformers.Gemma4AssistantForCausalLM.from_pretrained(
                 d, dtype=torch.float32, attn_implementation="eager").eval()
             write_f32(os.path.join(d, "backbone_hidden.f32"), hidden)

@@ -4,11 +4,13 @@
 # tool: run `bash .drafterref/device.sh` carrying .drafterref; it returns drafter_goldens.tar.gz (one folder
 # per backbone and assistant: the assistant's HF folder, its goldens, meta.json, llama.cpp's conversion),
 # drafter_log.txt and hf_sources.txt (the transformers code the goldens depend on, as installed there).
-#   tools/drafter_reference/prepare_device.sh LLAMA_CPP_CHECKOUT [SHARED_TESTDATA]
+#   tools/drafter_reference/prepare_device.sh LLAMA_CPP_CHECKOUT [SHARED_TESTDATA] [REPO]
+# REPO: the checkout the device tool sends (default: this script's own); .drafterref/ goes at its root.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,8p "$0"; exit 2; }
-llama=$1 data=${2:-../shared/testdata}
-cd "$(dirname "$0")/../.."
+[ $# -ge 1 ] || { sed -n 2,10p "$0"; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+llama=$(cd "$1" && pwd) data=$(cd "${2:-$here/../../../shared/testdata}" && pwd)
+cd "${3:-$here/../..}"
 R=.drafterref
 rm -rf $R && mkdir -p $R/src $R/llama
 for m in gemma4_e2b_like gemma4_moe_kv_eq_v; do
@@ -17,7 +19,7 @@ done
 m=gemma4_e2b_image_audio
 mkdir -p $R/src/$m && cp "$data/hf-mm/$m"/{config.json,model.safetensors} $R/src/$m/
 cp -r "$llama"/{conversion,gguf-py,convert_hf_to_gguf.py} $R/llama/
-cp tools/drafter_reference/drafter_goldens.py $R/
+cp "$here/drafter_goldens.py" $R/
 cat > $R/device.sh <<'INNER'
 #!/bin/bash
 set -x
