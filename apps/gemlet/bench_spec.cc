@@ -1,4 +1,4 @@
-// `gemlet bench --spec lookup|draft`: what speculative decoding gives on one model. Two parts:
+// `gemlet bench --spec lookup|draft|mtp`: what speculative decoding gives on one model. Two parts:
 //
 //  1. The verification cost curve: one forward of 1 + k rows (every row's logits, as a step that
 //     verifies k drafts needs) against one decode step, at a context of --depth tokens, and the
@@ -103,9 +103,10 @@ void AddSpecFlags(CLI::App& app, SpecFlags* f) {
   app.add_flag("--no-record", f->no_record,
                "do not record the result in the store's folder (by default the task presets read it: they speculate on "
                "this CPU and model only where it measured a gain)");
-  app.add_option("--spec", f->spec, "lookup (prompt lookup) or draft (--draft-model)")->check(CLI::IsMember({"lookup", "draft"}))
-      ->capture_default_str();
-  app.add_option("--draft-model", f->draft_model, "the draft model for --spec draft (the same vocabulary)");
+  app.add_option("--spec", f->spec, "lookup (prompt lookup), draft (--draft-model) or mtp (Gemma 4's drafter as --draft-model)")
+      ->check(CLI::IsMember({"lookup", "draft", "mtp"}))->capture_default_str();
+  app.add_option("--draft-model", f->draft_model,
+                 "the draft model for --spec draft (the same vocabulary), or Gemma 4's drafter (gemma4-assistant) for --spec mtp");
   AddDraftFlag(app, f->draft, "tokens drafted at most per step in the workload");
   app.add_option("--task", f->task, "run every workload message through this preset (default: each line's own task)")
       ->check(CLI::IsMember(TaskNames()));
@@ -292,7 +293,9 @@ Result<WorkloadResult> RunWorkload(const SpecFlags& f, std::shared_ptr<Engine> e
     result.break_even = mean_drafts > 0 ? (step_cost - 1) / mean_drafts : 0.0;
     std::printf("acceptance %.0f%% measured, %.0f%% to break even (%.2f drafts per step cost %.2f decode steps%s): %s\n",
                 100 * result.acceptance, 100 * result.break_even, mean_drafts, step_cost,
-                draft_cost > 0 ? ", drafting included" : "",
+                f.spec == "mtp"  ? ", drafting not counted: bench/mtp's gemlet_mtp_bench times it"
+                : draft_cost > 0 ? ", drafting included"
+                                 : "",
                 result.break_even >= 1                 ? "no acceptance pays for such steps on this model"
                 : result.acceptance > result.break_even ? "above, speculation should win"
                                                         : "below, speculation loses");
@@ -311,6 +314,7 @@ int RunSpecBench(int argc, char** argv) {
   AddSpecFlags(app, &f);
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (f.spec == "draft" && f.draft_model.empty()) return UsageError("--spec draft needs --draft-model FILE");
+  if (f.spec == "mtp" && f.draft_model.empty()) return UsageError("--spec mtp needs --draft-model FILE (a gemma4-assistant file)");
   if (f.spec == "lookup" && !f.draft_model.empty()) return UsageError("--draft-model drafts for --spec draft, not lookup");
   f.ks.erase(std::remove(f.ks.begin(), f.ks.end(), 0), f.ks.end());
   std::sort(f.ks.begin(), f.ks.end());
@@ -331,10 +335,14 @@ int RunSpecBench(int argc, char** argv) {
   if (!loaded.ok()) return Fail(loaded.message());
   std::shared_ptr<Engine> engine = loaded.value();
   std::shared_ptr<Engine> drafter;
-  if (f.spec == "draft") {
+  if (f.spec == "draft" || f.spec == "mtp") {
     auto d = Engine::Load(*draft_path, eo);
     if (!d.ok()) return Fail("the draft model: " + d.message());
     drafter = d.value();
+    if ((f.spec == "mtp") != (drafter->info().architecture == "gemma4-assistant")) {
+      return Fail("--spec " + f.spec + ": '" + *draft_path + "' is a " + drafter->info().architecture + " model" +
+                  (f.spec == "mtp" ? ", not Gemma 4's drafter (gemma4-assistant)" : " (Gemma 4's drafter: --spec mtp)"));
+    }
   }
   const ModelInfo& info = engine->info();
   std::printf("# gemlet bench --spec %s: %s (%s %s), %d threads, kernels %s\n# CPU: %s\n", f.spec.c_str(),
@@ -347,7 +355,7 @@ int RunSpecBench(int argc, char** argv) {
     Result<std::vector<double>> measured = MeasureVerifyCost(f, engine, &decode_ms);
     if (!measured.ok()) return Fail(measured.message());
     cost = std::move(measured).value();
-    if (drafter) {
+    if (drafter && f.spec == "draft") {
       Result<double> draft_ms = DecodeStepMs(f, drafter);
       if (!draft_ms.ok()) return Fail("the draft model: " + draft_ms.message());
       draft_cost = *draft_ms / decode_ms;

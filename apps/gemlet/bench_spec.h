@@ -1,4 +1,4 @@
-// `gemlet bench --spec lookup|draft` (bench_spec.cc): verification cost and a workload's acceptance.
+// `gemlet bench --spec lookup|draft|mtp` (bench_spec.cc): verification cost and a workload's acceptance.
 #pragma once
 
 namespace gemlet::cli {

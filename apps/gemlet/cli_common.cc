@@ -98,12 +98,13 @@ void AddGenerationOptions(CLI::App& app, GenerationFlags* g) {
   app.add_flag("--think", g->think, "Gemma 4: let the model think before answering");
   app.add_flag("--show-thinking", g->show_thinking, "print the thought channel (dimmed on a terminal)");
   app.add_option("--spec", g->spec,
-                 "speculative decoding: none, lookup (draft from earlier text) or draft (a draft model's); the output "
-                 "is the same")
-      ->check(CLI::IsMember({"none", "lookup", "draft"}))->default_str(g->default_spec);
+                 "speculative decoding: none, lookup (draft from earlier text), draft (a draft model's) or mtp (Gemma "
+                 "4's own drafter, a gemma4-assistant file as --draft-model); the output is the same")
+      ->check(CLI::IsMember({"none", "lookup", "draft", "mtp"}))->default_str(g->default_spec);
   AddDraftFlag(app, g->draft);
   app.add_option("--draft-model", g->draft_model,
-                 "a smaller model of the same vocabulary that drafts (means --spec draft): a file or NAME[:VERSION]");
+                 "a smaller model of the same vocabulary that drafts (means --spec draft), or with --spec mtp Gemma 4's "
+                 "drafter (gemma4-assistant): a file or NAME[:VERSION]");
 }
 
 namespace {
@@ -329,7 +330,7 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g) {
   o.max_tokens = g.max_tokens;
   o.sampling = g.sampling;
   o.stop = g.stop;
-  o.max_draft = g.spec == "lookup" || g.spec == "draft" ? g.draft : 0;
+  o.max_draft = g.spec == "lookup" || g.spec == "draft" || g.spec == "mtp" ? g.draft : 0;
   return o;
 }
 
@@ -348,15 +349,20 @@ std::string MeasuredSpeculation(const ModelOptions& o) {
 
 std::string SettleSpeculation(GenerationFlags* g) {
   if (g->spec.empty()) g->spec = g->draft_model.empty() ? g->default_spec : "draft";
-  if (!g->draft_model.empty() && g->spec != "draft") return "--draft-model drafts for --spec draft: not with --spec " + g->spec;
+  if (!g->draft_model.empty() && g->spec != "draft" && g->spec != "mtp") {
+    return "--draft-model drafts for --spec draft or mtp: not with --spec " + g->spec;
+  }
   if (g->spec == "draft" && g->draft_model.empty()) {
     return "--spec draft needs --draft-model FILE (a smaller model of the same vocabulary)";
+  }
+  if (g->spec == "mtp" && g->draft_model.empty()) {
+    return "--spec mtp needs --draft-model FILE (Gemma 4's drafter for this model, a gemma4-assistant file)";
   }
   return std::string();
 }
 
 Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedModel* m) {
-  if (g.spec != "draft") return Status::Ok();
+  if (g.spec != "draft" && g.spec != "mtp") return Status::Ok();
   Result<std::string> path = ResolveModelPath(g.draft_model, o.store_dir);
   if (!path.ok()) return Status::Error("the draft model: " + path.message());
   EngineOptions engine_options = EngineOptionsOf(o);
@@ -364,6 +370,11 @@ Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedM
   engine_options.mmproj_path = "";           // a draft reads text only
   Result<std::shared_ptr<Engine>> draft = Engine::Load(*path, engine_options);
   if (!draft.ok()) return Status::Error("the draft model: " + draft.message());
+  // A gemma4-assistant file drafts as Gemma 4's drafter (mtp) whichever of the two is named.
+  if (g.spec == "mtp" && (*draft)->info().architecture != "gemma4-assistant") {
+    return Status::Error("--spec mtp: '" + *path + "' is a " + (*draft)->info().architecture +
+                         " model, not Gemma 4's drafter (gemma4-assistant)");
+  }
   m->session.draft_model = std::move(draft).value();
   return Status::Ok();
 }

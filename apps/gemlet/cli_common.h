@@ -41,10 +41,10 @@ struct GenerationFlags {
   bool stats = false;
   bool think = false;
   bool show_thinking = false;
-  std::string spec;                   // --spec none|lookup|draft; "" until given
+  std::string spec;                   // --spec none|lookup|draft|mtp; "" until given
   std::string default_spec = "none";  // what no --spec means (the task presets: MeasuredSpeculation's)
   int draft = 7;              // --draft N
-  std::string draft_model;    // --draft-model FILE (--spec draft)
+  std::string draft_model;    // --draft-model FILE (--spec draft; --spec mtp: a gemma4-assistant file)
 };
 
 // A LoRA adapter as the flags name it: FILE, or FILE:SCALE (a number after the last colon).
@@ -100,11 +100,12 @@ GenerateOptions MakeGenerateOptions(const GenerationFlags& g);
 // recorded a gain for this CPU and o's model in the store, else "none" (it is slower where drafts
 // are seldom right: speculation is chosen by measurement).
 std::string MeasuredSpeculation(const ModelOptions& o);
-// --spec and --draft-model together: a draft model means --spec draft (an error with --spec none, or
-// --spec draft without one). Returns the usage error, "" when none.
+// --spec and --draft-model together: a draft model means --spec draft (an error with --spec none or
+// lookup, or --spec draft / mtp without one). Returns the usage error, "" when none.
 std::string SettleSpeculation(GenerationFlags* g);
-// With --spec draft: loads the draft model (the same engine options as the model's) into
-// m->session.draft_model, so that every session and conversation opened from m drafts with it.
+// With --spec draft or mtp: loads the draft model (the same engine options as the model's) into
+// m->session.draft_model, so that every session and conversation opened from m drafts with it (a
+// gemma4-assistant file as Gemma 4's drafter; --spec mtp refuses any other).
 Status AttachDraftModel(const GenerationFlags& g, const ModelOptions& o, LoadedModel* m);
 
 // Prints one streamed piece to stdout: thinking only with --show-thinking (dimmed on a terminal).

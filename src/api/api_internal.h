@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gemlet/gemlet.hpp"
+#include "runtime/drafting.h"
 #include "runtime/generate.h"
 #include "runtime/json_constraint.h"
 #include "sampling/token_trie.h"
@@ -85,10 +86,12 @@ struct Engine::Impl {
 };
 
 // A draft model's session beside a target's (SessionOptions::draft_model): the draft engine and its
-// cache, sized as the target's.
+// cache, sized as the target's; or, for Gemma 4's own drafter (a gemma4-assistant file), the drafter
+// over the target's cache.
 struct DraftSession {
   std::shared_ptr<Engine> engine;
   std::unique_ptr<runtime::Session> session;
+  std::unique_ptr<runtime::AssistantDrafter> assistant;
 };
 
 struct Session::Impl {

@@ -199,6 +199,7 @@ Result<Reply> SendTurn(Conversation::Impl& impl, const SendFn& send, const Gener
     controls.cancel = &impl.cancel;
     controls.constraint = constraint.get();
     controls.draft_session = impl.draft.session.get();
+    controls.assistant = impl.draft.assistant.get();
     ASSIGN_OR_RETURN(runtime::Generation g, send(controls));
     runtime::AddSessionStats(impl.chat->session(), &g.reply.stats);
     g.reply.stats.memory = impl.Memory();

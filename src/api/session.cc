@@ -48,6 +48,12 @@ Result<DraftSession> MakeDraftSession(const Engine& engine, const SessionOptions
   DraftSession d;
   if (!options.draft_model) return d;
   const Engine& draft = *options.draft_model;
+  if (draft.impl().runtime->model().AsAssistant() != nullptr) {
+    // Gemma 4's drafter: the target's vocabulary by construction (its head scores the target's ids).
+    ASSIGN_OR_RETURN(d.assistant, runtime::AssistantDrafter::Create(draft.impl().runtime, target));
+    d.engine = options.draft_model;
+    return d;
+  }
   RETURN_IF_ERROR(runtime::CheckDraftVocabulary(*engine.impl().runtime, *draft.impl().runtime));
   SessionOptions o = options;
   o.n_ctx = target.n_ctx();
@@ -119,6 +125,7 @@ Result<Reply> GenerateOn(Session::Impl& impl, std::span<const int32_t> prompt, s
   controls.cancel = &impl.cancel;
   controls.constraint = constraint.get();
   controls.draft_session = impl.draft.session.get();
+  controls.assistant = impl.draft.assistant.get();
   ASSIGN_OR_RETURN(runtime::Generation g, runtime::Generate(*impl.session, sampler,
                                                             std::vector<int32_t>(prompt.begin(), prompt.end()),
                                                             options, controls, on_text, media));

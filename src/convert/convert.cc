@@ -72,6 +72,9 @@ Status ProducePlannedTensor(const PlannedTensor& p, DType type, ByteSink& sink) 
     return sink.Write(out.data(), static_cast<size_t>(count) * out_row);
   };
 
+  if (!p.generated_i32.empty()) {  // an index table: written as it is
+    return sink.Write(reinterpret_cast<const uint8_t*>(p.generated_i32.data()), p.generated_i32.size() * sizeof(int32_t));
+  }
   if (!p.generated.empty()) {
     const int64_t n_rows = static_cast<int64_t>(p.generated.size()) / n;
     for (int64_t r0 = 0; r0 < n_rows; r0 += batch) {
@@ -164,7 +167,7 @@ Result<ConvertResult> ConvertHfToGguf(const ConvertOptions& o) {
 
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor* p = &plan[i];
-    const DType type = p->keep_f32 ? DType::kF32 : result.outtype;
+    const DType type = !p->generated_i32.empty() ? DType::kI32 : p->keep_f32 ? DType::kF32 : result.outtype;
     auto producer = [p, type, i, n = plan.size(), &o](ByteSink& sink) -> Status {
       if (o.progress) o.progress(i, n, p->name);
       return ProducePlannedTensor(*p, type, sink).WithContext(p->hf_name.empty() ? p->name : p->hf_name);

@@ -184,6 +184,14 @@ Status WriteModelMetadata(const HfConfig& c, GgufWriter& w) {
     w.SetU32(a + ".rope.dimension_count", U32(c.global_head_dim));
     w.SetU32(a + ".rope.dimension_count_swa", U32(static_cast<int64_t>(static_cast<double>(c.head_dim) * prf_swa)));
   }
+  if (c.assistant) {
+    // Gemma4AssistantModel.set_gguf_parameters: the target's hidden size, and every layer an MTP layer.
+    w.SetU32(a + ".embedding_length_out", U32(c.backbone_hidden_size));
+    w.SetU32(a + ".nextn_predict_layers", U32(c.num_layers));
+    // gemlet's extension: llama.cpp's converter drops the ordered embedding; gemlet keeps it (its
+    // centroids give the count) and needs how many centroids a step reads.
+    if (c.use_ordered_embeddings) w.SetU32(a + ".centroid_intermediate_top_k", U32(c.centroid_top_k));
+  }
   return Status::Ok();
 }
 

@@ -372,10 +372,17 @@ Status ReadPerLayerInputs(const ConfigStep& s) {
     const bool has_ple_key = view.Has("hidden_size_per_layer_input");
     ASSIGN_OR_RETURN(std::optional<int64_t> ple, view.OptInt("hidden_size_per_layer_input", 0));
     c.hidden_size_per_layer_input = has_ple_key ? ple.value_or(0) : ple_default;
-    ASSIGN_OR_RETURN(c.vocab_size_per_layer_input, view.OptInt("vocab_size_per_layer_input", 1));
+    ASSIGN_OR_RETURN(c.vocab_size_per_layer_input, view.OptInt("vocab_size_per_layer_input", 0));  // 0 without PLE (a drafter)
     ASSIGN_OR_RETURN(c.num_kv_shared_layers,
                      view.Int("num_kv_shared_layers", c.family == GemmaFamily::kGemma3n ? 15 : 0, 0));
-    if (c.num_kv_shared_layers >= n_layer) {
+    if (c.assistant) {
+      // Gemma4AssistantConfig: every layer shares (0 means all); it validates exactly that.
+      if (c.num_kv_shared_layers == 0) c.num_kv_shared_layers = n_layer;
+      if (c.num_kv_shared_layers != n_layer) {
+        return Status::Error(label + ": a Gemma 4 assistant shares the K/V of every layer, but 'num_kv_shared_layers' is " +
+                             std::to_string(c.num_kv_shared_layers) + " of " + std::to_string(n_layer));
+      }
+    } else if (c.num_kv_shared_layers >= n_layer) {
       return Status::Error(label + ": 'num_kv_shared_layers' (" + std::to_string(c.num_kv_shared_layers) +
                            ") must be less than num_hidden_layers (" + std::to_string(n_layer) + ")");
     }
@@ -515,6 +522,24 @@ std::vector<std::pair<int64_t, std::string>> MediaTokens(const Json& top, GemmaF
   return out;
 }
 
+// Gemma4AssistantConfig's own keys (top level, beside text_config), with its defaults.
+Status ReadAssistant(const Json& top, const std::string& label, HfConfig* c) {
+  if (c->family != GemmaFamily::kGemma4 || c->model_type.find("unified") != std::string::npos) {
+    return Status::Error(label + ": a gemma4_assistant's text_config must be gemma4_text, not " + c->model_type);
+  }
+  const ConfigView view(top, nullptr, label);
+  c->assistant = true;
+  c->arch = "gemma4-assistant";
+  ASSIGN_OR_RETURN(c->backbone_hidden_size, view.Int("backbone_hidden_size", 1536, 1));
+  ASSIGN_OR_RETURN(c->use_ordered_embeddings, view.Bool("use_ordered_embeddings", false));
+  ASSIGN_OR_RETURN(c->num_centroids, view.Int("num_centroids", 2048, 1));
+  ASSIGN_OR_RETURN(c->centroid_top_k, view.Int("centroid_intermediate_top_k", 32, 1));
+  if (c->use_ordered_embeddings && c->centroid_top_k > c->num_centroids) {
+    return Status::Error(label + ": 'centroid_intermediate_top_k' exceeds 'num_centroids'");
+  }
+  return Status::Ok();
+}
+
 Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& label) {
   ASSIGN_OR_RETURN(Json top, ParseJson<Json>(json_text, label));
   if (!top.is_object()) return Status::Error(label + ": not a JSON object");
@@ -542,6 +567,14 @@ Result<HfConfig> ParseHfConfig(const std::string& json_text, const std::string& 
   c.model_type = mt->get<std::string>();
   ASSIGN_OR_RETURN(c.family, FamilyOf(c.model_type, label));
   c.arch = ArchOf(c.family);
+  if (auto it = top.find("model_type"); it != top.end() && it->is_string() && it->get<std::string>() != c.model_type) {
+    const std::string wrapper = it->get<std::string>();
+    if (wrapper == "gemma4_assistant") {
+      RETURN_IF_ERROR(ReadAssistant(top, label, &c));
+    } else if (wrapper.find("assistant") != std::string::npos) {
+      return Status::Error(label + ": '" + wrapper + "' is not supported (Gemma 4's drafter is gemma4_assistant)");
+    }
+  }
   const bool unified = c.model_type.find("unified") != std::string::npos;
   const FamilyDefaults d = DefaultsFor(c.family, unified);
 

@@ -73,6 +73,14 @@ struct HfConfig {
   int64_t num_experts = 0;
   int64_t top_k_experts = 0;
   int64_t moe_intermediate_size = 0;
+  // Gemma 4's drafter (model_type gemma4_assistant, Gemma4AssistantForCausalLM; arch "gemma4-assistant"):
+  // a Gemma 4 decoder (text_config) whose every layer reads the target's K/V, fed the target's token
+  // embedding and final hidden state (backbone_hidden_size each) through pre_projection.
+  bool assistant = false;
+  int64_t backbone_hidden_size = 0;
+  bool use_ordered_embeddings = false;  // E2B/E4B: logits only for the tokens of the top-k centroids
+  int64_t num_centroids = 0;
+  int64_t centroid_top_k = 0;           // centroid_intermediate_top_k
 
   // Per-layer sizes (index = layer), filled by the parser from the fields above and per_layer_config.
   std::vector<int64_t> layer_head_dim;

@@ -1,6 +1,7 @@
 // HF tensor names -> llama.cpp GGUF names (gguf-py tensor_mapping.py + conversion/gemma.py), with checks.
 #include "convert/tensor_plan.h"
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -124,9 +125,24 @@ int64_t ParseIndex(const std::string& s, size_t pos, size_t* end) {
   return v;
 }
 
+// Gemma 4's drafter: its projections from and to the target's hidden size, and the ordered embedding
+// (llama.cpp's names; its converter skips the ordered embedding, which gemlet keeps and uses).
+constexpr std::pair<const char*, const char*> kAssistantNames[] = {
+    {"pre_projection", "nextn.pre_projection.weight"},
+    {"post_projection", "nextn.post_projection.weight"},
+    {"masked_embedding.centroids", "masked_embd_centroids.weight"},
+    {"masked_embedding.token_ordering", "masked_embd_ordering"},
+};
+
 std::optional<Route> RouteName(const HfConfig& c, const std::string& name) {
   const unsigned bit = BitOf(c.family);
   const std::string base = WithoutWeight(name);
+  if (c.assistant) {
+    if (base == "lm_head") return Route{"", -1, true};  // tied to model.embed_tokens
+    for (const auto& [hf, gguf] : kAssistantNames) {
+      if (base == hf) return Route{gguf};
+    }
+  }
   if (base == "lm_head" && (bit & (kG1 | kG2))) return Route{"", -1, true};
   for (const ModelName& m : kModelNames) {
     if ((m.families & bit) && base == m.hf) return Route{m.gguf};
@@ -187,6 +203,14 @@ std::map<std::string, Expected> ExpectedTensors(const HfConfig& c) {
 
   add("model.embed_tokens.weight", {g3n ? -1 : c.vocab_size, H});
   add("model.norm.weight", {H});
+  if (c.assistant) {
+    add("pre_projection.weight", {H, 2 * c.backbone_hidden_size});
+    add("post_projection.weight", {c.backbone_hidden_size, H});
+    if (c.use_ordered_embeddings) {
+      add("masked_embedding.centroids.weight", {c.num_centroids, H});
+      add("masked_embedding.token_ordering", {c.vocab_size});
+    }
+  }
   if (ple) {
     add("model.embed_tokens_per_layer.weight", {c.vocab_size_per_layer_input.value_or(-1), L * P});
     add("model.per_layer_model_projection.weight", {L * P, H});
@@ -263,6 +287,42 @@ bool ShapeMatches(const std::vector<int64_t>& want, const std::vector<int64_t>& 
   return true;
 }
 
+// The ordered embedding's token order ([vocab] int64 in the checkpoint): a permutation of the vocabulary
+// in centroid-major order (Gemma4AssistantMaskedEmbedder reads it as [num_centroids, vocab / num_centroids]).
+Result<PlannedTensor> PlanTokenOrdering(const HfConfig& c, const StTensor& t) {
+  if ((t.dtype != StDType::kI64 && t.dtype != StDType::kI32) || t.shape.size() != 1) {
+    return Status::Error("tensor '" + t.name + "' must be a 1-D I64 or I32 token order, is " + StDTypeName(t.dtype) + " " +
+                         t.ShapeString());
+  }
+  if (c.num_centroids <= 0 || c.vocab_size % c.num_centroids != 0) {
+    return Status::Error("tensor '" + t.name + "': the vocabulary (" + std::to_string(c.vocab_size) +
+                         ") must split evenly into num_centroids (" + std::to_string(c.num_centroids) + ")");
+  }
+  PlannedTensor p;
+  p.name = "masked_embd_ordering";
+  p.ne = {t.shape[0]};
+  p.keep_f32 = true;
+  p.hf_name = t.name;
+  std::vector<bool> seen(static_cast<size_t>(c.vocab_size), false);
+  for (int64_t i = 0; i < t.shape[0]; ++i) {
+    int64_t v = 0;
+    if (t.dtype == StDType::kI64) {
+      std::memcpy(&v, t.data + i * 8, 8);
+    } else {
+      int32_t v32 = 0;
+      std::memcpy(&v32, t.data + i * 4, 4);
+      v = v32;
+    }
+    if (v < 0 || v >= c.vocab_size || seen[static_cast<size_t>(v)]) {
+      return Status::Error("tensor '" + t.name + "' is not a permutation of the vocabulary (entry " + std::to_string(i) +
+                           " is " + std::to_string(v) + ")");
+    }
+    seen[static_cast<size_t>(v)] = true;
+    p.generated_i32.push_back(static_cast<int32_t>(v));
+  }
+  return p;
+}
+
 }  // namespace
 
 int64_t PlannedTensor::n_rows() const {
@@ -326,6 +386,12 @@ Result<std::vector<PlannedTensor>> PlanTensors(const HfConfig& c, const Safetens
                              " but config.json implies " + ShapeString(exp->second.shape));
       }
       exp->second.found = true;
+    }
+    if (route->gguf == "masked_embd_ordering") {
+      ASSIGN_OR_RETURN(PlannedTensor p, PlanTokenOrdering(c, *t));
+      by_gguf.emplace(p.name, plan.size());
+      plan.push_back(std::move(p));
+      continue;
     }
     if (!StDTypeIsConvertible(t->dtype)) {
       return Status::Error("tensor '" + t->name + "' in " + *t->file + " is " + StDTypeName(t->dtype) +

@@ -24,6 +24,8 @@ struct PlannedTensor {
   bool add_one = false;  // gemma/gemma2/gemma3 norms: store 1 + w, as llama.cpp's converter does
   bool keep_f32 = false;  // 1-D, norms, routers, AltUp coefficients: F32 whatever the outtype
   std::vector<float> generated;
+  // An index table (a Gemma 4 drafter's token ordering): stored as I32, these values, whatever the outtype.
+  std::vector<int32_t> generated_i32;
   std::string hf_name;  // the first source's checkpoint name, for messages
 
   int64_t n_rows() const;

@@ -388,7 +388,10 @@ void OutputLogits(const ModelConfig& c, const OutputHead& head, Workspace& ws, K
 void OutputLogits(const ModelConfig& c, const OutputHead& head, const ForwardStep& step, Workspace& ws,
                   KernelContext& ctx) {
   if (step.logits == nullptr) return;
-  OutputLogits(c, head, ws, ctx, GatherOutputRows(step, ws.x.data(), c.d_model), step.logits);
+  const int rows = GatherOutputRows(step, ws.x.data(), c.d_model);
+  OutputLogits(c, head, ws, ctx, rows, step.logits);
+  // The final norm's output rows (in ws.xn) for a drafter (Workspace::output_hidden).
+  if (ws.output_hidden != nullptr) std::copy_n(ws.xn.data(), static_cast<size_t>(rows) * c.d_model, ws.output_hidden);
 }
 
 // ---------------------------------------------------------------------------------------------

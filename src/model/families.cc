@@ -10,6 +10,7 @@ const std::vector<ModelFamily>& ModelFamilies() {
       {"gemma3", LoadGemma3},
       {"gemma3n", LoadGemma3n},
       {"gemma4", LoadGemma4},
+      {"gemma4-assistant", LoadGemma4Assistant},
       {"gemlet-scripted", LoadScripted},  // a test double (scripted.cc)
   };
   return families;

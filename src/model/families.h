@@ -23,6 +23,7 @@ Result<std::unique_ptr<Model>> LoadGemma2(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma3(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma3n(std::shared_ptr<const GgufFile> gguf);
 Result<std::unique_ptr<Model>> LoadGemma4(std::shared_ptr<const GgufFile> gguf);
+Result<std::unique_ptr<Model>> LoadGemma4Assistant(std::shared_ptr<const GgufFile> gguf);  // a drafter (model/assistant.h)
 // Not a Gemma: plays back the answers written into its file (tests of tool calls and thinking).
 Result<std::unique_ptr<Model>> LoadScripted(std::shared_ptr<const GgufFile> gguf);
 

@@ -204,6 +204,11 @@ void KvCache::LoadKey(int layer, int64_t pos, float* k) const {
   RowToFloat(type_, KeyRow(layer, pos), static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_k, k);
 }
 
+void KvCache::LoadValue(int layer, int64_t pos, float* v) const {
+  const KvLayerSpec& spec = layers_[layer].spec;
+  RowToFloat(type_, ValueRow(layer, pos), static_cast<int64_t>(spec.n_kv_heads) * spec.head_dim_v, v);
+}
+
 Status KvCache::Discard(int begin, int count, const RopeOf& rope) {
   if (begin < 0 || count < 0 || static_cast<int64_t>(begin) + count > n_past_) {
     return Status::Error("cannot drop positions [" + std::to_string(begin) + ", " + std::to_string(begin + count) +

@@ -158,6 +158,8 @@ class KvCache {
   void RoundRows(int layer, float* k, float* v, int n) const;
   // The key row at pos as floats (n_kv_heads * head_dim_k of them): what Store kept, in its rounding.
   void LoadKey(int layer, int64_t pos, float* k) const;
+  // The value row at pos as floats (n_kv_heads * head_dim_v of them), likewise.
+  void LoadValue(int layer, int64_t pos, float* v) const;
 
  private:
   struct Layer {

@@ -145,6 +145,7 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, const float* const* e
                       KvCache& cache, Workspace& ws, KernelContext& ctx, float* logits, bool all_logits,
                       const std::function<void(int, int)>* progress) const {
   if (n_tokens <= 0) return Status::Error("nothing to evaluate: empty token list");
+  float* const hidden = ws.output_hidden;
   // The whole request is checked before the first chunk: a bad one evaluates nothing.
   RETURN_IF_ERROR(CheckTokens(tokens, n_tokens));
   RETURN_IF_ERROR(cache.CheckRoom(n_tokens));
@@ -174,12 +175,19 @@ Status Model::Forward(const int32_t* tokens, int n_tokens, const float* const* e
     float* out = nullptr;
     if (all_logits) out = logits + static_cast<size_t>(start) * config_.n_vocab;
     else if (last_chunk) out = logits;
+    // The hidden states go where the rows' logits go (a prompt's last chunk, or every chunk's rows).
+    ws.output_hidden = hidden == nullptr ? nullptr
+                       : all_logits     ? hidden + static_cast<size_t>(start) * config_.d_model
+                       : last_chunk     ? hidden
+                                        : nullptr;
     SequenceChunk chunk{tokens + start, n, &cache};
     if (embeddings != nullptr) chunk.embeddings = embeddings + start;
     if (key_end != nullptr) chunk.key_end = key_end + start;
     // A stopped chunk is not advanced: the cache holds the chunks before it (its ring slots may be
     // overwritten; the session refills them before the next evaluation).
-    RETURN_IF_ERROR(ForwardBatch({&chunk, 1}, ws, ctx, out, all_logits));
+    const Status s = ForwardBatch({&chunk, 1}, ws, ctx, out, all_logits);
+    ws.output_hidden = hidden;
+    RETURN_IF_ERROR(s);
     start += n;
     if (progress && *progress) (*progress)(start, n_tokens);
   }
@@ -197,6 +205,10 @@ Status Model::CheckTokens(const int32_t* tokens, int n) const {
 }
 
 Status Model::CheckBatch(std::span<const SequenceChunk> chunks, const Workspace& ws) const {
+  if (AsAssistant() != nullptr) {
+    return Status::Error("'" + (gguf_ ? gguf_->path() : config_.name) + "' is a Gemma 4 drafter (" + config_.arch +
+                         "): it drafts for a Gemma 4 model and evaluates nothing by itself");
+  }
   if (chunks.empty()) return Status::Error("nothing to evaluate: no sequences");
   int64_t rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {

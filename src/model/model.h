@@ -23,6 +23,8 @@
 
 namespace gemlet {
 
+class Assistant;  // model/assistant.h
+
 // One sequence of a batched forward (Model::ForwardBatch): n >= 1 tokens that go at positions
 // cache->n_past() onward of its own cache.
 struct SequenceChunk {
@@ -151,6 +153,10 @@ struct Workspace {
   // The rows must fit the rings' spare room (KvCache ring_spare): committing them first evicts
   // nothing the earliest row still needs.
   bool rows_as_decode = false;
+  // Set by the session for one evaluation (Gemma 4's drafter reads them, model/assistant.h): the rows
+  // that get logits also leave their final-normed hidden states here, [those rows, d_model] in the
+  // logits' order (Model::Forward keeps a chunked evaluation's rows apart as it does the logits).
+  float* output_hidden = nullptr;
 
   size_t Bytes() const;  // all of the above: what a session holds for activations
   // What Bytes() of a Workspace made with these arguments will be, without making it (planning).
@@ -189,6 +195,12 @@ class Model {
   // Whether this family's forward takes embedding rows and two-way spans (SequenceChunk): an image
   // in the prompt. Gemma 3 and Gemma 4 today.
   virtual bool TakesEmbeddings() const { return false; }
+  // Gemma 4's drafter (model/assistant.h) when this file is one (general.architecture
+  // "gemma4-assistant"): it drafts beside a target and evaluates nothing by itself. Else null.
+  virtual const Assistant* AsAssistant() const { return nullptr; }
+  // The token embedding table a drafter reads the target's inputs from ([n_vocab, d_model], scaled
+  // by config().embed_scale); null for a family nothing drafts for.
+  virtual const WeightMatrix* InputEmbedding() const { return nullptr; }
 
   // Runs tokens at positions cache.n_past() onward, appending their K/V to the cache, in chunks of
   // ws.max_batch (each a one-sequence ForwardBatch). logits: [n_tokens, n_vocab] when all_logits,

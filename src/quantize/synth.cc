@@ -132,6 +132,33 @@ constexpr char kTinyGemma4[] = R"({"model_type": "gemma4_text", "hidden_size": 2
                       "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
   "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})";
 
+// Gemma 4's drafters (Gemma4AssistantForCausalLM). E2B's: google/gemma-4-E2B-it-assistant's config.json as
+// published (hidden 256, ffn 2048, 4 layers s,s,s,f, 4 heads over E2B's 1 KV head, head dims 256 / 512,
+// the ordered embedding of 2048 centroids, 32 per step, backbone 1536). The tiny one drafts for
+// tiny-gemma4 (its KV heads, head sizes and window); rows of 128: Q8_0 applies, the K types do not.
+constexpr char kGemma4_E2B_Assistant[] = R"({"model_type": "gemma4_assistant", "backbone_hidden_size": 1536,
+  "use_ordered_embeddings": true, "num_centroids": 2048, "centroid_intermediate_top_k": 32, "tie_word_embeddings": true,
+  "text_config": {"model_type": "gemma4_text", "hidden_size": 256, "intermediate_size": 2048, "num_hidden_layers": 4,
+  "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512,
+  "hidden_size_per_layer_input": 0, "vocab_size": 262144, "vocab_size_per_layer_input": 0, "num_kv_shared_layers": 4,
+  "use_double_wide_mlp": false, "attention_k_eq_v": false, "enable_moe_block": false, "sliding_window": 512,
+  "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+  "final_logit_softcapping": null, "max_position_embeddings": 131072, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+                      "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+  "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true}})";
+constexpr char kTinyGemma4_Assistant[] = R"({"model_type": "gemma4_assistant", "backbone_hidden_size": 256,
+  "use_ordered_embeddings": true, "num_centroids": 16, "centroid_intermediate_top_k": 4, "tie_word_embeddings": true,
+  "text_config": {"model_type": "gemma4_text", "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 4,
+  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128, "global_head_dim": 256,
+  "hidden_size_per_layer_input": 0, "vocab_size": 512, "vocab_size_per_layer_input": 0, "num_kv_shared_layers": 4,
+  "use_double_wide_mlp": false, "attention_k_eq_v": false, "enable_moe_block": false, "sliding_window": 16,
+  "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+  "final_logit_softcapping": null, "max_position_embeddings": 4096, "rms_norm_eps": 1e-06,
+  "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+                      "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+  "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true}})";
+
 const std::vector<SynthPreset> kPresets = {
     {"gemma2-2b", "Gemma 2 2B: 26 layers, hidden 2304, vocab 256000", kGemma2_2B, false},
     {"gemma2-9b", "Gemma 2 9B: 42 layers, hidden 3584", kGemma2_9B, false},
@@ -145,6 +172,9 @@ const std::vector<SynthPreset> kPresets = {
     {"gemma4-26b-a4b", "Gemma 4 26B-A4B: 30 layers, 128 experts top-8, K=V global layers", kGemma4_26B_A4B, false},
     {"tiny-gemma3", "test model: Gemma 3 layout, 4 layers, hidden 256, 512 tokens", kTinyGemma3, true},
     {"tiny-gemma4", "test model: Gemma 4 layout with PLE and KV sharing, 6 layers, hidden 256", kTinyGemma4, true},
+    {"gemma4-e2b-assistant", "Gemma 4 E2B's drafter (--spec mtp): 4 layers, hidden 256, ordered embedding",
+     kGemma4_E2B_Assistant, false},
+    {"tiny-gemma4-assistant", "test drafter for tiny-gemma4 (--spec mtp): 4 layers, hidden 128", kTinyGemma4_Assistant, true},
 };
 
 // ---- counter-based random numbers: the value of (seed, tensor, row, column) never depends on threads ----
@@ -193,6 +223,7 @@ struct SynthTensor {
   double a = 0, b = 0;       // normal: mean, std; uniform: [a, b)
   std::vector<float> values;  // kValues
   bool keep_f32 = false;      // what llama.cpp's converter keeps in F32 (1-D, norms, routers)
+  bool int32 = false;         // an index table (kValues, whole numbers): stored as I32
 };
 
 bool EndsWith(const std::string& s, const std::string& p) {
@@ -232,6 +263,24 @@ std::vector<SynthTensor> PlanSynthTensors(const HfConfig& c) {
     add("per_layer_token_embd.weight", {L * P, c.vocab_size_per_layer_input.value_or(V)}, 0.0, 1.0 / std::sqrt(static_cast<double>(P)));
     linear("per_layer_model_proj.weight", {H, L * P});
     norm("per_layer_proj_norm.weight", P);
+  }
+  if (c.assistant) {
+    linear("nextn.pre_projection.weight", {2 * c.backbone_hidden_size, H});
+    linear("nextn.post_projection.weight", {H, c.backbone_hidden_size});
+    if (c.use_ordered_embeddings) {
+      linear("masked_embd_centroids.weight", {H, c.num_centroids});
+      // A permutation of the vocabulary, fixed by the preset (the seed does not move it).
+      SynthTensor& t = add("masked_embd_ordering", {V}, 0, 0);
+      t.init = SynthTensor::Init::kValues;
+      t.int32 = true;
+      std::vector<int32_t> order(static_cast<size_t>(V));
+      std::iota(order.begin(), order.end(), 0);
+      RowRng rng(0, HashName(t.name), 0);
+      for (size_t i = order.size(); i > 1; --i) {
+        std::swap(order[i - 1], order[static_cast<size_t>(rng.Uniform() * static_cast<double>(i))]);
+      }
+      t.values.assign(order.begin(), order.end());
+    }
   }
   if (g4 && c.rope_full.type == "proportional") {
     // As the converter writes it: 1 for the rotated pairs, 1e30 freezes the others.
@@ -407,7 +456,11 @@ const SynthPreset* FindSynthPreset(const std::string& name) {
 }
 
 Result<std::string> SynthConfigJson(const SynthPreset& preset, int n_layers) {
-  nlohmann::json j = nlohmann::json::parse(preset.config_json);
+  nlohmann::json top = nlohmann::json::parse(preset.config_json);
+  // A drafter's decoder is its text_config; everything below edits the decoder's keys.
+  const bool assistant = top.contains("text_config");
+  if (assistant && n_layers > 0) return Status::Error("--layers does not apply to a drafter preset");
+  nlohmann::json& j = assistant ? top["text_config"] : top;
   const int64_t L = j["num_hidden_layers"].get<int64_t>();
   // Gemma 4 presets give their layer pattern as a period; the last layer is always global.
   if (j.contains("layer_pattern_period")) {
@@ -430,13 +483,14 @@ Result<std::string> SynthConfigJson(const SynthPreset& preset, int n_layers) {
       j["num_kv_shared_layers"] = std::min<int64_t>(shared, n_layers - 1);
     }
   }
-  j["architectures"] = nlohmann::json::array({j["model_type"] == "gemma2"        ? "Gemma2ForCausalLM"
-                                              : j["model_type"] == "gemma4_text" ? "Gemma4ForCausalLM"
-                                                                                 : "Gemma3ForCausalLM"});
-  j["bos_token_id"] = 2;
-  j["eos_token_id"] = 1;
-  j["pad_token_id"] = 0;
-  return j.dump(2);
+  top["architectures"] = nlohmann::json::array({assistant                         ? "Gemma4AssistantForCausalLM"
+                                                : j["model_type"] == "gemma2"      ? "Gemma2ForCausalLM"
+                                                : j["model_type"] == "gemma4_text" ? "Gemma4ForCausalLM"
+                                                                                   : "Gemma3ForCausalLM"});
+  top["bos_token_id"] = 2;
+  top["eos_token_id"] = 1;
+  top["pad_token_id"] = 0;
+  return top.dump(2);
 }
 
 Result<std::vector<std::pair<std::string, std::vector<int64_t>>>> SynthTensorShapes(const SynthPreset& preset, int n_layers) {
@@ -468,10 +522,13 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
       ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> vocab, GgufFile::Open(plain.string()));
       const std::vector<std::string_view>* tokens = vocab->GetStringArray("tokenizer.ggml.tokens");
       if (tokens == nullptr) return Status::Error("'" + o.tokenizer + "' has no tokenizer.ggml.tokens");
-      nlohmann::json j = nlohmann::json::parse(config_json);
+      nlohmann::json top = nlohmann::json::parse(config_json);
+      nlohmann::json& j = top.contains("text_config") ? top["text_config"] : top;
       j["vocab_size"] = tokens->size();
-      if (j.contains("vocab_size_per_layer_input")) j["vocab_size_per_layer_input"] = tokens->size();
-      config_json = j.dump();
+      if (j.contains("vocab_size_per_layer_input") && j["vocab_size_per_layer_input"] != 0) {
+        j["vocab_size_per_layer_input"] = tokens->size();
+      }
+      config_json = top.dump();
     }
   }
   ASSIGN_OR_RETURN(HfConfig config, ParseHfConfig(config_json, std::string("preset ") + preset->name));
@@ -511,6 +568,15 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
   auto shared_tensors = std::make_shared<std::vector<SynthTensor>>(std::move(tensors));
   for (size_t i = 0; i < shared_tensors->size(); ++i) {
     const SynthTensor* t = &(*shared_tensors)[i];
+    if (t->int32) {  // an index table, written as it is
+      auto produce = [t](ByteSink& sink) -> Status {
+        std::vector<int32_t> v(t->values.begin(), t->values.end());
+        return sink.Write(v.data(), v.size() * sizeof(int32_t));
+      };
+      RETURN_IF_ERROR(writer.AddTensor(t->name, DType::kI32, t->ne, produce));
+      report.bytes += t->values.size() * sizeof(int32_t);
+      continue;
+    }
     const DType type = decisions[i].type;
     const DType source = mix[i].type;
     const int64_t ne0 = t->ne[0];

@@ -74,4 +74,31 @@ Status CheckDraftVocabulary(const Engine& target, const Engine& draft) {
   return Status::Ok();
 }
 
+Result<std::unique_ptr<AssistantDrafter>> AssistantDrafter::Create(std::shared_ptr<const Engine> drafter,
+                                                                   const Session& target) {
+  const Assistant* a = drafter->model().AsAssistant();
+  if (a == nullptr) {
+    return Status::Error(StatusCode::kInvalidArgument, "'" + drafter->model().gguf().path() + "' is a " +
+                                                           drafter->config().arch +
+                                                           " model, not a Gemma 4 drafter (gemma4-assistant)");
+  }
+  if (Status s = a->CheckTarget(target.engine().model()); !s.ok()) return Status::Error(StatusCode::kInvalidArgument, s.message());
+  return std::unique_ptr<AssistantDrafter>(new AssistantDrafter(std::move(drafter), *a, target.n_ctx(), target.options().n_threads));
+}
+
+std::vector<int32_t> DraftFromAssistant(Session& target, AssistantDrafter& drafter, int32_t last, const float* hidden,
+                                        int n) {
+  std::vector<int32_t> out;
+  AssistantScratch& s = drafter.scratch();
+  const float* state = hidden;
+  int32_t token = last;
+  for (int k = 0; k < n; ++k) {
+    target.DraftStep(drafter.assistant(), token, state, s);
+    token = static_cast<int32_t>(std::max_element(s.logits.begin(), s.logits.end()) - s.logits.begin());
+    out.push_back(token);
+    state = s.state.data();
+  }
+  return out;
+}
+
 }  // namespace gemlet::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -28,5 +29,32 @@ Result<std::vector<int32_t>> DraftFromModel(Session& draft, std::span<const int3
 // Whether `draft` can draft for `target`: the same vocabulary, token for token (a draft's token
 // ids are the target's). The error names the first difference.
 Status CheckDraftVocabulary(const Engine& target, const Engine& draft);
+
+// Gemma 4's own drafter (a gemma4-assistant engine) beside a target session: the drafter and its
+// scratch, sized for the target's context and threads. It keeps no history: each proposal reads the
+// target's cache and the hidden state the target's last evaluation left for the row that chose the
+// token about to be evaluated.
+class AssistantDrafter {
+ public:
+  // Refused (kInvalidArgument) when `drafter` is not a Gemma 4 drafter or cannot draft for `target`'s
+  // model (Assistant::CheckTarget names the difference).
+  static Result<std::unique_ptr<AssistantDrafter>> Create(std::shared_ptr<const Engine> drafter, const Session& target);
+  const Assistant& assistant() const { return assistant_; }
+  AssistantScratch& scratch() { return scratch_; }
+  int hidden_width() const { return assistant_.sizes().backbone_width; }
+
+ private:
+  AssistantDrafter(std::shared_ptr<const Engine> engine, const Assistant& assistant, int n_ctx, int n_threads)
+      : engine_(std::move(engine)), assistant_(assistant), scratch_(assistant, n_ctx, n_threads) {}
+  std::shared_ptr<const Engine> engine_;  // keeps the drafter's weights mapped
+  const Assistant& assistant_;
+  AssistantScratch scratch_;
+};
+
+// The drafter's greedy chain after `last` (the token about to be evaluated at target.n_past()):
+// step 1 reads `last` and `hidden` (the target's final-normed hidden state of the row whose logits
+// chose `last`), each later step its own draft and state, all at that position. n tokens.
+std::vector<int32_t> DraftFromAssistant(Session& target, AssistantDrafter& drafter, int32_t last, const float* hidden,
+                                        int n);
 
 }  // namespace gemlet::runtime

@@ -285,13 +285,19 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
   }
   std::vector<float> logits(static_cast<size_t>(session.engine().config().n_vocab));
   std::vector<float> verify_logits;  // [1 + drafts, n_vocab] of a speculative step
+  // Gemma 4's drafter reads the final hidden state of the row whose logits chose the next token.
+  AssistantDrafter* const assistant = options.max_draft > 0 ? controls.assistant : nullptr;
+  const size_t d_model = static_cast<size_t>(session.engine().config().d_model);
+  std::vector<float> hidden(assistant != nullptr ? d_model : 0);
+  std::vector<float> verify_hidden;  // [1 + drafts, d_model]
+  float* const want_hidden = assistant != nullptr ? hidden.data() : nullptr;
   const auto start = std::chrono::steady_clock::now();
   session.SetStopFlag(controls.cancel);
   struct ClearStop {
     Session& s;
     ~ClearStop() { s.SetStopFlag(nullptr); }
   } clear_stop{session};
-  if (Status s = session.Evaluate(prompt, media, logits.data(), false); !s.ok()) {
+  if (Status s = session.Evaluate(prompt, media, logits.data(), false, want_hidden); !s.ok()) {
     if (s.code() != StatusCode::kCancelled) return s;
     Generation cancelled;  // during the prompt: nothing generated, nothing pending
     cancelled.reply.stats.prompt_tokens = static_cast<int>(prompt.size());
@@ -306,7 +312,7 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
   // kernels/matmul_simd.cc's kMaxGemvTokens): each row's logits are then those of decoding it alone,
   // so speculation changes no token, greedy or sampled.
   constexpr int kMaxVerifyRows = 8;
-  Session* const drafter = controls.draft_session;
+  Session* const drafter = assistant != nullptr ? nullptr : controls.draft_session;
   int max_draft = std::min({options.max_draft, session.rollback_room() - 1, kMaxVerifyRows - 1});
   if (drafter != nullptr) {
     // The drafter takes back what it drafted beyond the kept tokens, within its own rollback room.
@@ -333,7 +339,9 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
     room = std::min(room, generator.remaining());
     if (max_draft > 0 && room > 0 && paused == 0) {
       std::vector<int32_t> draft;
-      if (drafter != nullptr) {
+      if (assistant != nullptr) {
+        draft = DraftFromAssistant(session, *assistant, token, hidden.data(), std::min(draft_len, room));
+      } else if (drafter != nullptr) {
         Result<std::vector<int32_t>> proposed = DraftFromModel(*drafter, session.history(), token, std::min(draft_len, room), &draft_logits);
         if (!proposed.ok() && proposed.status().code() == StatusCode::kCancelled) {
           generator.Stop(StopReason::kCancelled);
@@ -350,7 +358,7 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
     }
     const int n_draft = static_cast<int>(step.size()) - 1;
     if (n_draft == 0) {
-      Status s = session.Evaluate(step, logits.data(), false);
+      Status s = session.Evaluate(step, logits.data(), false, want_hidden);
       if (s.code() == StatusCode::kCancelled) {  // the token is not in the cache: it stays pending
         generator.Stop(StopReason::kCancelled);
         break;
@@ -361,7 +369,8 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
     }
     // The token and its drafts in one forward: row i's logits pick what follows step[i].
     verify_logits.resize(static_cast<size_t>(step.size()) * n_vocab);
-    Status s = session.EvaluateAsDecode(step, verify_logits.data());
+    if (assistant != nullptr) verify_hidden.resize(step.size() * d_model);
+    Status s = session.EvaluateAsDecode(step, verify_logits.data(), assistant != nullptr ? verify_hidden.data() : nullptr);
     if (s.code() == StatusCode::kCancelled) {
       generator.Stop(StopReason::kCancelled);
       break;
@@ -375,6 +384,8 @@ Result<Generation> Generate(Session& session, Sampler& sampler, const std::vecto
       ++kept;  // the sample is the draft: it is in the cache already
     }
     generator.CountDraftStep(n_draft, kept);
+    // The row that chose `next` is the one after the last kept draft.
+    if (assistant != nullptr) std::copy_n(verify_hidden.begin() + static_cast<std::ptrdiff_t>(kept * d_model), d_model, hidden.begin());
     // Drafts past the last kept one leave the cache: the next token (if any) is not in it yet.
     if (kept < n_draft) {
       if (Status t = session.Truncate(session.n_past() - (n_draft - kept)); !t.ok()) return t;

@@ -18,6 +18,8 @@
 
 namespace gemlet::runtime {
 
+class AssistantDrafter;  // drafting.h
+
 // Restricts which tokens may come next (structured output): the decode loop masks a copy of the
 // logits with it before sampling and reports every sampled token back.
 class TokenConstraint {
@@ -41,6 +43,9 @@ struct GenerationControls {
   // follows the target's history by itself: each step it takes back what it drafted beyond what was
   // kept and evaluates what it has not seen, so it may start empty or out of step.
   Session* draft_session = nullptr;
+  // Not owned. Set: max_draft drafts with Gemma 4's own drafter (drafting.h) from the session's hidden
+  // states and cache instead; draft_session is then unused.
+  AssistantDrafter* assistant = nullptr;
   bool stop_at_end_of_turn = true;  // EOS / <end_of_turn> / <turn|> end the answer
   int draft_min_ngram = 2;  // the shortest match prompt lookup drafts from (1: any earlier token; tests)
 };

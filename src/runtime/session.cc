@@ -149,6 +149,11 @@ size_t Session::PlanKvBytes(const Model& model, const SessionOptions& options) {
 
 Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> engine, const SessionOptions& options,
                                                  const KernelTable* kernels, const KernelOptions& kernel_options) {
+  if (engine->model().AsAssistant() != nullptr) {
+    return Status::Error(StatusCode::kInvalidArgument, "'" + engine->model().gguf().path() +
+                                                           "' is a Gemma 4 drafter (gemma4-assistant): it drafts for a Gemma 4 model "
+                                                           "(SessionOptions::draft_model, --spec mtp --draft-model) and runs no session of its own");
+  }
   const SessionOptions o = Resolve(*engine, options);
   std::unique_ptr<Session> s(new Session());
   ASSIGN_OR_RETURN(s->cache_, KvCache::Create(engine->model().KvLayout(), o.n_ctx, KvDType(o.kv_cache_type), o.rollback_tokens));
@@ -165,12 +170,12 @@ Result<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Engine> e
   return s;
 }
 
-Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits) {
-  return Evaluate(tokens, {}, logits, all_logits);
+Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits, float* hidden) {
+  return Evaluate(tokens, {}, logits, all_logits, hidden);
 }
 
 Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits,
-                         bool all_logits) {
+                         bool all_logits, float* hidden) {
   RETURN_IF_ERROR(CheckMediaSpans(*engine_, media, static_cast<int>(tokens.size())));
   if (!keep_guard_) cache_->DropGuard();  // the drafts of an earlier verification are kept now
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
@@ -192,6 +197,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const Med
     }
   }
   workspace_->stop = stop_;
+  workspace_->output_hidden = hidden;
   // The thermal governor's chunks do not know media spans: a prompt with media runs unthrottled
   // (its image is one chunk anyway).
   Status s = thermal_ && thermal_->active() && !tokens.empty() && media.empty()
@@ -201,6 +207,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const Med
                                             key_end.empty() ? nullptr : key_end.data(), *cache_, *workspace_, *ctx_,
                                             logits, all_logits, &progress_);
   workspace_->stop = nullptr;
+  workspace_->output_hidden = nullptr;
   // The chunks evaluated before a stop stay in the cache; the stopped one may have written over
   // ring slots of positions still held, so the rings are refilled before the next evaluation.
   const int done = cache_->n_past() - before;
@@ -213,7 +220,7 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const Med
   return s;
 }
 
-Status Session::EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits) {
+Status Session::EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits, float* hidden) {
   if (tokens.size() > 8 || static_cast<int>(tokens.size()) > cache_->RollbackRoom()) {
     return Status::Error(StatusCode::kInvalidArgument, "EvaluateAsDecode takes at most 8 tokens and the rollback room");
   }
@@ -224,7 +231,7 @@ Status Session::EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logi
   workspace_->rows_as_decode = true;
   keep_guard_ = true;
   cache_->GuardWrites(n_past + 1, n_past + static_cast<int>(tokens.size()));
-  Status s = Evaluate(tokens, logits, true);
+  Status s = Evaluate(tokens, logits, true, hidden);
   keep_guard_ = false;
   workspace_->rows_as_decode = false;
   return s;
@@ -371,6 +378,8 @@ Status Session::ForwardThrottled(const std::vector<int32_t>& tokens, float* logi
     }
   }
   RETURN_IF_ERROR(cache_->CheckRoom(n_tokens));
+  float* const hidden = workspace_->output_hidden;  // placed per chunk as the logits are
+  const size_t d_model = static_cast<size_t>(engine_->config().d_model);
   for (int done = 0; done < n_tokens;) {
     const ThermalMonitor::Reading r = thermal_->Poll();
     const Throttle t = planner_.Plan(r.work_fraction, r.throttled, base_threads_, workspace_->max_batch);
@@ -379,8 +388,14 @@ Status Session::ForwardThrottled(const std::vector<int32_t>& tokens, float* logi
     const int n = std::min(n_tokens - done, t.prefill_chunk);
     float* out = all_logits ? (logits == nullptr ? nullptr : logits + static_cast<size_t>(done) * static_cast<size_t>(n_vocab))
                             : (done + n == n_tokens ? logits : nullptr);
+    workspace_->output_hidden = hidden == nullptr ? nullptr
+                                : all_logits       ? hidden + static_cast<size_t>(done) * d_model
+                                : done + n == n_tokens ? hidden
+                                                       : nullptr;
     const auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(model.Forward(tokens.data() + done, n, *cache_, *workspace_, *ctx_, out, all_logits, nullptr));
+    const Status forward = model.Forward(tokens.data() + done, n, *cache_, *workspace_, *ctx_, out, all_logits, nullptr);
+    workspace_->output_hidden = hidden;
+    RETURN_IF_ERROR(forward);
     const double busy = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     done += n;
     if (progress_) progress_(done, n_tokens);

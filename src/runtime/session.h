@@ -14,6 +14,7 @@
 #include "gemlet/types.hpp"
 #include "kernels/kernel_context.h"
 #include "kernels/packed_cache.h"
+#include "model/assistant.h"
 #include "model/kv_cache.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -102,14 +103,22 @@ class Session {
 
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
-  Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits);
+  // hidden, when given, receives the final-normed hidden state of each row that gets logits,
+  // [those rows, d_model] (what Gemma 4's drafter reads: model/assistant.h); none without logits.
+  Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits, float* hidden = nullptr);
   // The same with images or audio among the tokens: each span's rows take its media's embeddings
   // (positions count from tokens' first; CheckMediaSpans). A span is evaluated whole, in one chunk.
-  Status Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits, bool all_logits);
+  Status Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits, bool all_logits,
+                  float* hidden = nullptr);
   // Evaluate with every position's logits, each as decoding that token alone would give them, bit
   // for bit (Workspace::rows_as_decode): speculative verification. At most 8 tokens (the rows the
   // matmuls run through the decode kernels) and rollback_room().
-  Status EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits);
+  Status EvaluateAsDecode(const std::vector<int32_t>& tokens, float* logits, float* hidden = nullptr);
+  // One step of Gemma 4's drafter (Assistant::Step) over this session's cache, on its kernels and
+  // threads: `token` at position n_past() (>= 1), not evaluated here.
+  void DraftStep(const Assistant& drafter, int32_t token, const float* state, AssistantScratch& scratch) {
+    drafter.Step(engine_->model(), *cache_, token, state, cache_->n_past(), scratch, *ctx_);
+  }
 
   // Called after each chunk of a long evaluation with (tokens done, total): progress displays.
   void SetProgress(std::function<void(int, int)> progress) { progress_ = std::move(progress); }

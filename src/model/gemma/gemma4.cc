@@ -143,6 +143,8 @@ class Gemma4 final : public Model {
   }
 
   bool TakesEmbeddings() const override { return true; }
+  // Gemma 4's drafter reads its token inputs from the target's table (HF: target_model_input_embeddings).
+  const WeightMatrix* InputEmbedding() const override { return &head_.embedding; }
 
   size_t ExtraScratchFloats(int max_batch) const override {
     ScratchArena sizing(nullptr);
