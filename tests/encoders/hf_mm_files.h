@@ -21,7 +21,13 @@
 
 namespace gemlet::hfmm {
 
-inline std::string HfMmDir(const std::string& model) { return std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/" + model; }
+// shared/testdata/hf-mm's folder of the model, or the repository's own golden of the same format
+// (tests/data/hf-mm: gemma3n_image_audio, made by tools/mm_reference/mm3n_goldens.py).
+inline std::string HfMmDir(const std::string& model) {
+  const std::string own = std::string(GEMLET_SOURCE_DIR) + "/tests/data/hf-mm/" + model;
+  if (std::filesystem::exists(own)) return own;
+  return std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/" + model;
+}
 
 // A raw little-endian file of T (the goldens' .f32 / .i32).
 template <class T>
