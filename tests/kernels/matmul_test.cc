@@ -160,8 +160,9 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
 }
 
 // The towers' matmul (kernels.h TowerMatMul: many tokens through float matrices) within the same
-// bounds, on token counts below, at and past its chunks; and a token's result bit for bit the same
-// whichever chunk it falls in and however many threads run.
+// bounds, on token counts below, at and past its chunks, rows past its tiles and its threads' tasks
+// (197 rows: two tiles a task on one thread, one on three) and k past its blocks; and a token's
+// result bit for bit the same whichever chunk it falls in and however many threads run.
 TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
@@ -170,7 +171,7 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
   KernelContext one(1, k), three(3, k);
   uint32_t seed = 7;
   for (int64_t n_in : {1, 7, 33, 257}) {
-    for (int64_t n_out : {1, 5, 33}) {
+    for (int64_t n_out : {1, 5, 33, 197}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
       for (int64_t n_tokens : {1, 31, 33, 47, 49, 100}) {
         const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++);
