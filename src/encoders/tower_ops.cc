@@ -20,13 +20,18 @@ Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t
 void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx) {
   const int64_t n_in = l.w.n_in, n_out = l.w.n_out;
   if (l.in_min != -kTowerInf || l.in_max != kTowerInf) {
-    clamped.resize(static_cast<size_t>(n * n_in));
-    for (size_t i = 0; i < clamped.size(); ++i) clamped[i] = std::clamp(x[i], l.in_min, l.in_max);
-    x = clamped.data();
+    if (clamped.size() < static_cast<size_t>(n * n_in)) clamped.resize(static_cast<size_t>(n * n_in));
+    float* c = clamped.data();
+    ForEachRow(ctx, n, [&](int64_t t) {
+      for (int64_t i = t * n_in; i < (t + 1) * n_in; ++i) c[i] = std::clamp(x[i], l.in_min, l.in_max);
+    });
+    x = c;
   }
   TowerMatMul(l.w, x, n, y, ctx);
   if (l.out_min != -kTowerInf || l.out_max != kTowerInf) {
-    for (int64_t i = 0; i < n * n_out; ++i) y[i] = std::clamp(y[i], l.out_min, l.out_max);
+    ForEachRow(ctx, n, [&](int64_t t) {
+      for (int64_t i = t * n_out; i < (t + 1) * n_out; ++i) y[i] = std::clamp(y[i], l.out_min, l.out_max);
+    });
   }
 }
 

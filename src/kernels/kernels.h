@@ -104,6 +104,10 @@ struct KernelTable {
   // matmul for the towers (an image's patches, a clip's frames: many tokens, float matrices, no
   // decode step whose result a batch must reproduce); null: matmul.
   void (*tower_matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) = nullptr;
+  // x = x / (1 + exp(-x)), in place (SiLU as PyTorch writes it: the conformers' FFN and convolution).
+  void (*silu)(float* x, int64_t n) = nullptr;
+  // out = a * (1 / (1 + exp(-b))) (a GLU's gate: the conformers' light convolution). out may alias a.
+  void (*sigmoid_mul)(const float* a, const float* b, float* out, int64_t n) = nullptr;
 
   // One row of dot_rows_f32, and y += a * x (one row of weighted_sum_f32).
   float Dot(const float* a, const float* b, int64_t n) const {
@@ -144,6 +148,9 @@ inline void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens,
 void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst);
 
 float GeluTanh(float x);
+// The reference's element functions of silu and sigmoid_mul.
+float Silu(float x);
+float Sigmoid(float x);
 
 // This machine's streaming read bandwidth in GB/s: a fresh buffer of `bytes` read by `threads`
 // threads at once (one slice each), the median of `reps` runs after a warm-up run.
