@@ -123,9 +123,9 @@ void Conformer::HalfStepFfn(const std::vector<float>& pre, const ClippedLinear& 
   float* h = w.h.data();
   float* u = w.u.data();
   NormRows(x, n, d, pre, c_.eps, h, ctx);
-  Apply(up, h, n, u, w.clamped, ctx);
+  Apply(up, h, n, u, ctx);
   ForEachRow(ctx, n, [&](int64_t t) { ctx.kernels().silu(u + t * ffn, ffn); });
-  Apply(down, u, n, h, w.clamped, ctx);
+  Apply(down, u, n, h, ctx);
   ForEachRow(ctx, n, [&](int64_t t) {
     float* row = h + t * d;
     ctx.kernels().rms_norm(row, post.data(), d, c_.eps, row);
@@ -163,9 +163,9 @@ void Conformer::Attention(const ConformerBlock& b, const std::vector<float>& rel
   std::vector<float>& v = w.v;
   std::vector<float>& out = w.attn;
   NormRows(x, n, d, b.attn_pre_norm, c_.eps, h.data(), ctx);
-  Apply(b.q, h.data(), n, q.data(), w.clamped, ctx);
-  Apply(b.k, h.data(), n, k.data(), w.clamped, ctx);
-  Apply(b.v, h.data(), n, v.data(), w.clamped, ctx);
+  Apply(b.q, h.data(), n, q.data(), ctx);
+  Apply(b.k, h.data(), n, k.data(), ctx);
+  Apply(b.v, h.data(), n, v.data(), ctx);
   ForEachRow(ctx, n, [&](int64_t t) {
     float* qt = q.data() + t * d;
     for (int64_t i = 0; i < d; ++i) qt[i] = qt[i] * a_.q_scale * b.per_dim_scale[static_cast<size_t>(i % hd)];
@@ -209,7 +209,7 @@ void Conformer::Attention(const ConformerBlock& b, const std::vector<float>& rel
       for (int i = 0; i < m; ++i) kt.Axpy(s[static_cast<size_t>(i)], v.data() + at[static_cast<size_t>(i)] * d + head * hd, o, hd);
     }
   });
-  Apply(b.o, out.data(), n, h.data(), w.clamped, ctx);
+  Apply(b.o, out.data(), n, h.data(), ctx);
   ForEachRow(ctx, n, [&](int64_t t) {
     float* row = h.data() + t * d;
     ctx.kernels().rms_norm(row, b.attn_post_norm.data(), d, c_.eps, row);
@@ -226,7 +226,7 @@ void Conformer::LightConv(const ConformerBlock& b, float* x, int64_t n, Work& w,
   float* g = w.u.data();  // [n, 2 hidden]: the GLU's halves
   float* u = w.q.data();  // [n, hidden]: the GLU's output, then pw2's
   NormRows(x, n, d, b.conv_pre_norm, c_.eps, h, ctx);
-  Apply(b.conv_pw1, h, n, g, w.clamped, ctx);
+  Apply(b.conv_pw1, h, n, g, ctx);
   ForEachRow(ctx, n, [&](int64_t t) { ctx.kernels().sigmoid_mul(g + t * 2 * d, g + t * 2 * d + d, u + t * d, d); });
   ForEachRow(ctx, n, [&](int64_t t) {
     float* out = h + t * d;
@@ -241,7 +241,7 @@ void Conformer::LightConv(const ConformerBlock& b, float* x, int64_t n, Work& w,
     ctx.kernels().rms_norm(out, b.conv_norm.data(), d, c_.eps, out);
     ctx.kernels().silu(out, d);
   });
-  Apply(b.conv_pw2, h, n, u, w.clamped, ctx);
+  Apply(b.conv_pw2, h, n, u, ctx);
   ForEachRow(ctx, n, [&](int64_t t) {
     for (int64_t i = 0; i < d; ++i) x[t * d + i] += u[t * d + i];
   });

@@ -106,7 +106,7 @@ class Conformer {
  private:
   // The blocks' activations, allocated once per Forward and reused by every block and sublayer.
   struct Work {
-    std::vector<float> h, u, q, k, v, attn, clamped;  // [n, hidden] each, u [n, max(ffn, 2 hidden)]
+    std::vector<float> h, u, q, k, v, attn;  // [n, hidden] each, u [n, max(ffn, 2 hidden)]
   };
   void HalfStepFfn(const std::vector<float>& pre, const ClippedLinear& up, const ClippedLinear& down,
                    const std::vector<float>& post, float* x, int64_t n, Work& w, KernelContext& ctx) const;

@@ -24,7 +24,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Defined per target in matmul_simd.cc.
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx);
 const PackedLayout* PackedLayoutSimd(DType type);
 #if HWY_TARGET == HWY_AVX2
 void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);

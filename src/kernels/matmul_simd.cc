@@ -33,8 +33,18 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
 const PackedLayout* PackedLayoutSimd(DType) { return nullptr; }
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx) {
+  std::vector<float> clamped;
+  if (clamp != nullptr && clamp->ClampsInput()) {
+    clamped.assign(x, x + n_tokens * w.n_in);
+    for (float& v : clamped) v = std::clamp(v, clamp->in_min, clamp->in_max);
+    x = clamped.data();
+  }
   RefKernels().matmul(w, x, n_tokens, y, ctx);
+  if (clamp != nullptr && clamp->ClampsOutput()) {
+    for (int64_t i = 0; i < n_tokens * w.n_out; ++i) y[i] = std::clamp(y[i], clamp->out_min, clamp->out_max);
+  }
 }
 #else
 namespace {
@@ -603,9 +613,12 @@ void TowerRowsToFloat(const WeightMatrix& w, int64_t r0, int rows, int64_t k0, i
 }
 
 // The tokens transposed by chunks of `chunk`: xt[(c * n_in + k) * chunk + t] = x[(c * chunk + t) *
-// n_in + k], zero past the last token; split across the pool by blocks of k. A vector of tokens is
-// one gather (lanes past the last token read token 0's value and are zeroed).
-void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chunk, float* xt, KernelContext& ctx) {
+// n_in + k] (kClamp: clamped to [lo, hi]), zero past the last token; split across the pool by
+// blocks of k. A vector of tokens is one gather (lanes past the last token read token 0's value and
+// are zeroed).
+template <bool kClamp>
+void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chunk, float lo, float hi, float* xt,
+                    KernelContext& ctx) {
   constexpr int64_t kBlock = 64;
   const DF d;
   const hn::RebindToSigned<DF> di;
@@ -625,7 +638,9 @@ void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chun
                                    hn::Set(di, static_cast<int32_t>(n_in)));
         const float* src = x + t0 * n_in;
         for (int64_t k = k0; k < k1; ++k) {
-          hn::StoreU(hn::IfThenElseZero(valid, hn::GatherIndex(d, src + k, index)), d, dst + k * chunk + v * N);
+          VF value = hn::GatherIndex(d, src + k, index);
+          if (kClamp) value = hn::Min(hn::Max(value, hn::Set(d, lo)), hn::Set(d, hi));
+          hn::StoreU(hn::IfThenElseZero(valid, value), d, dst + k * chunk + v * N);
         }
       }
     }
@@ -647,9 +662,11 @@ TowerPrefetch NextBlock(const WeightMatrix& w, int64_t row0, int64_t row1, int64
   return pf;
 }
 
-// y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows, a vector of rows per gather.
+// y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows (kClamp: clamped to [lo, hi]),
+// a vector of rows per gather.
+template <bool kClamp>
 void TowerStore(const float* acc, int64_t padded, int64_t row0, int64_t row1, int64_t n_tokens, int64_t n_out,
-                float* y) {
+                float lo, float hi, float* y) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -657,13 +674,18 @@ void TowerStore(const float* acc, int64_t padded, int64_t row0, int64_t row1, in
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* out = y + t * n_out;
     int64_t r = row0;
-    for (; r + N <= row1; r += N) hn::StoreU(hn::GatherIndex(d, acc + (r - row0) * padded + t, index), d, out + r);
-    for (; r < row1; ++r) out[r] = acc[(r - row0) * padded + t];
+    for (; r + N <= row1; r += N) {
+      VF value = hn::GatherIndex(d, acc + (r - row0) * padded + t, index);
+      if (kClamp) value = hn::Min(hn::Max(value, hn::Set(d, lo)), hn::Set(d, hi));
+      hn::StoreU(value, d, out + r);
+    }
+    for (; r < row1; ++r) out[r] = kClamp ? std::clamp(acc[(r - row0) * padded + t], lo, hi) : acc[(r - row0) * padded + t];
   }
 }
 
 template <class WT>
-void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp& clamp,
+               KernelContext& ctx) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d)), chunk = kTowerVecs * N, n_in = w.n_in, n_out = w.n_out;
   const int64_t n_chunks = (n_tokens + chunk - 1) / chunk, padded = n_chunks * chunk;
@@ -674,7 +696,11 @@ void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
   const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
   KernelScratch& scratch = ctx.scratch();
   float* xt = scratch.Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_chunks * n_in * chunk));
-  TowerTranspose(x, n_tokens, n_in, chunk, xt, ctx);
+  if (clamp.ClampsInput()) {
+    TowerTranspose<true>(x, n_tokens, n_in, chunk, clamp.in_min, clamp.in_max, xt, ctx);
+  } else {
+    TowerTranspose<false>(x, n_tokens, n_in, chunk, 0.0f, 0.0f, xt, ctx);
+  }
   ctx.pool().ParallelForDynamic(static_cast<size_t>(n_tasks), 1, [&](size_t begin, size_t end, int thread) {
     // The task's rows in float, one block of k: [row][k], rows kTowerK apart.
     float* wf = scratch.Get<float>(thread, KernelScratch::kTowerRowsF32, static_cast<size_t>(per_task * kTowerRows * kTowerK));
@@ -699,7 +725,11 @@ void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y
           }
         }
       }
-      TowerStore(acc, padded, row0, row1, n_tokens, n_out, y);
+      if (clamp.ClampsOutput()) {
+        TowerStore<true>(acc, padded, row0, row1, n_tokens, n_out, clamp.out_min, clamp.out_max, y);
+      } else {
+        TowerStore<false>(acc, padded, row0, row1, n_tokens, n_out, 0.0f, 0.0f, y);
+      }
     }
   });
 }
@@ -725,14 +755,29 @@ void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
 #endif
 }
 
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  // Few tokens gain nothing from a transposed chunk (MatMulSimd).
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx) {
+  const TowerClamp none;
+  const TowerClamp& bounds = clamp != nullptr ? *clamp : none;
   if (n_tokens >= 2 * static_cast<int64_t>(hn::Lanes(DF())) && w.n_out > 0) {
-    if (w.type == DType::kF32) return TowerGemm<float>(w, x, n_tokens, y, ctx);
-    if (w.type == DType::kF16) return TowerGemm<hwy::float16_t>(w, x, n_tokens, y, ctx);
-    if (w.type == DType::kBF16) return TowerGemm<hwy::bfloat16_t>(w, x, n_tokens, y, ctx);
+    if (w.type == DType::kF32) return TowerGemm<float>(w, x, n_tokens, y, bounds, ctx);
+    if (w.type == DType::kF16) return TowerGemm<hwy::float16_t>(w, x, n_tokens, y, bounds, ctx);
+    if (w.type == DType::kBF16) return TowerGemm<hwy::bfloat16_t>(w, x, n_tokens, y, bounds, ctx);
+  }
+  // Few tokens gain nothing from a transposed chunk (MatMulSimd); the clamps apart, on every thread.
+  if (bounds.ClampsInput()) {
+    float* clamped = ctx.scratch().Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_tokens * w.n_in));
+    ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+      for (int64_t i = static_cast<int64_t>(begin) * w.n_in; i < static_cast<int64_t>(end) * w.n_in; ++i) {
+        clamped[i] = std::clamp(x[i], bounds.in_min, bounds.in_max);
+      }
+    });
+    x = clamped;
   }
   MatMulSimd(w, x, n_tokens, y, ctx);
+  if (bounds.ClampsOutput()) {
+    for (int64_t i = 0; i < n_tokens * w.n_out; ++i) y[i] = std::clamp(y[i], bounds.out_min, bounds.out_max);
+  }
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 

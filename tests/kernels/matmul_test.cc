@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -194,6 +195,44 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
               << k->name << " " << DTypeName(type) << " n_in=" << n_in << " n_out=" << n_out;
         }
       }
+    }
+  }
+}
+
+// The towers' clipped linears: TowerMatMul with bounds on its input and output is the reference's
+// clamp, matmul, clamp, within the same bounds (on the clamped input); on both of its paths (few
+// tokens, the GEMM), whatever the thread count. Input bounds alone, output bounds alone, both.
+TEST_P(MatMulTest, TowerMatMulClampsInputAndOutput) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (!IsFloat(type)) GTEST_SKIP() << "the towers' matrices are float";
+  KernelContext one(1, k), three(3, k);
+  const float inf = std::numeric_limits<float>::infinity();
+  const TowerClamp bounds[] = {{-0.5f, 0.7f, -inf, inf}, {-inf, inf, -0.2f, 0.3f}, {-0.5f, 0.7f, -0.2f, 0.3f}};
+  uint32_t seed = 70;
+  for (const TowerClamp& clamp : bounds) {
+    for (int64_t n_tokens : {5, 40}) {
+      const int64_t n_in = 37, n_out = 29;
+      const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
+      const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++);
+      std::vector<float> clamped = x;
+      for (float& v : clamped) v = std::clamp(v, clamp.in_min, clamp.in_max);
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_out), NAN), y3(y.size(), NAN);
+      TowerMatMul(m.view(), x.data(), n_tokens, y.data(), &clamp, one);
+      TowerMatMul(m.view(), x.data(), n_tokens, y3.data(), &clamp, three);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t o = 0; o < n_out; ++o) {
+          double exact = 0;
+          for (int64_t i = 0; i < n_in; ++i) exact += static_cast<double>(m.deq[o * n_in + i]) * clamped[t * n_in + i];
+          const double want = std::clamp(exact, static_cast<double>(clamp.out_min), static_cast<double>(clamp.out_max));
+          ASSERT_NEAR(y[t * n_out + o], want, Bound(m, &clamped[t * n_in], o, false))
+              << k->name << " " << DTypeName(type) << " n_tokens=" << n_tokens;
+          ASSERT_GE(y[t * n_out + o], clamp.out_min);
+          ASSERT_LE(y[t * n_out + o], clamp.out_max);
+        }
+      }
+      ASSERT_EQ(std::memcmp(y.data(), y3.data(), y.size() * sizeof(float)), 0) << "threads changed a result";
     }
   }
 }
