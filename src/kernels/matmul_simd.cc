@@ -631,6 +631,10 @@ void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chun
       float* dst = xt + c * n_in * chunk;
       for (int64_t v = 0; v < chunk / N; ++v) {
         const int64_t t0 = c * chunk + v * N, nt = std::clamp<int64_t>(n_tokens - t0, 0, N);
+        if (nt == 0) {  // a vector past the last token: nothing to read
+          for (int64_t k = k0; k < k1; ++k) hn::StoreU(hn::Zero(d), d, dst + k * chunk + v * N);
+          continue;
+        }
         const auto valid = hn::FirstN(d, static_cast<size_t>(nt));
         const auto lane = hn::Iota(di, 0);
         // Lane j reads token t0 + j, or token t0 where that is past the end.

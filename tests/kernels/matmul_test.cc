@@ -14,6 +14,8 @@
 // With activations that are exact multiples of their block's step, (2) vanishes and the bound is
 // float rounding alone.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -196,6 +198,56 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
         }
       }
     }
+  }
+}
+
+// n floats ending right where an unreadable page begins: a kernel that reads past them faults.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(const std::vector<float>& values) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = values.size() * sizeof(float);
+    data_pages_ = (bytes + page - 1) / page * page;
+    size_ = data_pages_ + page;
+    base_ = static_cast<uint8_t*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) base_ = nullptr;
+    if (base_ == nullptr) return;
+    mprotect(base_ + data_pages_, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(base_ + data_pages_ - bytes);
+    std::memcpy(data_, values.data(), bytes);
+  }
+  ~GuardedFloats() {
+    if (base_ != nullptr) munmap(base_, size_);
+  }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  const float* data() const { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, data_pages_ = 0;
+  float* data_ = nullptr;
+};
+
+// The towers' matmul reads nothing past the last token (a last chunk of one token, of half a chunk,
+// of a vector and one): the activations end at an unreadable page.
+TEST_P(MatMulTest, TowerMatMulReadsNoTokenPastTheLast) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (!IsFloat(type)) GTEST_SKIP() << "the towers' matrices are float";
+  KernelContext two(2, k);
+  const Matrix m = MakeMatrix(type, 64, 24, 91);
+  const TowerClamp clamp{-1.0f, 1.0f, -2.0f, 2.0f};
+  for (int64_t n_tokens : {33, 40, 48, 49, 65, 81}) {
+    const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * m.n_in), 92);
+    const GuardedFloats guarded(x);
+    ASSERT_NE(guarded.data(), nullptr);
+    std::vector<float> y(static_cast<size_t>(n_tokens * m.n_out)), y_ref(y.size());
+    TowerMatMul(m.view(), guarded.data(), n_tokens, y.data(), two);
+    TowerMatMul(m.view(), x.data(), n_tokens, y_ref.data(), two);
+    EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)), 0) << "n_tokens=" << n_tokens;
+    TowerMatMul(m.view(), guarded.data(), n_tokens, y.data(), &clamp, two);
   }
 }
 
