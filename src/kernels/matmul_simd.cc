@@ -612,39 +612,59 @@ void TowerRowsToFloat(const WeightMatrix& w, int64_t r0, int rows, int64_t k0, i
   }
 }
 
+// rows[0 .. N) transposed in place (N = the vector's lanes): afterwards lane i of rows[j] is what
+// lane j of rows[i] was. log2(N) rounds of unzipping pairs of rows: each round rotates the bits of
+// an element's index (row, lane) by one, so log2(N) of them swap row and lane.
+HWY_INLINE void TransposeSquare(DF d, VF* rows) {
+  constexpr size_t N = kMaxLanes;
+  VF unzipped[N];
+  for (size_t round = 1; round < N; round <<= 1) {
+    for (size_t i = 0; i < N / 2; ++i) {
+      unzipped[i] = hn::ConcatEven(d, rows[2 * i + 1], rows[2 * i]);
+      unzipped[N / 2 + i] = hn::ConcatOdd(d, rows[2 * i + 1], rows[2 * i]);
+    }
+    for (size_t i = 0; i < N; ++i) rows[i] = unzipped[i];
+  }
+}
+
 // The tokens transposed by chunks of `chunk`: xt[(c * n_in + k) * chunk + t] = x[(c * chunk + t) *
 // n_in + k] (kClamp: clamped to [lo, hi]), zero past the last token; split across the pool by
-// blocks of k. A vector of tokens is one gather (lanes past the last token read token 0's value and
-// are zeroed).
+// blocks of k. A square of N tokens by N values of k is N loads of contiguous values, transposed in
+// registers (a gather of N tokens' values reads N rows whose addresses differ by multiples of 4 KiB:
+// one L1 set, thrashed).
 template <bool kClamp>
 void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chunk, float lo, float hi, float* xt,
                     KernelContext& ctx) {
   constexpr int64_t kBlock = 64;
   const DF d;
-  const hn::RebindToSigned<DF> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const int64_t n_chunks = (n_tokens + chunk - 1) / chunk, k_blocks = (n_in + kBlock - 1) / kBlock;
   ctx.pool().ParallelFor(static_cast<size_t>(n_chunks * k_blocks), [&](size_t begin, size_t end, int) {
+    VF rows[kMaxLanes];
     for (size_t item = begin; item < end; ++item) {
       const int64_t c = static_cast<int64_t>(item) / k_blocks, k0 = static_cast<int64_t>(item) % k_blocks * kBlock;
       const int64_t k1 = std::min(n_in, k0 + kBlock);
       float* dst = xt + c * n_in * chunk;
       for (int64_t v = 0; v < chunk / N; ++v) {
         const int64_t t0 = c * chunk + v * N, nt = std::clamp<int64_t>(n_tokens - t0, 0, N);
-        if (nt == 0) {  // a vector past the last token: nothing to read
-          for (int64_t k = k0; k < k1; ++k) hn::StoreU(hn::Zero(d), d, dst + k * chunk + v * N);
-          continue;
+        int64_t k = k0;
+        for (; k + N <= k1; k += N) {
+          for (int64_t t = 0; t < N; ++t) {
+            if (t >= nt) {
+              rows[t] = hn::Zero(d);
+              continue;
+            }
+            rows[t] = hn::LoadU(d, x + (t0 + t) * n_in + k);
+            if (kClamp) rows[t] = hn::Min(hn::Max(rows[t], hn::Set(d, lo)), hn::Set(d, hi));
+          }
+          TransposeSquare(d, rows);
+          for (int64_t j = 0; j < N; ++j) hn::StoreU(rows[j], d, dst + (k + j) * chunk + v * N);
         }
-        const auto valid = hn::FirstN(d, static_cast<size_t>(nt));
-        const auto lane = hn::Iota(di, 0);
-        // Lane j reads token t0 + j, or token t0 where that is past the end.
-        const auto index = hn::Mul(hn::IfThenElseZero(hn::RebindMask(di, valid), lane),
-                                   hn::Set(di, static_cast<int32_t>(n_in)));
-        const float* src = x + t0 * n_in;
-        for (int64_t k = k0; k < k1; ++k) {
-          VF value = hn::GatherIndex(d, src + k, index);
-          if (kClamp) value = hn::Min(hn::Max(value, hn::Set(d, lo)), hn::Set(d, hi));
-          hn::StoreU(hn::IfThenElseZero(valid, value), d, dst + k * chunk + v * N);
+        for (; k < k1; ++k) {
+          for (int64_t t = 0; t < N; ++t) {
+            const float value = t < nt ? x[(t0 + t) * n_in + k] : 0.0f;
+            dst[k * chunk + v * N + t] = kClamp && t < nt ? std::clamp(value, lo, hi) : value;
+          }
         }
       }
     }
@@ -666,24 +686,30 @@ TowerPrefetch NextBlock(const WeightMatrix& w, int64_t row0, int64_t row1, int64
   return pf;
 }
 
-// y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows (kClamp: clamped to [lo, hi]),
-// a vector of rows per gather.
+// y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows (kClamp: clamped to [lo, hi]):
+// squares of N rows by N tokens transposed in registers, the rows past the last square one by one.
 template <bool kClamp>
 void TowerStore(const float* acc, int64_t padded, int64_t row0, int64_t row1, int64_t n_tokens, int64_t n_out,
                 float lo, float hi, float* y) {
   const DF d;
-  const hn::RebindToSigned<DF> di;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto index = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(padded)));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* out = y + t * n_out;
-    int64_t r = row0;
-    for (; r + N <= row1; r += N) {
-      VF value = hn::GatherIndex(d, acc + (r - row0) * padded + t, index);
-      if (kClamp) value = hn::Min(hn::Max(value, hn::Set(d, lo)), hn::Set(d, hi));
-      hn::StoreU(value, d, out + r);
+  VF square[kMaxLanes];
+  int64_t r = row0;
+  for (; r + N <= row1; r += N) {
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += N) {
+      for (int64_t i = 0; i < N; ++i) square[i] = hn::LoadU(d, acc + (r - row0 + i) * padded + t0);
+      TransposeSquare(d, square);
+      for (int64_t j = 0; j < N && t0 + j < n_tokens; ++j) {
+        if (kClamp) square[j] = hn::Min(hn::Max(square[j], hn::Set(d, lo)), hn::Set(d, hi));
+        hn::StoreU(square[j], d, y + (t0 + j) * n_out + r);
+      }
     }
-    for (; r < row1; ++r) out[r] = kClamp ? std::clamp(acc[(r - row0) * padded + t], lo, hi) : acc[(r - row0) * padded + t];
+  }
+  for (; r < row1; ++r) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float value = acc[(r - row0) * padded + t];
+      y[t * n_out + r] = kClamp ? std::clamp(value, lo, hi) : value;
+    }
   }
 }
 
