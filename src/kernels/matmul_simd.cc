@@ -687,28 +687,29 @@ TowerPrefetch NextBlock(const WeightMatrix& w, int64_t row0, int64_t row1, int64
 }
 
 // y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows (kClamp: clamped to [lo, hi]):
-// squares of N rows by N tokens transposed in registers, the rows past the last square one by one.
+// squares of N rows by N tokens transposed in registers (past the last row, a square's rows read as
+// zeros and its tokens' values go through a buffer: y's next rows may be another thread's).
 template <bool kClamp>
 void TowerStore(const float* acc, int64_t padded, int64_t row0, int64_t row1, int64_t n_tokens, int64_t n_out,
                 float lo, float hi, float* y) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VF square[kMaxLanes];
-  int64_t r = row0;
-  for (; r + N <= row1; r += N) {
+  HWY_ALIGN float part[kMaxLanes];
+  for (int64_t r = row0; r < row1; r += N) {
+    const int64_t rows = std::min(N, row1 - r);
     for (int64_t t0 = 0; t0 < n_tokens; t0 += N) {
-      for (int64_t i = 0; i < N; ++i) square[i] = hn::LoadU(d, acc + (r - row0 + i) * padded + t0);
+      for (int64_t i = 0; i < N; ++i) square[i] = i < rows ? hn::LoadU(d, acc + (r - row0 + i) * padded + t0) : hn::Zero(d);
       TransposeSquare(d, square);
       for (int64_t j = 0; j < N && t0 + j < n_tokens; ++j) {
         if (kClamp) square[j] = hn::Min(hn::Max(square[j], hn::Set(d, lo)), hn::Set(d, hi));
-        hn::StoreU(square[j], d, y + (t0 + j) * n_out + r);
+        if (rows == N) {
+          hn::StoreU(square[j], d, y + (t0 + j) * n_out + r);
+        } else {
+          hn::Store(square[j], d, part);
+          std::copy(part, part + rows, y + (t0 + j) * n_out + r);
+        }
       }
-    }
-  }
-  for (; r < row1; ++r) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const float value = acc[(r - row0) * padded + t];
-      y[t * n_out + r] = kClamp ? std::clamp(value, lo, hi) : value;
     }
   }
 }
