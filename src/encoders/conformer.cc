@@ -118,21 +118,33 @@ Status Conformer::Bind(const TowerTensors& t, const AudioTowerConfig& c, const C
 
 // x += residual_weight * post(down(silu(up(pre(x))))) (HF's feed_forward1/2, "half-step").
 void Conformer::HalfStepFfn(const std::vector<float>& pre, const ClippedLinear& up, const ClippedLinear& down,
-                            const std::vector<float>& post, float* x, int64_t n, KernelContext& ctx) const {
+                            const std::vector<float>& post, float* x, int64_t n, Work& w, KernelContext& ctx) const {
   const int64_t d = c_.hidden, ffn = c_.ffn;
-  std::vector<float> h(static_cast<size_t>(n * d)), u(static_cast<size_t>(n * ffn)), clamped;
-  NormRows(x, n, d, pre, c_.eps, h.data(), ctx);
-  Apply(up, h.data(), n, u.data(), clamped, ctx);
-  for (float& value : u) value = Silu(value);
-  Apply(down, u.data(), n, h.data(), clamped, ctx);
-  NormRows(h.data(), n, d, post, c_.eps, h.data(), ctx);
-  for (int64_t i = 0; i < n * d; ++i) x[i] += h[static_cast<size_t>(i)] * c_.residual_weight;
+  float* h = w.h.data();
+  float* u = w.u.data();
+  NormRows(x, n, d, pre, c_.eps, h, ctx);
+  Apply(up, h, n, u, ctx);
+  ForEachRow(ctx, n, [&](int64_t t) { ctx.kernels().silu(u + t * ffn, ffn); });
+  Apply(down, u, n, h, ctx);
+  ForEachRow(ctx, n, [&](int64_t t) {
+    float* row = h + t * d;
+    ctx.kernels().rms_norm(row, post.data(), d, c_.eps, row);
+    for (int64_t i = 0; i < d; ++i) x[t * d + i] += row[i] * c_.residual_weight;
+  });
 }
 
-std::vector<float> Conformer::RelativeKeys(const ConformerBlock& b, KernelContext& ctx) const {
-  std::vector<float> keys(static_cast<size_t>(a_.n_rel * c_.hidden));
-  TowerMatMul(b.k_rel, timing_.data(), a_.n_rel, keys.data(), ctx);
-  return keys;
+const std::vector<std::vector<float>>& Conformer::RelativeKeys(KernelContext& ctx) const {
+  std::lock_guard<std::mutex> lock(rel_keys_->mutex);
+  for (const auto& [table, keys] : rel_keys_->by_table) {
+    if (table == &ctx.kernels()) return keys;
+  }
+  std::vector<std::vector<float>> keys;
+  for (const ConformerBlock& b : blocks_) {
+    keys.emplace_back(static_cast<size_t>(a_.n_rel * c_.hidden));
+    TowerMatMul(b.k_rel, timing_.data(), a_.n_rel, keys.back().data(), ctx);
+  }
+  rel_keys_->by_table.emplace_back(&ctx.kernels(), std::move(keys));
+  return rel_keys_->by_table.back().second;
 }
 
 // Chunked local self-attention (HF's Gemma4AudioAttention, Gemma3nAudioAttention): queries in blocks
@@ -143,19 +155,25 @@ std::vector<float> Conformer::RelativeKeys(const ConformerBlock& b, KernelContex
 // key spreads evenly over all context slots (HF's softmax over equally masked logits), slots past
 // the clip's ends counting as zeros.
 void Conformer::Attention(const ConformerBlock& b, const std::vector<float>& rel_k, float* x, int64_t n,
-                          const uint8_t* valid, KernelContext& ctx) const {
+                          const uint8_t* valid, Work& w, KernelContext& ctx) const {
   const int64_t d = c_.hidden, hd = c_.head_dim, heads = c_.n_heads, slots = a_.context();
-  std::vector<float> h(static_cast<size_t>(n * d)), q(h.size()), k(h.size()), v(h.size()), out(h.size(), 0.0f), clamped;
+  std::vector<float>& h = w.h;
+  std::vector<float>& q = w.q;
+  std::vector<float>& k = w.k;
+  std::vector<float>& v = w.v;
+  std::vector<float>& out = w.attn;
   NormRows(x, n, d, b.attn_pre_norm, c_.eps, h.data(), ctx);
-  Apply(b.q, h.data(), n, q.data(), clamped, ctx);
-  Apply(b.k, h.data(), n, k.data(), clamped, ctx);
-  Apply(b.v, h.data(), n, v.data(), clamped, ctx);
-  for (int64_t i = 0; i < n * d; ++i) {
-    q[static_cast<size_t>(i)] = q[static_cast<size_t>(i)] * a_.q_scale * b.per_dim_scale[static_cast<size_t>(i % hd)];
-  }
-  if (a_.k_scale != 1.0f) {
-    for (float& value : k) value *= a_.k_scale;
-  }
+  Apply(b.q, h.data(), n, q.data(), ctx);
+  Apply(b.k, h.data(), n, k.data(), ctx);
+  Apply(b.v, h.data(), n, v.data(), ctx);
+  ForEachRow(ctx, n, [&](int64_t t) {
+    float* qt = q.data() + t * d;
+    for (int64_t i = 0; i < d; ++i) qt[i] = qt[i] * a_.q_scale * b.per_dim_scale[static_cast<size_t>(i % hd)];
+    if (a_.k_scale != 1.0f) {
+      float* kt = k.data() + t * d;
+      for (int64_t i = 0; i < d; ++i) kt[i] *= a_.k_scale;
+    }
+  });
   std::vector<std::vector<float>> scores(static_cast<size_t>(ctx.n_threads()));
   std::vector<std::vector<int64_t>> keys(scores.size());
   ctx.pool().ParallelFor(static_cast<size_t>(n * heads), [&](size_t begin, size_t end, int thread) {
@@ -169,6 +187,7 @@ void Conformer::Attention(const ConformerBlock& b, const std::vector<float>& rel
       const int64_t first = t / a_.chunk * a_.chunk - a_.max_past;  // the block's first context slot
       const float* qt = q.data() + t * d + head * hd;
       float* o = out.data() + t * d + head * hd;
+      std::fill(o, o + hd, 0.0f);
       int m = 0;
       for (int64_t key = std::max<int64_t>(first, 0); key < std::min(first + slots, n); ++key) {
         const bool allowed = valid[key] != 0 && a_.InWindow(t - key);
@@ -190,53 +209,61 @@ void Conformer::Attention(const ConformerBlock& b, const std::vector<float>& rel
       for (int i = 0; i < m; ++i) kt.Axpy(s[static_cast<size_t>(i)], v.data() + at[static_cast<size_t>(i)] * d + head * hd, o, hd);
     }
   });
-  Apply(b.o, out.data(), n, h.data(), clamped, ctx);
-  NormRows(h.data(), n, d, b.attn_post_norm, c_.eps, h.data(), ctx);
-  for (int64_t i = 0; i < n * d; ++i) x[i] += h[static_cast<size_t>(i)];
+  Apply(b.o, out.data(), n, h.data(), ctx);
+  ForEachRow(ctx, n, [&](int64_t t) {
+    float* row = h.data() + t * d;
+    ctx.kernels().rms_norm(row, b.attn_post_norm.data(), d, c_.eps, row);
+    for (int64_t i = 0; i < d; ++i) x[t * d + i] += row[i];
+  });
 }
 
 // x += pw2(silu(norm(causal depthwise conv(glu(pw1(pre_norm(x))))))) (HF's Gemma4AudioLightConv1d:
 // the GLU keeps the first half gated by the sigmoid of the second; the kernel sees only the
 // kernel - 1 frames before each frame and the frame itself).
-void Conformer::LightConv(const ConformerBlock& b, float* x, int64_t n, KernelContext& ctx) const {
+void Conformer::LightConv(const ConformerBlock& b, float* x, int64_t n, Work& w, KernelContext& ctx) const {
   const int64_t d = c_.hidden, taps = c_.conv_kernel;
-  std::vector<float> h(static_cast<size_t>(n * d)), g(static_cast<size_t>(n * 2 * d)), clamped;
-  NormRows(x, n, d, b.conv_pre_norm, c_.eps, h.data(), ctx);
-  Apply(b.conv_pw1, h.data(), n, g.data(), clamped, ctx);
-  std::vector<float> u(static_cast<size_t>(n * d));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t ch = 0; ch < d; ++ch) {
-      u[static_cast<size_t>(t * d + ch)] = g[static_cast<size_t>(t * 2 * d + ch)] * Sigmoid(g[static_cast<size_t>(t * 2 * d + d + ch)]);
-    }
-  }
+  float* h = w.h.data();
+  float* g = w.u.data();  // [n, 2 hidden]: the GLU's halves
+  float* u = w.q.data();  // [n, hidden]: the GLU's output, then pw2's
+  NormRows(x, n, d, b.conv_pre_norm, c_.eps, h, ctx);
+  Apply(b.conv_pw1, h, n, g, ctx);
+  ForEachRow(ctx, n, [&](int64_t t) { ctx.kernels().sigmoid_mul(g + t * 2 * d, g + t * 2 * d + d, u + t * d, d); });
   ForEachRow(ctx, n, [&](int64_t t) {
+    float* out = h + t * d;
     for (int64_t ch = 0; ch < d; ++ch) {
       float sum = 0.0f;
       for (int64_t tap = 0; tap < taps; ++tap) {
         const int64_t src = t - (taps - 1) + tap;
-        if (src >= 0) sum += b.conv_dw[static_cast<size_t>(ch * taps + tap)] * u[static_cast<size_t>(src * d + ch)];
+        if (src >= 0) sum += b.conv_dw[static_cast<size_t>(ch * taps + tap)] * u[src * d + ch];
       }
-      h[static_cast<size_t>(t * d + ch)] = sum;
+      out[ch] = sum;
     }
+    ctx.kernels().rms_norm(out, b.conv_norm.data(), d, c_.eps, out);
+    ctx.kernels().silu(out, d);
   });
-  NormRows(h.data(), n, d, b.conv_norm, c_.eps, h.data(), ctx);
-  for (float& value : h) value = Silu(value);
-  Apply(b.conv_pw2, h.data(), n, u.data(), clamped, ctx);
-  for (int64_t i = 0; i < n * d; ++i) x[i] += u[static_cast<size_t>(i)];
+  Apply(b.conv_pw2, h, n, u, ctx);
+  ForEachRow(ctx, n, [&](int64_t t) {
+    for (int64_t i = 0; i < d; ++i) x[t * d + i] += u[t * d + i];
+  });
 }
 
 void Conformer::Forward(float* x, int64_t n, const uint8_t* valid, KernelContext& ctx) const {
   const int64_t d = c_.hidden;
-  for (const ConformerBlock& b : blocks_) {
-    HalfStepFfn(b.ffn_norm, b.ffn_up, b.ffn_down, b.ffn_post_norm, x, n, ctx);
-    Attention(b, RelativeKeys(b, ctx), x, n, valid, ctx);
+  const std::vector<std::vector<float>>& rel_keys = RelativeKeys(ctx);
+  Work w;
+  for (std::vector<float>* buffer : {&w.h, &w.q, &w.k, &w.v, &w.attn}) buffer->resize(static_cast<size_t>(n * d));
+  w.u.resize(static_cast<size_t>(n * std::max<int64_t>(c_.ffn, 2 * d)));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const ConformerBlock& b = blocks_[i];
+    HalfStepFfn(b.ffn_norm, b.ffn_up, b.ffn_down, b.ffn_post_norm, x, n, w, ctx);
+    Attention(b, rel_keys[i], x, n, valid, w, ctx);
     if (a_.mask_conv_input) {
       for (int64_t t = 0; t < n; ++t) {
         if (valid[t] == 0) std::fill(x + t * d, x + (t + 1) * d, 0.0f);
       }
     }
-    LightConv(b, x, n, ctx);
-    HalfStepFfn(b.ffn_norm_1, b.ffn_up_1, b.ffn_down_1, b.ffn_post_norm_1, x, n, ctx);
+    LightConv(b, x, n, w, ctx);
+    HalfStepFfn(b.ffn_norm_1, b.ffn_up_1, b.ffn_down_1, b.ffn_post_norm_1, x, n, w, ctx);
     NormRows(x, n, d, b.out_norm, c_.eps, x, ctx);
   }
 }

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -102,21 +104,28 @@ class Conformer {
   void Forward(float* x, int64_t n, const uint8_t* valid, KernelContext& ctx) const;
 
  private:
+  // The blocks' activations, allocated once per Forward and reused by every block and sublayer.
+  struct Work {
+    std::vector<float> h, u, q, k, v, attn;  // [n, hidden] each, u [n, max(ffn, 2 hidden)]
+  };
   void HalfStepFfn(const std::vector<float>& pre, const ClippedLinear& up, const ClippedLinear& down,
-                   const std::vector<float>& post, float* x, int64_t n, KernelContext& ctx) const;
+                   const std::vector<float>& post, float* x, int64_t n, Work& w, KernelContext& ctx) const;
   void Attention(const ConformerBlock& b, const std::vector<float>& rel_k, float* x, int64_t n, const uint8_t* valid,
-                 KernelContext& ctx) const;
-  void LightConv(const ConformerBlock& b, float* x, int64_t n, KernelContext& ctx) const;
-  std::vector<float> RelativeKeys(const ConformerBlock& b, KernelContext& ctx) const;
+                 Work& w, KernelContext& ctx) const;
+  void LightConv(const ConformerBlock& b, float* x, int64_t n, Work& w, KernelContext& ctx) const;
+  const std::vector<std::vector<float>>& RelativeKeys(KernelContext& ctx) const;
 
   AudioTowerConfig c_;
   LocalAttention a_;
   std::vector<ConformerBlock> blocks_;
   std::vector<float> timing_;  // [n_rel, hidden]: the sinusoids of the relative positions
+  // Each block's relative positions' keys ([n_rel, hidden]; they do not depend on the clip), made
+  // by the first Forward on a kernel table and kept for that table.
+  struct RelativeKeyCache {
+    std::mutex mutex;
+    std::vector<std::pair<const KernelTable*, std::vector<std::vector<float>>>> by_table;
+  };
+  std::unique_ptr<RelativeKeyCache> rel_keys_ = std::make_unique<RelativeKeyCache>();
 };
-
-// The conformer's activations, in float as PyTorch computes them.
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace gemlet

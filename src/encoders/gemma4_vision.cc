@@ -121,13 +121,13 @@ void Gemma4Tower::Layer(const Block& b, const int32_t* const* pos, int64_t n, fl
   const int64_t d = c_.hidden, hd = c_.head_dim, ffn = c_.ffn;
   const int64_t q_width = c_.n_heads * hd, kv_width = c_.n_kv_heads * hd;
   const float eps = c_.eps;
-  std::vector<float> h(static_cast<size_t>(n * d)), clamped;
+  std::vector<float> h(static_cast<size_t>(n * d));
   std::vector<float> q(static_cast<size_t>(n * q_width)), k(static_cast<size_t>(n * kv_width)), v(k.size());
   std::vector<float> attn(q.size());
   NormRows(x, n, d, b.ln1, eps, h.data(), ctx);
-  Apply(b.q, h.data(), n, q.data(), clamped, ctx);
-  Apply(b.k, h.data(), n, k.data(), clamped, ctx);
-  Apply(b.v, h.data(), n, v.data(), clamped, ctx);
+  Apply(b.q, h.data(), n, q.data(), ctx);
+  Apply(b.k, h.data(), n, k.data(), ctx);
+  Apply(b.v, h.data(), n, v.data(), ctx);
   // Per head: q and k RMSNorm with weights, v without (HF v_norm, with_scale=False); then the 2D
   // RoPE, the first half of each head by the column, the second by the row.
   const int half = static_cast<int>(hd / 2);
@@ -146,16 +146,16 @@ void Gemma4Tower::Layer(const Block& b, const int32_t* const* pos, int64_t n, fl
   // Bidirectional over the real patches (HF masks only the padding ones), scale 1: the q/k norms
   // carry it (Gemma4VisionAttention.scaling).
   AttendAll({n, c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0f}, q.data(), k.data(), v.data(), attn.data(), ctx);
-  Apply(b.o, attn.data(), n, h.data(), clamped, ctx);
+  Apply(b.o, attn.data(), n, h.data(), ctx);
   NormRows(h.data(), n, d, b.attn_post_norm, eps, h.data(), ctx);
   for (int64_t i = 0; i < n * d; ++i) x[i] += h[static_cast<size_t>(i)];
 
   std::vector<float> gate(static_cast<size_t>(n * ffn)), up(gate.size());
   NormRows(x, n, d, b.ln2, eps, h.data(), ctx);
-  Apply(b.gate, h.data(), n, gate.data(), clamped, ctx);
-  Apply(b.up, h.data(), n, up.data(), clamped, ctx);
+  Apply(b.gate, h.data(), n, gate.data(), ctx);
+  Apply(b.up, h.data(), n, up.data(), ctx);
   ForEachRow(ctx, n, [&](int64_t i) { ctx.kernels().gelu_tanh_mul(gate.data() + i * ffn, up.data() + i * ffn, ffn); });
-  Apply(b.down, gate.data(), n, h.data(), clamped, ctx);
+  Apply(b.down, gate.data(), n, h.data(), ctx);
   NormRows(h.data(), n, d, b.ffn_post_norm, eps, h.data(), ctx);
   for (int64_t i = 0; i < n * d; ++i) x[i] += h[static_cast<size_t>(i)];
 }

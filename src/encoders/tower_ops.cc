@@ -8,8 +8,8 @@ namespace gemlet {
 
 Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out, ClippedLinear* l) {
   ASSIGN_OR_RETURN(l->w, t.Matrix(name + ".weight", n_in, n_out));
-  for (auto [suffix, bound] : {std::pair{".input_min", &l->in_min}, std::pair{".input_max", &l->in_max},
-                               std::pair{".output_min", &l->out_min}, std::pair{".output_max", &l->out_max}}) {
+  for (auto [suffix, bound] : {std::pair{".input_min", &l->clamp.in_min}, std::pair{".input_max", &l->clamp.in_max},
+                               std::pair{".output_min", &l->clamp.out_min}, std::pair{".output_max", &l->clamp.out_max}}) {
     if (!t.Has(name + suffix)) continue;
     ASSIGN_OR_RETURN(std::vector<float> v, t.Vector(name + suffix, 1));
     *bound = v[0];
@@ -17,17 +17,8 @@ Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t
   return Status::Ok();
 }
 
-void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx) {
-  const int64_t n_in = l.w.n_in, n_out = l.w.n_out;
-  if (l.in_min != -kTowerInf || l.in_max != kTowerInf) {
-    clamped.resize(static_cast<size_t>(n * n_in));
-    for (size_t i = 0; i < clamped.size(); ++i) clamped[i] = std::clamp(x[i], l.in_min, l.in_max);
-    x = clamped.data();
-  }
-  TowerMatMul(l.w, x, n, y, ctx);
-  if (l.out_min != -kTowerInf || l.out_max != kTowerInf) {
-    for (int64_t i = 0; i < n * n_out; ++i) y[i] = std::clamp(y[i], l.out_min, l.out_max);
-  }
+void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, KernelContext& ctx) {
+  TowerMatMul(l.w, x, n, y, &l.clamp, ctx);
 }
 
 Status Gemma3nEmbedder::Bind(const TowerTensors& t, const GgufFile& file, const std::string& prefix) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -14,21 +13,19 @@
 
 namespace gemlet {
 
-constexpr float kTowerInf = std::numeric_limits<float>::infinity();
-
 // clamp(W clamp(x, in_min, in_max), out_min, out_max); a linear without bounds keeps the infinite
 // ones (llama.cpp: -FLT_MAX / FLT_MAX, the same here).
 struct ClippedLinear {
   WeightMatrix w;
-  float in_min = -kTowerInf, in_max = kTowerInf, out_min = -kTowerInf, out_max = kTowerInf;
+  TowerClamp clamp;
 };
 
 // name.weight ([n_out, n_in]) and the optional name.input_min ... name.output_max, each a 1-element
 // tensor (llama.cpp's loader: a missing bound is open).
 Status BindClippedLinear(const TowerTensors& t, const std::string& name, int64_t n_in, int64_t n_out, ClippedLinear* l);
 
-// y = clamp(W clamp(x)) for n rows; `clamped` holds the clamped input when the bounds are finite.
-void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, std::vector<float>& clamped, KernelContext& ctx);
+// y = clamp(W clamp(x)) for n rows (the tower matmul clamps on its way in and out).
+void Apply(const ClippedLinear& l, const float* x, int64_t n, float* y, KernelContext& ctx);
 
 // Gemma 3n's multimodal embedder, the same for its vision and audio towers (HF's
 // Gemma3nMultimodalEmbedder): n rows of hidden width through an RMSNorm (the soft tokens' weight or

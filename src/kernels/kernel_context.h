@@ -49,8 +49,9 @@ class KernelScratch {
     kPanelPairQ,       // NEON i8mm GEMM: the panel re-laid for smmla, its scales and offsets per
     kPanelPairScale,   // row pair (per thread)
     kPanelPairOffset,
-    kTowerActT,        // the towers' GEMM: a chunk of activations transposed (caller thread)
-    kTowerRowsF32,     // and its tile of weight rows in float (per thread)
+    kTowerActT,        // the towers' GEMM: the activations transposed by chunks (caller thread)
+    kTowerRowsF32,     // a tile of weight rows in float, one block of k (per thread)
+    kTowerAcc,         // and a task's sums between blocks of k (per thread)
     kSlotCount
   };
 

@@ -35,6 +35,23 @@ std::vector<const KernelTable*> SimdTables() {
   return tables;
 }
 
+void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                 KernelContext& ctx) {
+  const KernelTable& k = ctx.kernels();
+  if (k.tower_matmul != nullptr) return k.tower_matmul(w, x, n_tokens, y, clamp, ctx);
+  // The reference: clamp, multiply, clamp, each as written.
+  std::vector<float> clamped;
+  if (clamp != nullptr && clamp->ClampsInput()) {
+    clamped.assign(x, x + n_tokens * w.n_in);
+    for (float& v : clamped) v = std::clamp(v, clamp->in_min, clamp->in_max);
+    x = clamped.data();
+  }
+  k.matmul(w, x, n_tokens, y, ctx);
+  if (clamp != nullptr && clamp->ClampsOutput()) {
+    for (int64_t i = 0; i < n_tokens * w.n_out; ++i) y[i] = std::clamp(y[i], clamp->out_min, clamp->out_max);
+  }
+}
+
 const KernelTable& BestKernels() {
   static const KernelTable& table = [] () -> const KernelTable& {
     const std::vector<const KernelTable*> tables = SimdTables();

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ struct WeightMatrix {
 
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
   explicit operator bool() const { return data != nullptr; }
+};
+
+// Bounds on a tower matmul's input and output: y = clamp(W clamp(x, in_min, in_max), out_min,
+// out_max) (HF's Gemma4ClippableLinear; llama.cpp's clamp_info_map). Infinite bounds clamp nothing.
+struct TowerClamp {
+  float in_min = -std::numeric_limits<float>::infinity(), in_max = std::numeric_limits<float>::infinity();
+  float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
+  bool ClampsInput() const { return in_min != -std::numeric_limits<float>::infinity() || in_max != std::numeric_limits<float>::infinity(); }
+  bool ClampsOutput() const {
+    return out_min != -std::numeric_limits<float>::infinity() || out_max != std::numeric_limits<float>::infinity();
+  }
 };
 
 // A kernel table's packed layout for one weight type (kernels/packed_weights.h): groups of 16 rows,
@@ -102,8 +114,14 @@ struct KernelTable {
   // x = gelu_tanh(x), in place (PyTorch's tanh approximation, ungated: the towers' MLPs).
   void (*gelu_tanh)(float* x, int64_t n);
   // matmul for the towers (an image's patches, a clip's frames: many tokens, float matrices, no
-  // decode step whose result a batch must reproduce); null: matmul.
-  void (*tower_matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) = nullptr;
+  // decode step whose result a batch must reproduce), the clamps (null: none) done on the way in and
+  // out; null: matmul, with the clamps apart (TowerMatMul).
+  void (*tower_matmul)(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                       KernelContext& ctx) = nullptr;
+  // x = x / (1 + exp(-x)), in place (SiLU as PyTorch writes it: the conformers' FFN and convolution).
+  void (*silu)(float* x, int64_t n) = nullptr;
+  // out = a * (1 / (1 + exp(-b))) (a GLU's gate: the conformers' light convolution). out may alias a.
+  void (*sigmoid_mul)(const float* a, const float* b, float* out, int64_t n) = nullptr;
 
   // One row of dot_rows_f32, and y += a * x (one row of weighted_sum_f32).
   float Dot(const float* a, const float* b, int64_t n) const {
@@ -134,16 +152,21 @@ inline void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, floa
   ctx.kernels().matmul(w, x, n_tokens, y, ctx);
 }
 inline void PrepareMatMul(const WeightMatrix& w, KernelContext& ctx) { ctx.kernels().prepare_matmul(w, ctx); }
-// ctx.kernels().tower_matmul, else .matmul: what the vision and audio towers multiply with.
+// ctx.kernels().tower_matmul, else .matmul between the clamps: what the vision and audio towers
+// multiply with.
+void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                 KernelContext& ctx);
 inline void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  if (ctx.kernels().tower_matmul != nullptr) return ctx.kernels().tower_matmul(w, x, n_tokens, y, ctx);
-  ctx.kernels().matmul(w, x, n_tokens, y, ctx);
+  TowerMatMul(w, x, n_tokens, y, nullptr, ctx);
 }
 
 // Copies row `r` of w (e.g. a token embedding) into dst as floats, scaled.
 void GetRow(const WeightMatrix& w, int64_t r, float scale, float* dst);
 
 float GeluTanh(float x);
+// The reference's element functions of silu and sigmoid_mul.
+float Silu(float x);
+float Sigmoid(float x);
 
 // This machine's streaming read bandwidth in GB/s: a fresh buffer of `bytes` read by `threads`
 // threads at once (one slice each), the median of `reps` runs after a warm-up run.

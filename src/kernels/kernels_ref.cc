@@ -13,6 +13,9 @@ float GeluTanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
+float Silu(float x) { return x / (1.0f + std::exp(-x)); }
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
 namespace ref {
 float DotF32(const float* a, const float* b, int64_t n);
 
@@ -47,6 +50,14 @@ void GeluTanhMul(float* gate, const float* up, int64_t n) {
 
 void GeluTanhInPlace(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = GeluTanh(x[i]);
+}
+
+void SiluInPlace(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = Silu(x[i]);
+}
+
+void SigmoidMul(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * Sigmoid(b[i]);
 }
 
 void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
@@ -155,7 +166,8 @@ const KernelTable& RefKernels() {
                                     ref::RopeRotateHalf,
                                     ref::DotRows<float>, ref::DotRows<uint16_t>, ref::DotRows<BlockQ8_0>, ref::DotRows<BlockQ4_0>,
                                     ref::WeightedSum<float>, ref::WeightedSum<uint16_t>, ref::WeightedSum<BlockQ8_0>, ref::WeightedSum<BlockQ4_0>,
-                                    ref::Softmax, ref::SoftCap, ref::LayerNorm, ref::GeluTanhInPlace};
+                                    ref::Softmax, ref::SoftCap, ref::LayerNorm, ref::GeluTanhInPlace,
+                                    nullptr,      ref::SiluInPlace, ref::SigmoidMul};
   return table;
 }
 

@@ -24,7 +24,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Defined per target in matmul_simd.cc.
 void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
 void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx);
 const PackedLayout* PackedLayoutSimd(DType type);
 #if HWY_TARGET == HWY_AVX2
 void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
@@ -307,6 +308,34 @@ void GeluTanhInPlace(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = GeluTanh(x[i]);
 }
 
+// 1 / (1 + exp(-x)) as the reference writes it (Highway's Exp is within 1 ulp of std::exp); past
+// its valid range (-x above 104) exp(-x) is infinite, as std::exp's float result is.
+HWY_INLINE VF SigmoidV(DF d, VF x) {
+  const VF one = hn::Set(d, 1.0f);
+  const VF e = hn::Exp(d, hn::Min(hn::Neg(x), hn::Set(d, 104.0f)));
+  return hn::Div(one, hn::Add(one, e));
+}
+
+void SiluInPlace(float* x, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const VF one = hn::Set(d, 1.0f);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = hn::LoadU(d, x + i);
+    hn::StoreU(hn::Div(v, hn::Add(one, hn::Exp(d, hn::Min(hn::Neg(v), hn::Set(d, 104.0f))))), d, x + i);
+  }
+  for (; i < n; ++i) x[i] = Silu(x[i]);
+}
+
+void SigmoidMul(const float* a, const float* b, float* out, int64_t n) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, a + i), SigmoidV(d, hn::LoadU(d, b + i))), d, out + i);
+  for (; i < n; ++i) out[i] = a[i] * Sigmoid(b[i]);
+}
+
 // The sums in float lanes (the reference sums in double): within float rounding of it.
 void LayerNorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
   const DF d;
@@ -462,7 +491,7 @@ const KernelTable* GetKernelTable() {
                                     RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, DotRowsQ4_0,
                                     WeightedSumF32, WeightedSumF16, WeightedSumQ8_0, WeightedSumQ4_0, Softmax,
-                                    SoftCap, LayerNorm, GeluTanhInPlace, TowerMatMulSimd};
+                                    SoftCap, LayerNorm, GeluTanhInPlace, TowerMatMulSimd, SiluInPlace, SigmoidMul};
   return &table;
 }
 

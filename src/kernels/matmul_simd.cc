@@ -33,8 +33,18 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
 const PackedLayout* PackedLayoutSimd(DType) { return nullptr; }
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx) {
+  std::vector<float> clamped;
+  if (clamp != nullptr && clamp->ClampsInput()) {
+    clamped.assign(x, x + n_tokens * w.n_in);
+    for (float& v : clamped) v = std::clamp(v, clamp->in_min, clamp->in_max);
+    x = clamped.data();
+  }
   RefKernels().matmul(w, x, n_tokens, y, ctx);
+  if (clamp != nullptr && clamp->ClampsOutput()) {
+    for (int64_t i = 0; i < n_tokens * w.n_out; ++i) y[i] = std::clamp(y[i], clamp->out_min, clamp->out_max);
+  }
 }
 #else
 namespace {
@@ -505,77 +515,254 @@ void MatMulStored(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 // The towers' matmuls: hundreds to thousands of tokens through float matrices at once (an image's
 // patches, a clip's frames), where the row-dot tiles above run out of load bandwidth (each FMA
 // needs its own activation load, and every output a horizontal sum). Here a tile of kTowerRows rows,
-// converted to float once per token chunk, meets kTowerVecs vectors of tokens from the chunk's
-// transposed activations: per k, kTowerRows broadcasts and kTowerVecs loads feed
-// kTowerRows * kTowerVecs FMAs, and each output accumulates over k in order, so a token's result
-// depends neither on the chunk it falls in nor on the thread count.
-// 24 accumulators where the target has 32 vector registers (AVX-512, NEON), 8 where it has 16.
+// converted to float, meets kTowerVecs vectors of tokens from a chunk of the transposed activations:
+// per k, kTowerRows broadcasts and kTowerVecs loads feed kTowerRows * kTowerVecs FMAs. The k axis
+// runs in blocks of kTowerK (a tile's rows in L1, the block's activations for every chunk in L2):
+// each block of weights is read from memory and converted once per call, for all the tokens, and
+// the accumulators go to memory between blocks and come back, which leaves every output's sum in k
+// order. So a token's result depends neither on the chunk it falls in, nor on the thread count,
+// nor on the block size.
+// 24 accumulators where the target has 32 vector registers (AVX-512, NEON): 12 rows by 2 vectors,
+// which needs less of the activations per FMA than 8 by 3 and pads fewer tokens (a 5 s clip's 125
+// frames are 4 chunks of 32, not 3 of 48); 8 where it has 16.
 #if HWY_TARGET <= HWY_AVX3 || HWY_ARCH_ARM
-constexpr int kTowerRows = 8;
-constexpr int kTowerVecs = 3;
+constexpr int kTowerRows = 12;
+constexpr int kTowerVecs = 2;
 #else
 constexpr int kTowerRows = 4;
 constexpr int kTowerVecs = 2;
 #endif
+constexpr int64_t kTowerK = 256;
+constexpr int64_t kCacheLine = 64;
 
-template <int R, class WT>
-void TowerTile(const WT* const* rows, int64_t n_in, const float* xt, int64_t chunk, float* wf, float* out) {
+// Where the tiles' prefetches go: lines [i, end) of the weights the next tiles read, line i at
+// base + (i >> shift) * row_bytes + (i & mask) * 64 (rows' pieces rounded up to a power of two lines:
+// a prefetch past a piece's end is harmless).
+struct TowerPrefetch {
+  uintptr_t base = 0;
+  uintptr_t row_bytes = 0;
+  int shift = 0;
+  int64_t i = 0, end = 0;
+};
+// Prefetches per tile: one every kTowerPrefetchEvery steps of k.
+constexpr int64_t kTowerPrefetchEvery = 8;
+
+// acc[r][t] (rows `stride` apart) += sum over k < kb of wf[r * kTowerK + k] * xt[k * chunk + t], for
+// the chunk's kTowerVecs vectors of tokens; first: start from zero. Takes up to `budget` of pf's
+// lines, spread over the k loop.
+template <int R>
+void TowerTile(const float* wf, int64_t kb, const float* xt, int64_t chunk, float* acc_io, int64_t stride, bool first,
+               TowerPrefetch& pf, int64_t budget) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  for (int r = 0; r < R; ++r) {
-    int64_t i = 0;
-    for (; i + N <= n_in; i += N) hn::StoreU(LoadWeights(d, rows[r] + i), d, wf + r * n_in + i);
-    for (; i < n_in; ++i) wf[r * n_in + i] = WeightToFloat(rows[r][i]);
-  }
   VF acc[R][kTowerVecs];
   for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < kTowerVecs; ++v) acc[r][v] = hn::Zero(d);
+    for (int v = 0; v < kTowerVecs; ++v) acc[r][v] = first ? hn::Zero(d) : hn::LoadU(d, acc_io + r * stride + v * N);
   }
-  for (int64_t k = 0; k < n_in; ++k) {
+  const auto step = [&](int64_t k) HWY_ATTR {
     VF xv[kTowerVecs];
     for (int v = 0; v < kTowerVecs; ++v) xv[v] = hn::LoadU(d, xt + k * chunk + v * N);
     for (int r = 0; r < R; ++r) {
-      const VF wv = hn::Set(d, wf[r * n_in + k]);
+      const VF wv = hn::Set(d, wf[r * kTowerK + k]);
       for (int v = 0; v < kTowerVecs; ++v) acc[r][v] = hn::MulAdd(wv, xv[v], acc[r][v]);
     }
+  };
+  int64_t k = 0, i = pf.i;
+  const int64_t end = std::min(pf.end, pf.i + budget);
+  const uintptr_t mask = (uintptr_t{1} << pf.shift) - 1;
+  for (; k + kTowerPrefetchEvery <= kb; k += kTowerPrefetchEvery) {
+    if (i < end) {
+      const uintptr_t line = static_cast<uintptr_t>(i++);
+      // To L2 (locality 2: prefetcht1 on x86): a block's weights (48 KiB) would push the tiles'
+      // activations and rows out of L1.
+      __builtin_prefetch(reinterpret_cast<const void*>(pf.base + (line >> pf.shift) * pf.row_bytes +
+                                                       (line & mask) * kCacheLine), 0, 2);
+    }
+    for (int64_t j = 0; j < kTowerPrefetchEvery; ++j) step(k + j);
   }
+  for (; k < kb; ++k) step(k);
+  pf.i = i;
   for (int r = 0; r < R; ++r) {
-    for (int v = 0; v < kTowerVecs; ++v) hn::StoreU(acc[r][v], d, out + (r * kTowerVecs + v) * N);
+    for (int v = 0; v < kTowerVecs; ++v) hn::StoreU(acc[r][v], d, acc_io + r * stride + v * N);
+  }
+}
+
+// TowerTile over `rows` rows (at most kTowerRows): a full tile, else smaller ones.
+HWY_INLINE void TowerTiles(const float* wf, int rows, int64_t kb, const float* xt, int64_t chunk, float* acc_io,
+                           int64_t stride, bool first, TowerPrefetch& pf, int64_t budget) {
+  int r = 0;
+  if (rows == kTowerRows) return TowerTile<kTowerRows>(wf, kb, xt, chunk, acc_io, stride, first, pf, budget);
+  for (; r + 4 <= rows; r += 4) {
+    TowerTile<4>(wf + r * kTowerK, kb, xt, chunk, acc_io + r * stride, stride, first, pf, budget);
+  }
+  for (; r < rows; ++r) TowerTile<1>(wf + r * kTowerK, kb, xt, chunk, acc_io + r * stride, stride, first, pf, budget);
+}
+
+// dst[r * kTowerK + i] = row r's values k0 .. k0 + kb - 1 in float, for `rows` rows.
+template <class WT>
+void TowerRowsToFloat(const WeightMatrix& w, int64_t r0, int rows, int64_t k0, int64_t kb, float* dst) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  for (int r = 0; r < rows; ++r) {
+    const WT* src = reinterpret_cast<const WT*>(w.data + (r0 + r) * w.row_bytes) + k0;
+    float* out = dst + r * kTowerK;
+    int64_t i = 0;
+    for (; i + N <= kb; i += N) hn::StoreU(LoadWeights(d, src + i), d, out + i);
+    for (; i < kb; ++i) out[i] = WeightToFloat(src[i]);
+  }
+}
+
+// rows[0 .. N) transposed in place (N = the vector's lanes): afterwards lane i of rows[j] is what
+// lane j of rows[i] was. log2(N) rounds of unzipping pairs of rows: each round rotates the bits of
+// an element's index (row, lane) by one, so log2(N) of them swap row and lane.
+HWY_INLINE void TransposeSquare(DF d, VF* rows) {
+  constexpr size_t N = kMaxLanes;
+  VF unzipped[N];
+  for (size_t round = 1; round < N; round <<= 1) {
+    for (size_t i = 0; i < N / 2; ++i) {
+      unzipped[i] = hn::ConcatEven(d, rows[2 * i + 1], rows[2 * i]);
+      unzipped[N / 2 + i] = hn::ConcatOdd(d, rows[2 * i + 1], rows[2 * i]);
+    }
+    for (size_t i = 0; i < N; ++i) rows[i] = unzipped[i];
+  }
+}
+
+// The tokens transposed by chunks of `chunk`: xt[(c * n_in + k) * chunk + t] = x[(c * chunk + t) *
+// n_in + k] (kClamp: clamped to [lo, hi]), zero past the last token; split across the pool by
+// blocks of k. A square of N tokens by N values of k is N loads of contiguous values, transposed in
+// registers (a gather of N tokens' values reads N rows whose addresses differ by multiples of 4 KiB:
+// one L1 set, thrashed).
+template <bool kClamp>
+void TowerTranspose(const float* x, int64_t n_tokens, int64_t n_in, int64_t chunk, float lo, float hi, float* xt,
+                    KernelContext& ctx) {
+  constexpr int64_t kBlock = 64;
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t n_chunks = (n_tokens + chunk - 1) / chunk, k_blocks = (n_in + kBlock - 1) / kBlock;
+  ctx.pool().ParallelFor(static_cast<size_t>(n_chunks * k_blocks), [&](size_t begin, size_t end, int) {
+    VF rows[kMaxLanes];
+    for (size_t item = begin; item < end; ++item) {
+      const int64_t c = static_cast<int64_t>(item) / k_blocks, k0 = static_cast<int64_t>(item) % k_blocks * kBlock;
+      const int64_t k1 = std::min(n_in, k0 + kBlock);
+      float* dst = xt + c * n_in * chunk;
+      for (int64_t v = 0; v < chunk / N; ++v) {
+        const int64_t t0 = c * chunk + v * N, nt = std::clamp<int64_t>(n_tokens - t0, 0, N);
+        int64_t k = k0;
+        for (; k + N <= k1; k += N) {
+          for (int64_t t = 0; t < N; ++t) {
+            if (t >= nt) {
+              rows[t] = hn::Zero(d);
+              continue;
+            }
+            rows[t] = hn::LoadU(d, x + (t0 + t) * n_in + k);
+            if (kClamp) rows[t] = hn::Min(hn::Max(rows[t], hn::Set(d, lo)), hn::Set(d, hi));
+          }
+          TransposeSquare(d, rows);
+          for (int64_t j = 0; j < N; ++j) hn::StoreU(rows[j], d, dst + (k + j) * chunk + v * N);
+        }
+        for (; k < k1; ++k) {
+          for (int64_t t = 0; t < N; ++t) {
+            const float value = t < nt ? x[(t0 + t) * n_in + k] : 0.0f;
+            dst[k * chunk + v * N + t] = kClamp && t < nt ? std::clamp(value, lo, hi) : value;
+          }
+        }
+      }
+    }
+  });
+}
+
+// What the tiles prefetch while they run on one block of k: the task's rows in the next block, or
+// on the last block nothing (the next task is likely another thread's).
+template <class WT>
+TowerPrefetch NextBlock(const WeightMatrix& w, int64_t row0, int64_t row1, int64_t next_k0) {
+  TowerPrefetch pf;
+  if (next_k0 >= w.n_in) return pf;
+  const int64_t bytes = std::min(kTowerK, w.n_in - next_k0) * static_cast<int64_t>(sizeof(WT));
+  while ((int64_t{1} << pf.shift) * kCacheLine < bytes) ++pf.shift;
+  pf.base = reinterpret_cast<uintptr_t>(w.data) + static_cast<uintptr_t>(row0) * w.row_bytes +
+            static_cast<uintptr_t>(next_k0) * sizeof(WT);
+  pf.row_bytes = w.row_bytes;
+  pf.end = (row1 - row0) << pf.shift;
+  return pf;
+}
+
+// y[t * n_out + r] = acc[(r - row0) * padded + t] for the task's rows (kClamp: clamped to [lo, hi]):
+// squares of N rows by N tokens transposed in registers (past the last row, a square's rows read as
+// zeros and its tokens' values go through a buffer: y's next rows may be another thread's).
+template <bool kClamp>
+void TowerStore(const float* acc, int64_t padded, int64_t row0, int64_t row1, int64_t n_tokens, int64_t n_out,
+                float lo, float hi, float* y) {
+  const DF d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  VF square[kMaxLanes];
+  HWY_ALIGN float part[kMaxLanes];
+  for (int64_t r = row0; r < row1; r += N) {
+    const int64_t rows = std::min(N, row1 - r);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += N) {
+      for (int64_t i = 0; i < N; ++i) square[i] = i < rows ? hn::LoadU(d, acc + (r - row0 + i) * padded + t0) : hn::Zero(d);
+      TransposeSquare(d, square);
+      for (int64_t j = 0; j < N && t0 + j < n_tokens; ++j) {
+        if (kClamp) square[j] = hn::Min(hn::Max(square[j], hn::Set(d, lo)), hn::Set(d, hi));
+        if (rows == N) {
+          hn::StoreU(square[j], d, y + (t0 + j) * n_out + r);
+        } else {
+          hn::Store(square[j], d, part);
+          std::copy(part, part + rows, y + (t0 + j) * n_out + r);
+        }
+      }
+    }
   }
 }
 
 template <class WT>
-void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
+void TowerGemm(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp& clamp,
+               KernelContext& ctx) {
   const DF d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), chunk = kTowerVecs * N, n_in = w.n_in;
-  const int64_t n_groups = (w.n_out + kTowerRows - 1) / kTowerRows;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), chunk = kTowerVecs * N, n_in = w.n_in, n_out = w.n_out;
+  const int64_t n_chunks = (n_tokens + chunk - 1) / chunk, padded = n_chunks * chunk;
+  const int64_t n_groups = (n_out + kTowerRows - 1) / kTowerRows;
+  // A thread takes `per_task` groups of rows at a time, small enough that each thread gets about 8
+  // of them: a time-sliced thread does not hold up the matrix's end for long.
+  const int64_t per_task = std::clamp<int64_t>(n_groups / (8 * ctx.n_threads()), 1, 8);
+  const int64_t n_tasks = (n_groups + per_task - 1) / per_task;
   KernelScratch& scratch = ctx.scratch();
-  // The chunk's activations transposed ([k][token], zero past the last token), shared by the threads.
-  float* xt = scratch.Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_in * chunk));
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
-    const int64_t nt = std::min(chunk, n_tokens - t0);
-    for (int64_t k = 0; k < n_in; ++k) {
-      for (int64_t t = 0; t < chunk; ++t) xt[k * chunk + t] = t < nt ? x[(t0 + t) * n_in + k] : 0.0f;
-    }
-    ctx.pool().ParallelForDynamic(static_cast<size_t>(n_groups), 4, [&](size_t begin, size_t end, int thread) {
-      float* wf = scratch.Get<float>(thread, KernelScratch::kTowerRowsF32, static_cast<size_t>(kTowerRows * n_in));
-      HWY_ALIGN float out[kTowerRows * kTowerVecs * kMaxLanes];
-      for (size_t g = begin; g < end; ++g) {
-        const int64_t r0 = static_cast<int64_t>(g) * kTowerRows;
-        const int rows = static_cast<int>(std::min<int64_t>(kTowerRows, w.n_out - r0));
-        const WT* row_ptrs[kTowerRows];
-        for (int r = 0; r < rows; ++r) row_ptrs[r] = reinterpret_cast<const WT*>(w.data + (r0 + r) * w.row_bytes);
-        if (rows == kTowerRows) {
-          TowerTile<kTowerRows>(row_ptrs, n_in, xt, chunk, wf, out);
-        } else {
-          for (int r = 0; r < rows; ++r) TowerTile<1>(row_ptrs + r, n_in, xt, chunk, wf, out + r * kTowerVecs * N);
-        }
-        for (int r = 0; r < rows; ++r) {
-          for (int64_t t = 0; t < nt; ++t) y[(t0 + t) * w.n_out + r0 + r] = out[r * kTowerVecs * N + t];
+  float* xt = scratch.Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_chunks * n_in * chunk));
+  if (clamp.ClampsInput()) {
+    TowerTranspose<true>(x, n_tokens, n_in, chunk, clamp.in_min, clamp.in_max, xt, ctx);
+  } else {
+    TowerTranspose<false>(x, n_tokens, n_in, chunk, 0.0f, 0.0f, xt, ctx);
+  }
+  ctx.pool().ParallelForDynamic(static_cast<size_t>(n_tasks), 1, [&](size_t begin, size_t end, int thread) {
+    // The task's rows in float, one block of k: [row][k], rows kTowerK apart.
+    float* wf = scratch.Get<float>(thread, KernelScratch::kTowerRowsF32, static_cast<size_t>(per_task * kTowerRows * kTowerK));
+    // The task's sums, [row][token] (rows `padded` apart), until the last block of k is in.
+    float* acc = scratch.Get<float>(thread, KernelScratch::kTowerAcc, static_cast<size_t>(per_task * kTowerRows * padded));
+    for (size_t task = begin; task < end; ++task) {
+      const int64_t row0 = static_cast<int64_t>(task) * per_task * kTowerRows;
+      const int64_t row1 = std::min(n_out, row0 + per_task * kTowerRows);
+      const int64_t groups = (row1 - row0 + kTowerRows - 1) / kTowerRows;
+      for (int64_t k0 = 0; k0 < n_in; k0 += kTowerK) {
+        const int64_t kb = std::min(kTowerK, n_in - k0);
+        TowerRowsToFloat<WT>(w, row0, static_cast<int>(row1 - row0), k0, kb, wf);
+        TowerPrefetch pf = NextBlock<WT>(w, row0, row1, k0 + kb);
+        const int64_t budget = (pf.end + n_chunks * groups - 1) / (n_chunks * groups);
+        // Each block of the chunk's activations (kTowerK x chunk) stays in L1 while the task's rows pass.
+        for (int64_t c = 0; c < n_chunks; ++c) {
+          const float* xc = xt + (c * n_in + k0) * chunk;
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t r0 = g * kTowerRows;
+            const int rows = static_cast<int>(std::min<int64_t>(kTowerRows, row1 - row0 - r0));
+            TowerTiles(wf + r0 * kTowerK, rows, kb, xc, chunk, acc + r0 * padded + c * chunk, padded, k0 == 0, pf, budget);
+          }
         }
       }
-    });
-  }
+      if (clamp.ClampsOutput()) {
+        TowerStore<true>(acc, padded, row0, row1, n_tokens, n_out, clamp.out_min, clamp.out_max, y);
+      } else {
+        TowerStore<false>(acc, padded, row0, row1, n_tokens, n_out, 0.0f, 0.0f, y);
+      }
+    }
+  });
 }
 
 const PackedLayout* PackedLayoutSimd(DType type) {
@@ -599,14 +786,29 @@ void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx) {
 #endif
 }
 
-void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx) {
-  // Few tokens gain nothing from a transposed chunk (MatMulSimd).
+void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
+                     KernelContext& ctx) {
+  const TowerClamp none;
+  const TowerClamp& bounds = clamp != nullptr ? *clamp : none;
   if (n_tokens >= 2 * static_cast<int64_t>(hn::Lanes(DF())) && w.n_out > 0) {
-    if (w.type == DType::kF32) return TowerGemm<float>(w, x, n_tokens, y, ctx);
-    if (w.type == DType::kF16) return TowerGemm<hwy::float16_t>(w, x, n_tokens, y, ctx);
-    if (w.type == DType::kBF16) return TowerGemm<hwy::bfloat16_t>(w, x, n_tokens, y, ctx);
+    if (w.type == DType::kF32) return TowerGemm<float>(w, x, n_tokens, y, bounds, ctx);
+    if (w.type == DType::kF16) return TowerGemm<hwy::float16_t>(w, x, n_tokens, y, bounds, ctx);
+    if (w.type == DType::kBF16) return TowerGemm<hwy::bfloat16_t>(w, x, n_tokens, y, bounds, ctx);
+  }
+  // Few tokens gain nothing from a transposed chunk (MatMulSimd); the clamps apart, on every thread.
+  if (bounds.ClampsInput()) {
+    float* clamped = ctx.scratch().Get<float>(0, KernelScratch::kTowerActT, static_cast<size_t>(n_tokens * w.n_in));
+    ctx.pool().ParallelFor(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+      for (int64_t i = static_cast<int64_t>(begin) * w.n_in; i < static_cast<int64_t>(end) * w.n_in; ++i) {
+        clamped[i] = std::clamp(x[i], bounds.in_min, bounds.in_max);
+      }
+    });
+    x = clamped;
   }
   MatMulSimd(w, x, n_tokens, y, ctx);
+  if (bounds.ClampsOutput()) {
+    for (int64_t i = 0; i < n_tokens * w.n_out; ++i) y[i] = std::clamp(y[i], bounds.out_min, bounds.out_max);
+  }
 }
 #endif  // HWY_TARGET == HWY_SCALAR
 

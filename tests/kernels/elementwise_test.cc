@@ -120,6 +120,14 @@ void GeluTanh(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) GeluTanhMul(x + i, &one, 1);
 }
 
+void Silu(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] / (1.0 + std::exp(-static_cast<double>(x[i]))));
+}
+
+void SigmoidMul(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(a[i] / (1.0 + std::exp(-static_cast<double>(b[i]))));
+}
+
 const KernelTable& Table() {
   static const KernelTable table = {"exact",
                                     nullptr,
@@ -139,7 +147,10 @@ const KernelTable& Table() {
                                     Softmax,
                                     SoftCap,
                                     LayerNorm,
-                                    GeluTanh};
+                                    GeluTanh,
+                                    nullptr,
+                                    Silu,
+                                    SigmoidMul};
   return table;
 }
 
@@ -389,6 +400,33 @@ TEST_P(ElementwiseTest, GeluTanhMul) {
   }
   // The scalar GeluTanh is the reference's element function.
   EXPECT_FLOAT_EQ(GeluTanh(0.0f), 0.0f);
+}
+
+// SiLU and the GLU's sigmoid gate (the conformers'): exp within 1 ulp (Highway) or 0.5 (std::exp),
+// then 1 + e, the division and the product a few u; far out, exp overflows to infinity on both
+// sides of the comparison (an absolute floor covers the subnormal results). Out of place and in
+// place (out aliasing a).
+TEST_P(ElementwiseTest, SiluAndSigmoidMul) {
+  for (int64_t n : test::OddSizes()) {
+    auto x = test::RandomFloats(n, 31 + n, 12.0f);
+    if (n > 4) x[0] = -120.0f, x[1] = 120.0f, x[2] = -88.5f, x[3] = 0.0f;
+    const auto a = test::RandomFloats(n, 32 + n, 2.0f);
+    auto silu = x, silu_exact = x;
+    k_->silu(silu.data(), n);
+    exact_->silu(silu_exact.data(), n);
+    std::vector<float> gated(n), gated_exact(n);
+    k_->sigmoid_mul(a.data(), x.data(), gated.data(), n);
+    exact_->sigmoid_mul(a.data(), x.data(), gated_exact.data(), n);
+    auto inplace = a;
+    k_->sigmoid_mul(inplace.data(), x.data(), inplace.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(silu[i], silu_exact[i], 6 * kU * std::fabs(silu_exact[i]) + 1e-37) << "n=" << n << " x=" << x[i];
+      EXPECT_NEAR(gated[i], gated_exact[i], 6 * kU * std::fabs(gated_exact[i]) + 1e-37) << "n=" << n << " x=" << x[i];
+      EXPECT_EQ(inplace[i], gated[i]) << "n=" << n;
+    }
+  }
+  EXPECT_EQ(Silu(0.0f), 0.0f);
+  EXPECT_EQ(Sigmoid(0.0f), 0.5f);
 }
 
 // LayerNorm (the towers' norm): centred values, so the bound is relative to the spread of x, not

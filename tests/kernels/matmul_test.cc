@@ -14,10 +14,13 @@
 // With activations that are exact multiples of their block's step, (2) vanishes and the bound is
 // float rounding alone.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -160,8 +163,9 @@ TEST_P(MatMulTest, MatchesExactDotWithinDerivedBounds) {
 }
 
 // The towers' matmul (kernels.h TowerMatMul: many tokens through float matrices) within the same
-// bounds, on token counts below, at and past its chunks; and a token's result bit for bit the same
-// whichever chunk it falls in and however many threads run.
+// bounds, on token counts below, at and past its chunks, rows past its tiles and its threads' tasks
+// (197 rows: two tiles a task on one thread, one on three) and k past its blocks; and a token's
+// result bit for bit the same whichever chunk it falls in and however many threads run.
 TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
   const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
   ASSERT_NE(k, nullptr);
@@ -170,7 +174,7 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
   KernelContext one(1, k), three(3, k);
   uint32_t seed = 7;
   for (int64_t n_in : {1, 7, 33, 257}) {
-    for (int64_t n_out : {1, 5, 33}) {
+    for (int64_t n_out : {1, 5, 33, 197}) {
       const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
       for (int64_t n_tokens : {1, 31, 33, 47, 49, 100}) {
         const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++);
@@ -193,6 +197,94 @@ TEST_P(MatMulTest, TowerMatMulMatchesExactDotAndIgnoresItsChunks) {
               << k->name << " " << DTypeName(type) << " n_in=" << n_in << " n_out=" << n_out;
         }
       }
+    }
+  }
+}
+
+// n floats ending right where an unreadable page begins: a kernel that reads past them faults.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(const std::vector<float>& values) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = values.size() * sizeof(float);
+    data_pages_ = (bytes + page - 1) / page * page;
+    size_ = data_pages_ + page;
+    base_ = static_cast<uint8_t*>(mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) base_ = nullptr;
+    if (base_ == nullptr) return;
+    mprotect(base_ + data_pages_, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(base_ + data_pages_ - bytes);
+    std::memcpy(data_, values.data(), bytes);
+  }
+  ~GuardedFloats() {
+    if (base_ != nullptr) munmap(base_, size_);
+  }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  const float* data() const { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t size_ = 0, data_pages_ = 0;
+  float* data_ = nullptr;
+};
+
+// The towers' matmul reads nothing past the last token (a last chunk of one token, of half a chunk,
+// of a vector and one): the activations end at an unreadable page.
+TEST_P(MatMulTest, TowerMatMulReadsNoTokenPastTheLast) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (!IsFloat(type)) GTEST_SKIP() << "the towers' matrices are float";
+  KernelContext two(2, k);
+  const Matrix m = MakeMatrix(type, 64, 24, 91);
+  const TowerClamp clamp{-1.0f, 1.0f, -2.0f, 2.0f};
+  for (int64_t n_tokens : {33, 40, 48, 49, 65, 81}) {
+    const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * m.n_in), 92);
+    const GuardedFloats guarded(x);
+    ASSERT_NE(guarded.data(), nullptr);
+    std::vector<float> y(static_cast<size_t>(n_tokens * m.n_out)), y_ref(y.size());
+    TowerMatMul(m.view(), guarded.data(), n_tokens, y.data(), two);
+    TowerMatMul(m.view(), x.data(), n_tokens, y_ref.data(), two);
+    EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)), 0) << "n_tokens=" << n_tokens;
+    TowerMatMul(m.view(), guarded.data(), n_tokens, y.data(), &clamp, two);
+  }
+}
+
+// The towers' clipped linears: TowerMatMul with bounds on its input and output is the reference's
+// clamp, matmul, clamp, within the same bounds (on the clamped input); on both of its paths (few
+// tokens, the GEMM), whatever the thread count. Input bounds alone, output bounds alone, both.
+TEST_P(MatMulTest, TowerMatMulClampsInputAndOutput) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  if (!IsFloat(type)) GTEST_SKIP() << "the towers' matrices are float";
+  KernelContext one(1, k), three(3, k);
+  const float inf = std::numeric_limits<float>::infinity();
+  const TowerClamp bounds[] = {{-0.5f, 0.7f, -inf, inf}, {-inf, inf, -0.2f, 0.3f}, {-0.5f, 0.7f, -0.2f, 0.3f}};
+  uint32_t seed = 70;
+  for (const TowerClamp& clamp : bounds) {
+    for (int64_t n_tokens : {5, 40}) {
+      const int64_t n_in = 37, n_out = 29;
+      const Matrix m = MakeMatrix(type, n_in, n_out, seed++);
+      const std::vector<float> x = test::RandomFloats(static_cast<size_t>(n_tokens * n_in), seed++);
+      std::vector<float> clamped = x;
+      for (float& v : clamped) v = std::clamp(v, clamp.in_min, clamp.in_max);
+      std::vector<float> y(static_cast<size_t>(n_tokens * n_out), NAN), y3(y.size(), NAN);
+      TowerMatMul(m.view(), x.data(), n_tokens, y.data(), &clamp, one);
+      TowerMatMul(m.view(), x.data(), n_tokens, y3.data(), &clamp, three);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t o = 0; o < n_out; ++o) {
+          double exact = 0;
+          for (int64_t i = 0; i < n_in; ++i) exact += static_cast<double>(m.deq[o * n_in + i]) * clamped[t * n_in + i];
+          const double want = std::clamp(exact, static_cast<double>(clamp.out_min), static_cast<double>(clamp.out_max));
+          ASSERT_NEAR(y[t * n_out + o], want, Bound(m, &clamped[t * n_in], o, false))
+              << k->name << " " << DTypeName(type) << " n_tokens=" << n_tokens;
+          ASSERT_GE(y[t * n_out + o], clamp.out_min);
+          ASSERT_LE(y[t * n_out + o], clamp.out_max);
+        }
+      }
+      ASSERT_EQ(std::memcmp(y.data(), y3.data(), y.size() * sizeof(float)), 0) << "threads changed a result";
     }
   }
 }
