@@ -48,6 +48,10 @@ int RunSynth(int argc, char** argv) {
                  "ggml-vocab-gemma-4.gguf for gemma4 presets)");
   app.add_option("--seed", options.seed, "random seed (the same seed gives the same weights at any thread count)");
   app.add_option("--layers", options.n_layers, "keep only the first N layers (KV-shared layers scale along)")->check(Positive());
+  app.add_option("--distinct-rows", options.distinct_rows,
+                 "encode only each tensor's first N rows and repeat them for the rest: the real shapes and types "
+                 "of a 12-26 B model in minutes, for speed measurements only")
+      ->check(Positive());
   AddThreadsFlag(app, options.n_threads);
   app.add_option("-o,--output", options.output_path, "the GGUF file to write")->required();
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;

@@ -172,6 +172,9 @@ struct SynthOptions {
   uint64_t seed = 0;
   int n_layers = 0;   // > 0: keep only this many layers
   int n_threads = 0;
+  // > 0: encode only each tensor's first N rows and repeat them (picked by a hash) for the rest:
+  // the real shapes and types in minutes at 26 B parameters, for speed measurements only.
+  int64_t distinct_rows = 0;
   std::function<void(uint64_t done, uint64_t total)> progress{};  // elements generated
 };
 

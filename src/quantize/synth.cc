@@ -214,6 +214,44 @@ class RowRng {
   uint64_t state_;
 };
 
+// A ByteSink into memory.
+class BufferSink : public ByteSink {
+ public:
+  Status Write(const void* data, size_t size) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + size);
+    return Status::Ok();
+  }
+  std::vector<uint8_t> bytes;
+};
+
+// `rows` rows of which only the first `distinct` are generated and encoded; row r >= distinct repeats
+// row Mix64(salt + r) % distinct. Written a few MiB at a time.
+Status WriteRepeatedRows(DType type, int64_t ne0, int64_t rows, int64_t distinct, const RowSource& source, ThreadPool& pool,
+                         uint64_t salt, ByteSink& sink, const std::function<void(int64_t)>& on_rows) {
+  BufferSink encoded;
+  RETURN_IF_ERROR(EncodeRows(type, ne0, distinct, source, pool, encoded, on_rows));
+  const size_t row_bytes = RowBytes(type, ne0);
+  RETURN_IF_ERROR(sink.Write(encoded.bytes.data(), encoded.bytes.size()));
+  constexpr size_t kSlabBytes = 4 << 20;
+  std::vector<uint8_t> slab;
+  slab.reserve(kSlabBytes + row_bytes);
+  int64_t pending = 0;
+  for (int64_t r = distinct; r < rows; ++r) {
+    const uint64_t pick = Mix64(salt + static_cast<uint64_t>(r)) % static_cast<uint64_t>(distinct);
+    const uint8_t* row = encoded.bytes.data() + pick * row_bytes;
+    slab.insert(slab.end(), row, row + row_bytes);
+    ++pending;
+    if (slab.size() >= kSlabBytes || r + 1 == rows) {
+      RETURN_IF_ERROR(sink.Write(slab.data(), slab.size()));
+      slab.clear();
+      if (on_rows) on_rows(pending);
+      pending = 0;
+    }
+  }
+  return Status::Ok();
+}
+
 // ---- the tensors of a config ----
 
 struct SynthTensor {
@@ -597,11 +635,13 @@ Result<SynthReport> WriteSynthModel(const SynthOptions& o) {
         for (int64_t k = 0; k < ne0; ++k) out[k] = Bf16ToF32(F32ToBf16(out[k]));
       }
     };
-    auto produce = [type, ne0, rows, source_fn, pool, done, total, &o, shared_tensors](ByteSink& sink) -> Status {
-      return EncodeRows(type, ne0, rows, source_fn, *pool, sink, [&](int64_t k) {
+    auto produce = [type, ne0, rows, source_fn, pool, done, total, &o, shared_tensors, seed, tensor_id](ByteSink& sink) -> Status {
+      auto on_rows = [&](int64_t k) {
         *done += static_cast<uint64_t>(k * ne0);
         if (o.progress) o.progress(*done, total);
-      });
+      };
+      if (o.distinct_rows <= 0 || rows <= o.distinct_rows) return EncodeRows(type, ne0, rows, source_fn, *pool, sink, on_rows);
+      return WriteRepeatedRows(type, ne0, rows, o.distinct_rows, source_fn, *pool, Mix64(seed ^ tensor_id), sink, on_rows);
     };
     RETURN_IF_ERROR(writer.AddTensor(t->name, type, t->ne, produce));
     report.bytes += RowBytes(type, ne0) * static_cast<size_t>(rows);

@@ -34,6 +34,10 @@ struct SynthOptions {
   uint64_t seed = 0;
   int n_layers = 0;  // > 0: keep only this many layers (KV-shared layers scale along)
   int n_threads = 0;
+  // > 0: each tensor's first N rows are generated and encoded, and every further row repeats one of
+  // them, picked by the same counter-based hash (same shapes, types and bytes per row, no search
+  // per row): a 26 B-parameter file in minutes, for speed tests only (the weights are not random).
+  int64_t distinct_rows = 0;
   std::function<void(uint64_t done, uint64_t total)> progress;  // elements generated
 };
 

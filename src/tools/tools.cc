@@ -227,6 +227,7 @@ Result<SynthReport> Synth(const SynthOptions& o) {
   s.seed = o.seed;
   s.n_layers = o.n_layers;
   s.n_threads = o.n_threads;
+  s.distinct_rows = o.distinct_rows;
   s.progress = o.progress;
   ASSIGN_OR_RETURN(gemlet::SynthReport r, WriteSynthModel(s));
   return SynthReport{r.arch, r.n_tensors, r.n_elements, r.bytes, r.n_vocab, r.seconds};

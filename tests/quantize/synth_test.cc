@@ -144,6 +144,57 @@ TEST(SynthTest, DeterministicAcrossThreadCounts) {
   EXPECT_FALSE(a == ReadBytes(tmp.File("c.gguf")));
 }
 
+// --distinct-rows N: same tensors, types and sizes; each tensor's first N rows are the full file's,
+// every later row a copy of one of them (not all the same one), and tensors of <= N rows untouched.
+TEST(SynthTest, DistinctRowsRepeatTheFirstRowsOfEachTensor) {
+  test::TempDir tmp;
+  ASSERT_TRUE(Synth("tiny-gemma4", tmp.File("full.gguf"), FileType::kQ4_K_M).ok());
+  SynthOptions o;
+  o.preset = "tiny-gemma4";
+  o.output_path = tmp.File("pooled.gguf");
+  o.ftype = FileType::kQ4_K_M;
+  o.seed = 1;
+  o.n_threads = 2;
+  o.distinct_rows = 16;
+  ASSERT_TRUE(WriteSynthModel(o).ok());
+  auto full = GgufFile::Open(tmp.File("full.gguf"));
+  auto pooled = GgufFile::Open(tmp.File("pooled.gguf"));
+  ASSERT_TRUE(full.ok() && pooled.ok());
+  ASSERT_EQ((*full)->tensors().size(), (*pooled)->tensors().size());
+  int repeated_tensors = 0;
+  for (size_t i = 0; i < (*full)->tensors().size(); ++i) {
+    const GgufTensor& x = (*full)->tensors()[i];
+    const GgufTensor& y = (*pooled)->tensors()[i];
+    ASSERT_EQ(x.name, y.name);
+    ASSERT_EQ(x.type, y.type) << x.name;
+    ASSERT_EQ(x.nbytes, y.nbytes) << x.name;
+    const size_t row_bytes = RowBytes(y.type, y.ne[0]);
+    const size_t rows = y.nbytes / row_bytes;
+    if (rows <= 16) {
+      EXPECT_EQ(std::memcmp(x.data, y.data, x.nbytes), 0) << x.name;
+      continue;
+    }
+    ++repeated_tensors;
+    const auto* a = static_cast<const uint8_t*>(x.data);
+    const auto* b = static_cast<const uint8_t*>(y.data);
+    EXPECT_EQ(std::memcmp(a, b, 16 * row_bytes), 0) << x.name;
+    std::set<size_t> picks;
+    for (size_t r = 16; r < rows; ++r) {
+      size_t pick = 16;
+      for (size_t k = 0; k < 16 && pick == 16; ++k) {
+        if (std::memcmp(b + r * row_bytes, b + k * row_bytes, row_bytes) == 0) pick = k;
+      }
+      ASSERT_LT(pick, 16u) << x.name << " row " << r << " repeats none of the first rows";
+      picks.insert(pick);
+    }
+    EXPECT_GT(picks.size(), 4u) << x.name;
+    EXPECT_NE(std::memcmp(a, b, x.nbytes), 0) << x.name;
+  }
+  EXPECT_GT(repeated_tensors, 10);
+  auto engine = runtime::Engine::Load(tmp.File("pooled.gguf"));
+  ASSERT_TRUE(engine.ok()) << engine.message();
+}
+
 // synth --type Q4_K_M writes, tensor for tensor, what quantize makes of synth --type F16.
 TEST(SynthTest, OnTheFlyQuantizationEqualsQuantizingTheF16File) {
   test::TempDir tmp;
