@@ -115,6 +115,17 @@ constexpr char kGemma4_26B_A4B[] = R"({"model_type": "gemma4_text", "hidden_size
   "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
                       "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
   "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})";
+// The unified 12B: hidden, layers, heads and K=V from the hub config as third-party code reports it
+// (shared/testdata/hf/ARCHITECTURES.md); the FFN width is not reported there: Gemma 3 12B's 15360.
+constexpr char kGemma4_12B[] = R"({"model_type": "gemma4_unified_text", "hidden_size": 3840, "intermediate_size": 15360,
+  "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+  "global_head_dim": 512, "num_global_key_value_heads": 1, "attention_k_eq_v": true,
+  "hidden_size_per_layer_input": 0, "vocab_size": 262144, "num_kv_shared_layers": 0, "use_double_wide_mlp": false,
+  "enable_moe_block": false, "sliding_window": 1024, "layer_pattern_period": 6, "final_logit_softcapping": 30.0,
+  "max_position_embeddings": 262144, "rms_norm_eps": 1e-06, "use_bidirectional_attention": "vision",
+  "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+                      "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+  "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true})";
 // Test-sized models whose matrices all have rows of 256 (so the K types apply) and a 512-token vocabulary.
 constexpr char kTinyGemma3[] = R"({"model_type": "gemma3_text", "hidden_size": 256, "intermediate_size": 512,
   "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128,
@@ -170,6 +181,8 @@ const std::vector<SynthPreset> kPresets = {
     {"gemma4-e2b", "Gemma 4 E2B: 35 layers, hidden 1536, PLE, 20 KV-shared layers", kGemma4_E2B, false},
     {"gemma4-e4b", "Gemma 4 E4B: 42 layers, hidden 2560, PLE, 18 KV-shared layers", kGemma4_E4B, false},
     {"gemma4-26b-a4b", "Gemma 4 26B-A4B: 30 layers, 128 experts top-8, K=V global layers", kGemma4_26B_A4B, false},
+    {"gemma4-12b", "Gemma 4 12B (unified text decoder): 48 layers, hidden 3840, K=V global layers (FFN width assumed 15360)",
+     kGemma4_12B, false},
     {"tiny-gemma3", "test model: Gemma 3 layout, 4 layers, hidden 256, 512 tokens", kTinyGemma3, true},
     {"tiny-gemma4", "test model: Gemma 4 layout with PLE and KV sharing, 6 layers, hidden 256", kTinyGemma4, true},
     {"gemma4-e2b-assistant", "Gemma 4 E2B's drafter (--spec mtp): 4 layers, hidden 256, ordered embedding",
@@ -514,17 +527,20 @@ Result<std::string> SynthConfigJson(const SynthPreset& preset, int n_layers) {
     if (j.contains("layer_types")) {
       nlohmann::json& types = j["layer_types"];
       types.erase(types.begin() + n_layers, types.end());
-      if (j["model_type"] == "gemma4_text") types[static_cast<size_t>(n_layers - 1)] = "full_attention";
+      if (j["model_type"] == "gemma4_text" || j["model_type"] == "gemma4_unified_text") {
+        types[static_cast<size_t>(n_layers - 1)] = "full_attention";
+      }
     }
     if (j.contains("num_kv_shared_layers")) {
       const int64_t shared = j["num_kv_shared_layers"].get<int64_t>() * n_layers / L;
       j["num_kv_shared_layers"] = std::min<int64_t>(shared, n_layers - 1);
     }
   }
-  top["architectures"] = nlohmann::json::array({assistant                         ? "Gemma4AssistantForCausalLM"
-                                                : j["model_type"] == "gemma2"      ? "Gemma2ForCausalLM"
-                                                : j["model_type"] == "gemma4_text" ? "Gemma4ForCausalLM"
-                                                                                   : "Gemma3ForCausalLM"});
+  top["architectures"] = nlohmann::json::array({assistant                                 ? "Gemma4AssistantForCausalLM"
+                                                : j["model_type"] == "gemma2"              ? "Gemma2ForCausalLM"
+                                                : j["model_type"] == "gemma4_text"         ? "Gemma4ForCausalLM"
+                                                : j["model_type"] == "gemma4_unified_text" ? "Gemma4UnifiedForCausalLM"
+                                                                                           : "Gemma3ForCausalLM"});
   top["bos_token_id"] = 2;
   top["eos_token_id"] = 1;
   top["pad_token_id"] = 0;

@@ -69,6 +69,9 @@ TEST(SynthPresetTest, ParameterCountsOfReleasedModels) {
   EXPECT_NEAR(static_cast<double>(ParameterCount("gemma2-9b")), 9.24e9, 0.01e9);
   EXPECT_NEAR(static_cast<double>(ParameterCount("gemma3-4b")), 3.88e9, 0.02e9);   // text decoder of the 4.3B model
   EXPECT_NEAR(static_cast<double>(ParameterCount("gemma3-12b")), 11.77e9, 0.05e9);  // text decoder of the 12.2B model
+  // The unified 12B by hand: embedding 262144 x 3840 = 1.007e9; 40 sliding layers of 47.2M attention
+  // (q, o 16x256, k, v 8x256) + 176.9M MLP; 8 global ones of 65.0M attention (q, o 16x512, k=v 1x512).
+  EXPECT_NEAR(static_cast<double>(ParameterCount("gemma4-12b")), 11.907e9, 0.002e9);
 }
 
 TEST(SynthPresetTest, Gemma4Layouts) {
@@ -95,6 +98,16 @@ TEST(SynthPresetTest, Gemma4Layouts) {
   EXPECT_EQ(m.count("blk.5.attn_v.weight"), 0u);  // K=V on global layers
   EXPECT_EQ(m["blk.5.attn_k.weight"], (std::vector<int64_t>{2816, 2 * 512}));
   EXPECT_EQ(m["blk.0.ffn_gate_up_exps.weight"], (std::vector<int64_t>{2816, 1408, 128}));
+
+  auto unified = SynthTensorShapes(*FindSynthPreset("gemma4-12b"), 0);
+  ASSERT_TRUE(unified.ok());
+  std::map<std::string, std::vector<int64_t>> u(unified->begin(), unified->end());
+  EXPECT_EQ(u.count("per_layer_token_embd.weight"), 0u);  // no PLE, no MoE
+  EXPECT_EQ(u.count("blk.0.ffn_gate_inp.weight"), 0u);
+  EXPECT_EQ(u.count("blk.5.attn_v.weight"), 0u);  // K=V on global layers, one KV head of 512
+  EXPECT_EQ(u["blk.5.attn_k.weight"], (std::vector<int64_t>{3840, 512}));
+  EXPECT_EQ(u["blk.4.attn_v.weight"], (std::vector<int64_t>{3840, 8 * 256}));
+  EXPECT_EQ(u["blk.47.attn_q.weight"], (std::vector<int64_t>{3840, 16 * 512}));  // the last layer is global
 }
 
 TEST(SynthPresetTest, LayersOverrideScalesKvSharing) {
