@@ -197,7 +197,14 @@ class Gemma4 final : public Model {
   struct Scratch {
     float *per_layer, *ple_row, *ple_act, *ple_out;  // [B, n_layers, ple], [n_layers * ple], [B, ple], [B, d]
     float *residual, *moe_out;                       // [B, d] each
-    float *probs, *order, *moe_x, *moe_xn, *gate_up, *acc, *expert_out;  // one token's MoE work
+    float *probs, *order, *moe_x;                    // one token's routing: [n_expert] twice, [d]
+    // The step's MoE work, grouped by expert (indices and counts held as floats, as `order` does:
+    // exact below 2^24): every token's normed input [B, d]; its experts and their weights [B, k];
+    // each expert's row count, first pair and fill cursor [n_expert]; the (token, weight) pairs of
+    // each expert in turn [B * k]; an expert's rows gathered [B, d], its gate|up [B, 2 ffn],
+    // activations [B, ffn] and outputs [B, d]; each token's weighted sum [B, d].
+    float *moe_xn, *routes, *route_weights, *group_size, *group_start, *group_cursor, *group_tokens, *group_weights;
+    float *gathered, *gate_up, *act, *expert_out, *acc;
   };
   Scratch Layout(int max_batch, ScratchArena& arena) const {
     const size_t d = config_.d_model, B = max_batch, e = n_expert_;
@@ -212,10 +219,22 @@ class Gemma4 final : public Model {
     s.probs = arena.Take(e);
     s.order = arena.Take(e);
     s.moe_x = arena.Take(d);
-    s.moe_xn = arena.Take(d);
-    s.gate_up = arena.Take(2 * static_cast<size_t>(max_moe_ffn_));
-    s.acc = arena.Take(d);
-    s.expert_out = arena.Take(d);
+    if (max_moe_ffn_ > 0) {
+      const size_t k = n_expert_used_, ffn = max_moe_ffn_;
+      s.moe_xn = arena.Take(B * d);
+      s.routes = arena.Take(B * k);
+      s.route_weights = arena.Take(B * k);
+      s.group_size = arena.Take(e);
+      s.group_start = arena.Take(e);
+      s.group_cursor = arena.Take(e);
+      s.group_tokens = arena.Take(B * k);
+      s.group_weights = arena.Take(B * k);
+      s.gathered = arena.Take(B * d);
+      s.gate_up = arena.Take(B * 2 * ffn);
+      s.act = arena.Take(B * ffn);
+      s.expert_out = arena.Take(B * d);
+      s.acc = arena.Take(B * d);
+    }
     return s;
   }
 
@@ -224,16 +243,23 @@ class Gemma4 final : public Model {
   OutputHead head_;
   PerLayerEmbedding ple_;  // dim 0: no per-layer embeddings (26B, 31B, 12B)
   int n_expert_ = 0, n_expert_used_ = 0, max_moe_ffn_ = 0;
+
   int first_output_only_ = 0;  // FirstOutputOnlyLayer: the KV-shared tail (n_layers: none)
   std::vector<Layer> layers_;
 };
 
 // Routed experts (26B-A4B): router on rmsnorm(residual) * scale / sqrt(d), softmax, top-k,
 // renormalised, times a per-expert scale; each chosen expert is a GeGLU MLP on pre_norm(residual).
+// A step's tokens are grouped by expert, so each expert's weights are read once per step as one
+// GEMM over the tokens that chose it (a prompt of 512 tokens reads each expert once, not once per
+// token that chose it). A token's experts are summed in ascending expert id whatever the step
+// holds, and the GEMM's rows do not depend on their neighbours (docs/determinism.md): a token's
+// result is the same alone or in a batch.
 void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scratch& s) const {
-  const int d = config_.d_model;
+  const int d = config_.d_model, k_used = n_expert_used_, ffn = m.ffn;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
   float* probs = s.probs;
+  std::fill(s.group_size, s.group_size + n_expert_, 0.0f);
   for (int t = 0; t < n; ++t) {
     const float* r = s.residual + static_cast<size_t>(t) * d;
     ctx.kernels().rms_norm(r, nullptr, d, config_.norm_eps, s.moe_x);
@@ -242,23 +268,57 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scra
     ctx.kernels().softmax(probs, n_expert_);
     // Top-k by probability, ties to the lower expert id (as torch.topk on CPU).
     for (int e = 0; e < n_expert_; ++e) s.order[e] = static_cast<float>(e);
-    std::partial_sort(s.order, s.order + n_expert_used_, s.order + n_expert_, [&](float a, float b) {
+    std::partial_sort(s.order, s.order + k_used, s.order + n_expert_, [&](float a, float b) {
       const int ia = static_cast<int>(a), ib = static_cast<int>(b);
       return probs[ia] > probs[ib] || (probs[ia] == probs[ib] && ia < ib);
     });
     float total = 0;
-    for (int k = 0; k < n_expert_used_; ++k) total += probs[static_cast<int>(s.order[k])];
-    ctx.kernels().rms_norm(r, m.pre_norm.data(), d, config_.norm_eps, s.moe_xn);
-    std::fill(s.acc, s.acc + d, 0.0f);
-    for (int k = 0; k < n_expert_used_; ++k) {
+    for (int k = 0; k < k_used; ++k) total += probs[static_cast<int>(s.order[k])];
+    for (int k = 0; k < k_used; ++k) {
       const int e = static_cast<int>(s.order[k]);
-      const float weight = probs[e] / total * m.expert_scale[e];
-      MatMul(m.gate_up.Expert(e), s.moe_xn, 1, s.gate_up, ctx);
-      ctx.kernels().gelu_tanh_mul(s.gate_up, s.gate_up + m.ffn, m.ffn);  // first half gate, second half up
-      MatMul(m.down.Expert(e), s.gate_up, 1, s.expert_out, ctx);
-      ctx.kernels().Axpy(weight, s.expert_out, s.acc, d);
+      s.routes[static_cast<size_t>(t) * k_used + k] = static_cast<float>(e);
+      s.route_weights[static_cast<size_t>(t) * k_used + k] = probs[e] / total * m.expert_scale[e];
+      s.group_size[e] += 1.0f;
     }
-    ctx.kernels().rms_norm(s.acc, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + static_cast<size_t>(t) * d);
+    ctx.kernels().rms_norm(r, m.pre_norm.data(), d, config_.norm_eps, s.moe_xn + static_cast<size_t>(t) * d);
+  }
+  // Each expert's (token, weight) pairs, experts in ascending id, tokens in order within each.
+  float next = 0;
+  for (int e = 0; e < n_expert_; ++e) {
+    s.group_start[e] = s.group_cursor[e] = next;
+    next += s.group_size[e];
+  }
+  for (int t = 0; t < n; ++t) {
+    for (int k = 0; k < k_used; ++k) {
+      const size_t slot = static_cast<size_t>(t) * k_used + k;
+      const auto pair = static_cast<size_t>(s.group_cursor[static_cast<size_t>(s.routes[slot])]++);
+      s.group_tokens[pair] = static_cast<float>(t);
+      s.group_weights[pair] = s.route_weights[slot];
+    }
+  }
+  std::fill(s.acc, s.acc + static_cast<size_t>(n) * d, 0.0f);
+  for (int e = 0; e < n_expert_; ++e) {
+    const auto rows = static_cast<int>(s.group_size[e]), first = static_cast<int>(s.group_start[e]);
+    if (rows == 0) continue;
+    for (int i = 0; i < rows; ++i) {
+      const float* x = s.moe_xn + static_cast<size_t>(s.group_tokens[first + i]) * d;
+      std::copy(x, x + d, s.gathered + static_cast<size_t>(i) * d);
+    }
+    MatMul(m.gate_up.Expert(e), s.gathered, rows, s.gate_up, ctx);
+    for (int i = 0; i < rows; ++i) {  // first half gate, second half up
+      float* gu = s.gate_up + static_cast<size_t>(i) * 2 * ffn;
+      ctx.kernels().gelu_tanh_mul(gu, gu + ffn, ffn);
+      std::copy(gu, gu + ffn, s.act + static_cast<size_t>(i) * ffn);
+    }
+    MatMul(m.down.Expert(e), s.act, rows, s.expert_out, ctx);
+    for (int i = 0; i < rows; ++i) {
+      const size_t t = static_cast<size_t>(s.group_tokens[first + i]);
+      ctx.kernels().Axpy(s.group_weights[first + i], s.expert_out + static_cast<size_t>(i) * d, s.acc + t * d, d);
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    const size_t at = static_cast<size_t>(t) * d;
+    ctx.kernels().rms_norm(s.acc + at, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + at);
   }
 }
 
