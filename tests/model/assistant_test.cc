@@ -346,8 +346,10 @@ TEST_F(Gemma4AssistantStep, MatchesTheRestatementOverTheTargetsCache) {
   // The cache's sources: layers 2 (global) and 3 (sliding) of s,s,f,s,s,f keep the K/V the shared tail reads.
   std::vector<int32_t> prompt = {2};
   for (int i = 1; i < 21; ++i) prompt.push_back(3 + (i * 97) % 500);
-  std::vector<float> hidden(kBackbone);
-  ASSERT_TRUE(s.Evaluate(prompt, nullptr, false, hidden.data()).ok());
+  std::vector<float> hidden(kBackbone), logits(kVocab);
+  ASSERT_TRUE(s.Evaluate(prompt, logits.data(), false, hidden.data()).ok());
+  // Hidden states come with the logits of their rows: asked for alone, refused.
+  EXPECT_FALSE(s.Evaluate({5}, nullptr, false, hidden.data()).ok());
   const int64_t pos = s.n_past();  // 21: past the window of 8
 
   const Assistant& a = (*mtp)->assistant();
