@@ -177,6 +177,10 @@ Status Session::Evaluate(const std::vector<int32_t>& tokens, float* logits, bool
 Status Session::Evaluate(const std::vector<int32_t>& tokens, std::span<const MediaSpan> media, float* logits,
                          bool all_logits, float* hidden) {
   RETURN_IF_ERROR(CheckMediaSpans(*engine_, media, static_cast<int>(tokens.size())));
+  // The hidden rows are those that get logits: asked for alone they would silently stay unwritten.
+  if (hidden != nullptr && logits == nullptr) {
+    return Status::Error(StatusCode::kInvalidArgument, "Evaluate writes hidden states only with logits");
+  }
   if (!keep_guard_) cache_->DropGuard();  // the drafts of an earlier verification are kept now
   if (rings_stale_) RETURN_IF_ERROR(RefillRings(cache_->n_past()));
   const int before = cache_->n_past();

@@ -104,7 +104,8 @@ class Session {
   // Evaluates tokens after those already in the cache. logits receives [n, n_vocab] rows when
   // all_logits, else the last row only; it may be nullptr to only fill the cache.
   // hidden, when given, receives the final-normed hidden state of each row that gets logits,
-  // [those rows, d_model] (what Gemma 4's drafter reads: model/assistant.h); none without logits.
+  // [those rows, d_model] (what Gemma 4's drafter reads: model/assistant.h); hidden without logits
+  // is refused (kInvalidArgument).
   Status Evaluate(const std::vector<int32_t>& tokens, float* logits, bool all_logits, float* hidden = nullptr);
   // The same with images or audio among the tokens: each span's rows take its media's embeddings
   // (positions count from tokens' first; CheckMediaSpans). A span is evaluated whole, in one chunk.

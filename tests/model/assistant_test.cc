@@ -203,7 +203,9 @@ Reference Restate(const Checkpoint& ck, const std::vector<float>& embedded, cons
     std::vector<double> q = Linear(ck, p + "self_attn.q_proj.weight", RmsNorm(x, ck.w.at(p + "input_layernorm.weight").data(), kD));
     std::vector<double> attn(static_cast<size_t>(kHeads) * hd, 0.0);
     const int src = sliding ? src_sliding : src_global;
-    const int64_t lo = sliding ? std::max<int64_t>(0, pos - kWindow) : 0;  // HF: the last W of [0, pos)
+    // HF: the last W + 1 of [0, pos) (its bidirectional sliding mask keeps |q - kv| <= W, flipped;
+    // tools/drafter_reference/README.md).
+    const int64_t lo = sliding ? std::max<int64_t>(0, pos - kWindow - 1) : 0;
     std::vector<float> k(static_cast<size_t>(kKv) * hd), v(static_cast<size_t>(kKv) * hd);
     for (int h = 0; h < kHeads; ++h) {
       std::vector<double> qh(q.begin() + h * hd, q.begin() + (h + 1) * hd);
@@ -346,8 +348,10 @@ TEST_F(Gemma4AssistantStep, MatchesTheRestatementOverTheTargetsCache) {
   // The cache's sources: layers 2 (global) and 3 (sliding) of s,s,f,s,s,f keep the K/V the shared tail reads.
   std::vector<int32_t> prompt = {2};
   for (int i = 1; i < 21; ++i) prompt.push_back(3 + (i * 97) % 500);
-  std::vector<float> hidden(kBackbone);
-  ASSERT_TRUE(s.Evaluate(prompt, nullptr, false, hidden.data()).ok());
+  std::vector<float> hidden(kBackbone), logits(kVocab);
+  ASSERT_TRUE(s.Evaluate(prompt, logits.data(), false, hidden.data()).ok());
+  // Hidden states come with the logits of their rows: asked for alone, refused.
+  EXPECT_FALSE(s.Evaluate({5}, nullptr, false, hidden.data()).ok());
   const int64_t pos = s.n_past();  // 21: past the window of 8
 
   const Assistant& a = (*mtp)->assistant();

@@ -13,8 +13,8 @@ use), then records in float32 on the CPU with eager attention:
     state] at the same position (transformers' SinglePositionMultiTokenCandidateGenerator; llama.cpp's
     draft-mtp with shared memory). Each step's inputs_embeds, logits and projected state are written;
   * a plain PyTorch restatement of the drafter (this file's own, from the model's documented math) run on the
-    same inputs with two readings of the sliding window (the last W keys, or W - 1), so that meta.json says
-    which one transformers computes;
+    same inputs with three readings of the sliding window (the last W keys, W - 1 or W + 1), so that meta.json
+    says which one transformers computes (W + 1: restate_drafter.py; session 28's goldens predate that reading);
   * transformers' own assisted generation (model.generate(assistant_model=...)) against plain greedy
     decoding, with a trace of what its candidate generator fed the drafter (which hidden row, token, position
     and K/V lengths), matched against the backbone's rows.
@@ -498,7 +498,7 @@ def run_case(src, out, bb_name, cls_name, anchors, llama):
                 write_f32(os.path.join(d, f"draft_logits_p{p}.f32"), torch.stack([r["logits"] for r in rows]))
                 write_f32(os.path.join(d, f"draft_h_p{p}.f32"), torch.stack([r["h"] for r in rows]))
                 restated = {}
-                for label, wk in (("window_W", W), ("window_W_minus_1", W - 1)):
+                for label, wk in (("window_W", W), ("window_W_minus_1", W - 1), ("window_W_plus_1", W + 1)):
                     worst = 0.0
                     try:
                         with torch.no_grad():

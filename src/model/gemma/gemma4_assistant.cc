@@ -210,14 +210,21 @@ class Gemma4Assistant final : public Model, public Assistant {
 
 // One query at position pos over the target's keys before it. The kernel takes a step's own key as
 // k_new, so the query attends as the target's row pos - 1 would, with that row's cached key and value
-// as its own: the same keys (the window's W positions up to pos - 1, which is what HF's
-// bidirectional, flipped sliding mask keeps of the shared K/V [0, pos)), in the kernel's ranges.
+// as its own. Sliding layers see W + 1 keys, positions pos - 1 - W .. pos - 1 (one more than the
+// target's own rows): HF builds the drafter's mask with create_bidirectional_sliding_window_mask
+// (query index 0 over the shared K/V [0, pos)), whose overlay keeps |q - kv| <= W, then flips it
+// along the keys (modeling_gemma4_assistant.py create_attention_masks; masking_utils.py
+// sliding_window_bidirectional_overlay; tools/drafter_reference/README.md). The key before the
+// window is there while the ring has spare room (SessionOptions::rollback_tokens >= 1, which
+// drafting needs anyway); a ring without it holds W, and the query sees those.
 void Gemma4Assistant::Attention(int i, const KvCache& cache, int src, int64_t pos, AssistantScratch& s,
                                 KernelContext& ctx) const {
   const LayerConfig& l = config_.layers[i];
   cache.LoadKey(src, pos - 1, s.k_last.data());
   cache.LoadValue(src, pos - 1, s.v_last.data());
-  AttendArgs a{l.n_heads, l.sliding ? config_.sliding_window : 0, s.q.data(), s.k_last.data(), s.v_last.data(), 1,
+  const int64_t held = std::max<int64_t>(1, pos - cache.OldestHeld(src));
+  const int window = l.sliding ? static_cast<int>(std::min<int64_t>(config_.sliding_window + 1, held)) : 0;
+  AttendArgs a{l.n_heads, window, s.q.data(), s.k_last.data(), s.v_last.data(), 1,
                pos - 1, config_.attn_scale, 0.0f, s.attn.data()};
   Attend(a, cache.View(src), s.attention, ctx);
 }
