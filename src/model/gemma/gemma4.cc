@@ -197,7 +197,7 @@ class Gemma4 final : public Model {
   struct Scratch {
     float *per_layer, *ple_row, *ple_act, *ple_out;  // [B, n_layers, ple], [n_layers * ple], [B, ple], [B, d]
     float *residual, *moe_out;                       // [B, d] each
-    float *probs, *order, *moe_x;                    // one token's routing: [n_expert] twice, [d]
+    float *probs, *order, *moe_x;                    // routing: [B, n_expert], one token's [n_expert], [B, d]
     // The step's MoE work, grouped by expert (indices and counts held as floats, as `order` does:
     // exact below 2^24): every token's normed input [B, d]; its experts and their weights [B, k];
     // each expert's row count, first pair and fill cursor [n_expert]; the (token, weight) pairs of
@@ -209,18 +209,18 @@ class Gemma4 final : public Model {
   Scratch Layout(int max_batch, ScratchArena& arena) const {
     const size_t d = config_.d_model, B = max_batch, e = n_expert_;
     const size_t ple = ple_.dim, width = ple * config_.n_layers;
-    Scratch s;
+    Scratch s{};  // the MoE views stay null in a model without experts
     s.per_layer = arena.Take(B * width);
     s.ple_row = arena.Take(width);
     s.ple_act = arena.Take(B * ple);
     s.ple_out = arena.Take(B * d);
     s.residual = arena.Take(B * d);
     s.moe_out = arena.Take(B * d);
-    s.probs = arena.Take(e);
-    s.order = arena.Take(e);
-    s.moe_x = arena.Take(d);
     if (max_moe_ffn_ > 0) {
       const size_t k = n_expert_used_, ffn = max_moe_ffn_;
+      s.probs = arena.Take(B * e);
+      s.order = arena.Take(e);
+      s.moe_x = arena.Take(B * d);
       s.moe_xn = arena.Take(B * d);
       s.routes = arena.Take(B * k);
       s.route_weights = arena.Take(B * k);
@@ -258,13 +258,16 @@ class Gemma4 final : public Model {
 void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scratch& s) const {
   const int d = config_.d_model, k_used = n_expert_used_, ffn = m.ffn;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
-  float* probs = s.probs;
+  for (int t = 0; t < n; ++t) {
+    float* x = s.moe_x + static_cast<size_t>(t) * d;
+    ctx.kernels().rms_norm(s.residual + static_cast<size_t>(t) * d, nullptr, d, config_.norm_eps, x);
+    for (int k = 0; k < d; ++k) x[k] *= m.router_scale[k] * inv_sqrt_d;
+  }
+  MatMul(m.router, s.moe_x, n, s.probs, ctx);
   std::fill(s.group_size, s.group_size + n_expert_, 0.0f);
   for (int t = 0; t < n; ++t) {
     const float* r = s.residual + static_cast<size_t>(t) * d;
-    ctx.kernels().rms_norm(r, nullptr, d, config_.norm_eps, s.moe_x);
-    for (int k = 0; k < d; ++k) s.moe_x[k] *= m.router_scale[k] * inv_sqrt_d;
-    MatMul(m.router, s.moe_x, 1, probs, ctx);
+    float* probs = s.probs + static_cast<size_t>(t) * n_expert_;
     ctx.kernels().softmax(probs, n_expert_);
     // Top-k by probability, ties to the lower expert id (as torch.topk on CPU).
     for (int e = 0; e < n_expert_; ++e) s.order[e] = static_cast<float>(e);
