@@ -3,19 +3,27 @@
 // golden's arch) converted by gemlet::Convert into a text GGUF and one mmproj with both towers, an Engine
 // loaded with them, a PNG encoded, placed as Gemma3nProcessor places it ("\n\n<start_of_image>", the
 // soft tokens, "<end_of_image>\n\n", the end marker embedded by the vision embedder), and the text model
-// reading it. The logits against transformers wait for the golden (gemma3n_image_audio).
+// reading it. Then transformers' golden with an image and a clip in one prompt (tests/data/hf-mm/
+// gemma3n_image_audio, converted the same way): every row's logits from HF's pixels and features and
+// from image.png and audio.wav.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "common/hf_mm_models.h"
 #include "common/tiny_mnv5.h"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tools.hpp"
@@ -165,6 +173,128 @@ TEST(Gemma3nImage, TextModelReadsTheImage) {
   const double diff = MaxAbsDiff(per_kernels[0], per_kernels[1]);
   std::printf("[gemma3n image] logits ref vs auto max |diff| %.2e\n", diff);
   EXPECT_LT(diff, 2e-3);
+}
+
+template <class T>
+std::vector<T> ReadRaw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+// transformers' golden (tests/data/hf-mm/gemma3n_image_audio) through the public API: HF's expanded
+// prompt with the image and the clip, each carrying its end marker (<end_of_image>, <end_of_audio>),
+// on their placeholders. Every row's logits within the 1e-2 from HF's pixels and features and
+// within 10x that from image.png and audio.wav, every argmax HF's; HF's zeroed pixels and features give
+// HF's own distance from the golden (meta.json `checks`), and the media left out (the placeholders read
+// as plain tokens) is far off.
+TEST(Gemma3nImageGolden, ImageAndClipLogitsMatchHf) {
+  const std::string name = "gemma3n_image_audio", dir = test::HfMmFolder(name);
+  std::ifstream in(dir + "/input_ids.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
+  const int image_first = j["placeholders"]["image"]["first_position"].get<int>();
+  const int image_count = j["placeholders"]["image"]["count"].get<int>();
+  const int audio_first = j["placeholders"]["audio"]["first_position"].get<int>();
+  const int audio_count = j["placeholders"]["audio"]["count"].get<int>();
+  std::ifstream meta_in(dir + "/meta.json");
+  const nlohmann::json checks = nlohmann::json::parse(meta_in)["checks"];
+  const std::vector<float> golden = ReadRaw<float>(dir + "/logits.f32");
+  const std::vector<float> inputs_embeds = ReadRaw<float>(dir + "/inputs_embeds.f32");
+  const std::vector<float> pixels = ReadRaw<float>(dir + "/pixel_values.f32");
+  const std::vector<float> features = ReadRaw<float>(dir + "/input_features.f32");
+  const std::vector<uint8_t> mask = ReadRaw<uint8_t>(dir + "/input_features_mask.u8");
+  const test::HfMmModel& files = test::ConvertHfMm(name);
+  constexpr double kTolerance = 1e-2;
+  for (const char* kernels : {"ref", "auto"}) {
+    SCOPED_TRACE(kernels);
+    EngineOptions o;
+    o.mmproj_path = files.mmproj;
+    o.n_threads = 2;
+    o.kernels.kernels = kernels;
+    o.thermal.enabled = false;
+    auto loaded = Engine::Load(files.model, o);
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    const std::shared_ptr<Engine> engine = loaded.value();
+    EXPECT_EQ(engine->info().mmproj_projector, "gemma3nv,gemma3na");
+    const size_t n_vocab = static_cast<size_t>(engine->info().n_vocab), d = static_cast<size_t>(engine->info().d_model);
+    ASSERT_EQ(golden.size(), ids.size() * n_vocab);
+
+    auto image = engine->EncodeImagePixels(pixels);
+    ASSERT_TRUE(image.ok()) << image.message();
+    auto clip = engine->EncodeAudioFeatures(features, mask);
+    ASSERT_TRUE(clip.ok()) << clip.message();
+    // Each one's rows, its end marker's included, are HF's inputs_embeds at its placeholders.
+    for (const auto& [media, first, count] : {std::tuple(image.value(), image_first, image_count),
+                                              std::tuple(clip.value(), audio_first, audio_count)}) {
+      ASSERT_EQ(media->n_tokens, count + 1);
+      EXPECT_EQ(media->end_token, ids[static_cast<size_t>(first + count)]);
+      const auto row = [&](int r) { return inputs_embeds.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(r) * d); };
+      const double diff = MaxAbsDiff(media->embeddings, std::vector<float>(row(first), row(first + count + 1)));
+      EXPECT_LT(diff, 1e-4) << (media->kind == MediaKind::kImage ? "image" : "clip");
+    }
+    // The image part tokenized as Gemma3nProcessor expands it, at HF's place.
+    auto part = engine->TokenizePrompt(std::vector<ContentPart>{{"", image.value()}});
+    ASSERT_TRUE(part.ok()) << part.message();
+    EXPECT_EQ(part.value().tokens, std::vector<int32_t>(ids.begin() + image_first - 2, ids.begin() + image_first + image_count + 2));
+
+    const auto logits_of = [&](std::shared_ptr<const EncodedMedia> picture, std::shared_ptr<const EncodedMedia> audio) {
+      Prompt prompt{ids, {}};
+      if (picture) prompt.media.push_back({image_first, std::move(picture)});
+      if (audio) prompt.media.push_back({audio_first, std::move(audio)});
+      return Logits(engine, prompt);
+    };
+    const auto argmax_equal = [&](const std::vector<float>& l) {
+      for (size_t r = 0; r < ids.size(); ++r) {
+        const float* a = l.data() + r * n_vocab;
+        const float* b = golden.data() + r * n_vocab;
+        EXPECT_EQ(std::max_element(a, a + n_vocab) - a, std::max_element(b, b + n_vocab) - b) << "row " << r;
+      }
+    };
+    const std::vector<float> logits = logits_of(image.value(), clip.value());
+    const double diff = MaxAbsDiff(logits, golden);
+    std::printf("[gemma3n_image_audio, %s] logits of all %zu rows from HF's pixels and features: max |diff| %.2e\n",
+                kernels, ids.size(), diff);
+    EXPECT_LT(diff, kTolerance);
+    argmax_equal(logits);
+
+    // From the files: src/media's decoding, the processors' resize and log-mel, the towers.
+    auto image_file = engine->EncodeImageFile(dir + "/image.png");
+    ASSERT_TRUE(image_file.ok()) << image_file.message();
+    auto clip_file = engine->EncodeAudioFile(dir + "/audio.wav");
+    ASSERT_TRUE(clip_file.ok()) << clip_file.message();
+    const std::vector<float> file_logits = logits_of(image_file.value(), clip_file.value());
+    const double file_diff = MaxAbsDiff(file_logits, golden);
+    std::printf("[gemma3n_image_audio, %s] from image.png and audio.wav: max |diff| %.2e\n", kernels, file_diff);
+    EXPECT_LT(file_diff, 10 * kTolerance);
+    argmax_equal(file_logits);
+
+    // HF's controls: zeroed pixels, zeroed features (the same mask).
+    auto zero_image = engine->EncodeImagePixels(std::vector<float>(pixels.size(), 0.0f));
+    auto zero_clip = engine->EncodeAudioFeatures(std::vector<float>(features.size(), 0.0f), mask);
+    ASSERT_TRUE(zero_image.ok() && zero_clip.ok());
+    const struct {
+      const char* what;
+      std::vector<float> logits;
+      double hf;  // HF's own run's distance from the golden; < 0: none
+    } controls[] = {
+        {"zero_image", logits_of(zero_image.value(), clip.value()), checks["zero_image_logits_max_abs_diff"].get<double>()},
+        {"zero_audio", logits_of(image.value(), zero_clip.value()), checks["zero_audio_logits_max_abs_diff"].get<double>()},
+        {"image left out", logits_of(nullptr, clip.value()), -1},
+        {"clip left out", logits_of(image.value(), nullptr), -1},
+    };
+    for (const auto& c : controls) {
+      const double moved = MaxAbsDiff(c.logits, golden);
+      std::printf("[gemma3n_image_audio, %s] %s: max |diff| %.3f", kernels, c.what, moved);
+      std::printf(c.hf >= 0 ? " (HF's own run: %.3f)\n" : "\n", c.hf);
+      EXPECT_GT(moved, 100 * kTolerance) << c.what;
+      if (c.hf >= 0) {
+        EXPECT_NEAR(moved, c.hf, kTolerance) << c.what;
+      }
+    }
+  }
 }
 
 }  // namespace

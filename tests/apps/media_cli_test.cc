@@ -1,7 +1,8 @@
 // Images and audio through the CLI, on the hf-mm Gemma 4 E2B-like checkpoint converted by `gemlet
 // convert --mmproj-out`: `gemlet logits` with the image and the clip (from the files, and from HF's
 // own pixels and features) against transformers' logits, every row; describe / transcribe /
-// translate --image / run --audio answering; and one clear line for each bad input.
+// translate --image / run --audio answering; and one clear line for each bad input. Then the same
+// logits on Gemma 3n's golden with an image and a clip (tests/data/hf-mm/gemma3n_image_audio).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,33 @@ namespace {
 
 const std::string kDir = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/gemma4_e2b_image_audio";
 
+// HF's expanded prompt of a golden, as --tokens takes it.
+std::string GoldenIds(const std::string& dir) {
+  std::ifstream in(dir + "/input_ids.json");
+  const nlohmann::json j = nlohmann::json::parse(in);  // kept: the loop below reads into it
+  std::string ids;
+  for (int id : j["input_ids"]) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(id);  // (not "," + to_string: GCC 12 misreads that as an overlapping copy)
+  }
+  return ids;
+}
+
+// The largest difference from the golden's logits of `gemlet logits ARGS MEDIA`, every row.
+double CliLogitsDiff(const std::string& dir, const std::string& args, const std::string& media, const std::string& out) {
+  const std::string command = test::GemletBinary() + " logits " + args + " --kernels ref -t 2 --tokens " + GoldenIds(dir) +
+                              " " + media + " --out " + out + " 2>&1";
+  const auto r = test::RunCommand(command);
+  EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.out;
+  const std::vector<float> got = test::ReadF32File(out);
+  const std::vector<float> want = test::ReadF32File(dir + "/logits.f32");
+  EXPECT_EQ(got.size(), want.size());
+  if (got.size() != want.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(double{got[i]} - want[i]));
+  return worst;
+}
+
 class MediaCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -33,30 +61,11 @@ class MediaCli : public ::testing::Test {
   }
   static std::string Model() { return dir_->File("e2b.gguf"); }
   static std::string Mmproj() { return dir_->File("e2b-mmproj.gguf"); }
-  static std::string Ids() {
-    std::ifstream in(kDir + "/input_ids.json");
-    const nlohmann::json j = nlohmann::json::parse(in);  // kept: the loop below reads into it
-    std::string ids;
-    for (int id : j["input_ids"]) {
-      if (!ids.empty()) ids += ',';
-      ids += std::to_string(id);  // (not "," + to_string: GCC 12 misreads that as an overlapping copy)
-    }
-    return ids;
-  }
+  static std::string Ids() { return GoldenIds(kDir); }
   // The largest difference from HF's logits of `gemlet logits ... MEDIA` over every row.
   static double LogitsDiff(const std::string& media) {
-    const std::string out = dir_->File("logits.f32");
-    const std::string command = test::GemletBinary() + " logits -m " + Model() + " --mmproj " + Mmproj() +
-                                " --hf-eager-audio-mask --kernels ref -t 2 --tokens " + Ids() + " " + media + " --out " +
-                                out + " 2>&1";
-    const auto r = test::RunCommand(command);
-    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.out;
-    const std::vector<float> got = test::ReadF32File(out);
-    const std::vector<float> want = test::ReadF32File(kDir + "/logits.f32");
-    EXPECT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) worst = std::max(worst, std::fabs(double{got[i]} - want[i]));
-    return worst;
+    return CliLogitsDiff(kDir, "-m " + Model() + " --mmproj " + Mmproj() + " --hf-eager-audio-mask", media,
+                         dir_->File("logits.f32"));
   }
   static test::TempDir* dir_;
 };
@@ -118,6 +127,30 @@ TEST_F(MediaCli, BadMediaIsOneClearLine) {
        "has 237 soft tokens, but its run of placeholders at position 68 has 43"},
       {"run -m " + Model() + " --mmproj " + Model() + " -p hi", "mmproj"},
   });
+}
+
+// Gemma 3n (the repository's own golden, from transformers 5.17): `gemlet convert --mmproj-out`, then
+// `gemlet logits` with the image and the clip on their placeholder runs (each run followed by its end
+// marker, which the tower embeds), every row against HF's: from the files within 10x the 1e-2,
+// from HF's pixels and features within 1e-2; without the image, far off.
+TEST(MediaCliGemma3n, LogitsWithTheImageAndTheClipMatchHf) {
+  const std::string dir = std::string(GEMLET_SOURCE_DIR) + "/tests/data/hf-mm/gemma3n_image_audio";
+  const test::TempDir tmp;
+  const std::string model = tmp.File("3n.gguf"), mmproj = tmp.File("3n-mmproj.gguf");
+  const auto r = test::RunCommand(test::GemletBinary() + " convert " + dir + " -o " + model + " --mmproj-out " + mmproj +
+                                  " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string args = "-m " + model + " --mmproj " + mmproj, out = tmp.File("logits.f32");
+  const double files = CliLogitsDiff(dir, args, "--image " + dir + "/image.png --audio " + dir + "/audio.wav", out);
+  const double hf_inputs = CliLogitsDiff(dir, args, "--pixel-values " + dir + "/pixel_values.f32 --audio-features " + dir +
+                                                        "/input_features.f32 --audio-mask " + dir + "/input_features_mask.u8",
+                                         out);
+  const double no_image = CliLogitsDiff(dir, args, "--audio " + dir + "/audio.wav", out);
+  std::printf("gemlet logits (Gemma 3n), all 48 rows: from the files %.2e, from HF's pixels and features %.2e, "
+              "without the image %.2f\n", files, hf_inputs, no_image);
+  EXPECT_LT(hf_inputs, 1e-2);
+  EXPECT_LT(files, 1e-1);
+  EXPECT_GT(no_image, 1.0);
 }
 
 }  // namespace

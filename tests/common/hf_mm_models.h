@@ -19,6 +19,16 @@ struct HfMmModel {
   std::string model, mmproj;
 };
 
+// The checkpoint's folder: the repository's own golden of the same format (tests/data/hf-mm:
+// gemma3n_image_audio) where the test knows the source tree (GEMLET_SOURCE_DIR), else shared/testdata's.
+inline std::string HfMmFolder(const std::string& name) {
+#if defined(GEMLET_SOURCE_DIR)
+  const std::string own = std::string(GEMLET_SOURCE_DIR) + "/tests/data/hf-mm/" + name;
+  if (std::filesystem::exists(own)) return own;
+#endif
+  return std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/" + name;
+}
+
 inline const HfMmModel& ConvertHfMm(const std::string& name) {
   struct Written {
     std::map<std::string, HfMmModel> models;
@@ -35,7 +45,7 @@ inline const HfMmModel& ConvertHfMm(const std::string& name) {
                             ("gemlet-hfmm-" + name + "-" + std::to_string(::getpid()))).string();
   HfMmModel m{stem + ".gguf", stem + ".mmproj.gguf"};
   tools::ConvertOptions o;
-  o.hf_dir = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/" + name;
+  o.hf_dir = HfMmFolder(name);
   o.output_path = m.model;
   o.mmproj_output_path = m.mmproj;
   o.outtype = "f32";
