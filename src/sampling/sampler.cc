@@ -39,8 +39,46 @@ double Pcg32::NextUnit() {
   return (static_cast<double>(hi) * 67108864.0 + static_cast<double>(lo)) / 9007199254740992.0;
 }
 
+namespace {
+
+// The index of the first of the highest values, skipping NaN unless it comes first (what a running
+// "greater than the best so far" picks). The maximum is taken in independent lanes (each lane's
+// "v > m ? v : m" is one vector max instruction, NaN kept out), then found from the start: two
+// streaming passes instead of one serial chain through the whole vocabulary.
+int FirstArgmax(const float* x, int n) {
+  constexpr int kLanes = 16;
+  float m[kLanes];
+  for (float& v : m) v = x[0];
+  const int whole = n - n % kLanes;
+  for (int i = 0; i < whole; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  }
+  float best = x[0];
+  for (int j = 0; j < kLanes; ++j) best = m[j] > best ? m[j] : best;
+  for (int i = whole; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (!(best == best)) return 0;  // x[0] is NaN and nothing is greater than it
+  for (int i = 0; i < n; ++i) {
+    if (x[i] == best) return i;
+  }
+  return 0;
+}
+
+}  // namespace
+
 Sampler::Sampler(const SamplingOptions& params, int n_vocab)
-    : params_(params), n_vocab_(n_vocab), rng_(params.seed), candidates_(n_vocab), probs_(n_vocab), counts_(n_vocab) {}
+    : params_(params),
+      n_vocab_(n_vocab),
+      rng_(params.seed),
+      penalized_(params.repeat_penalty != 1.0f || params.presence_penalty != 0 || params.frequency_penalty != 0),
+      argmax_only_((params.temperature <= 0 || params.top_k == 1) && params.logit_bias.empty() && !penalized_) {
+  // Greedy decoding without bias or penalties reads the logits as they are: with a 262k vocabulary
+  // the candidate list alone is 2 MiB, allocated and touched per request for nothing.
+  if (!argmax_only_) {
+    candidates_.resize(static_cast<size_t>(n_vocab));
+    probs_.resize(static_cast<size_t>(n_vocab));
+  }
+  if (penalized_) counts_.resize(static_cast<size_t>(n_vocab));
+}
 
 void Sampler::Reset() {
   rng_ = Pcg32(params_.seed);
@@ -53,7 +91,8 @@ void Sampler::ClearWindow() {
 }
 
 void Sampler::Accept(int32_t token) {
-  if (params_.repeat_last_n == 0 || token < 0 || token >= n_vocab_) return;
+  // The window serves the penalties alone.
+  if (!penalized_ || params_.repeat_last_n == 0 || token < 0 || token >= n_vocab_) return;
   window_.push_back(token);
   ++counts_[token];
   if (static_cast<int>(window_.size()) > params_.repeat_last_n) {
@@ -75,8 +114,7 @@ void Sampler::ApplyBias() {
 }
 
 void Sampler::ApplyPenalties() {
-  const bool any = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0 || params_.frequency_penalty != 0;
-  if (!any) return;
+  if (!penalized_) return;
   for (Candidate& c : candidates_) {
     const int count = counts_[c.id];
     if (count == 0) continue;
@@ -87,6 +125,11 @@ void Sampler::ApplyPenalties() {
 }
 
 int Sampler::Sample(const float* logits) {
+  if (argmax_only_) {
+    // The first of the highest logits: what the min_element below picks (it never prefers a later
+    // equal one), without copying n_vocab candidates first. llama.cpp's greedy is an argmax too.
+    return FirstArgmax(logits, n_vocab_);
+  }
   candidates_.resize(static_cast<size_t>(n_vocab_));
   for (int i = 0; i < n_vocab_; ++i) candidates_[i] = {logits[i], i};
   ApplyBias();

@@ -51,9 +51,11 @@ class Sampler {
   SamplingOptions params_;
   int n_vocab_;
   Pcg32 rng_;
-  std::vector<Candidate> candidates_;  // preallocated: n_vocab entries
+  bool penalized_;     // a repeat, presence or frequency penalty applies: the window is kept
+  bool argmax_only_;   // greedy, no bias, no penalty: Sample is an argmax over the logits
+  std::vector<Candidate> candidates_;  // preallocated: n_vocab entries (none when argmax_only_)
   std::vector<float> probs_;
-  std::vector<int32_t> counts_;        // occurrences of each token in the window
+  std::vector<int32_t> counts_;        // occurrences of each token in the window (none unless penalized_)
   std::deque<int32_t> window_;
 };
 

@@ -178,6 +178,7 @@ void Scheduler::Admit(std::unique_lock<std::mutex>& lock) {
     Slot& slot = slots_[static_cast<size_t>(index)];
     Job* raw = job.get();
     auto on_text = [raw](ChunkKind kind, std::string_view text) {
+      if (!raw->stream) return !raw->cancelled.load();
       {
         std::lock_guard<std::mutex> job_lock(raw->mutex);
         raw->chunks.push_back({kind, std::string(text)});

@@ -23,6 +23,9 @@ struct Job {
   Prompt prompt;  // tokens, and the images among them
   GenerateOptions options;
   std::vector<AdapterUse> adapters;  // the LoRA adapters it runs (none: the base)
+  // False: the answer goes out whole, so its text is not queued as chunks and its HTTP thread is
+  // not woken for each token (only when the job finishes, or its wait times out).
+  bool stream = true;
 
   // Set by the HTTP side (client gone, server stopping): the scheduler cancels the generation,
   // and its slot is free for the next job at the following step.

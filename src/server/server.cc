@@ -598,6 +598,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
   if (auto e = EncodeAudio(*lease->engine, &r)) return server::SendError(res, *e);
   if (auto e = Prompt(*lease->engine, r, &job->prompt)) return server::SendError(res, *e);
   job->options = r.options;
+  job->stream = r.stream;
   Result<std::vector<AdapterUse>> lora = RequestAdapters(lease->adapters, r);
   if (!lora.ok()) {
     ApiError e = MakeError(400, lora.message());
@@ -624,6 +625,7 @@ void Server::Impl::Generate(const httplib::Request& req, httplib::Response& res,
     choice->prompt = job->prompt;
     choice->options = job->options;
     choice->adapters = job->adapters;
+    choice->stream = job->stream;
     choice->options.sampling.seed += static_cast<uint64_t>(i);
     jobs.push_back(std::move(choice));
   }

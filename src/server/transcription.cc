@@ -137,6 +137,7 @@ void Server::Impl::Transcribe(const httplib::Request& req, httplib::Response& re
     job->prompt = std::move(p).value();
     job->options.max_tokens = room;
     job->options.sampling.temperature = t.temperature;
+    job->stream = false;  // answered whole: its HTTP thread waits for the end, not each token
     jobs.push_back(std::move(job));
   }
   const auto cancel_all = [jobs] {

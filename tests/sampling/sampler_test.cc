@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "sampling/sampler.h"
 
@@ -20,6 +21,24 @@ TEST(SamplerTest, GreedyPicksArgmaxAndLowestIdOnTies) {
   Sampler s(Greedy(), 5);
   const float logits[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
   EXPECT_EQ(s.Sample(logits), 1);
+}
+
+// Plain greedy is an argmax straight over the logits; with a bias or a penalty it goes through the
+// candidate list. Both must pick the same token: the first of the highest, NaN and infinities included.
+TEST(SamplerTest, GreedyArgmaxMatchesTheCandidatePath) {
+  Pcg32 rng(7);
+  const int n = 1001;
+  std::vector<float> logits(n);
+  SamplingOptions via_list = Greedy();
+  via_list.logit_bias = {{n - 1, 0.0f}};  // adds nothing, but takes the candidate path
+  for (int trial = 0; trial < 200; ++trial) {
+    for (float& l : logits) l = static_cast<float>(static_cast<int>(rng.Next() % 16)) - 8.0f;  // many ties
+    if (trial % 5 == 1) logits[rng.Next() % n] = NAN;
+    if (trial % 5 == 2) logits[0] = NAN;
+    if (trial % 5 == 3) logits[rng.Next() % n] = INFINITY;
+    if (trial % 5 == 4) logits.assign(n, -INFINITY);
+    EXPECT_EQ(Sampler(Greedy(), n).Sample(logits.data()), Sampler(via_list, n).Sample(logits.data())) << trial;
+  }
 }
 
 TEST(SamplerTest, LogitBiasShiftsAndBans) {
