@@ -27,6 +27,7 @@
 #include "common/tiny_mnv5.h"
 #include "gemlet/gemlet.hpp"
 #include "gemlet/tools.hpp"
+#include "common/test_util.h"
 
 namespace gemlet {
 namespace {
@@ -175,14 +176,7 @@ TEST(Gemma3nImage, TextModelReadsTheImage) {
   EXPECT_LT(diff, 2e-3);
 }
 
-template <class T>
-std::vector<T> ReadRaw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
+using test::ReadRawFile;
 
 // transformers' golden (tests/data/hf-mm/gemma3n_image_audio) through the public API: HF's expanded
 // prompt with the image and the clip, each carrying its end marker (<end_of_image>, <end_of_audio>),
@@ -201,11 +195,11 @@ TEST(Gemma3nImageGolden, ImageAndClipLogitsMatchHf) {
   const int audio_count = j["placeholders"]["audio"]["count"].get<int>();
   std::ifstream meta_in(dir + "/meta.json");
   const nlohmann::json checks = nlohmann::json::parse(meta_in)["checks"];
-  const std::vector<float> golden = ReadRaw<float>(dir + "/logits.f32");
-  const std::vector<float> inputs_embeds = ReadRaw<float>(dir + "/inputs_embeds.f32");
-  const std::vector<float> pixels = ReadRaw<float>(dir + "/pixel_values.f32");
-  const std::vector<float> features = ReadRaw<float>(dir + "/input_features.f32");
-  const std::vector<uint8_t> mask = ReadRaw<uint8_t>(dir + "/input_features_mask.u8");
+  const std::vector<float> golden = ReadRawFile<float>(dir + "/logits.f32");
+  const std::vector<float> inputs_embeds = ReadRawFile<float>(dir + "/inputs_embeds.f32");
+  const std::vector<float> pixels = ReadRawFile<float>(dir + "/pixel_values.f32");
+  const std::vector<float> features = ReadRawFile<float>(dir + "/input_features.f32");
+  const std::vector<uint8_t> mask = ReadRawFile<uint8_t>(dir + "/input_features_mask.u8");
   const test::HfMmModel& files = test::ConvertHfMm(name);
   constexpr double kTolerance = 1e-2;
   for (const char* kernels : {"ref", "auto"}) {

@@ -26,20 +26,14 @@
 #include "gemlet/tasks.hpp"
 #include "common/hf_mm_models.h"
 #include "gemlet/tools.hpp"
+#include "common/test_util.h"
 
 namespace gemlet {
 namespace {
 
 const std::string kHfMm = std::string(GEMLET_TESTDATA_DIR) + "/hf-mm/";
 
-template <class T>
-std::vector<T> ReadRaw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
+using test::ReadRawFile;
 
 double MaxAbsDiff(const float* a, const float* b, size_t n) {
   double worst = 0;
@@ -97,9 +91,9 @@ std::unique_ptr<Session> NewSession(const std::shared_ptr<Engine>& engine) {
 
 // HF's pixels for the model (Gemma 4: its patches and their positions).
 Result<std::shared_ptr<const EncodedMedia>> EncodeHfPixels(const Engine& engine, const std::string& name) {
-  const std::vector<float> pixels = ReadRaw<float>(kHfMm + name + "/pixel_values.f32");
+  const std::vector<float> pixels = ReadRawFile<float>(kHfMm + name + "/pixel_values.f32");
   const std::vector<int32_t> positions =
-      engine.info().architecture == "gemma4" ? ReadRaw<int32_t>(kHfMm + name + "/image_position_ids.i32")
+      engine.info().architecture == "gemma4" ? ReadRawFile<int32_t>(kHfMm + name + "/image_position_ids.i32")
                                              : std::vector<int32_t>();
   return engine.EncodeImagePixels(pixels, positions);
 }
@@ -134,13 +128,13 @@ TEST_P(MediaApi, LogitsWithTheImageMatchHf) {
     const Golden g = ReadGolden(name);
     const int n_vocab = engine->info().n_vocab;
     const size_t rows = static_cast<size_t>(g.compared_rows);
-    const std::vector<float> golden = ReadRaw<float>(kHfMm + name + "/logits.f32");
+    const std::vector<float> golden = ReadRawFile<float>(kHfMm + name + "/logits.f32");
 
     auto image = EncodeHfPixels(*engine, name);
     ASSERT_TRUE(image.ok()) << image.message();
     EXPECT_EQ(image.value()->n_tokens, g.image_count);
     EXPECT_EQ(image.value()->content_hash.size(), 32u);
-    const std::vector<float> embeds = ReadRaw<float>(kHfMm + name + "/image_embeds.f32");
+    const std::vector<float> embeds = ReadRawFile<float>(kHfMm + name + "/image_embeds.f32");
     ASSERT_EQ(image.value()->embeddings.size(), embeds.size());
     EXPECT_LT(MaxAbsDiff(image.value()->embeddings.data(), embeds.data(), embeds.size()), 1e-4);
 
@@ -357,10 +351,10 @@ TEST(MediaApiAudio, ImageAndClipLogitsMatchHf) {
   const int audio_first = j["placeholders"]["audio"]["first_position"].get<int>();
   const int audio_count = j["placeholders"]["audio"]["count"].get<int>();
   const Golden g = ReadGolden(name);
-  const std::vector<float> golden = ReadRaw<float>(kHfMm + name + "/logits.f32");
-  const std::vector<float> features = ReadRaw<float>(kHfMm + name + "/input_features.f32");
-  const std::vector<uint8_t> mask = ReadRaw<uint8_t>(kHfMm + name + "/input_features_mask.u8");
-  const std::vector<float> embeds = ReadRaw<float>(kHfMm + name + "/audio_embeds.f32");
+  const std::vector<float> golden = ReadRawFile<float>(kHfMm + name + "/logits.f32");
+  const std::vector<float> features = ReadRawFile<float>(kHfMm + name + "/input_features.f32");
+  const std::vector<uint8_t> mask = ReadRawFile<uint8_t>(kHfMm + name + "/input_features_mask.u8");
+  const std::vector<float> embeds = ReadRawFile<float>(kHfMm + name + "/audio_embeds.f32");
   for (const std::string kernels : {"ref", "auto"}) {
     SCOPED_TRACE(kernels);
     auto engine = LoadWithMmproj(name, kernels, /*hf_eager_audio=*/true);
@@ -459,7 +453,7 @@ TEST(MediaApiAudio, Gemma3nClipCarriesItsEndToken) {
   const std::vector<int32_t> ids = j["input_ids"].get<std::vector<int32_t>>();
   const int first = j["placeholders"]["audio"]["first_position"].get<int>();
   const int count = j["placeholders"]["audio"]["count"].get<int>();
-  const std::vector<float> golden = ReadRaw<float>(kHfMm + name + "/logits.f32");
+  const std::vector<float> golden = ReadRawFile<float>(kHfMm + name + "/logits.f32");
   auto engine = LoadWithMmproj(name, "ref");
   ASSERT_NE(engine, nullptr);
   EXPECT_TRUE(engine->info().takes_audio);
@@ -468,8 +462,8 @@ TEST(MediaApiAudio, Gemma3nClipCarriesItsEndToken) {
   for (const bool from_file : {false, true}) {
     SCOPED_TRACE(from_file ? "audio.wav" : "HF's features");
     auto clip = from_file ? engine->EncodeAudioFile(kHfMm + name + "/audio.wav")
-                          : engine->EncodeAudioFeatures(ReadRaw<float>(kHfMm + name + "/input_features.f32"),
-                                                        ReadRaw<uint8_t>(kHfMm + name + "/input_features_mask.u8"));
+                          : engine->EncodeAudioFeatures(ReadRawFile<float>(kHfMm + name + "/input_features.f32"),
+                                                        ReadRawFile<uint8_t>(kHfMm + name + "/input_features_mask.u8"));
     ASSERT_TRUE(clip.ok()) << clip.message();
     ASSERT_EQ(clip.value()->n_tokens, count + 1);  // the slots and <end_of_audio>
     EXPECT_EQ(clip.value()->end_token, ids[static_cast<size_t>(first + count)]);

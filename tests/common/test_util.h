@@ -24,13 +24,16 @@ namespace gemlet::test {
 inline std::string TestdataDir() { return GEMLET_TESTDATA_DIR; }
 inline std::string GemletBinary() { return std::string(GEMLET_BINARY_DIR) + "/apps/gemlet/gemlet"; }
 
-inline std::vector<float> ReadF32File(const std::string& path) {
+// A raw little-endian array file of T (the goldens' .f32, .i32, .u8); empty when it cannot be read.
+template <class T>
+std::vector<T> ReadRawFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;
 }
+inline std::vector<float> ReadF32File(const std::string& path) { return ReadRawFile<float>(path); }
 
 inline nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);

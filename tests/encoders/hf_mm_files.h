@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "convert/mmproj.h"
 #include "convert/safetensors.h"
 
@@ -32,11 +33,7 @@ inline std::string HfMmDir(const std::string& model) {
 // A raw little-endian file of T (the goldens' .f32 / .i32).
 template <class T>
 std::vector<T> ReadRaw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
+  return test::ReadRawFile<T>(path);
 }
 inline std::vector<float> ReadF32(const std::string& path) { return ReadRaw<float>(path); }
 
