@@ -12,25 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "encoders/audio_encoder.h"
 #include "kernels/kernels.h"
 #include "media/audio.h"
 #include "media/audio_features.h"
 
-namespace {
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-// CPU seconds of every thread of the process: on a machine shared with other work, the figure the
-// load moves least.
-double CpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-}  // namespace
+using gemlet::bench::CpuNow;
+using gemlet::bench::Median;
+using gemlet::bench::Now;
 
 int main(int argc, char** argv) {
   using namespace gemlet;
@@ -39,9 +29,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int threads = std::atoi(argv[3]), rounds = std::atoi(argv[4]);
-  std::vector<std::string> tables;
-  std::stringstream names(argc > 5 ? argv[5] : "auto");
-  for (std::string name; std::getline(names, name, ',');) tables.push_back(name);
+  const std::vector<std::string> tables = bench::SplitCommas(argc > 5 ? argv[5] : "auto");
   auto encoder = AudioEncoder::Open(argv[1]);
   if (!encoder.ok()) return std::fprintf(stderr, "%s\n", encoder.message().c_str()), 1;
   std::vector<std::vector<double>> feature_ms(tables.size()), encode_ms(tables.size()), cpu_ms(tables.size());

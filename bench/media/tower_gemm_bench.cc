@@ -14,27 +14,13 @@
 #include <vector>
 
 #include "base/half.h"
+#include "bench_timing.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
-namespace {
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double CpuNow() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-}  // namespace
+using gemlet::bench::CpuNow;
+using gemlet::bench::Median;
+using gemlet::bench::Now;
 
 int main(int argc, char** argv) {
   using namespace gemlet;
@@ -44,8 +30,8 @@ int main(int argc, char** argv) {
   }
   const int threads = std::atoi(argv[1]), rounds = std::atoi(argv[3]);
   const int64_t tokens = std::atoll(argv[2]);
-  const std::vector<std::string> tables = Split(argc > 4 ? argv[4] : "auto");
-  const std::vector<std::string> shapes = Split(argc > 5 ? argv[5] : "1024x4096,4096x1024,1024x1024,1024x2048");
+  const std::vector<std::string> tables = bench::SplitCommas(argc > 4 ? argv[4] : "auto");
+  const std::vector<std::string> shapes = bench::SplitCommas(argc > 5 ? argv[5] : "1024x4096,4096x1024,1024x1024,1024x2048");
   const bool f32 = argc > 6 && std::string(argv[6]) == "F32";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
