@@ -7,6 +7,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 ARM64_BUILD ?= build-arm64
 TSAN_BUILD ?= build-tsan
+# ccache (when installed) keys objects by paths relative to this tree: another clone hits them.
+export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps deps-test build run test test-release test-asan test-tsan test-arm64 clean
 

@@ -29,9 +29,10 @@ for arg in "$@"; do
 done
 # The chat page's browser test (tests/server/web/run.sh): Chromium, and Node.js with npm only where
 # there is no node yet (NodeSource's nodejs carries its own npm and conflicts with Debian's).
-# openssl (the command) makes the certificate of the store's https test server.
+# openssl (the command) makes the certificate of the store's https test server. ccache lets CI's
+# bare-clone build reuse the test build's objects.
 if [ $test_deps = 1 ]; then
-  packages+=(chromium openssl)
+  packages+=(chromium openssl ccache)
   if ! command -v node >/dev/null; then packages+=(nodejs npm); fi
 fi
 # ARM64 tests (make test-arm64): the cross compiler, the emulator, and the arm64 builds of the
