@@ -52,6 +52,14 @@ void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float*
   }
 }
 
+void MatMulExperts(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
+  const KernelTable& k = ctx.kernels();
+  if (k.matmul_experts != nullptr) return k.matmul_experts(w, n, x, one_input, y, ctx);
+  for (int e = 0; e < n; ++e) {
+    k.matmul(w[e], one_input ? x : x + e * w[e].n_in, 1, y + e * w[e].n_out, ctx);
+  }
+}
+
 const KernelTable& BestKernels() {
   static const KernelTable& table = [] () -> const KernelTable& {
     const std::vector<const KernelTable*> tables = SimdTables();

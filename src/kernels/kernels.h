@@ -122,6 +122,12 @@ struct KernelTable {
   void (*silu)(float* x, int64_t n) = nullptr;
   // out = a * (1 / (1 + exp(-b))) (a GLU's gate: the conformers' light convolution). out may alias a.
   void (*sigmoid_mul)(const float* a, const float* b, float* out, int64_t n) = nullptr;
+  // y[k] = W[k] x[k] for k < n, one token against each: the experts a token's router chose (one type
+  // and shape). x: [n, n_in], or one row for all (one_input). One parallel loop over all n: an
+  // expert alone is a short stream (1-2 MiB) whose threads' start and finish cost what reading it
+  // does. Each y[k] is bit for bit matmul(W[k], x[k], 1). null: matmul per expert (MatMulExperts).
+  void (*matmul_experts)(const WeightMatrix* w, int n, const float* x, bool one_input, float* y,
+                         KernelContext& ctx) = nullptr;
 
   // One row of dot_rows_f32, and y += a * x (one row of weighted_sum_f32).
   float Dot(const float* a, const float* b, int64_t n) const {
@@ -152,6 +158,8 @@ inline void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, floa
   ctx.kernels().matmul(w, x, n_tokens, y, ctx);
 }
 inline void PrepareMatMul(const WeightMatrix& w, KernelContext& ctx) { ctx.kernels().prepare_matmul(w, ctx); }
+// ctx.kernels().matmul_experts, else matmul per expert. y: [n, n_out].
+void MatMulExperts(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx);
 // ctx.kernels().tower_matmul, else .matmul between the clamps: what the vision and audio towers
 // multiply with.
 void TowerMatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,

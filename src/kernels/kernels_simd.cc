@@ -27,8 +27,11 @@ void PrepareMatMulSimd(const WeightMatrix& w, KernelContext& ctx);
 void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
                      KernelContext& ctx);
 const PackedLayout* PackedLayoutSimd(DType type);
+void MatMulExpertsSimd(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx);
 #if HWY_TARGET == HWY_AVX2
 void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, KernelContext& ctx);
+void MatMulExpertsSimdVnni(const WeightMatrix* w, int n, const float* x, bool one_input, float* y,
+                           KernelContext& ctx);
 #endif
 
 namespace {
@@ -491,7 +494,8 @@ const KernelTable* GetKernelTable() {
                                     RmsNorm, GeluTanhMul,
                                     RopeRotateHalf, DotRowsF32, DotRowsF16, DotRowsQ8_0, DotRowsQ4_0,
                                     WeightedSumF32, WeightedSumF16, WeightedSumQ8_0, WeightedSumQ4_0, Softmax,
-                                    SoftCap, LayerNorm, GeluTanhInPlace, TowerMatMulSimd, SiluInPlace, SigmoidMul};
+                                    SoftCap, LayerNorm, GeluTanhInPlace, TowerMatMulSimd, SiluInPlace, SigmoidMul,
+                                    MatMulExpertsSimd};
   return &table;
 }
 
@@ -502,6 +506,7 @@ const KernelTable* GetVnniKernelTable() {
     KernelTable t = *GetKernelTable();
     t.name = "AVX2_VNNI";
     t.matmul = MatMulSimdVnni;
+    t.matmul_experts = MatMulExpertsSimdVnni;
     return t;
   }();
   return &table;

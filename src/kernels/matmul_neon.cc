@@ -1029,6 +1029,7 @@ KernelTable MakeTable(const char* name, void (*matmul)(const WeightMatrix&, cons
   KernelTable table = NeonTable();
   table.name = name;
   table.matmul = matmul;
+  table.matmul_experts = nullptr;  // Highway's NEON one loops over its own matmul, not this one
   table.prepare_matmul = &PrepareMatMulPacked;
   table.packed_layout = &PackedLayoutOf;
   return table;

@@ -33,6 +33,9 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 void PrepareMatMulSimd(const WeightMatrix&, KernelContext&) {}
 const PackedLayout* PackedLayoutSimd(DType) { return nullptr; }
+void MatMulExpertsSimd(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
+  for (int e = 0; e < n; ++e) MatMulSimd(w[e], one_input ? x : x + e * w[e].n_in, 1, y + e * w[e].n_out, ctx);
+}
 void TowerMatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const TowerClamp* clamp,
                      KernelContext& ctx) {
   std::vector<float> clamped;
@@ -310,6 +313,44 @@ bool WithPackedType(DType type, Fn&& fn) {
   }
 }
 
+// nt tokens' activations (x: [nt, n_in]) for packed::Gemv, each as decoding it alone quantizes it.
+template <class T>
+void QuantizeGemvActs(const float* x, int nt, int64_t n_in, KernelContext& ctx, typename T::Act* acts) {
+  const int64_t n_blocks = n_in / T::kBlockValues;
+  KernelScratch& scratch = ctx.scratch();
+  if constexpr (T::kBlockValues == kBlockK) {
+    const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(x, nt, n_in, ctx);
+    // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values
+    // (the others read the blocks' bsums as they are, or nothing).
+    int32_t* pair_sums = nullptr;
+    if constexpr (requires { T::kSlicePairSums; }) {
+      pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
+      for (int64_t i = 0; i < n_blocks * nt; ++i) {
+        const int16_t* b = blocks[i].bsums;
+        int32_t slices[8];
+        for (int k = 0; k < 8; ++k) slices[k] = b[2 * k] + b[2 * k + 1];
+        vnni::PairSums(slices, 8, pair_sums + 4 * i);
+      }
+    }
+    for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * t : nullptr};
+  } else {
+    const size_t nb = static_cast<size_t>(n_blocks), n = static_cast<size_t>(nt);
+    int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, nb * 32 * n);
+    float* d = scratch.Get<float>(0, KernelScratch::kActD, nb * n);
+    float* sum = scratch.Get<float>(0, KernelScratch::kActSum, nb * n);
+    int32_t* zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, nb * n);
+    for (int t = 0; t < nt; ++t) {
+      typename T::Act& a = acts[t];
+      a.n_blocks = n_blocks;
+      a.q = q + nb * 32 * t;
+      a.d = d + nb * t;
+      a.sum = sum + nb * t;
+      a.zero = zero + nb * t;
+      vnni::QuantizeActRow<1>(x + t * n_in, n_blocks, T::kZeroPoint, a.q, a.d, a.sum, a.zero);
+    }
+  }
+}
+
 // Many tokens: the GEMM over panels filled from the packed groups. Up to kMaxGemvTokens (or any
 // number with the GEMM off, kMaxGemvTokens at a time): the decode GEMV, all tokens per group.
 template <class T>
@@ -319,45 +360,40 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     packed::Gemm<T>(w, data, x, n_tokens, y, ctx);
     return;
   }
-  const int64_t n_blocks = w.n_in / T::kBlockValues;
-  KernelScratch& scratch = ctx.scratch();
   typename T::Act acts[kMaxGemvTokens];
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxGemvTokens) {
     const int nt = static_cast<int>(std::min<int64_t>(kMaxGemvTokens, n_tokens - t0));
-    const float* xt = x + t0 * w.n_in;
-    // Each token's activations as decoding it alone quantizes them.
-    if constexpr (T::kBlockValues == kBlockK) {
-      const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xt, nt, w.n_in, ctx);
-      // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values
-      // (the others read the blocks' bsums as they are, or nothing).
-      int32_t* pair_sums = nullptr;
-      if constexpr (requires { T::kSlicePairSums; }) {
-        pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * nt));
-        for (int64_t i = 0; i < n_blocks * nt; ++i) {
-          const int16_t* b = blocks[i].bsums;
-          int32_t slices[8];
-          for (int k = 0; k < 8; ++k) slices[k] = b[2 * k] + b[2 * k + 1];
-          vnni::PairSums(slices, 8, pair_sums + 4 * i);
-        }
-      }
-      for (int t = 0; t < nt; ++t) acts[t] = {blocks + t * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * t : nullptr};
-    } else {
-      const size_t nb = static_cast<size_t>(n_blocks), n = static_cast<size_t>(nt);
-      int8_t* q = scratch.Get<int8_t>(0, KernelScratch::kActQ, nb * 32 * n);
-      float* d = scratch.Get<float>(0, KernelScratch::kActD, nb * n);
-      float* sum = scratch.Get<float>(0, KernelScratch::kActSum, nb * n);
-      int32_t* zero = scratch.Get<int32_t>(0, KernelScratch::kActZero, nb * n);
-      for (int t = 0; t < nt; ++t) {
-        typename T::Act& a = acts[t];
-        a.n_blocks = n_blocks;
-        a.q = q + nb * 32 * t;
-        a.d = d + nb * t;
-        a.sum = sum + nb * t;
-        a.zero = zero + nb * t;
-        vnni::QuantizeActRow<1>(xt + t * w.n_in, n_blocks, T::kZeroPoint, a.q, a.d, a.sum, a.zero);
-      }
-    }
+    QuantizeGemvActs<T>(x + t0 * w.n_in, nt, w.n_in, ctx, acts);
     packed::Gemv<T>(w, data, acts, nt, y + t0 * w.n_out, ctx.prefetch_bytes(), ctx);
+  }
+}
+
+// y[k] = W[k] x[k] for a token's experts (KernelTable::matmul_experts), kMaxGemvTokens at a time:
+// one streaming loop over the groups of all of them, each group's dot product as packed::Gemv
+// takes it, so each y[k] is that of RunPacked on one token.
+template <class T>
+void RunPackedExperts(const WeightMatrix* w, const uint8_t* const* data, int n, const float* x, bool one_input,
+                      float* y, KernelContext& ctx) {
+  const int64_t n_in = w[0].n_in, n_out = w[0].n_out, n_blocks = n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  const auto n_groups = static_cast<size_t>(n_out / packed::kRows);
+  const size_t ahead = ctx.prefetch_bytes();
+  typename T::Act acts[kMaxGemvTokens];
+  for (int e0 = 0; e0 < n; e0 += kMaxGemvTokens) {
+    const int ne = std::min(kMaxGemvTokens, n - e0);
+    if (one_input) {
+      QuantizeGemvActs<T>(x, 1, n_in, ctx, acts);
+      std::fill(acts + 1, acts + ne, acts[0]);
+    } else {
+      QuantizeGemvActs<T>(x + e0 * n_in, ne, n_in, ctx, acts);
+    }
+    ctx.pool().ParallelForStreaming(static_cast<size_t>(ne) * n_groups, [&](size_t begin, size_t end, int) {
+      for (size_t i = begin; i < end; ++i) {
+        const size_t k = i / n_groups, g = i % n_groups;
+        _mm512_storeu_ps(y + (e0 + k) * n_out + g * packed::kRows,
+                         T::Dot(data[e0 + k] + g * group_bytes, n_blocks, acts[k], ahead));
+      }
+    });
   }
 }
 
@@ -369,6 +405,23 @@ bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
     const uint8_t* data = w.packed->Get(w, packed::LayoutOf<T>(), ctx.pool());
     if (data == nullptr) return;
     RunPacked<T>(w, data, x, n_tokens, y, ctx);
+    done = true;
+  });
+  return done;
+}
+
+// False when an expert has no packed layout here.
+bool MatMulExpertsPacked(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
+  if (!ctx.options().pack_weights) return false;
+  bool done = false;
+  WithPackedType(w[0].type, [&](auto type) {
+    using T = decltype(type);
+    std::vector<const uint8_t*> data(static_cast<size_t>(n));
+    for (int e = 0; e < n; ++e) {
+      data[e] = w[e].packed == nullptr ? nullptr : w[e].packed->Get(w[e], packed::LayoutOf<T>(), ctx.pool());
+      if (data[e] == nullptr) return;
+    }
+    RunPackedExperts<T>(w, data.data(), n, x, one_input, y, ctx);
     done = true;
   });
   return done;
@@ -396,6 +449,18 @@ bool WithPackedType(DType type, Fn&& fn) {
 // and the results are the same past it (packed_avx2-inl.h).
 constexpr int kMaxGemvTokens = 8;
 
+// Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices of a super-block as two
+// 16-bit values: 4 per block.
+inline void SlicePairSums(const BlockQ8_K* blocks, int64_t n, int32_t* pair_sums) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int16_t* b = blocks[i].bsums;
+    for (int p = 0; p < 4; ++p) {
+      const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
+      pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
+    }
+  }
+}
+
 // Every token's activations quantized as decoding it alone quantizes them, then packed::Run.
 template <class T, packed::Dp kDp>
 void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64_t n_tokens, float* y,
@@ -409,13 +474,7 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     if constexpr (requires { T::kSlicePairSums; }) {
       // Q4_K's and Q5_K's mins take the sums of each pair of 32-value slices as two 16-bit values.
       pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * n_tokens));
-      for (int64_t i = 0; i < n_blocks * n_tokens; ++i) {
-        const int16_t* b = blocks[i].bsums;
-        for (int p = 0; p < 4; ++p) {
-          const auto lo = static_cast<uint16_t>(b[4 * p] + b[4 * p + 1]), hi = static_cast<uint16_t>(b[4 * p + 2] + b[4 * p + 3]);
-          pair_sums[4 * i + p] = static_cast<int32_t>(static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16);
-        }
-      }
+      SlicePairSums(blocks, n_blocks * n_tokens, pair_sums);
     }
     auto act = [&](int64_t t) { return packed::ActK{blocks + t * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * t : nullptr}; };
     packed::Run<T, kDp>(w, data, act, n_tokens, y, decode, decode ? ctx.prefetch_bytes() : 0, ctx);
@@ -425,6 +484,67 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
     auto act = [&](int64_t t) { return packed::Act32{blocks + t * n_blocks, sums + t * n_blocks}; };
     packed::Run<T, kDp>(w, data, act, n_tokens, y, decode, decode ? ctx.prefetch_bytes() : 0, ctx);
   }
+}
+
+// y[k] = W[k] x[k] for a token's experts (KernelTable::matmul_experts), kMaxGemvTokens at a time:
+// one streaming loop over the groups of all of them, each as packed::Run decodes one token.
+template <class T, packed::Dp kDp>
+void RunPackedExperts(const WeightMatrix* w, const uint8_t* const* data, int n, const float* x, bool one_input,
+                      float* y, KernelContext& ctx) {
+  const int64_t n_in = w[0].n_in, n_out = w[0].n_out, n_blocks = n_in / T::kBlockValues;
+  const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
+  const auto n_groups = static_cast<size_t>(n_out / packed::kRows);
+  const size_t ahead = ctx.prefetch_bytes();
+  KernelScratch& scratch = ctx.scratch();
+  for (int e0 = 0; e0 < n; e0 += kMaxGemvTokens) {
+    const int ne = std::min(kMaxGemvTokens, n - e0), rows = one_input ? 1 : ne;
+    const float* xe = one_input ? x : x + e0 * n_in;
+    typename T::Act acts[kMaxGemvTokens];
+    if constexpr (T::kBlockValues == kBlockK) {
+      const BlockQ8_K* blocks = QuantizeActivations<BlockQ8_K>(xe, rows, n_in, ctx);
+      int32_t* pair_sums = nullptr;
+      if constexpr (requires { T::kSlicePairSums; }) {
+        pair_sums = scratch.Get<int32_t>(0, KernelScratch::kActPairSums, static_cast<size_t>(4 * n_blocks * rows));
+        SlicePairSums(blocks, n_blocks * rows, pair_sums);
+      }
+      for (int k = 0; k < ne; ++k) {
+        const int r = one_input ? 0 : k;
+        acts[k] = packed::ActK{blocks + r * n_blocks, pair_sums ? pair_sums + 4 * n_blocks * r : nullptr};
+      }
+    } else {
+      int32_t* sums = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * rows));
+      const BlockQ8x32* blocks = QuantizeActivations<BlockQ8x32>(xe, rows, n_in, ctx, sums);
+      for (int k = 0; k < ne; ++k) {
+        const int r = one_input ? 0 : k;
+        acts[k] = packed::Act32{blocks + r * n_blocks, sums + r * n_blocks};
+      }
+    }
+    ctx.pool().ParallelForStreaming(static_cast<size_t>(ne) * n_groups, [&](size_t begin, size_t end, int) {
+      for (size_t i = begin; i < end; ++i) {
+        const size_t k = i / n_groups, g = i % n_groups;
+        packed::Tile<T, kDp, 1>(data[e0 + k] + g * group_bytes, n_blocks, acts + k,
+                                y + (e0 + k) * n_out + g * packed::kRows, n_out, ahead);
+      }
+    });
+  }
+}
+
+// False when an expert has no packed layout here.
+template <packed::Dp kDp>
+bool MatMulExpertsPacked(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
+  if (!ctx.options().pack_weights) return false;
+  bool done = false;
+  WithPackedType(w[0].type, [&](auto type) {
+    using T = decltype(type);
+    std::vector<const uint8_t*> data(static_cast<size_t>(n));
+    for (int e = 0; e < n; ++e) {
+      data[e] = w[e].packed == nullptr ? nullptr : w[e].packed->Get(w[e], packing::LayoutOf<T>(), ctx.pool());
+      if (data[e] == nullptr) return;
+    }
+    RunPackedExperts<T, kDp>(w, data.data(), n, x, one_input, y, ctx);
+    done = true;
+  });
+  return done;
 }
 
 // False when w has no packed layout here (then the rows as stored are used).
@@ -476,6 +596,17 @@ void MatMulSimd(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
   MatMulStored(w, x, n_tokens, y, ctx);
 }
 
+void MatMulExpertsSimd(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
+  if (n <= 0 || w[0].n_out <= 0) return;
+#if HWY_TARGET == HWY_AVX2
+  if (MatMulExpertsPacked<packed::Dp::kMaddubs>(w, n, x, one_input, y, ctx)) return;
+#endif
+#if HWY_TARGET == HWY_AVX3_DL
+  if (MatMulExpertsPacked(w, n, x, one_input, y, ctx)) return;
+#endif
+  for (int e = 0; e < n; ++e) MatMulSimd(w[e], one_input ? x : x + e * w[e].n_in, 1, y + e * w[e].n_out, ctx);
+}
+
 #if HWY_TARGET == HWY_AVX2
 // The AVX2_VNNI table's matmul: MatMulSimd with vpdpbusd in the packed kernels, VEX-encoded where
 // the CPU has AVX-VNNI, else (the table is offered only then) EVEX-encoded for AVX-512 VNNI.
@@ -487,6 +618,17 @@ void MatMulSimdVnni(const WeightMatrix& w, const float* x, int64_t n_tokens, flo
     return;
   }
   MatMulStored(w, x, n_tokens, y, ctx);
+}
+
+void MatMulExpertsSimdVnni(const WeightMatrix* w, int n, const float* x, bool one_input, float* y,
+                           KernelContext& ctx) {
+  if (n <= 0 || w[0].n_out <= 0) return;
+  static const bool vex = CpuHasAvxVnni();
+  if (vex ? MatMulExpertsPacked<packed::Dp::kVexVnni>(w, n, x, one_input, y, ctx)
+          : MatMulExpertsPacked<packed::Dp::kEvexVnni>(w, n, x, one_input, y, ctx)) {
+    return;
+  }
+  for (int e = 0; e < n; ++e) MatMulSimdVnni(w[e], one_input ? x : x + e * w[e].n_in, 1, y + e * w[e].n_out, ctx);
 }
 #endif
 

@@ -400,6 +400,48 @@ TEST_P(MatMulTest, FewTokensAgreeBitForBitWithOneAtATime) {
   }
 }
 
+// A token's experts (MatMulExperts: one parallel loop over several matrices of one type and shape,
+// MoE decode) give each expert's product bit for bit as matmul on that token alone, packed and as
+// stored, with one input for all and one per expert, for more experts than one loop takes (9).
+TEST_P(MatMulTest, ExpertsAgreeBitForBitWithOneMatMulEach) {
+  const KernelTable* k = test::TableNamed(std::get<0>(GetParam()));
+  ASSERT_NE(k, nullptr);
+  const DType type = std::get<1>(GetParam());
+  const int64_t n_in = BatchRowLength(type), n_out = 48;
+  const bool packs = k->packed_layout != nullptr && k->packed_layout(type) != nullptr;
+  constexpr int kExperts = 9;
+  std::vector<Matrix> experts;
+  for (int e = 0; e < kExperts; ++e) experts.push_back(MakeMatrix(type, n_in, n_out, 70 + e));
+  for (bool packed : {false, true}) {
+    if (packed && !packs) continue;
+    KernelContext ctx(3, k);
+    std::vector<std::unique_ptr<PackedWeights>> slots;
+    std::vector<WeightMatrix> w;
+    for (const Matrix& m : experts) {
+      slots.push_back(std::make_unique<PackedWeights>(nullptr));
+      w.push_back(m.view());
+      if (packed) w.back().packed = slots.back().get();
+    }
+    for (bool one_input : {true, false}) {
+      for (int n : {1, 3, kExperts}) {
+        const auto x = test::RandomFloats(static_cast<size_t>((one_input ? 1 : n) * n_in), 80 + n);
+        std::vector<float> y(static_cast<size_t>(n * n_out), NAN), single(static_cast<size_t>(n_out));
+        MatMulExperts(w.data(), n, x.data(), one_input, y.data(), ctx);  // ctx runs table k
+        for (int e = 0; e < n; ++e) {
+          k->matmul(w[e], one_input ? x.data() : &x[e * n_in], 1, single.data(), ctx);
+          for (int64_t o = 0; o < n_out; ++o) {
+            ASSERT_EQ(y[e * n_out + o], single[o]) << k->name << " " << DTypeName(type) << " packed=" << packed
+                                                   << " one_input=" << one_input << " n=" << n << " e=" << e << " o=" << o;
+          }
+        }
+        if (packed) {
+          EXPECT_GT(slots[0]->bytes(), 0u);
+        }
+      }
+    }
+  }
+}
+
 // The prefill GEMM cuts a batch into tiles of a few tokens (NEON_DOTPROD: 3, then 2 and 1 at the
 // end): a token's results do not depend on the tile it lands in. Batches of 16, 17 and 18 tokens
 // put tokens 15 and 16 in tiles of 1, 2 and 3; every token's outputs agree bit for bit.

@@ -4,6 +4,7 @@
 // the last layers, dense + routed-expert MoE (26B-A4B), per-layer output scale, final soft-cap.
 // HF: Gemma4ForCausalLM (gemma4_text) and Gemma4UnifiedForCausalLM (gemma4_unified_text).
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "model/families.h"
@@ -95,8 +96,9 @@ class Gemma4 final : public Model {
     ASSIGN_OR_RETURN(uint32_t n_used, f.GetU32Or(arch + ".expert_used_count", 0));
     n_expert_ = static_cast<int>(n_expert);
     n_expert_used_ = static_cast<int>(n_used);
-    if (n_expert_ > 0 && (n_expert_used_ <= 0 || n_expert_used_ > n_expert_)) {
-      return Status::Error(arch + ".expert_used_count must be between 1 and expert_count");
+    if (n_expert_ > 0 && (n_expert_used_ <= 0 || n_expert_used_ > n_expert_ || n_expert_used_ > kMaxExpertsUsed)) {
+      return Status::Error(arch + ".expert_used_count must be between 1 and expert_count (and at most " +
+                           std::to_string(kMaxExpertsUsed) + ")");
     }
     std::vector<uint32_t> expert_ffn(config_.n_layers, 0);
     if (n_expert_ > 0) {
@@ -202,7 +204,8 @@ class Gemma4 final : public Model {
     // exact below 2^24): every token's normed input [B, d]; its experts and their weights [B, k];
     // each expert's row count, first pair and fill cursor [n_expert]; the (token, weight) pairs of
     // each expert in turn [B * k]; an expert's rows gathered [B, d], its gate|up [B, 2 ffn],
-    // activations [B, ffn] and outputs [B, d]; each token's weighted sum [B, d].
+    // activations [B, ffn] and outputs [B, d] (k rows where k > B: one token's experts); each
+    // token's weighted sum [B, d].
     float *moe_xn, *routes, *route_weights, *group_size, *group_start, *group_cursor, *group_tokens, *group_weights;
     float *gathered, *gate_up, *act, *expert_out, *acc;
   };
@@ -230,15 +233,18 @@ class Gemma4 final : public Model {
       s.group_tokens = arena.Take(B * k);
       s.group_weights = arena.Take(B * k);
       s.gathered = arena.Take(B * d);
-      s.gate_up = arena.Take(B * 2 * ffn);
-      s.act = arena.Take(B * ffn);
-      s.expert_out = arena.Take(B * d);
+      const size_t rows = std::max(B, k);  // an expert's tokens, or one token's k experts (decode)
+      s.gate_up = arena.Take(rows * 2 * ffn);
+      s.act = arena.Take(rows * ffn);
+      s.expert_out = arena.Take(rows * d);
       s.acc = arena.Take(B * d);
     }
     return s;
   }
 
   void MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scratch& s) const;
+  void OneTokenExperts(const MoeWeights& m, KernelContext& ctx, const Scratch& s) const;
+  static constexpr int kMaxExpertsUsed = 32;  // expert_used_count at load (8 in the 26B-A4B)
 
   OutputHead head_;
   PerLayerEmbedding ple_;  // dim 0: no per-layer embeddings (26B, 31B, 12B)
@@ -300,6 +306,7 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scra
     }
   }
   std::fill(s.acc, s.acc + static_cast<size_t>(n) * d, 0.0f);
+  if (n == 1) return OneTokenExperts(m, ctx, s);
   for (int e = 0; e < n_expert_; ++e) {
     const auto rows = static_cast<int>(s.group_size[e]), first = static_cast<int>(s.group_start[e]);
     if (rows == 0) continue;
@@ -323,6 +330,33 @@ void Gemma4::MoeBlock(const MoeWeights& m, int n, KernelContext& ctx, const Scra
     const size_t at = static_cast<size_t>(t) * d;
     ctx.kernels().rms_norm(s.acc + at, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out + at);
   }
+}
+
+// MoeBlock's experts for a step of one token (decode): the k chosen experts' gate|up matrices as one
+// parallel loop and their down matrices as another (MatMulExperts), rather than two loops per
+// expert, each too short to stream well. Each expert's product is the same as MoeBlock's loop
+// computes, and the experts are summed in the same ascending order.
+void Gemma4::OneTokenExperts(const MoeWeights& m, KernelContext& ctx, const Scratch& s) const {
+  const int d = config_.d_model, ffn = m.ffn;
+  std::array<WeightMatrix, kMaxExpertsUsed> gate_up, down;
+  std::array<float, kMaxExpertsUsed> weight;
+  int used = 0;
+  for (int e = 0; e < n_expert_; ++e) {
+    if (s.group_size[e] == 0) continue;
+    gate_up[used] = m.gate_up.Expert(e);
+    down[used] = m.down.Expert(e);
+    weight[used] = s.group_weights[static_cast<size_t>(s.group_start[e])];
+    ++used;
+  }
+  MatMulExperts(gate_up.data(), used, s.moe_xn, /*one_input=*/true, s.gate_up, ctx);
+  for (int k = 0; k < used; ++k) {  // first half gate, second half up
+    float* gu = s.gate_up + static_cast<size_t>(k) * 2 * ffn;
+    ctx.kernels().gelu_tanh_mul(gu, gu + ffn, ffn);
+    std::copy(gu, gu + ffn, s.act + static_cast<size_t>(k) * ffn);
+  }
+  MatMulExperts(down.data(), used, s.act, /*one_input=*/false, s.expert_out, ctx);
+  for (int k = 0; k < used; ++k) ctx.kernels().Axpy(weight[k], s.expert_out + static_cast<size_t>(k) * d, s.acc, d);
+  ctx.kernels().rms_norm(s.acc, m.post_norm_moe.data(), d, config_.norm_eps, s.moe_out);
 }
 
 void Gemma4::RunStep(const ForwardStep& step, Workspace& ws, KernelContext& ctx) const {
