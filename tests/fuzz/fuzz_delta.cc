@@ -9,7 +9,8 @@
 #include "store/delta.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string where = gemlet::fuzz::InputFilePath("delta") + ".gpatch";
+  static const gemlet::fuzz::InputFile file(gemlet::fuzz::InputFilePath("delta") + ".gpatch");
+  const std::string& where = file.path();
   const std::string path = gemlet::fuzz::WriteInputFile(where, data, size);
   if (path.empty()) return 0;
   auto info = gemlet::store::ReadDeltaPatchInfo(path);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace gemlet::fuzz {
 
@@ -20,5 +21,19 @@ inline std::string WriteInputFile(const std::string& path, const uint8_t* data, 
 }
 
 inline std::string InputFilePath(const char* name) { return "/tmp/gemlet-fuzz-" + std::string(name) + "-" + std::to_string(::getpid()); }
+
+// A target's input file, removed when the process ends (the corpus replay runs in make test: a
+// file left per run piles up in /tmp). Hold it in a function-local static.
+class InputFile {
+ public:
+  explicit InputFile(std::string path) : path_(std::move(path)) {}
+  ~InputFile() { std::remove(path_.c_str()); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace gemlet::fuzz

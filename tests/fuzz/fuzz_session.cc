@@ -35,7 +35,8 @@ Loaded& Demo() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string where = gemlet::fuzz::InputFilePath("session");
+  static const gemlet::fuzz::InputFile file(gemlet::fuzz::InputFilePath("session"));
+  const std::string& where = file.path();
   const std::string path = gemlet::fuzz::WriteInputFile(where, data, size);
   if (path.empty()) return 0;
   Loaded& d = Demo();

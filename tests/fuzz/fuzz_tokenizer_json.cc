@@ -11,7 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The reader takes a path: the input goes to a file of this process's own.
-  static const std::string where = gemlet::fuzz::InputFilePath("tokenizer") + ".json";
+  static const gemlet::fuzz::InputFile file(gemlet::fuzz::InputFilePath("tokenizer") + ".json");
+  const std::string& where = file.path();
   const std::string path = gemlet::fuzz::WriteInputFile(where, data, size);
   if (path.empty()) return 0;
   auto meta = gemlet::ReadHfTokenizerFile(path, /*keep_merges=*/true);

@@ -24,15 +24,15 @@ namespace gemlet {
 using namespace gemlet::runtime;
 namespace {
 
-// The tiny target and its drafter, made once per process.
+// The tiny target and its drafter, made once per process (and removed at its end).
 struct Files {
   test::TempDir dir;
   std::string target, drafter, drafter_q8, other_gemma4, gemma3;
 };
 
 const Files& Made() {
-  static const Files* files = [] {
-    auto* f = new Files;
+  static const std::unique_ptr<Files> files = [] {
+    auto f = std::make_unique<Files>();
     auto synth = [&](const char* preset, const std::string& name, FileType ftype) {
       SynthOptions o;
       o.preset = preset;
