@@ -481,6 +481,7 @@ void RunPacked(const WeightMatrix& w, const uint8_t* data, const float* x, int64
   } else {
     int32_t* sums = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * n_tokens));
     const BlockQ8x32* blocks = QuantizeActivations<BlockQ8x32>(x, n_tokens, w.n_in, ctx, sums);
+    packed::ZeroStarts(T::kActZero, sums, n_blocks * n_tokens);
     auto act = [&](int64_t t) { return packed::Act32{blocks + t * n_blocks, sums + t * n_blocks}; };
     packed::Run<T, kDp>(w, data, act, n_tokens, y, decode, decode ? ctx.prefetch_bytes() : 0, ctx);
   }
@@ -514,6 +515,7 @@ void RunPackedExperts(const WeightMatrix* w, const uint8_t* const* data, int n, 
     } else {
       int32_t* sums = scratch.Get<int32_t>(0, KernelScratch::kActZero, static_cast<size_t>(n_blocks * rows));
       const BlockQ8x32* blocks = QuantizeActivations<BlockQ8x32>(xe, rows, n_in, ctx, sums);
+      packed::ZeroStarts(T::kActZero, sums, n_blocks * rows);
       for (int k = 0; k < ne; ++k) {
         const int r = one_input ? 0 : k;
         acts[k] = packed::Act32{blocks + r * n_blocks, sums + r * n_blocks};

@@ -111,11 +111,17 @@ struct Chain {
   __m256i v;
 };
 
-// One token's activations for the 32-value types: its blocks (act_quant.h) and their sums of q.
+// One token's activations for the 32-value types: its blocks (act_quant.h) and, per block, the
+// start of its integer sum, -z * sum q for the type's zero point z (T::kActZero; ZeroStarts): a
+// broadcast from memory, where computing it per block and token took two shuffles besides.
 struct Act32 {
   const BlockQ8x32* blocks = nullptr;
-  const int32_t* sums = nullptr;
+  const int32_t* zero = nullptr;
 };
+// sums[i] (a block's sum of q) becomes -z * sums[i], in place.
+inline void ZeroStarts(int z, int32_t* sums, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sums[i] *= -z;
+}
 // For the K types: its super-blocks and, for Q4_K and Q5_K's mins, per super-block 4 pairs of slice
 // sums of q (two int16 in an int32: slices 2p, 2p + 1).
 struct ActK {
@@ -138,6 +144,7 @@ HWY_INLINE void FinishBlock32(const __m256i* sum, __m256 dw, const Act32* a, int
 
 struct Q8_0 {
   static constexpr int kBlockValues = 32, kBlockBytes = packed_x86::kQ8_0Bytes;
+  static constexpr int kActZero = 128;  // the VNNI path's stored q + 128 (vpmaddubsw's needs none)
   using Act = Act32;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j) packed_x86::PackQ8_0Block(rows + j * sizeof(BlockQ8_0), row_bytes, out + j * kBlockBytes);
@@ -172,7 +179,7 @@ struct Q8_0 {
             const __m256i v = Load32(g + 32 + 64 * k + 32 * h);
             for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[j].qs + 4 * k));
           }
-          for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(-128 * a[t].sums[j]));
+          for (int t = 0; t < NT; ++t) sum[t] = _mm256_add_epi32(c[t].Total(), _mm256_set1_epi32(a[t].zero[j]));
         }
         FinishBlock32<NT>(sum, Halves(g + 16 * h), a, j, acc);
       }
@@ -268,7 +275,7 @@ HWY_INLINE __m256i FifthBits(const uint8_t* p) {
 template <int kBytes, int kQs, int kMasks, int kZero, bool kMin, void (*kPack)(const uint8_t*, size_t, uint8_t*),
           class Block>
 struct Bits32 {
-  static constexpr int kBlockValues = 32, kBlockBytes = kBytes;
+  static constexpr int kBlockValues = 32, kBlockBytes = kBytes, kActZero = kZero;
   static constexpr bool kFiveBits = kMasks > 0;
   using Act = Act32;
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
@@ -286,7 +293,7 @@ struct Bits32 {
         const int h = h0 + hh;
         __m256* acc = accs + hh * NT;
         __m256i sum[NT];
-        for (int t = 0; t < NT; ++t) sum[t] = _mm256_set1_epi32(-kZero * a[t].sums[j]);
+        for (int t = 0; t < NT; ++t) sum[t] = kZero != 0 ? _mm256_set1_epi32(a[t].zero[j]) : _mm256_setzero_si256();
         for (int m0 = 0; m0 < 4; m0 += kChainVectors) {
           Chain<kDp> c[NT];
           HWY_UNROLL(4)
