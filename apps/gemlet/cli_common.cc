@@ -42,6 +42,9 @@ void AddModelOptions(CLI::App& app, ModelOptions* o) {
                  "Gemma 4: soft tokens per image at most (70, 140, 280, 560, 1120: finer detail costs more; 0: the "
                  "mmproj's default)")
       ->check(NonNegative());
+  app.add_flag("--pan-and-scan", o->pan_and_scan,
+               "Gemma 3: also show the model crops of a long image (its processor's do_pan_and_scan: 2-4 crops "
+               "along the long side when it is 1.2x the short one, each costing as many tokens as the image)");
   AddMemBudgetFlag(app, o->mem_budget,
                    "dirty memory the session may use (300M, 2G; default: the cgroup's limit, else half of the available "
                    "memory): a smaller context or a q8_0 or q4_0 KV cache is chosen to fit, or the run is refused");
@@ -67,6 +70,7 @@ Result<std::vector<ContentPart>> EncodeMedia(const Engine& engine, const ModelOp
   std::vector<ContentPart> parts;
   ImageOptions options;
   options.max_soft_tokens = o.max_soft_tokens;
+  options.pan_and_scan.enabled = o.pan_and_scan;
   for (const std::string& path : flags.images) {
     auto image = engine.EncodeImageFile(path, options);
     if (!image.ok()) return image.status();

@@ -32,6 +32,7 @@ struct ModelOptions {
   bool lora_any_base = false;     // --lora-any-base: load adapters that name another base model
   std::string mmproj;       // --mmproj: the model's vision tower
   int max_soft_tokens = 0;  // --max-soft-tokens: Gemma 4's soft tokens per image (0: the mmproj's)
+  bool pan_and_scan = false;  // --pan-and-scan: Gemma 3's crops of a long image
 };
 
 struct GenerationFlags {

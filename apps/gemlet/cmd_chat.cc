@@ -303,8 +303,12 @@ class ChatLoop {
       return;
     }
     pending_media_.push_back(parts.value()[0]);
-    std::fprintf(stderr, "(%s %s attached to the next message: %d soft tokens)\n", cmd == "/image" ? "image" : "clip",
-                 path.c_str(), parts.value()[0].media->n_tokens);
+    const EncodedMedia& media = *parts.value()[0].media;
+    int soft_tokens = media.n_tokens;
+    for (const auto& crop : media.crops) soft_tokens += crop->n_tokens;  // --pan-and-scan
+    std::fprintf(stderr, "(%s %s attached to the next message: %d soft tokens%s)\n", cmd == "/image" ? "image" : "clip",
+                 path.c_str(), soft_tokens,
+                 media.crops.empty() ? "" : (", with " + std::to_string(media.crops.size()) + " crops").c_str());
   }
 
   void SaveOrLoad(const std::string& cmd, const std::string& arg) {

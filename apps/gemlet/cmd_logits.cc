@@ -109,6 +109,7 @@ Status PlaceMedia(const Engine& engine, MediaKind kind, const std::vector<std::s
 struct LogitsMedia {
   std::vector<std::string> image_paths, pixel_paths, position_paths, audio_paths, feature_paths, feature_mask_paths;
   int max_soft_tokens = 0;
+  bool pan_and_scan = false;  // Gemma 3: each --image's crops on the placeholder runs after its own
 };
 
 // A second file per entry of `paths` (positions beside pixels, masks beside features), read as T.
@@ -130,8 +131,12 @@ Result<Prompt> MediaPrompt(const Engine& engine, const std::vector<int32_t>& tok
   };
   ImageOptions image_options;
   image_options.max_soft_tokens = m.max_soft_tokens;
+  image_options.pan_and_scan.enabled = m.pan_and_scan;
   for (const std::string& path : m.image_paths) {
     if (Status s = add(engine.EncodeImageFile(path, image_options), path, &images); !s.ok()) return s;
+    // Gemma3Processor's prompt holds the whole image, then each crop in its own markup.
+    const std::vector<std::shared_ptr<const EncodedMedia>> crops = images.back()->crops;
+    images.insert(images.end(), crops.begin(), crops.end());
   }
   for (size_t i = 0; i < m.pixel_paths.size(); ++i) {
     auto values = ReadRawFile<float>(m.pixel_paths[i]);
@@ -206,6 +211,9 @@ int RunLogits(int argc, char** argv) {
                "Gemma 4 audio with transformers' eager attention mask (to compare with goldens made with it)");
   app.add_option("--max-soft-tokens", media.max_soft_tokens, "Gemma 4: soft tokens per --image at most (0: the mmproj's)")
       ->check(NonNegative());
+  app.add_flag("--pan-and-scan", media.pan_and_scan,
+               "Gemma 3: each --image with its pan-and-scan crops (the processor's default sizes), the crops on the "
+               "placeholder runs after the image's");
   if (std::optional<int> code = ParseFlags(app, argc, argv)) return *code;
   if (std::string err = Validate(engine_options.kernels); !err.empty()) return UsageError(err);
   if (!media.image_paths.empty() && !media.pixel_paths.empty()) return UsageError("give images as --image or --pixel-values, not both");

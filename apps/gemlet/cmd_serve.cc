@@ -124,6 +124,7 @@ int RunServe(int argc, char** argv) {
   so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   so.idle_unload_seconds = idle_unload;
   so.image.max_soft_tokens = mo.max_soft_tokens;
+  so.image.pan_and_scan.enabled = mo.pan_and_scan;
   so.image_cache_bytes = image_cache == "0" ? 0 : static_cast<size_t>(ParseByteSize(image_cache));
   so.max_image_bytes = static_cast<size_t>(ParseByteSize(max_image));
   so.audio_cache_bytes = audio_cache == "0" ? 0 : static_cast<size_t>(ParseByteSize(audio_cache));

@@ -654,6 +654,7 @@ typedef enum gemlet_media_kind { GEMLET_MEDIA_IMAGE = 0, GEMLET_MEDIA_AUDIO = 1 
 typedef struct gemlet_image_options {
   size_t struct_size;
   int max_soft_tokens; /* Gemma 4: soft tokens per image at most (70 ... 1120); 0: the mmproj's default */
+  int pan_and_scan;    /* Gemma 3: nonzero: a long image's crops too (ImageOptions::pan_and_scan, its defaults) */
 } gemlet_image_options;
 GEMLET_API gemlet_image_options gemlet_image_options_default(void);
 /* An image file's bytes (PNG, JPEG, WebP, HEIC), decoded, preprocessed as the model's HF processor

@@ -212,6 +212,10 @@ struct EncodedMedia {
   // the model embeds through its tower's embedder rather than its token table), and the prompt holds
   // this token there, after n_tokens - 1 placeholders. -1: every row is a soft token.
   int32_t end_token = -1;
+  // Gemma 3's pan-and-scan (ImageOptions::pan_and_scan): the image's crops, each encoded like the
+  // whole image (this media's rows). A prompt holds the whole image and then its crops, each in its
+  // own markup, with the processor's words around them ("Here is the original image ...").
+  std::vector<std::shared_ptr<const EncodedMedia>> crops;
 };
 
 // Media at its place in a prompt: tokens [position, position + media->n_tokens) are its soft
@@ -233,6 +237,16 @@ struct ImageOptions {
   // Gemma 4: the image's soft tokens at most (its processor's max_soft_tokens: 70, 140, 280, 560 or
   // 1120; more tokens see finer detail and cost more); 0: the mmproj's default (280).
   int max_soft_tokens = 0;
+  // Gemma 3: pan-and-scan (HF's Gemma3ImageProcessor do_pan_and_scan): an image whose long side is
+  // at least min_ratio times its short side is also cut into 2..max_crops crops along the long
+  // side, each at least min_crop_size pixels, encoded besides the whole image (a crop costs as many
+  // soft tokens as the image). The numbers are the processor's defaults. Other models refuse it.
+  struct PanAndScan {
+    bool enabled = false;
+    int min_crop_size = 256;
+    int max_crops = 4;
+    double min_ratio = 1.2;
+  } pan_and_scan;
 };
 
 // How a clip of any length is taken (Engine::EncodeAudioPieces).

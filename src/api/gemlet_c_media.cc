@@ -29,6 +29,7 @@ gemlet::ImageOptions ToImageOptions(const gemlet_image_options* in) {
   if (in != nullptr) gemlet::capi::ReadOptions(in, &o);
   gemlet::ImageOptions out;
   out.max_soft_tokens = o.max_soft_tokens;
+  out.pan_and_scan.enabled = o.pan_and_scan != 0;
   return out;
 }
 

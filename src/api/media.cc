@@ -167,6 +167,15 @@ Result<std::shared_ptr<const EncodedMedia>> EncodeDecoded(const Engine::Impl& im
                                                           const ImageOptions& options) {
   ASSIGN_OR_RETURN(const VisionEncoder* vision, Vision(impl));
   const VisionTowerConfig& c = vision->config();
+  const ImageOptions::PanAndScan& pas = options.pan_and_scan;
+  if (pas.enabled && c.projector != VisionProjector::kGemma3) {
+    return Status::Error(StatusCode::kInvalidArgument, "pan-and-scan is Gemma 3's (its processor's do_pan_and_scan); this "
+                                                       "model's images (" + c.projector_name + ") take none");
+  }
+  if (pas.enabled && (pas.min_crop_size <= 0 || pas.max_crops < 1 || !(pas.min_ratio > 0))) {
+    return Status::Error(StatusCode::kInvalidArgument, "pan-and-scan needs min_crop_size > 0, max_crops >= 1 and "
+                                                       "min_ratio > 0");
+  }
   if (c.projector != VisionProjector::kGemma4) {
     // Gemma 3n's processor (SiglipImageProcessorFast) is Gemma 3's square bilinear resize with
     // rescaling only; its mmproj says mean 0, std 1.
@@ -174,8 +183,17 @@ Result<std::shared_ptr<const EncodedMedia>> EncodeDecoded(const Engine::Impl& im
     params.height = params.width = c.image_size;
     params.scaling.mean = c.mean;
     params.scaling.std = c.std;
+    params.pan_and_scan = {pas.enabled, pas.min_crop_size, pas.max_crops, pas.min_ratio};
     ASSIGN_OR_RETURN(std::vector<media::Gemma3Pixels> pixels, media::PreprocessGemma3(image, params));
-    return EncodePixels(impl, pixels[0].values, {});
+    ASSIGN_OR_RETURN(std::shared_ptr<const EncodedMedia> whole, EncodePixels(impl, pixels[0].values, {}));
+    if (pixels.size() == 1) return whole;
+    // The whole image first, then its crops (HF's order): each through the tower alone.
+    auto with_crops = std::make_shared<EncodedMedia>(*whole);
+    for (size_t i = 1; i < pixels.size(); ++i) {
+      ASSIGN_OR_RETURN(std::shared_ptr<const EncodedMedia> crop, EncodePixels(impl, pixels[i].values, {}));
+      with_crops->crops.push_back(std::move(crop));
+    }
+    return std::shared_ptr<const EncodedMedia>(std::move(with_crops));
   }
   if (options.max_soft_tokens < 0) {
     return Status::Error(StatusCode::kInvalidArgument, "max_soft_tokens must be >= 0 (0: the model's default)");

@@ -46,10 +46,46 @@ Result<MediaMarkup> FindMediaMarkup(const Engine& engine, MediaKind kind) {
   ASSIGN_OR_RETURN(const int32_t end, PieceId(engine, audio ? "<end_of_audio>" : "<end_of_image>"));
   m.before = {newlines, begin};
   m.after = {end, newlines};
+  if (!audio) {
+    const auto tokens = [&](const char* text) {
+      std::vector<int32_t> ids;
+      engine.tokenizer().Encode(text, EncodeOptions{}, &ids);
+      return ids;
+    };
+    m.original = tokens(PanAndScanText::kOriginal);
+    m.crops_intro = tokens(PanAndScanText::kCropsIntro);
+    m.between_crops = tokens(PanAndScanText::kBetweenCrops);
+    m.last = tokens(PanAndScanText::kLast);
+  }
   return m;
 }
 
+namespace {
+
+// Gemma 3's image with its pan-and-scan crops (PanAndScanText): the image's markup is Gemma 3's
+// (before = "\n\n" <start_of_image>, after = <end_of_image> "\n\n").
+void AppendWithCrops(const MediaMarkup& markup, std::shared_ptr<const EncodedMedia> media, Prompt* prompt) {
+  const int32_t begin = markup.before.back(), end = markup.after.front();
+  const auto append = [&](const std::vector<int32_t>& text, std::shared_ptr<const EncodedMedia> image) {
+    prompt->tokens.insert(prompt->tokens.end(), text.begin(), text.end());
+    prompt->tokens.push_back(begin);
+    prompt->media.push_back({static_cast<int>(prompt->tokens.size()), image});
+    prompt->tokens.insert(prompt->tokens.end(), static_cast<size_t>(image->n_tokens), markup.placeholder);
+    prompt->tokens.push_back(end);
+  };
+  const std::vector<std::shared_ptr<const EncodedMedia>> crops = media->crops;
+  append(markup.original, std::move(media));
+  for (size_t i = 0; i < crops.size(); ++i) append(i == 0 ? markup.crops_intro : markup.between_crops, crops[i]);
+  prompt->tokens.insert(prompt->tokens.end(), markup.last.begin(), markup.last.end());
+}
+
+}  // namespace
+
 void AppendMedia(const MediaMarkup& markup, std::shared_ptr<const EncodedMedia> media, Prompt* prompt) {
+  if (!media->crops.empty() && !markup.original.empty() && markup.before.size() == 2 && markup.after.size() == 2) {
+    AppendWithCrops(markup, std::move(media), prompt);
+    return;
+  }
   prompt->tokens.insert(prompt->tokens.end(), markup.before.begin(), markup.before.end());
   const int position = static_cast<int>(prompt->tokens.size());
   // Media that embeds its own end marker (Gemma 3n) covers that token too: the markup's copy goes.

@@ -25,6 +25,22 @@ struct MediaMarkup {
   std::vector<int32_t> before;
   int32_t placeholder = -1;
   std::vector<int32_t> after;
+  // Gemma 3's pan-and-scan (an image with crops), the tokens of PanAndScanText's pieces.
+  std::vector<int32_t> original, crops_intro, between_crops, last;
+};
+
+// Gemma3Processor with do_pan_and_scan replaces an image with crops by
+//   "Here is the original image " <image> " and here are some crops to help you see better "
+//   <crop 1> " " <crop 2> ...
+// and then each <image> by "\n\n" <start_of_image> <image_soft_token> x N <end_of_image> "\n\n". Its
+// tokenizer splits the text at the special tokens, so the pieces between them are tokenized whole:
+// these, each before a <start_of_image> (original, crops_intro, between_crops) or after the last
+// <end_of_image> (last).
+struct PanAndScanText {
+  static constexpr const char* kOriginal = "Here is the original image \n\n";
+  static constexpr const char* kCropsIntro = "\n\n and here are some crops to help you see better \n\n";
+  static constexpr const char* kBetweenCrops = "\n\n \n\n";
+  static constexpr const char* kLast = "\n\n";
 };
 
 // The markup from the model's vocabulary (found by the pieces' names, as in the released files);
@@ -32,7 +48,8 @@ struct MediaMarkup {
 Result<MediaMarkup> FindMediaMarkup(const Engine& engine, MediaKind kind);
 
 // Appends `media` with its markup to `prompt`: the placeholders (and its own end token, Gemma 3n),
-// and the span over them.
+// and the span over them; an image with crops (Gemma 3's pan-and-scan) as the processor lays it
+// out, a span for the image and one for each crop.
 void AppendMedia(const MediaMarkup& markup, std::shared_ptr<const EncodedMedia> media, Prompt* prompt);
 
 // The chat's prompt (EncodeChat) with the messages' media parts expanded, in order.

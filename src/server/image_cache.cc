@@ -23,7 +23,13 @@ std::string Sha256Hex(std::string_view bytes) {
 }
 
 std::string ImageCache::Key(std::string_view bytes, const ImageOptions& options) {
-  return Sha256Hex(bytes) + ":" + std::to_string(options.max_soft_tokens);
+  const ImageOptions::PanAndScan& p = options.pan_and_scan;
+  std::string key = Sha256Hex(bytes) + ":" + std::to_string(options.max_soft_tokens);
+  if (p.enabled) {
+    key += ":pan-and-scan:" + std::to_string(p.min_crop_size) + ":" + std::to_string(p.max_crops) + ":" +
+           std::to_string(p.min_ratio);
+  }
+  return key;
 }
 
 Result<std::shared_ptr<const EncodedMedia>> ImageCache::Encode(const Engine& engine, std::string_view bytes,

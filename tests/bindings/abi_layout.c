@@ -207,6 +207,7 @@ int main(void) {
   Open("gemlet_image_options", sizeof(gemlet_image_options));
   FIELD(gemlet_image_options, struct_size, "");
   FIELD(gemlet_image_options, max_soft_tokens, ", ");
+  FIELD(gemlet_image_options, pan_and_scan, ", ");
   printf("}}");
 
   Open("gemlet_audio_options", sizeof(gemlet_audio_options));

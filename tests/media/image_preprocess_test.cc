@@ -58,6 +58,41 @@ TEST(Gemma3Preprocess, MatchesHfPixelValues) {
   EXPECT_EQ(d.differing, 0u);
 }
 
+// HF's Gemma3ImageProcessor with do_pan_and_scan on gemma3_image's 97x61 image (the golden of
+// tools/mm_reference/pan_and_scan_goldens.py, tests/data/hf-mm/gemma3_pan_and_scan): the whole
+// image and its two crops (49 and 48 columns), each resized to 64x64.
+TEST(Gemma3Preprocess, PanAndScanMatchesHfPixelValues) {
+  const std::string golden = std::string(GEMLET_SOURCE_DIR) + "/tests/data/hf-mm/gemma3_pan_and_scan";
+  auto params = Gemma3ImageParamsFromHfJson(test::ReadTextFile(golden + "/preprocessor_config.json"));
+  ASSERT_TRUE(params.ok()) << params.message();
+  ASSERT_TRUE(params->pan_and_scan.enabled);
+  auto image = LoadImageFile(Folder("gemma3_image") + "/image.png");
+  ASSERT_TRUE(image.ok()) << image.message();
+  auto pixels = PreprocessGemma3(*image, *params);
+  ASSERT_TRUE(pixels.ok()) << pixels.message();
+  const nlohmann::json meta = test::ReadJson(golden + "/meta.json");
+  const std::vector<int> shape = meta["pixel_values_shape"].get<std::vector<int>>();  // [1 + crops, 3, S, S]
+  ASSERT_EQ(shape[0], 3);
+  ASSERT_EQ(pixels->size(), static_cast<size_t>(shape[0]));
+  const size_t plane = size_t{3} * shape[2] * shape[3];
+  std::vector<float> want;
+  ASSERT_TRUE(test::ReadF32Exactly(golden + "/pixel_values.f32", plane * shape[0], &want));
+  std::vector<float> got;
+  for (const Gemma3Pixels& p : *pixels) {
+    ASSERT_EQ(p.values.size(), plane);
+    got.insert(got.end(), p.values.begin(), p.values.end());
+  }
+  const Diff d = Compare(got, want);
+  std::printf("gemma3_pan_and_scan pixel_values: %dx%d -> whole + %zu crops of %dx%d, max |diff| %.3g, %zu of %zu values "
+              "differ\n", image->width, image->height, pixels->size() - 1, shape[3], shape[2], d.max_abs, d.differing,
+              want.size());
+  EXPECT_LE(d.max_abs, 1.0f / 255.0f);
+  // Ignoring the crops (the whole image three times) is far off.
+  std::vector<float> whole_thrice;
+  for (int i = 0; i < shape[0]; ++i) whole_thrice.insert(whole_thrice.end(), got.begin(), got.begin() + plane);
+  EXPECT_GT(Compare(whole_thrice, want).max_abs, 0.5f);
+}
+
 void CheckGemma4Golden(const std::string& name) {
   const std::string dir = Folder(name);
   auto params = Gemma4ImageParamsFromHfJson(test::ReadTextFile(dir + "/image_processor_config.json"));

@@ -58,7 +58,7 @@ def main(hfmm, outdir):
     tk = tokenizer(mg)
     proc = T.Gemma3Processor(image_processor=ip, tokenizer=tk, image_seq_length=n_image)
     text = json.load(open(os.path.join(src, "input_ids.json")))["prompt_text"]
-    po = proc(text=[text], images=[img], return_tensors="pt")
+    po = proc(text=[text], images=[img], return_tensors="pt", **PAS)  # the processor's own defaults say no pan-and-scan
     ids = po["input_ids"][0]
     pixels = po["pixel_values"].float()
     num_crops = po.get("num_crops")

@@ -211,7 +211,7 @@ class ContentPart(ctypes.Structure):
 
 
 class ImageOptions(ctypes.Structure):
-    _fields_ = [("struct_size", c_size_t), ("max_soft_tokens", c_int)]
+    _fields_ = [("struct_size", c_size_t), ("max_soft_tokens", c_int), ("pan_and_scan", c_int)]
 
 
 class AudioOptions(ctypes.Structure):
