@@ -283,6 +283,21 @@ void RunQuantized(const WeightMatrix& w, const float* x, int64_t n_tokens, float
   Run<K>(w, act, w.n_in / kBlock, n_tokens, y, ctx);
 }
 
+// Experts one MatMulExperts call takes packed (a MoE layer chooses 8); more run one matmul each.
+constexpr int kMaxPackedExperts = 64;
+
+// data[e]: expert e's packed weights in T's layout (packed now if not yet); false when one has none
+// (or there are more than kMaxPackedExperts), and then the caller reads the rows as stored.
+template <class T>
+bool PackedExperts(const WeightMatrix* w, int n, KernelContext& ctx, const uint8_t** data) {
+  if (n > kMaxPackedExperts || !ctx.options().pack_weights) return false;
+  for (int e = 0; e < n; ++e) {
+    data[e] = w[e].packed == nullptr ? nullptr : w[e].packed->Get(w[e], packing::LayoutOf<T>(), ctx.pool());
+    if (data[e] == nullptr) return false;
+  }
+  return true;
+}
+
 #if HWY_TARGET == HWY_AVX3_DL
 // Tokens up to which AVX3_DL keeps to the decode kernels rather than the VNNI GEMM, which first
 // decodes every panel of 16 rows into bytes and pays for that over many tokens only. Packed weights
@@ -412,16 +427,12 @@ bool MatMulPacked(const WeightMatrix& w, const float* x, int64_t n_tokens, float
 
 // False when an expert has no packed layout here.
 bool MatMulExpertsPacked(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
-  if (!ctx.options().pack_weights) return false;
   bool done = false;
   WithPackedType(w[0].type, [&](auto type) {
     using T = decltype(type);
-    std::vector<const uint8_t*> data(static_cast<size_t>(n));
-    for (int e = 0; e < n; ++e) {
-      data[e] = w[e].packed == nullptr ? nullptr : w[e].packed->Get(w[e], packed::LayoutOf<T>(), ctx.pool());
-      if (data[e] == nullptr) return;
-    }
-    RunPackedExperts<T>(w, data.data(), n, x, one_input, y, ctx);
+    const uint8_t* data[kMaxPackedExperts];
+    if (!PackedExperts<T>(w, n, ctx, data)) return;
+    RunPackedExperts<T>(w, data, n, x, one_input, y, ctx);
     done = true;
   });
   return done;
@@ -534,16 +545,12 @@ void RunPackedExperts(const WeightMatrix* w, const uint8_t* const* data, int n, 
 // False when an expert has no packed layout here.
 template <packed::Dp kDp>
 bool MatMulExpertsPacked(const WeightMatrix* w, int n, const float* x, bool one_input, float* y, KernelContext& ctx) {
-  if (!ctx.options().pack_weights) return false;
   bool done = false;
   WithPackedType(w[0].type, [&](auto type) {
     using T = decltype(type);
-    std::vector<const uint8_t*> data(static_cast<size_t>(n));
-    for (int e = 0; e < n; ++e) {
-      data[e] = w[e].packed == nullptr ? nullptr : w[e].packed->Get(w[e], packing::LayoutOf<T>(), ctx.pool());
-      if (data[e] == nullptr) return;
-    }
-    RunPackedExperts<T, kDp>(w, data.data(), n, x, one_input, y, ctx);
+    const uint8_t* data[kMaxPackedExperts];
+    if (!PackedExperts<T>(w, n, ctx, data)) return;
+    RunPackedExperts<T, kDp>(w, data, n, x, one_input, y, ctx);
     done = true;
   });
   return done;
