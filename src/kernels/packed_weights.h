@@ -76,12 +76,11 @@ class PackedWeights {
 class PackedWeightStore {
  public:
   explicit PackedWeightStore(const MappedFile* source) : source_(source) {}
-  PackedWeights* NewSlot() { return &slots_.emplace_back(source_, this); }
-  // A slot for w, remembered so that all such matrices can be packed ahead of use (Prepare).
-  // Routed experts take plain NewSlot(): only those a token chooses are ever packed.
+  // A slot for w, remembered so that all such matrices can be packed ahead of use (Prepare) and
+  // kept in the packed-weight cache file (kernels/packed_cache.h).
   PackedWeights* NewSlotFor(const WeightMatrix& w) {
     WeightMatrix& m = matrices_.emplace_back(w);
-    m.packed = NewSlot();
+    m.packed = &slots_.emplace_back(source_, this);
     return m.packed;
   }
   // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), until done or

@@ -237,9 +237,9 @@ class Model {
   PackedWeightStore& packed_store() const { return *packed_; }
   // Bytes of weights repacked for the kernels so far (they are packed on first use).
   size_t PackedWeightBytes() const { return packed_->PackedBytes(); }
-  // Packs now what the first evaluation would pack (not routed experts: only those in use are),
-  // e.g. on a background thread while a chat waits for its first message; stops early once *stop
-  // is set. Evaluations may run meanwhile: a matrix is packed once, whoever gets to it first.
+  // Packs now what evaluations would pack (all routed experts, where tokens would pack only those
+  // they choose), e.g. on a background thread while a chat waits for its first message; stops
+  // early once *stop is set. Evaluations may run meanwhile: a matrix is packed once, whoever gets to it first.
   void PrepareWeights(KernelContext& ctx, const std::atomic<bool>* stop = nullptr) const { packed_->Prepare(ctx, stop); }
 
  protected:

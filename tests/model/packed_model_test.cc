@@ -1,6 +1,6 @@
 // A whole model on packed weights, on every table that packs (AVX3_DL; NEON_I8MM and
-// NEON_DOTPROD on ARM): Gemma 4's routed experts each get a slot of their own (only the experts a
-// token routes to are packed). A Q8_0 copy of the MoE test model gives the same
+// NEON_DOTPROD on ARM): Gemma 4's routed experts each get a slot of their own (without a cache file,
+// only the experts a token routes to are packed). A Q8_0 copy of the MoE test model gives the same
 // logits with packing on and off; a slot shared between experts, or packed from the wrong
 // expert's rows, would send tokens through the wrong weights.
 #include <gtest/gtest.h>
@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "gguf/gguf_reader.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_cache.h"
 #include "kernels/packed_weights.h"
 #include "quantize/quantize.h"
 #include "runtime/session.h"
@@ -97,6 +99,61 @@ TEST(PackedModelTest, MoeExpertsGiveTheSameLogitsPackedAndAsStored) {
       EXPECT_LT(max_diff, 1e-3) << kernels->name << ", prompt " << mult;
     }
   }
+}
+
+// The packed-weight cache file holds every routed expert: a process that maps it packs nothing,
+// not even the experts its tokens choose, and gives the logits of packing in memory. Before, the
+// experts were left out of the file and each process packed them again into anonymous memory (14.6
+// GB on the 26B-A4B), on the first token that chose each one.
+TEST(PackedModelTest, MoeExpertsAreMappedFromThePackedCache) {
+  const KernelTable& kernels = BestKernels();
+  if (kernels.packed_layout == nullptr || kernels.packed_layout(DType::kQ8_0) == nullptr) {
+    GTEST_SKIP() << kernels.name << " keeps Q8_0 weights as stored: there is no packed cache to write";
+  }
+  test::TempDir tmp;
+  QuantizeOptions q;
+  q.input_path = test::TestdataDir() + "/gguf/gemma4_moe_kv_eq_v.gguf";
+  q.output_path = tmp.File("moe-q8_0.gguf");
+  q.ftype = FileType::kQ8_0;
+  q.pure = true;
+  ASSERT_TRUE(QuantizeGguf(q).ok());
+  std::vector<int32_t> tokens = {2};
+  for (int i = 0; i < 23; ++i) tokens.push_back(4 + (i * 37) % 500);
+  size_t in_memory_bytes = 0;
+  const std::vector<float> want = AllLogits(q.output_path, tokens, kernels, /*pack=*/true, &in_memory_bytes);
+
+  auto engine = runtime::Engine::Load(q.output_path);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const PackedWeightStore& store = (*engine)->model().packed_store();
+  // Every expert of every stacked expert tensor is a remembered matrix of its own.
+  int expert_tensors = 0;
+  for (const GgufTensor& t : (*engine)->model().gguf().tensors()) {
+    if (t.name.find("_exps.weight") == std::string::npos) continue;
+    ++expert_tensors;
+    int64_t remembered = 0;
+    for (const WeightMatrix& w : store.matrices()) {
+      if (w.data >= t.data && w.data < t.data + t.nbytes) ++remembered;
+    }
+    EXPECT_EQ(remembered, t.ne[2]) << t.name;
+  }
+  ASSERT_GT(expert_tensors, 0);
+  auto built = (*engine)->UsePackedCache(tmp.File("cache"), kernels, 2);
+  ASSERT_TRUE(built.ok()) << built.message();
+  EXPECT_EQ(*built, PackedCacheOutcome::kBuilt);
+
+  SessionOptions o;
+  o.n_ctx = 64;
+  o.n_threads = 2;
+  o.kv_cache_type = KvCacheType::kF32;
+  KernelOptions kernel_options;
+  kernel_options.batch_invariant = false;  // as AllLogits runs it
+  auto session = Session::Create(*engine, o, &kernels, kernel_options);
+  ASSERT_TRUE(session.ok()) << session.message();
+  std::vector<float> got(want.size());
+  ASSERT_TRUE(session.value()->Evaluate(tokens, got.data(), /*all_logits=*/true).ok());
+  EXPECT_EQ(got, want) << "the mapped experts are the bytes packing in memory makes";
+  EXPECT_GE(store.PackedBytes(), in_memory_bytes) << "every expert is in the file, chosen or not";
+  EXPECT_EQ(store.PackedBytesInMemory(), 0u) << "an expert was packed into anonymous memory";
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace {
 struct ExpertMatrices {
   WeightMatrix first;      // expert 0
   size_t expert_bytes = 0;
-  std::vector<PackedWeights*> packed;  // one slot per expert (only experts in use get packed), or none
+  std::vector<PackedWeights*> packed;  // one slot per expert, or none
   WeightMatrix Expert(int e) const {
     WeightMatrix m = first;
     m.data += static_cast<size_t>(e) * expert_bytes;
@@ -41,7 +41,15 @@ Result<ExpertMatrices> BindExperts(const GgufFile& f, const std::string& name, i
   m.first = {t->type, t->data, n_in, n_out, RowBytes(t->type, n_in)};
   m.expert_bytes = m.first.row_bytes * static_cast<size_t>(n_out);
   if (store != nullptr) {
-    for (int e = 0; e < n_expert; ++e) m.packed.push_back(store->NewSlot());
+    // Remembered like every other matrix: the packed-weight cache file holds all experts (a process
+    // then maps them instead of packing each on its first token, into anonymous memory), and
+    // PrepareWeights packs them ahead. Without either, an expert is packed when a token first
+    // chooses it.
+    for (int e = 0; e < n_expert; ++e) {
+      WeightMatrix expert = m.first;
+      expert.data += static_cast<size_t>(e) * m.expert_bytes;
+      m.packed.push_back(store->NewSlotFor(expert));
+    }
   }
   return m;
 }
