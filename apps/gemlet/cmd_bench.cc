@@ -127,7 +127,7 @@ struct BenchFlags {
   std::vector<int> prompts = {512}, gens = {128}, depths = {0}, threads_list;
   std::vector<std::string> lora;  // --lora FILE[:SCALE]: every test runs with these adapters
   int reps = 5, batch = 512, ttft_prompt = 200, bandwidth_mib = 1024;
-  bool json = false, no_cache = false, peak = false;
+  bool json = false, no_cache = false, peak = false, prepare = false;
   KernelOptions kernel_options;
 };
 
@@ -158,6 +158,9 @@ void AddBenchFlags(CLI::App& app, BenchFlags* f) {
   app.add_flag("--json", f->json, "print a JSON array, one object per test (llama-bench's field names and ours)");
   app.add_option("--bandwidth-mib", f->bandwidth_mib, "the bandwidth probes' buffer (far larger than the caches)")
       ->check(CLI::Range(16, 1 << 16))->capture_default_str();
+  app.add_flag("--prepare", f->prepare, "before the tests, prepare the weights as chat does while the user types "
+               "(pack them, or read the packed-weight cache in from disk), timed apart: the first evaluation then "
+               "pays neither, and a model larger than half the memory is measured as it runs, not as the disk reads it");
   app.add_flag("--peak", f->peak, "after the tests, probe this CPU's int8 multiply-accumulate peak for each instruction "
                "sequence the kernels use, and give each prompt test's rate as a fraction of its table's peak");
 }
@@ -176,6 +179,7 @@ struct BenchRun {
   std::vector<tools::Int8Peak> peaks;  // --peak
   std::vector<AdapterUse> adapters;  // --lora
   double adapter_load_ms = 0;        // loading (mapping, checking) them
+  double prepare_ms = -1;            // --prepare: PrepareWeights, or -1
   std::vector<double> switch_us;     // SetAdapters between two requests: to them and back, each
   const tools::BandwidthBound& bw() const { return bw_before.gbs > bw_after.gbs ? bw_before : bw_after; }
 };
@@ -370,6 +374,7 @@ void PrintJson(const BenchFlags& f, const BenchRun& run) {
         {"first_eval_ms", ti < run.first_eval_by_threads.size() ? run.first_eval_by_threads[ti] * 1e3 : 0.0},
         {"packed_weight_bytes", run.memory.packed_weight_bytes},
         {"load_cpu_ms", run.load_cpu_ms},
+        {"prepare_ms", run.prepare_ms},
         {"peak_rss_bytes", run.memory.peak_rss_bytes},
         {"peak_anon_bytes", run.peak_anon},
         {"packed_cache", info.packed_cache},
@@ -436,6 +441,7 @@ void PrintTable(const BenchFlags& f, const BenchRun& run) {
                 "back): median %.1f us\n", run.adapters.size(), run.adapters.size() == 1 ? "" : "s",
                 static_cast<double>(bytes) / (1024.0 * 1024.0), run.adapter_load_ms, sw.empty() ? 0.0 : sw[sw.size() / 2]);
   }
+  if (run.prepare_ms >= 0) std::printf("weights prepared (--prepare: packed, or read in from the cache): %.1f ms\n", run.prepare_ms);
   for (size_t i = 0; i < run.first_eval_by_threads.size(); ++i) {
     const double packed_now = (run.memory.packed_weight_bytes - run.memory.packed_mapped_bytes) / (1024.0 * 1024.0);
     std::printf("first evaluation (16 tokens: pages in the weights and packs %.1f MiB of them for the kernels, "
@@ -520,6 +526,11 @@ int RunBench(int argc, char** argv) {
   // Peak anonymous memory over the whole run, from before the load to before the bandwidth test.
   PeakAnonSampler sampler;
   if (Status s = LoadForBench(f, &run); !s.ok()) return Fail(s.message());
+  if (f.prepare) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run.engine->PrepareWeights(nullptr, *std::max_element(f.threads_list.begin(), f.threads_list.end()));
+    run.prepare_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   const std::string ttft_text = f.ttft_prompt > 0 ? ChatPromptText(*run.engine, f.ttft_prompt) : "";
   run.ttft_tokens = ttft_text.empty() ? f.ttft_prompt : static_cast<int>(TokenizeChat(*run.engine, ttft_text).size());
   // Like llama-bench, each test starts from a cache holding n_depth tokens (none by default); one

@@ -200,8 +200,8 @@ GEMLET_API gemlet_status gemlet_engine_token_text(const gemlet_engine* engine, i
 GEMLET_API int32_t gemlet_engine_bos_token(const gemlet_engine* engine);  /* -1: none (or NULL) */
 GEMLET_API bool gemlet_engine_is_end_of_generation(const gemlet_engine* engine, int32_t token);
 
-/* Packs the weights into the layout the kernels read (done on first use otherwise): call it while the
- * user types the first message. gemlet_engine_stop_prepare_weights() from another thread ends it
+/* Packs the weights into the layout the kernels read (done on first use otherwise), or, mapped from
+ * the packed-weight cache, reads them in from disk: call it while the user types the first message. gemlet_engine_stop_prepare_weights() from another thread ends it
  * after the matrix in hand (what is left is packed on first use); a stop made while nothing
  * prepares is forgotten when the next call starts. n_threads < 1 is 1. */
 GEMLET_API gemlet_status gemlet_engine_prepare_weights(const gemlet_engine* engine, int n_threads);

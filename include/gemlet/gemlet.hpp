@@ -217,8 +217,9 @@ class GEMLET_CXX_API Engine {
   // (embeddings, experts).
   Result<std::shared_ptr<const Adapter>> LoadAdapter(const std::string& path, bool any_base = false) const;
 
-  // Packs the weights into the layout the kernels read (done on first use otherwise): an app calls
-  // it while the user types the first message. A set `stop` ends it after the matrix in hand; what is
+  // Packs the weights into the layout the kernels read (done on first use otherwise), or, mapped
+  // from the packed-weight cache, reads them in from disk: an app calls it while the user types the
+  // first message. A set `stop` ends it after the matrix in hand; what is
   // left is packed on first use. Thread-safe; uses n_threads threads.
   void PrepareWeights(const std::atomic<bool>* stop = nullptr, int n_threads = 1) const;
   MemoryUsage MeasureMemory() const;

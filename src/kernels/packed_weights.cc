@@ -90,10 +90,31 @@ void PackedWeightStore::ReleasePackedNear(const uint8_t* begin, size_t size) {
   }
 }
 
+namespace {
+
+// Reads one byte of every page of [p, p + n): what the kernels will read is then resident and mapped
+// into the process. Asked for first as a whole (MADV_WILLNEED), so that the disk reads ahead in
+// large requests instead of one fault at a time.
+void PageIn(const uint8_t* p, size_t n) {
+  constexpr size_t kPage = 4096;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  ::madvise(reinterpret_cast<void*>(begin), reinterpret_cast<uintptr_t>(p) + n - begin, MADV_WILLNEED);
+  uint8_t sum = 0;
+  for (size_t i = 0; i < n; i += kPage) sum ^= static_cast<const volatile uint8_t*>(p)[i];
+  if (n > 0) sum ^= static_cast<const volatile uint8_t*>(p)[n - 1];
+  (void)sum;  // volatile: the reads themselves are the point
+}
+
+}  // namespace
+
 void PackedWeightStore::Prepare(KernelContext& ctx, const std::atomic<bool>* stop) const {
   for (const WeightMatrix& w : matrices_) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return;
     PrepareMatMul(w, ctx);
+    // Mapped from a packed-weight cache file, the packed bytes are still on disk or in the page
+    // cache only: read in now, the first evaluation (a chat's first answer, a MoE token's first
+    // choice of an expert) does not wait on the disk.
+    if (w.packed->data() != nullptr && !w.packed->in_memory()) PageIn(w.packed->data(), w.packed->bytes());
   }
 }
 

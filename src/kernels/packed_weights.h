@@ -83,8 +83,8 @@ class PackedWeightStore {
     m.packed = &slots_.emplace_back(source_, this);
     return m.packed;
   }
-  // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), until done or
-  // until *stop is set.
+  // Packs the remembered matrices now, in the order they were bound (PrepareMatMul), and reads in
+  // those mapped from a cache file, until done or until *stop is set.
   void Prepare(KernelContext& ctx, const std::atomic<bool>* stop) const;
   // Bytes of packed weights made so far, and of those the ones in anonymous memory (not mapped from
   // a cache file).

@@ -481,6 +481,36 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   EXPECT_GT((*blocked)->model().packed_store().PackedBytesInMemory(), 0u);
 }
 
+// PrepareWeights on a model mapped from the packed-weight cache packs nothing and reads the mapped
+// bytes in: just built, the file is out of the page cache (the build drops its pages), and after
+// PrepareWeights every packed matrix is resident, so a first evaluation does not wait on the disk.
+TEST(MemoryTest, PrepareWeightsReadsTheMappedCacheIn) {
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << BestKernels().name << ") keep weights as stored";
+  test::TempDir tmp;
+  const std::string path = tmp.File("cached.gguf");
+  WriteGemma4(PackableShape(DType::kQ4_0), path);
+  auto engine = runtime::Engine::Load(path);
+  ASSERT_TRUE(engine.ok());
+  auto built = (*engine)->UsePackedCache(tmp.File("cache"), BestKernels(), 2);
+  ASSERT_TRUE(built.ok()) << built.message();
+  const PackedWeightStore& store = (*engine)->model().packed_store();
+  auto resident = [&] {
+    size_t bytes = 0;
+    for (const WeightMatrix& w : store.matrices()) {
+      if (w.packed->data() != nullptr) bytes += ResidentBytesInRange(w.packed->data(), w.packed->bytes());
+    }
+    return bytes;
+  };
+  const size_t packed = store.PackedBytes();
+  ASSERT_GT(packed, size_t{1} << 20);
+  EXPECT_LT(resident(), packed / 2) << "the build left the file in the page cache";
+  KernelContext ctx(2);
+  (*engine)->model().PrepareWeights(ctx);
+  EXPECT_GE(resident(), packed) << "whole pages: the last one of a matrix may be partly another's";
+  EXPECT_EQ(store.PackedBytes(), packed);
+  EXPECT_EQ(store.PackedBytesInMemory(), 0u) << "PrepareWeights packed in memory what the cache holds";
+}
+
 }  // namespace
 }  // namespace gemlet
 
