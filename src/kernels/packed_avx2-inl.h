@@ -92,8 +92,14 @@ template <Dp kDp>
 struct Chain {
   HWY_INLINE Chain() : v(_mm256_setzero_si256()) {}
   HWY_INLINE void Add(__m256i w, __m256i x) {
-    if constexpr (kDp == Dp::kMaddubs) v = _mm256_add_epi16(v, _mm256_maddubs_epi16(w, x));
-    else v = Dpbusd<kDp>(v, w, x);
+    if constexpr (kDp == Dp::kMaddubs) {
+      v = _mm256_add_epi16(v, _mm256_maddubs_epi16(w, x));
+      // GCC's reassociation would otherwise turn the chains of a fully unrolled loop into trees
+      // of sums, every product live at once: most of them spilled, a store and a load each.
+      asm("" : "+x"(v));
+    } else {
+      v = Dpbusd<kDp>(v, w, x);
+    }
   }
   HWY_INLINE __m256i Total() const {
     if constexpr (kDp == Dp::kMaddubs) return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
