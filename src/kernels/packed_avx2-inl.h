@@ -34,6 +34,7 @@
 #include <cstring>
 
 #include "kernels/act_quant.h"
+#include "kernels/kernel_context.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 #include "kernels/packed_x86.h"
@@ -64,6 +65,7 @@ HWY_INLINE __m256i Dpbusd(__m256i acc, __m256i w, __m256i x) {
 }
 
 HWY_INLINE __m256i Load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+HWY_INLINE void Store32(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
 HWY_INLINE __m128i Load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 HWY_INLINE __m128i Load8(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 // 8 f16 scales (one half's rows) as floats.
@@ -158,8 +160,9 @@ struct Q8_0 {
   // VNNI: the stored q + 128 against x, less 128 sum x. vpmaddubsw: q itself (the stored bytes xor
   // 0x80), |q| as the unsigned operand and x with q's sign, each pair sum widened at once (one pair
   // reaches 2 * 128 * 127).
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1, bool kDec = false>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead,
+                             const uint8_t* dec = nullptr) {
     const __m256i ones = _mm256_set1_epi16(1), bias = Splat(0x80);
     for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
@@ -226,8 +229,26 @@ struct Q4_K {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     packed_x86::PackQ4_K(rows, row_bytes, n_blocks, out);
   }
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+  // Decoded (Run): per super-block, half h, chunk c, vector m, the low nibbles' 32 bytes and then
+  // the high ones' at 2048 h + 512 c + 64 m.
+  static constexpr int kDecodedBytes = kRows * kBlockValues;
+  static void Decode(const uint8_t* g, int64_t n_blocks, uint8_t* out) {
+    const __m256i low = Splat(0x0F);
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes, out += kDecodedBytes) {
+      for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < 4; ++c) {
+          for (int m = 0; m < 8; ++m) {
+            const __m256i v = Load32(g + packed_x86::kScaleMinHeader + 512 * c + 64 * m + 32 * h);
+            Store32(out + 2048 * h + 512 * c + 64 * m, _mm256_and_si256(v, low));
+            Store32(out + 2048 * h + 512 * c + 64 * m + 32, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+          }
+        }
+      }
+    }
+  }
+  template <Dp kDp, int NT, int kHalves = 1, bool kDec = false>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead,
+                             const uint8_t* dec = nullptr) {
     using packed_x86::kScaleMinHeader;
     using packed_x86::kScaleMinScales;
     const __m256i low = Splat(0x0F);
@@ -245,8 +266,16 @@ struct Q4_K {
           const uint8_t* q = g + kScaleMinHeader + 512 * c + 32 * h;
           HWY_UNROLL(8)
           for (int m = 0; m < 8; ++m) {
-            const __m256i v = Load32(q + 64 * m);
-            const __m256i l = _mm256_and_si256(v, low), hh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            __m256i l, hh;
+            if constexpr (kDec) {
+              const uint8_t* d = dec + i * kDecodedBytes + 2048 * h + 512 * c + 64 * m;
+              l = Load32(d);
+              hh = Load32(d + 32);
+            } else {
+              const __m256i v = Load32(q + 64 * m);
+              l = _mm256_and_si256(v, low);
+              hh = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            }
             for (int t = 0; t < NT; ++t) {
               lo[t].Add(l, Broadcast4(a[t].blocks[i].qs + 64 * c + 4 * m));
               hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
@@ -287,10 +316,35 @@ struct Bits32 {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     for (int64_t j = 0; j < n_blocks; ++j) kPack(rows + j * sizeof(Block), row_bytes, out + j * kBlockBytes);
   }
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
-    constexpr int kChainVectors = kFiveBits ? 2 : 4;
+  // A half's vector m of values as bytes (fifth bits added): values 4m.. (lo) or 16 + 4m.. (hi).
+  static HWY_INLINE void Values(const uint8_t* g, int m, int h, __m256i& lo, __m256i& hi) {
     const __m256i low = Splat(0x0F);
+    const __m256i v = Load32(g + kQs + 64 * m + 32 * h);
+    lo = _mm256_and_si256(v, low);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    if constexpr (kFiveBits) {
+      lo = _mm256_or_si256(lo, FifthBits(g + kMasks + 16 * m + 4 * h));
+      hi = _mm256_or_si256(hi, FifthBits(g + kMasks + 16 * m + 8 + 4 * h));
+    }
+  }
+  // Decoded (Run): per block, half h, vector m, lo's 32 bytes and then hi's at 256 h + 64 m.
+  static constexpr int kDecodedBytes = kRows * kBlockValues;
+  static void Decode(const uint8_t* g, int64_t n_blocks, uint8_t* out) {
+    for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes, out += kDecodedBytes) {
+      for (int h = 0; h < 2; ++h) {
+        for (int m = 0; m < 4; ++m) {
+          __m256i lo, hi;
+          Values(g, m, h, lo, hi);
+          Store32(out + 256 * h + 64 * m, lo);
+          Store32(out + 256 * h + 64 * m + 32, hi);
+        }
+      }
+    }
+  }
+  template <Dp kDp, int NT, int kHalves = 1, bool kDec = false>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead,
+                             const uint8_t* dec = nullptr) {
+    constexpr int kChainVectors = kFiveBits ? 2 : 4;
     for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t j = 0; j < n_blocks; ++j, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
@@ -304,11 +358,13 @@ struct Bits32 {
           Chain<kDp> c[NT];
           HWY_UNROLL(4)
           for (int m = m0; m < m0 + kChainVectors; ++m) {
-            const __m256i v = Load32(g + kQs + 64 * m + 32 * h);
-            __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-            if constexpr (kFiveBits) {
-              lo = _mm256_or_si256(lo, FifthBits(g + kMasks + 16 * m + 4 * h));
-              hi = _mm256_or_si256(hi, FifthBits(g + kMasks + 16 * m + 8 + 4 * h));
+            __m256i lo, hi;
+            if constexpr (kDec) {
+              const uint8_t* d = dec + j * kDecodedBytes + 256 * h + 64 * m;
+              lo = Load32(d);
+              hi = Load32(d + 32);
+            } else {
+              Values(g, m, h, lo, hi);
             }
             for (int t = 0; t < NT; ++t) {
               c[t].Add(lo, Broadcast4(a[t].blocks[j].qs + 4 * m));
@@ -343,8 +399,9 @@ struct Q5_K {
   static void Pack(const uint8_t* rows, size_t row_bytes, int64_t n_blocks, uint8_t* out) {
     packed_x86::PackQ5_K(rows, row_bytes, n_blocks, out);
   }
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1, bool kDec = false>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead,
+                             const uint8_t* dec = nullptr) {
     using packed_x86::kQ5_KMasks;
     using packed_x86::kQ5_KQs;
     using packed_x86::kScaleMinScales;
@@ -405,14 +462,29 @@ struct Q6_K {
     const __m256i high = j < 2 ? _mm256_slli_epi16(hb2, 4 - 2 * j) : _mm256_srli_epi16(hb2, 2 * j - 4);
     return _mm256_or_si256(l, _mm256_and_si256(high, two));
   }
+  // Decoded (Run): per super-block, half h, the vectors Values(hb, j, m) at 2048 h + 32 (8 (4 hb + j) + m).
+  static constexpr int kDecodedBytes = kRows * kBlockValues;
+  static HWY_INLINE int DecodedAt(int hb, int j, int m, int h) { return 2048 * h + 32 * (8 * (4 * hb + j) + m); }
+  static void Decode(const uint8_t* g, int64_t n_blocks, uint8_t* out) {
+    for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes, out += kDecodedBytes) {
+      for (int h = 0; h < 2; ++h) {
+        for (int hb = 0; hb < 2; ++hb) {
+          for (int j = 0; j < 4; ++j) {
+            for (int m = 0; m < 8; ++m) Store32(out + DecodedAt(hb, j, m, h), Values(g, hb, j, m, h));
+          }
+        }
+      }
+    }
+  }
   // 8 rows' scales of groups 2p and 2p + 1 as the int16 pair of each lane.
   static HWY_INLINE __m256i ScalePair(const uint8_t* g, int p, int h) {
     const uint8_t* sc = g + packed_x86::kQ6_KScales + 8 * h;
     const __m128i a = _mm_cvtepi8_epi16(Load8(sc + kRows * 2 * p)), b = _mm_cvtepi8_epi16(Load8(sc + kRows * (2 * p + 1)));
     return _mm256_set_m128i(_mm_unpackhi_epi16(a, b), _mm_unpacklo_epi16(a, b));
   }
-  template <Dp kDp, int NT, int kHalves = 1>
-  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead) {
+  template <Dp kDp, int NT, int kHalves = 1, bool kDec = false>
+  static HWY_INLINE void Dot(const uint8_t* g, int64_t n_blocks, const Act* a, int h0, __m256* accs, size_t ahead,
+                             const uint8_t* dec = nullptr) {
     for (int t = 0; t < kHalves * NT; ++t) accs[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes) {
       if (ahead) Prefetch(g + ahead, kBlockBytes);
@@ -432,7 +504,9 @@ struct Q6_K {
                 Chain<kDp> c[NT];
                 HWY_UNROLL(2)
                 for (int m = m0; m < m0 + 2; ++m) {
-                  const __m256i v = Values(g, hb, j, m, h);
+                  __m256i v;
+                  if constexpr (kDec) v = Load32(dec + i * kDecodedBytes + DecodedAt(hb, j, m, h));
+                  else v = Values(g, hb, j, m, h);
                   for (int t = 0; t < NT; ++t) c[t].Add(v, Broadcast4(a[t].blocks[i].qs + 128 * hb + 32 * j + 4 * m));
                 }
                 for (int t = 0; t < NT; ++t) scaled[t] = _mm256_add_epi32(scaled[t], Chain<kDp>::Scaled(c[t], s));
@@ -466,9 +540,10 @@ using packing::LayoutOf;
 constexpr int kTileTokens = 4;  // tokens per tile: 4 float accumulators, 4 to 8 integer chains
 
 // Tokens t0..t0+NT-1 against group g: 16 outputs each, to y[t * n_out].
-template <class T, Dp kDp, int NT>
-HWY_INLINE void Tile(const uint8_t* g, int64_t n_blocks, const typename T::Act* a, float* y, int64_t n_out, size_t ahead) {
-  if constexpr (NT == 1) {
+template <class T, Dp kDp, int NT, bool kDec = false>
+HWY_INLINE void Tile(const uint8_t* g, int64_t n_blocks, const typename T::Act* a, float* y, int64_t n_out, size_t ahead,
+                     const uint8_t* dec = nullptr) {
+  if constexpr (NT == 1 && !kDec) {
     // Decode: both halves in one pass over the group, sharing the activations' loads (the registers
     // of two halves' chains fit where those of more tokens would not).
     __m256 acc[2];
@@ -479,37 +554,59 @@ HWY_INLINE void Tile(const uint8_t* g, int64_t n_blocks, const typename T::Act* 
     for (int h = 0; h < 2; ++h) {
       __m256 acc[NT];
       // The first half reads the group from memory (prefetching ahead); the second finds it in cache.
-      T::template Dot<kDp, NT>(g, n_blocks, a, h, acc, h == 0 ? ahead : 0);
+      T::template Dot<kDp, NT, 1, kDec>(g, n_blocks, a, h, acc, h == 0 ? ahead : 0, dec);
       for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * n_out + 8 * h, acc[t]);
     }
+  }
+}
+
+// Tokens t0..t0+nt-1 (nt <= kTileTokens) against group g, its weights decoded (kDec) or not.
+template <class T, Dp kDp, bool kDec>
+HWY_INLINE void TileOf(int nt, const uint8_t* g, int64_t n_blocks, const typename T::Act* a, float* y, int64_t n_out,
+                       size_t ahead, const uint8_t* dec) {
+  switch (nt) {
+    case 4: Tile<T, kDp, 4, kDec>(g, n_blocks, a, y, n_out, ahead, dec); break;
+    case 3: Tile<T, kDp, 3, kDec>(g, n_blocks, a, y, n_out, ahead, dec); break;
+    case 2: Tile<T, kDp, 2, kDec>(g, n_blocks, a, y, n_out, ahead, dec); break;
+    default: Tile<T, kDp, 1, kDec>(g, n_blocks, a, y, n_out, ahead, dec); break;
   }
 }
 
 // y[t, o] for n_tokens tokens whose activations act(t) gives, every group of 16 rows read once for
 // all of them, kTileTokens tokens at a time. Decode (few tokens) streams the groups in contiguous
 // chunks per thread, prefetching `ahead` bytes ahead; prefill takes them one at a time, so that a
-// thread the OS time-slices away holds up no one. The results are the same either way.
+// thread the OS time-slices away holds up no one. Prefill also decodes each group's values to
+// bytes once (T::Decode, where the type has it: nibbles, fifth bits, Q6_K's high bits), into a
+// buffer of the thread's that every tile then loads, rather than each tile decoding them again: the
+// decoding was a third of Q6_K's instructions. The results are the same either way: the same
+// integers, the same float operations.
 template <class T, Dp kDp, class ActOf>
 void Run(const WeightMatrix& w, const uint8_t* data, const ActOf& act, int64_t n_tokens, float* y, bool decode,
          size_t ahead, KernelContext& ctx) {
   const int64_t n_blocks = w.n_in / T::kBlockValues;
   const size_t group_bytes = static_cast<size_t>(n_blocks) * T::kBlockBytes;
   const auto n_groups = static_cast<size_t>(w.n_out / kRows);
-  auto groups = [&](size_t begin, size_t end, int) {
+  constexpr bool kDecodes = requires { T::kDecodedBytes; };
+  auto groups = [&](size_t begin, size_t end, int thread) {
+    uint8_t* dec = nullptr;
+    if constexpr (kDecodes) {
+      if (!decode) {
+        dec = ctx.scratch().Get<uint8_t>(thread, KernelScratch::kPanelQ, static_cast<size_t>(n_blocks * T::kDecodedBytes));
+      }
+    }
     for (size_t g = begin; g < end; ++g) {
       const uint8_t* gp = data + g * group_bytes;
+      if constexpr (kDecodes) {
+        if (dec) T::Decode(gp, n_blocks, dec);
+      }
       for (int64_t t0 = 0; t0 < n_tokens;) {
         const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
         typename T::Act a[kTileTokens];
         for (int t = 0; t < nt; ++t) a[t] = act(t0 + t);
         float* yt = y + t0 * w.n_out + static_cast<int64_t>(g) * kRows;
         const size_t pf = t0 == 0 ? ahead : 0;
-        switch (nt) {
-          case 4: Tile<T, kDp, 4>(gp, n_blocks, a, yt, w.n_out, pf); break;
-          case 3: Tile<T, kDp, 3>(gp, n_blocks, a, yt, w.n_out, pf); break;
-          case 2: Tile<T, kDp, 2>(gp, n_blocks, a, yt, w.n_out, pf); break;
-          default: Tile<T, kDp, 1>(gp, n_blocks, a, yt, w.n_out, pf); break;
-        }
+        if (dec) TileOf<T, kDp, kDecodes>(nt, gp, n_blocks, a, yt, w.n_out, pf, dec);
+        else TileOf<T, kDp, false>(nt, gp, n_blocks, a, yt, w.n_out, pf, nullptr);
         t0 += nt;
       }
     }
