@@ -180,6 +180,7 @@ struct Q8_0 {
             for (int t = 0; t < NT; ++t) {
               const __m256i x = _mm256_sign_epi8(Broadcast4(a[t].blocks[j].qs + 4 * k), q);
               sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, x), ones));
+              asm("" : "+x"(sum[t]));  // a chain, not a tree of sums (Chain::Add says why)
             }
           }
         } else {
