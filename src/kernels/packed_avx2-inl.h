@@ -85,7 +85,12 @@ HWY_INLINE void Prefetch(const uint8_t* p, size_t bytes) {
 struct Scales {
   HWY_INLINE explicit Scales(__m256i v)
       : s32(v), s16(_mm256_or_si256(_mm256_slli_epi32(v, 16), _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)))) {}
+  // From s16, for scales that are not negative (s32 is its low half then).
+  static HWY_INLINE Scales FromPairs(__m256i s16) { return Scales(_mm256_and_si256(s16, _mm256_set1_epi32(0xFFFF)), s16); }
   __m256i s32, s16;
+
+ private:
+  HWY_INLINE Scales(__m256i v32, __m256i v16) : s32(v32), s16(v16) {}
 };
 
 // One chain of products per lane (see Dpbusd): 16-bit pair sums with vpmaddubsw, kept below 2^15
@@ -231,12 +236,16 @@ struct Q4_K {
     packed_x86::PackQ4_K(rows, row_bytes, n_blocks, out);
   }
   // Decoded (Run): per super-block, half h, chunk c, vector m, the low nibbles' 32 bytes and then
-  // the high ones' at 2048 h + 512 c + 64 m.
-  static constexpr int kDecodedBytes = kRows * kBlockValues;
+  // the high ones' at 2048 h + 512 c + 64 m; then half h's slice s's scales as Scales::s16 at
+  // kDecodedScales + 256 h + 32 s.
+  static constexpr int kDecodedScales = kRows * kBlockValues, kDecodedBytes = kDecodedScales + 2 * 8 * 32;
   static void Decode(const uint8_t* g, int64_t n_blocks, uint8_t* out) {
     const __m256i low = Splat(0x0F);
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes, out += kDecodedBytes) {
       for (int h = 0; h < 2; ++h) {
+        for (int sl = 0; sl < 8; ++sl) {
+          Store32(out + kDecodedScales + 256 * h + 32 * sl, UnsignedScales(g + packed_x86::kScaleMinScales + kRows * sl + 8 * h).s16);
+        }
         for (int c = 0; c < 4; ++c) {
           for (int m = 0; m < 8; ++m) {
             const __m256i v = Load32(g + packed_x86::kScaleMinHeader + 512 * c + 64 * m + 32 * h);
@@ -282,8 +291,10 @@ struct Q4_K {
               hi[t].Add(hh, Broadcast4(a[t].blocks[i].qs + 64 * c + 32 + 4 * m));
             }
           }
-          const Scales s_lo = UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
-          const Scales s_hi = UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
+          const Scales s_lo = kDec ? Scales::FromPairs(Load32(dec + i * kDecodedBytes + kDecodedScales + 256 * h + 64 * c))
+                                   : UnsignedScales(g + kScaleMinScales + kRows * 2 * c + 8 * h);
+          const Scales s_hi = kDec ? Scales::FromPairs(Load32(dec + i * kDecodedBytes + kDecodedScales + 256 * h + 64 * c + 32))
+                                   : UnsignedScales(g + kScaleMinScales + kRows * (2 * c + 1) + 8 * h);
           for (int t = 0; t < NT; ++t) {
             scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(Chain<kDp>::Scaled(lo[t], s_lo), Chain<kDp>::Scaled(hi[t], s_hi)));
           }
