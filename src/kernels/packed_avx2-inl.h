@@ -85,8 +85,8 @@ HWY_INLINE void Prefetch(const uint8_t* p, size_t bytes) {
 struct Scales {
   HWY_INLINE explicit Scales(__m256i v)
       : s32(v), s16(_mm256_or_si256(_mm256_slli_epi32(v, 16), _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)))) {}
-  // From s16, for scales that are not negative (s32 is its low half then).
-  static HWY_INLINE Scales FromPairs(__m256i s16) { return Scales(_mm256_and_si256(s16, _mm256_set1_epi32(0xFFFF)), s16); }
+  // From s16 (its high half is the scale as int16).
+  static HWY_INLINE Scales FromPairs(__m256i s16) { return Scales(_mm256_srai_epi32(s16, 16), s16); }
   __m256i s32, s16;
 
  private:
@@ -474,8 +474,11 @@ struct Q6_K {
     const __m256i high = j < 2 ? _mm256_slli_epi16(hb2, 4 - 2 * j) : _mm256_srli_epi16(hb2, 2 * j - 4);
     return _mm256_or_si256(l, _mm256_and_si256(high, two));
   }
-  // Decoded (Run): per super-block, half h, the vectors Values(hb, j, m) at 2048 h + 32 (8 (4 hb + j) + m).
-  static constexpr int kDecodedBytes = kRows * kBlockValues;
+  // Decoded (Run): per super-block, half h, the vectors Values(hb, j, m) at 2048 h + 32 (8 (4 hb + j) + m);
+  // then group grp's Scales::s16 at kDecodedScales + 512 h + 32 grp, and ScalePair(p) at
+  // kDecodedPairs + 256 h + 32 p.
+  static constexpr int kDecodedScales = kRows * kBlockValues, kDecodedPairs = kDecodedScales + 2 * 16 * 32;
+  static constexpr int kDecodedBytes = kDecodedPairs + 2 * 8 * 32;
   static HWY_INLINE int DecodedAt(int hb, int j, int m, int h) { return 2048 * h + 32 * (8 * (4 * hb + j) + m); }
   static void Decode(const uint8_t* g, int64_t n_blocks, uint8_t* out) {
     for (int64_t i = 0; i < n_blocks; ++i, g += kBlockBytes, out += kDecodedBytes) {
@@ -485,6 +488,11 @@ struct Q6_K {
             for (int m = 0; m < 8; ++m) Store32(out + DecodedAt(hb, j, m, h), Values(g, hb, j, m, h));
           }
         }
+        for (int grp = 0; grp < 16; ++grp) {
+          const Scales sc(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
+          Store32(out + kDecodedScales + 512 * h + 32 * grp, sc.s16);
+        }
+        for (int p = 0; p < 8; ++p) Store32(out + kDecodedPairs + 256 * h + 32 * p, ScalePair(g, p, h));
       }
     }
   }
@@ -511,7 +519,8 @@ struct Q6_K {
           for (int j = 0; j < 4; ++j) {
             for (int mh = 0; mh < 2; ++mh) {  // group 8 hb + 2 j + mh: vectors 4 mh..4 mh + 3
               const int grp = 8 * hb + 2 * j + mh;
-              const Scales s(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
+              const Scales s = kDec ? Scales::FromPairs(Load32(dec + i * kDecodedBytes + kDecodedScales + 512 * h + 32 * grp))
+                                    : Scales(_mm256_cvtepi8_epi32(Load8(g + packed_x86::kQ6_KScales + kRows * grp + 8 * h)));
               for (int m0 = 4 * mh; m0 < 4 * mh + 4; m0 += 2) {  // a chain per 2 vectors
                 Chain<kDp> c[NT];
                 HWY_UNROLL(2)
@@ -527,7 +536,7 @@ struct Q6_K {
           }
         }
         for (int p = 0; p < 8; ++p) {
-          const __m256i pair = ScalePair(g, p, h);
+          const __m256i pair = kDec ? Load32(dec + i * kDecodedBytes + kDecodedPairs + 256 * h + 32 * p) : ScalePair(g, p, h);
           for (int t = 0; t < NT; ++t) {
             int32_t bsums;
             std::memcpy(&bsums, a[t].blocks[i].bsums + 2 * p, 4);  // groups 2p, 2p + 1
