@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -30,10 +32,15 @@ enum class PackedCacheOutcome { kLoaded, kBuilt };
 // Errors (a folder that cannot be written, a full disk) change nothing: the kernels then pack in
 // memory on first use, as without a cache. `origin` (the model file's path; empty when unknown) is
 // recorded: after a build, cache files in the same folder made from that path for another version
-// of the model are removed.
+// of the model are removed. Mapped, the cache's matrices' rows in the model file are dropped from the page
+// cache (those at `origin`): the memory is left to the packed bytes.
 Result<PackedCacheOutcome> UsePackedCache(PackedWeightStore& store, const KernelTable& kernels, const std::string& path,
                                           const std::string& identity, ThreadPool& pool,
                                           const std::string& origin = std::string());
+
+// The model file's byte ranges [begin, end) whose rows the store's mapped cache replaces, sorted,
+// neighbours less than 1 MiB apart merged: what UsePackedCache drops from the page cache.
+std::vector<std::pair<size_t, size_t>> ReplacedRowRanges(const PackedWeightStore& store);
 
 // 64-bit FNV-1a, continued from `h`: the header checksum, and cheap identities.
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);

@@ -2,6 +2,7 @@
 // tokens in flight become resident), and the memory plan classifies and sizes things correctly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/packed_cache.h"
 #include "kernels/packed_weights.h"
 #include "gguf/gguf_writer.h"
 #include "runtime/memory_report.h"
@@ -479,6 +481,37 @@ TEST(MemoryTest, PackedWeightCacheIsBuiltOnceThenMappedReadOnly) {
   EXPECT_FALSE((*blocked)->UsePackedCache(file_in_the_way + "/cache", BestKernels(), 2).ok());
   EXPECT_EQ(logits_of(*blocked), want);
   EXPECT_GT((*blocked)->model().packed_store().PackedBytesInMemory(), 0u);
+}
+
+// The model file's rows that a mapped cache replaces are dropped from the page cache (the file read
+// just before, by a download's check or another tool, would otherwise hold the memory the packed
+// bytes need): the ranges cover every mapped matrix's rows, and neither the header nor a matrix
+// packed in memory.
+TEST(MemoryTest, TheCacheDropsTheRowsItReplaces) {
+  if (!KernelsPack()) GTEST_SKIP() << "the kernels in use (" << BestKernels().name << ") keep weights as stored";
+  test::TempDir tmp;
+  const std::string path = tmp.File("cached.gguf"), dir = tmp.File("cache");
+  WriteGemma4(PackableShape(DType::kQ4_0), path);
+  auto engine = runtime::Engine::Load(path);
+  ASSERT_TRUE(engine.ok());
+  const PackedWeightStore& store = (*engine)->model().packed_store();
+  EXPECT_TRUE(ReplacedRowRanges(store).empty()) << "nothing is mapped from a cache yet";
+  ASSERT_TRUE((*engine)->UsePackedCache(dir, BestKernels(), 2).ok());
+  const std::vector<std::pair<size_t, size_t>> ranges = ReplacedRowRanges(store);
+  ASSERT_FALSE(ranges.empty());
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_GT(ranges[i].first, ranges[i - 1].second) << "sorted, disjoint";
+  const uint8_t* file = store.source()->data();
+  const size_t first_tensor = static_cast<size_t>((*engine)->model().gguf().tensors()[0].data - file);
+  EXPECT_GE(ranges.front().first, first_tensor) << "the header stays";
+  size_t matrices = 0;
+  for (const WeightMatrix& w : store.matrices()) {
+    if (w.packed->data() == nullptr) continue;
+    ++matrices;
+    const size_t begin = static_cast<size_t>(w.data - file), end = begin + static_cast<size_t>(w.n_out) * w.row_bytes;
+    const bool covered = std::any_of(ranges.begin(), ranges.end(), [&](const auto& r) { return r.first <= begin && end <= r.second; });
+    EXPECT_TRUE(covered) << "rows at " << begin << ".." << end;
+  }
+  EXPECT_GT(matrices, 0u);
 }
 
 // PrepareWeights on a model mapped from the packed-weight cache packs nothing and reads the mapped
