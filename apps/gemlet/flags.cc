@@ -61,7 +61,7 @@ void AddKernelFlags(CLI::App& app, KernelOptions& k) {
                  "reference)");
   app.add_flag("!--no-pack", k.pack_weights, "read weights as stored instead of repacking them for the kernels");
   app.add_option("--prefetch", k.prefetch_bytes,
-                 "bytes decode prefetches ahead of the weight rows (0: off; -1, the default: this CPU's choice)")
+                 "bytes decode prefetches ahead of the weight rows (0: off; -1, the default: the choice for this CPU and its kernels)")
       ->check(CLI::Range(KernelOptions::kPrefetchAuto, 1 << 20));
   app.add_flag("!--no-vnni-gemm", k.vnni_gemm, "prefill with the per-row tiles instead of the VNNI panel GEMM");
   app.add_flag("!--no-batch-invariant", k.batch_invariant, "allow faster prefill kernels whose rounding depends on "

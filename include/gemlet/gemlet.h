@@ -103,7 +103,7 @@ typedef struct gemlet_kernel_options {
   size_t struct_size;
   const char* kernels;   /* "auto" (NULL), "ref" or a name from gemlet_available_kernel() */
   bool pack_weights;     /* repack weights on first use into the layout the kernels stream fastest */
-  int prefetch_bytes;    /* decode's weight prefetch distance: 0 (off) to 1 MiB, or -1: this CPU's choice */
+  int prefetch_bytes;    /* decode's weight prefetch distance: 0 (off) to 1 MiB, or -1: this CPU's and kernel table's choice */
   bool vnni_gemm;        /* prefill through the VNNI panel GEMM where the CPU has VNNI */
   bool spin_wait;        /* threads poll briefly between the loops of a step instead of sleeping */
   bool batch_invariant;  /* a token's logits do not depend on the tokens sharing its step (default true) */

@@ -61,8 +61,9 @@ struct KernelOptions {
   // name from AvailableKernels() ("AVX2", "NEON", ...).
   std::string kernels = "auto";
   bool pack_weights = true;   // repack weights on first use into the layout the kernels stream fastest
-  // How far ahead decode prefetches weights: 0 (off) to 1 MiB, or kPrefetchAuto, this CPU's choice
-  // (none on AMD, whose hardware prefetcher follows the packed weights; 2 KiB elsewhere).
+  // How far ahead decode prefetches weights: 0 (off) to 1 MiB, or kPrefetchAuto, the choice for this
+  // CPU and kernel table (none for the AVX-512 kernels on AMD, whose hardware prefetcher follows
+  // their packed weights; 2 KiB elsewhere, AVX2 on AMD included).
   static constexpr int kPrefetchAuto = -1;
   int prefetch_bytes = kPrefetchAuto;
   bool vnni_gemm = true;      // prefill through the VNNI panel GEMM where the CPU has VNNI

@@ -32,21 +32,21 @@ void KernelScratch::Release() {
 }
 
 namespace {
-KernelOptions WithPrefetchResolved(KernelOptions o) {
-  if (o.prefetch_bytes == KernelOptions::kPrefetchAuto) o.prefetch_bytes = static_cast<int>(DefaultDecodePrefetchBytes());
+KernelOptions WithPrefetchResolved(KernelOptions o, const KernelTable& kernels) {
+  if (o.prefetch_bytes == KernelOptions::kPrefetchAuto) o.prefetch_bytes = static_cast<int>(DefaultDecodePrefetchBytes(kernels));
   return o;
 }
 }  // namespace
 
 KernelContext::KernelContext(int n_threads, const KernelTable* kernels, const KernelOptions& options)
     : kernels_(kernels != nullptr ? kernels : &BestKernels()),
-      options_(WithPrefetchResolved(options)),
+      options_(WithPrefetchResolved(options, *kernels_)),
       pool_(std::make_unique<ThreadPool>(n_threads, options.spin_wait)),
       scratch_(std::make_unique<KernelScratch>(n_threads)) {}
 
 void KernelContext::SetKernels(const KernelTable& kernels, const KernelOptions& options) {
   kernels_ = &kernels;
-  options_ = WithPrefetchResolved(options);
+  options_ = WithPrefetchResolved(options, kernels);
   pool_->SetSpin(options.spin_wait);
 }
 

@@ -19,9 +19,9 @@ namespace gemlet {
 
 struct KernelTable;
 
-// How far ahead decode prefetches weights on this CPU (KernelOptions::kPrefetchAuto resolved):
-// 0 on AMD, 2048 elsewhere (kernels.cc).
-size_t DefaultDecodePrefetchBytes();
+// How far ahead decode prefetches weights with this table on this CPU (KernelOptions::kPrefetchAuto
+// resolved): 0 for the AVX-512 tables on AMD, 2048 otherwise (kernels.cc says why).
+size_t DefaultDecodePrefetchBytes(const KernelTable& kernels);
 
 // The knobs of the fast paths are the public KernelOptions (gemlet/types.hpp; each measured in
 // bench/RESULTS.md). A context runs the table it is given: the options' kernels name is the caller's

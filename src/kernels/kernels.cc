@@ -102,13 +102,16 @@ bool CpuHasAvxVnni() {
 #endif
 }
 
-size_t DefaultDecodePrefetchBytes() {
-  // AMD Zen 4 (session 20, bench/RESULTS.md): its hardware prefetcher follows the packed GEMVs'
-  // linear streams, and the software prefetches only took line-fill buffers from them: decode
-  // without them ran up to 19% faster (gemma2-2b, E2B). On the Intel host 2 KiB ahead gave
+size_t DefaultDecodePrefetchBytes(const KernelTable& kernels) {
+  // AMD Zen 4 with the AVX-512 packed GEMVs (session 20, bench/RESULTS.md): its hardware prefetcher
+  // follows their linear streams of 64-byte loads, and the software prefetches only took line-fill
+  // buffers from them: decode without them ran up to 19% faster (gemma2-2b, E2B). The AVX2 GEMVs
+  // issue half the bytes per load, and there the prefetches pay on AMD too: on Zen 3 (session 32,
+  // an AVX2-only EPYC) 2 KiB ahead lifted decode in 11 of 12 alternating pairs on four files, by
+  // up to 29% (#43 saw 27-42% on Zen 4 forced to AVX2). On the Intel hosts 2 KiB ahead gave
   // gemma3-1b's decode +15-30% (sessions 3-5), and ARM cores are untested here: they keep it.
-  static const size_t bytes = CpuIsAmd() ? 0 : 2048;
-  return bytes;
+  const bool zmm_packed = std::strncmp(kernels.name, "AVX3", 4) == 0;
+  return CpuIsAmd() && zmm_packed ? 0 : 2048;
 }
 
 std::vector<std::string> KernelNames() {

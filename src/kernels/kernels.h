@@ -139,7 +139,7 @@ struct KernelTable {
 };
 
 // Whether this is an AMD x86 CPU (CPUID's vendor string); DefaultDecodePrefetchBytes
-// (kernel_context.h) asks it.
+// (kernel_context.h) asks it, with the table.
 bool CpuIsAmd();
 // Whether this is an x86 CPU with AVX-VNNI (the VEX-encoded 256-bit vpdpbusd: Alder Lake and later,
 // Zen 5); SimdTables() then offers the AVX2_VNNI table.

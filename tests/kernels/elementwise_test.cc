@@ -631,9 +631,10 @@ TEST(KernelScratch, GrowsPerThreadAndSlotAndCountsItsBytes) {
   scratch.Get<float>(3, KernelScratch::kPanelQ, 8);
 }
 
-// Decode's prefetch distance is chosen by the CPU: none on AMD (its hardware prefetcher follows the
-// packed weights), 2 KiB elsewhere. CPUID's vendor, checked against what Linux read from it.
-TEST(KernelChoice, DecodePrefetchFollowsTheCpuVendor) {
+// Decode's prefetch distance is chosen by the CPU and the kernel table: none for the AVX-512 tables
+// on AMD (its hardware prefetcher follows their packed weights), 2 KiB for every other table and
+// CPU. CPUID's vendor, checked against what Linux read from it.
+TEST(KernelChoice, DecodePrefetchFollowsTheCpuVendorAndTable) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, vendor;
   while (vendor.empty() && std::getline(cpuinfo, line)) {
@@ -644,9 +645,14 @@ TEST(KernelChoice, DecodePrefetchFollowsTheCpuVendor) {
 #endif
   if (vendor.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo (not x86 Linux)";
   EXPECT_EQ(CpuIsAmd(), vendor == "AuthenticAMD") << vendor;
-  EXPECT_EQ(DefaultDecodePrefetchBytes(), vendor == "AuthenticAMD" ? 0u : 2048u) << vendor;
-  // The options' "auto" resolves to this CPU's choice in a context; a number is kept.
-  EXPECT_EQ(KernelContext(1).prefetch_bytes(), DefaultDecodePrefetchBytes());
+  for (const std::string& name : KernelNames()) {
+    const KernelTable* table = KernelsNamed(name);
+    ASSERT_NE(table, nullptr) << name;
+    const bool zmm = name.rfind("AVX3", 0) == 0;
+    EXPECT_EQ(DefaultDecodePrefetchBytes(*table), vendor == "AuthenticAMD" && zmm ? 0u : 2048u) << vendor << " " << name;
+    // The options' "auto" resolves to the choice for the context's table; a number is kept.
+    EXPECT_EQ(KernelContext(1, table).prefetch_bytes(), DefaultDecodePrefetchBytes(*table)) << name;
+  }
   EXPECT_EQ(KernelContext(1, nullptr, KernelOptions{.prefetch_bytes = 4096}).prefetch_bytes(), 4096u);
 }
 
