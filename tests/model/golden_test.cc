@@ -2,6 +2,7 @@
 // our own conversion of the HF checkpoint and from the GGUF files llama.cpp's converter wrote.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -25,7 +26,15 @@ const std::set<std::string>& SupportedModelTypes() {
   return types;
 }
 
-float ToleranceFor(const std::string& model_type) { return model_type == "gemma3n_text" ? 1e-2f : 1e-3f; }
+// How far our logits may sit from HF's: 1e-3, or four times the reference's own disagreement with
+// itself where that is larger (meta.json's checks: the same fp32 forward on CPU and on CUDA). Gemma
+// 3n's tiny model amplifies rounding: HF's two fp32 runs differ by 4.1e-3, and our kernel tables by
+// up to 6.9e-3 among themselves (SCALAR vs AVX2 built at -O1, where GCC fuses no multiply-adds).
+float ToleranceFor(const std::string& folder) {
+  const auto meta = test::ReadJson(folder + "/meta.json");
+  const float self_spread = meta["checks"]["cuda_fp32_vs_cpu_max_abs_diff"].get<float>();
+  return std::max(1e-3f, 4 * self_spread);
+}
 
 struct GoldenCase {
   std::string name;        // folder under hf/
@@ -102,7 +111,7 @@ TEST_P(GoldenTest, FullForwardMatchesReference) {
   ASSERT_TRUE(session);
   std::vector<float> logits(ref.size());
   ASSERT_TRUE(session->Evaluate(ids, logits.data(), true).ok());
-  EXPECT_LE(test::MaxAbsDiff(ref.data(), logits.data(), ref.size()), ToleranceFor(GetParam().model_type));
+  EXPECT_LE(test::MaxAbsDiff(ref.data(), logits.data(), ref.size()), ToleranceFor(folder_));
   for (size_t t = 0; t < ids.size(); ++t) {
     EXPECT_EQ(test::ArgMax(&logits[t * V], V), test::ArgMax(&ref[t * V], V)) << "row " << t;
   }
@@ -127,7 +136,7 @@ TEST_P(GoldenTest, GreedyDecodeThroughKvCacheMatchesReference) {
     next.assign(1, generated.back());
   }
   EXPECT_EQ(generated, expected);
-  EXPECT_LE(worst, ToleranceFor(GetParam().model_type));
+  EXPECT_LE(worst, ToleranceFor(folder_));
 }
 
 // Prefill of the whole sequence in one batch, in small chunks, and one token at a time must agree:
