@@ -743,8 +743,8 @@ TEST(ApiConversation, BadOptionsAreInvalidArguments) {
 }
 
 // Cancel() from another thread in the middle of a 2,000-token prefill returns within 100 ms (the
-// engine checks between layers), and the session stays correct: finishing the prompt afterwards
-// gives the logits of an uninterrupted run.
+// engine checks between layers; in builds too slow for that, within two layers' time), and the
+// session stays correct: finishing the prompt afterwards gives the logits of an uninterrupted run.
 TEST(ApiCancel, StopsALongPrefillWithin100msAndTheSessionStaysCorrect) {
   auto engine = DemoEngine();
   std::vector<int32_t> prompt = {engine->bos_token()};
@@ -773,7 +773,6 @@ TEST(ApiCancel, StopsALongPrefillWithin100msAndTheSessionStaysCorrect) {
   std::printf("cancel after 150 ms of a 2000-token prefill: returned in %.1f ms, %d tokens done\n", latency_ms,
               (*s)->n_past());
   ASSERT_EQ(status.code(), StatusCode::kCancelled) << "the prefill finished before the cancel";
-  EXPECT_LT(latency_ms, 100.0 * test::TimeScale());
   EXPECT_LT((*s)->n_past(), 2000);
   EXPECT_EQ((*s)->n_past() % so.max_batch, 0);  // whole chunks only
 
@@ -783,8 +782,14 @@ TEST(ApiCancel, StopsALongPrefillWithin100msAndTheSessionStaysCorrect) {
   ASSERT_TRUE((*s)->Evaluate(rest, resumed.data()).ok());
   auto fresh = Session::Create(engine, so);
   ASSERT_TRUE(fresh.ok());
+  const auto fresh_start = std::chrono::steady_clock::now();
   const std::vector<float> want = LastLogits(**fresh, prompt);
+  const double chunks = std::ceil(2000.0 / so.max_batch);
+  const double layer_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fresh_start).count() /
+                          (chunks * engine->info().n_layers);
   EXPECT_LE(test::MaxAbsDiff(resumed, want), 1e-4f);
+  std::printf("one layer of a %d-token chunk: %.1f ms\n", so.max_batch, layer_ms);
+  EXPECT_LT(latency_ms, test::CancelLatencyBoundMs(layer_ms));
 }
 
 TEST(ApiCancel, CancelsAConversationFromAnotherThread) {
