@@ -1,9 +1,10 @@
 // Kernel speed of every table (the reference and each compiled Highway target) at Gemma 3 1B shapes:
 // GEMV (decode) in weight GB/s, from cache and from DRAM; GEMM (prefill) in GFLOP/s; element-wise
-// kernels in ns per call; ThreadPool dispatch overhead; this machine's memory read bandwidth.
+// kernels in ns per call; decode attention from DRAM (Gemma 3 12B's global layer at depth 4,096);
+// ThreadPool dispatch overhead; this machine's memory read bandwidth.
 //
 //   gemlet_kernel_bench [-t THREADS] [--kernels ref,AVX2,...] [--types Q4_K,F16,...] [--tokens 128]
-//                       [--reps 5] [--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed]
+//                       [--reps 5] [--only gemv|gemm|elementwise|attention|pool|bandwidth] [--calls N] [--packed]
 //                       [--prefetch BYTES] [--shapes 1536x6144,6144x1536]
 //
 // --shapes replaces the matmul shapes (n_in x n_out; default Gemma 3 1B's ffn_up and ffn_down), e.g.
@@ -238,6 +239,54 @@ void BenchElementwise(const Options& o) {
   }
 }
 
+// A decode step's attention over one global layer of Gemma 3 12B at a depth of 4,096: 8 KV heads of
+// 256 f16 values per position (a head's rows 4 KiB apart, as the cache lays them out), two query
+// heads per KV head, keys and values from DRAM (a 64 MiB read evicts them before every call). One
+// thread: the step's items are KV heads, split between the threads.
+void BenchAttentionFromDram(const Options& o) {
+  constexpr int kHeadDim = 256, kKvHeads = 8, kPositions = 4096, kGroup = 2;
+  constexpr size_t kWidth = size_t{kKvHeads} * kHeadDim, kValues = kWidth * kPositions;
+  std::printf("\nDecode attention from DRAM: %d positions x %d KV heads x %d f16, %d queries per KV head, 1 thread\n",
+              kPositions, kKvHeads, kHeadDim, kGroup);
+  std::printf("%-8s %12s %12s %12s %12s\n", "kernels", "dot ms", "dot GB/s", "wsum ms", "wsum GB/s");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> keys(kValues), values(kValues);
+  for (size_t i = 0; i < kValues; ++i) {
+    keys[i] = F32ToF16(0.1f * normal(rng));
+    values[i] = F32ToF16(normal(rng));
+  }
+  std::vector<float> q(size_t{kGroup} * kHeadDim), scores(size_t{kGroup} * kPositions), out(size_t{kGroup} * kHeadDim);
+  for (float& x : q) x = normal(rng);
+  std::vector<uint8_t> evict(size_t{64} << 20, 1);
+  const double bytes = static_cast<double>(kValues) * sizeof(uint16_t);
+  for (const KernelTable* k : Tables(o)) {
+    std::vector<double> dot_s, wsum_s;
+    for (int rep = 0; rep < std::max(1, o.reps); ++rep) {
+      for (size_t i = 0; i < evict.size(); i += 64) evict[i] += 1;
+      const double t0 = Now();
+      for (int h = 0; h < kKvHeads; ++h) {
+        k->dot_rows_f16(q.data(), kHeadDim, kGroup, keys.data() + h * kHeadDim, kWidth, kPositions, kHeadDim,
+                        scores.data(), kPositions);
+      }
+      const double t1 = Now();
+      for (float& s : scores) s = 1.0f / kPositions;
+      for (size_t i = 0; i < evict.size(); i += 64) evict[i] += 1;
+      const double t2 = Now();
+      for (int h = 0; h < kKvHeads; ++h) {
+        k->weighted_sum_f16(scores.data(), kPositions, kGroup, values.data() + h * kHeadDim, kWidth, kPositions,
+                            kHeadDim, out.data(), kHeadDim);
+      }
+      dot_s.push_back(t1 - t0);
+      wsum_s.push_back(Now() - t2);
+    }
+    std::sort(dot_s.begin(), dot_s.end());
+    std::sort(wsum_s.begin(), wsum_s.end());
+    const double dot = dot_s[dot_s.size() / 2], wsum = wsum_s[wsum_s.size() / 2];
+    std::printf("%-8s %12.2f %12.2f %12.2f %12.2f\n", k->name, dot * 1e3, bytes / dot / 1e9, wsum * 1e3, bytes / wsum / 1e9);
+  }
+}
+
 void BenchPool(const Options& o) {
   std::printf("\nThreadPool: us per ParallelFor (empty body and a 2x1152-float touch), %d threads\n", o.threads);
   ThreadPool pool(o.threads);
@@ -289,7 +338,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr, "usage: %s [-t N] [--kernels ref,AVX2] [--types Q4_K,F16] [--tokens N] [--reps N] "
-                   "[--only gemv|gemm|elementwise|pool|bandwidth] [--calls N] [--packed] [--prefetch BYTES] [--shapes 1536x6144,...]\n", argv[0]);
+                   "[--only gemv|gemm|elementwise|attention|pool|bandwidth] [--calls N] [--packed] [--prefetch BYTES] [--shapes 1536x6144,...]\n", argv[0]);
       return 2;
     }
   }
@@ -302,6 +351,7 @@ int main(int argc, char** argv) {
   }
   if (o.only.empty() || o.only == "pool") BenchPool(o);
   if (o.only.empty() || o.only == "elementwise") BenchElementwise(o);
+  if (o.only.empty() || o.only == "attention") BenchAttentionFromDram(o);
   if (o.only.empty() || o.only == "gemv") BenchMatMul(o, false);
   if (o.only.empty() || o.only == "gemm") BenchMatMul(o, true);
   return 0;

@@ -8,6 +8,7 @@
 #include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -80,6 +81,25 @@ HWY_INLINE float RowValue(const BlockQ4_0* row, int64_t i) {
   return static_cast<float>((j < 16 ? b.qs[j] & 0x0F : b.qs[j - 16] >> 4) - 8) * F16ToF32(b.d);
 }
 
+// Where value i of a row lies in memory, for prefetching.
+HWY_INLINE const void* ValueAddress(const float* row, int64_t i) { return row + i; }
+HWY_INLINE const void* ValueAddress(const uint16_t* row, int64_t i) { return row + i; }
+HWY_INLINE const void* ValueAddress(const BlockQ8_0* row, int64_t i) { return row + i / kBlock32; }
+HWY_INLINE const void* ValueAddress(const BlockQ4_0* row, int64_t i) { return row + i / kBlock32; }
+// The lines of values [from, to) of a row.
+template <class T>
+HWY_INLINE void PrefetchValues(const T* row, int64_t from, int64_t to) {
+  const auto* begin = static_cast<const uint8_t*>(ValueAddress(row, from));
+  const auto* last = static_cast<const uint8_t*>(ValueAddress(row, to - 1));
+  for (const uint8_t* line = begin; line <= last + 63; line += 64) hwy::Prefetch(line);
+}
+
+// A cache's rows of one KV head lie n_kv_heads * head_dim values apart (4 KiB for Gemma 3 12B's
+// f16 keys): each a few lines on a page of its own, a pattern the hardware prefetchers do not
+// follow, so the row kernels ask for the rows they will read this many rows ahead. From DRAM a
+// decode step's 4,096 keys were read at 3-5 GB/s on a Zen 3 core without.
+constexpr int64_t kRowsAhead = 8;
+
 // Tails shorter than a vector are done in scalar code: masked loads are not fault-safe everywhere.
 // Explicit fma: left to the compiler, a tile of several queries or rows was vectorised across them
 // with other contractions than a tile of one, and a score depended on its tile in the last bit.
@@ -124,7 +144,10 @@ template <int QT, int KT, class T>
 HWY_INLINE void DotRowsForQueries(const float* q, size_t q_stride, const T* rows, size_t stride, int64_t n_rows,
                                   int64_t n, float* out, size_t out_stride) {
   int64_t j = 0;
-  for (; j + KT <= n_rows; j += KT) DotTile<QT, KT>(q, q_stride, rows + j * stride, stride, n, out + j, out_stride);
+  for (; j + KT <= n_rows; j += KT) {
+    for (int64_t k = j + kRowsAhead; k < std::min(n_rows, j + kRowsAhead + KT); ++k) PrefetchValues(rows + k * stride, 0, n);
+    DotTile<QT, KT>(q, q_stride, rows + j * stride, stride, n, out + j, out_stride);
+  }
   for (; j < n_rows; ++j) DotTile<QT, 1>(q, q_stride, rows + j * stride, stride, n, out + j, out_stride);
 }
 
@@ -149,6 +172,11 @@ void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t str
   for (; a + 4 <= n_q; a += 4) {
     DotRowsForQueries<4, 2>(q + a * q_stride, q_stride, rows, stride, n_rows, n, out + a * out_stride, out_stride);
   }
+  // Pairs (Gemma 2 and 3 from 2B up have two query heads per KV head): each row converted once for
+  // both, and 8 chains where a query alone has 4, too few to hide the FMA's latency.
+  for (; a + 2 <= n_q; a += 2) {
+    DotRowsForQueries<2, 4>(q + a * q_stride, q_stride, rows, stride, n_rows, n, out + a * out_stride, out_stride);
+  }
   for (; a < n_q; ++a) {
     DotRowsForQueries<1, 4>(q + a * q_stride, q_stride, rows, stride, n_rows, n, out + a * out_stride, out_stride);
   }
@@ -159,7 +187,7 @@ void DotRows(const float* q, size_t q_stride, int n_q, const T* rows, size_t str
 // in order, whatever the tile. Values col.. of the rows, into y[col..].
 template <int QT, int VT, class T>
 HWY_INLINE void WeightedSumTile(const float* p, size_t p_stride, const T* rows, size_t stride, int64_t n_rows,
-                                int64_t col, float* y, size_t y_stride) {
+                                int64_t col, float* y, size_t y_stride, const T* next_rows, int64_t n_next) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   VF acc[QT][VT];
@@ -167,6 +195,7 @@ HWY_INLINE void WeightedSumTile(const float* p, size_t p_stride, const T* rows, 
     for (int v = 0; v < VT; ++v) acc[a][v] = hn::LoadU(d, y + a * y_stride + col + v * N);
   }
   for (int64_t j = 0; j < n_rows; ++j) {
+    if (j < n_next) PrefetchValues(next_rows + j * stride, col, col + VT * N);
     VF row[VT];
     for (int v = 0; v < VT; ++v) row[v] = LoadRow(d, rows + j * stride, col + v * N);
     for (int a = 0; a < QT; ++a) {
@@ -179,19 +208,37 @@ HWY_INLINE void WeightedSumTile(const float* p, size_t p_stride, const T* rows, 
   }
 }
 
+// Rows per pass of WeightedSumForOutputs: a block's rows stay in the L1/L2 caches while each column
+// tile passes over them (a pass over all of a decode step's 4,096 rows per tile read them from
+// DRAM a line at a time, once per tile), and each tile prefetches its columns of the next block.
+constexpr int64_t kWeightedSumRowBlock = 64;
+
 template <int QT, int VT, class T>
 HWY_INLINE void WeightedSumForOutputs(const float* p, size_t p_stride, const T* rows, size_t stride, int64_t n_rows,
                                       int64_t n, float* y, size_t y_stride) {
   const DF d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  int64_t i = 0;
-  for (; i + VT * N <= n; i += VT * N) WeightedSumTile<QT, VT>(p, p_stride, rows, stride, n_rows, i, y, y_stride);
-  for (; i + N <= n; i += N) WeightedSumTile<QT, 1>(p, p_stride, rows, stride, n_rows, i, y, y_stride);
-  for (; i < n; ++i) {
-    for (int a = 0; a < QT; ++a) {
-      float sum = y[a * y_stride + i];
-      for (int64_t j = 0; j < n_rows; ++j) sum = std::fma(p[a * p_stride + j], RowValue(rows + j * stride, i), sum);  // see DotTail
-      y[a * y_stride + i] = sum;
+  // Blocks of rows in order, each adding to y what the tiles kept in registers: every element still
+  // sums the rows in order, one multiply-add each, the same bits as one pass over all the rows.
+  for (int64_t j0 = 0; j0 < n_rows; j0 += kWeightedSumRowBlock) {
+    const int64_t rows_here = std::min(kWeightedSumRowBlock, n_rows - j0);
+    const int64_t n_next = std::min(kWeightedSumRowBlock, n_rows - j0 - rows_here);
+    const float* pj = p + j0;
+    const T* block = rows + j0 * stride;
+    const T* next = block + rows_here * stride;
+    int64_t i = 0;
+    for (; i + VT * N <= n; i += VT * N) {
+      WeightedSumTile<QT, VT>(pj, p_stride, block, stride, rows_here, i, y, y_stride, next, n_next);
+    }
+    for (; i + N <= n; i += N) WeightedSumTile<QT, 1>(pj, p_stride, block, stride, rows_here, i, y, y_stride, next, n_next);
+    for (; i < n; ++i) {
+      for (int a = 0; a < QT; ++a) {
+        float sum = y[a * y_stride + i];
+        for (int64_t j = 0; j < rows_here; ++j) {
+          sum = std::fma(pj[a * p_stride + j], RowValue(block + j * stride, i), sum);  // see DotTail
+        }
+        y[a * y_stride + i] = sum;
+      }
     }
   }
 }
@@ -208,6 +255,9 @@ void WeightedSum(const float* p, size_t p_stride, int n_p, const T* rows, size_t
   }
   for (; a + 4 <= n_p; a += 4) {
     WeightedSumForOutputs<4, 2>(p + a * p_stride, p_stride, rows, stride, n_rows, n, y + a * y_stride, y_stride);
+  }
+  for (; a + 2 <= n_p; a += 2) {  // pairs, as DotRows
+    WeightedSumForOutputs<2, 4>(p + a * p_stride, p_stride, rows, stride, n_rows, n, y + a * y_stride, y_stride);
   }
   for (; a < n_p; ++a) {
     WeightedSumForOutputs<1, 4>(p + a * p_stride, p_stride, rows, stride, n_rows, n, y + a * y_stride, y_stride);
