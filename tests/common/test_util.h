@@ -24,6 +24,13 @@ namespace gemlet::test {
 inline std::string TestdataDir() { return GEMLET_TESTDATA_DIR; }
 inline std::string GemletBinary() { return std::string(GEMLET_BINARY_DIR) + "/apps/gemlet/gemlet"; }
 
+// Whether the kernel table of this name (as gemlet::AvailableKernels() lists it) repacks quantized
+// weights, and so uses the packed-weight cache: AVX3_DL, AVX2_VNNI and AVX2 on x86, NEON_I8MM and
+// NEON_DOTPROD on ARM.
+inline bool KernelTablePacksWeights(const std::string& name) {
+  return name == "AVX3_DL" || name == "AVX2_VNNI" || name == "AVX2" || name == "NEON_I8MM" || name == "NEON_DOTPROD";
+}
+
 // A raw little-endian array file of T (the goldens' .f32, .i32, .u8); empty when it cannot be read.
 template <class T>
 std::vector<T> ReadRawFile(const std::string& path) {

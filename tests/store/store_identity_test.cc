@@ -12,11 +12,10 @@
 namespace gemlet {
 namespace {
 
-// The best kernels (after "ref") pack weights: AVX3_DL, AVX2_VNNI or AVX2, and NEON_I8MM or
-// NEON_DOTPROD on ARM.
+// Whether the best kernels (after "ref") pack weights.
 bool PackingKernels() {
   const std::string best = AvailableKernels().size() >= 2 ? AvailableKernels()[1] : "";
-  return best == "AVX3_DL" || best == "AVX2_VNNI" || best == "AVX2" || best == "NEON_I8MM" || best == "NEON_DOTPROD";
+  return test::KernelTablePacksWeights(best);
 }
 
 struct Loaded {
