@@ -43,6 +43,7 @@ test-asan: deps-test
 
 # ThreadSanitizer over the public API's threaded tests: one engine driven by four threads with four
 # sessions, cancels from another thread (of a session, a conversation, a BatchDecoder's requests).
+# The vector kernels' files are built uninstrumented there (src/kernels/CMakeLists.txt says why).
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEMLET_TSAN=ON -DGEMLET_BUILD_TESTS=ON
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target api_test conversation_test c_api_test batch_decoder_test http_front_test
